@@ -1,0 +1,369 @@
+/* The step context: arena, tape, error state, and mg_backward. */
+#include "minigrad/op.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The arena is a list of blocks. Normally there is one; a growing arena may add more during a
+ * step, and reset folds them into one block of the peak size, so steady-state steps never malloc. */
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t cap, used;
+    char *base;
+} arena_block;
+
+struct mg_ctx {
+    arena_block *blocks; /* current block first */
+    size_t used_total;   /* bytes handed out in this step, all blocks */
+    size_t peak;
+    bool fixed;
+    bool grad_enabled;
+    mg_node *tape;       /* last node */
+    int64_t tape_len;
+    mg_error_handler on_error;
+    void *on_error_user;
+    bool failed;
+    char error[1024];
+    mg_tensor dummy;
+    float dummy_data[16];
+};
+
+enum { ALIGN = 64 };
+static const size_t GROW_MIN = (size_t)16 << 20;
+
+static arena_block *block_new(size_t cap) {
+    arena_block *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    b->base = mg_aligned_alloc(cap);
+    if (!b->base) {
+        free(b);
+        return NULL;
+    }
+    b->cap = cap;
+    b->used = 0;
+    b->next = NULL;
+    return b;
+}
+
+static void blocks_free(arena_block *b) {
+    while (b) {
+        arena_block *n = b->next;
+        mg_aligned_free(b->base);
+        free(b);
+        b = n;
+    }
+}
+
+mg_ctx *mg_ctx_new(size_t arena_bytes) {
+    mg_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        mg_set_error(MG_ERR_NOMEM, "mg_ctx_new: out of memory");
+        return NULL;
+    }
+    ctx->fixed = arena_bytes > 0;
+    size_t cap = ctx->fixed ? (arena_bytes + ALIGN - 1) / ALIGN * ALIGN : GROW_MIN;
+    ctx->blocks = block_new(cap);
+    if (!ctx->blocks) {
+        free(ctx);
+        mg_set_error(MG_ERR_NOMEM, "mg_ctx_new: cannot allocate an arena of %zu bytes", cap);
+        return NULL;
+    }
+    ctx->grad_enabled = true;
+    ctx->dummy.data = ctx->dummy_data;
+    ctx->dummy.ndim = 1;
+    ctx->dummy.shape[0] = 1;
+    ctx->dummy.numel = 1;
+    return ctx;
+}
+
+void mg_ctx_free(mg_ctx *ctx) {
+    if (!ctx) return;
+    blocks_free(ctx->blocks);
+    free(ctx);
+}
+
+void mg_ctx_reset(mg_ctx *ctx) {
+    if (ctx->blocks->next) {
+        /* The arena grew during the step: replace the chain by one block big enough for the peak. */
+        size_t cap = (ctx->peak + ALIGN - 1) / ALIGN * ALIGN;
+        arena_block *b = block_new(cap);
+        if (b) {
+            blocks_free(ctx->blocks);
+            ctx->blocks = b;
+        } else {
+            /* Keep the chain; rewind every block. */
+            for (arena_block *x = ctx->blocks; x; x = x->next) x->used = 0;
+        }
+    }
+    ctx->blocks->used = 0;
+    ctx->used_total = 0;
+    ctx->tape = NULL;
+    ctx->tape_len = 0;
+}
+
+size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }
+size_t mg_ctx_peak_bytes(const mg_ctx *ctx) { return ctx->peak; }
+size_t mg_ctx_capacity(const mg_ctx *ctx) {
+    size_t c = 0;
+    for (arena_block *b = ctx->blocks; b; b = b->next) c += b->cap;
+    return c;
+}
+int64_t mg_ctx_tape_len(const mg_ctx *ctx) { return ctx->tape_len; }
+
+bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled) {
+    bool prev = ctx->grad_enabled;
+    ctx->grad_enabled = enabled;
+    return prev;
+}
+bool mg_ctx_grad_enabled(const mg_ctx *ctx) { return ctx->grad_enabled; }
+
+/* ---- errors ---- */
+static void default_handler(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    (void)user;
+    fprintf(stderr, "minigrad: error: %s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user) {
+    ctx->on_error = fn;
+    ctx->on_error_user = user;
+}
+
+const char *mg_ctx_error(const mg_ctx *ctx) { return ctx->failed ? ctx->error : NULL; }
+
+void mg_ctx_clear_error(mg_ctx *ctx) {
+    ctx->failed = false;
+    ctx->error[0] = 0;
+}
+
+void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) {
+    if (ctx->failed) return; /* keep the first error: later ones are consequences */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    ctx->failed = true;
+    (ctx->on_error ? ctx->on_error : default_handler)(ctx, ctx->error, ctx->on_error_user);
+}
+
+mg_tensor *mg_ctx_dummy(mg_ctx *ctx) {
+    /* Reset each time: a caller may have scribbled on it. */
+    memset(&ctx->dummy, 0, sizeof ctx->dummy);
+    memset(ctx->dummy_data, 0, sizeof ctx->dummy_data);
+    ctx->dummy.data = ctx->dummy_data;
+    ctx->dummy.ndim = 1;
+    ctx->dummy.shape[0] = 1;
+    ctx->dummy.numel = 1;
+    return &ctx->dummy;
+}
+
+/* ---- arena ---- */
+static void *arena_alloc(mg_ctx *ctx, size_t bytes) {
+    bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    if (bytes == 0) bytes = ALIGN;
+    arena_block *b = ctx->blocks;
+    if (b->cap - b->used < bytes) {
+        if (ctx->fixed) return NULL;
+        size_t cap = b->cap * 2 > bytes ? b->cap * 2 : bytes;
+        arena_block *nb = block_new(cap);
+        if (!nb) return NULL;
+        nb->next = b;
+        ctx->blocks = b = nb;
+    }
+    void *p = b->base + b->used;
+    b->used += bytes;
+    ctx->used_total += bytes;
+    if (ctx->used_total > ctx->peak) ctx->peak = ctx->used_total;
+    return p;
+}
+
+static void fail_exhausted(mg_ctx *ctx, const char *what, size_t bytes) {
+    if (ctx->fixed)
+        mg_ctx_fail(ctx,
+                    "arena exhausted: %s needs %zu bytes, but %zu of the fixed %zu bytes are in use "
+                    "(make the arena bigger, or pass 0 to mg_ctx_new to let it grow)",
+                    what, bytes, ctx->used_total, mg_ctx_capacity(ctx));
+    else
+        mg_ctx_fail(ctx, "out of memory: %s needs %zu bytes more (arena already holds %zu bytes)",
+                    what, bytes, ctx->used_total);
+}
+
+void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what) {
+    if (ctx->failed) return NULL;
+    void *p = arena_alloc(ctx, bytes);
+    if (!p) fail_exhausted(ctx, what, bytes);
+    return p;
+}
+
+static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *shape, int64_t *numel) {
+    if (ndim < 0 || ndim > MG_MAX_DIMS) {
+        mg_ctx_fail(ctx, "%s: %d dims requested, tensors have 0..%d", who, ndim, MG_MAX_DIMS);
+        return false;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            mg_ctx_fail(ctx, "%s: negative dimension %lld at index %d", who, (long long)shape[i], i);
+            return false;
+        }
+        n *= shape[i];
+    }
+    *numel = n;
+    return true;
+}
+
+static mg_tensor *tensor_alloc(mg_ctx *ctx, const char *who, mg_dtype dtype, int ndim,
+                               const int64_t *shape, bool with_data) {
+    if (ctx->failed) return mg_ctx_dummy(ctx);
+    int64_t numel;
+    if (!valid_shape(ctx, who, ndim, shape, &numel)) return mg_ctx_dummy(ctx);
+    size_t data_bytes = with_data ? (size_t)numel * 4 : 0;
+    mg_tensor *t = arena_alloc(ctx, sizeof(mg_tensor));
+    void *data = t && with_data ? arena_alloc(ctx, data_bytes) : NULL;
+    if (!t || (with_data && !data)) {
+        char what[160];
+        int off = snprintf(what, sizeof what, "%s output (", who);
+        for (int i = 0; i < ndim && off < (int)sizeof what - 24; i++)
+            off += snprintf(what + off, sizeof what - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
+        snprintf(what + off, sizeof what - (size_t)off, ")");
+        fail_exhausted(ctx, what, data_bytes + sizeof(mg_tensor));
+        return mg_ctx_dummy(ctx);
+    }
+    memset(t, 0, sizeof *t);
+    t->data = data;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = numel;
+    t->dtype = dtype;
+    return t;
+}
+
+mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape) {
+    return tensor_alloc(ctx, "mg_tensor_new", dtype, ndim, shape, true);
+}
+
+mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int64_t *shape) {
+    return tensor_alloc(ctx, op, MG_F32, ndim, shape, true);
+}
+
+mg_tensor *mg_zeros(mg_ctx *ctx, int ndim, const int64_t *shape) {
+    mg_tensor *t = tensor_alloc(ctx, "mg_zeros", MG_F32, ndim, shape, true);
+    if (!ctx->failed) memset(t->data, 0, (size_t)t->numel * 4);
+    return t;
+}
+
+mg_tensor *mg_tensor_wrap(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape, void *data) {
+    mg_tensor *t = tensor_alloc(ctx, "mg_tensor_wrap", dtype, ndim, shape, false);
+    if (!ctx->failed) t->data = data;
+    return t;
+}
+
+void mg_tensor_set_requires_grad(mg_tensor *t, bool on) {
+    if (on)
+        t->flags |= MG_REQUIRES_GRAD;
+    else
+        t->flags &= ~(uint32_t)MG_REQUIRES_GRAD;
+}
+
+char *mg_shape_str(const mg_tensor *t, char *buf, size_t n) {
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, n - off, "(");
+    for (int i = 0; i < t->ndim && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    if (off < n) snprintf(buf + off, n - off, ")");
+    return buf;
+}
+
+bool mg_same_shape(const mg_tensor *a, const mg_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* ---- tape ---- */
+mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, int n_in, mg_tensor *const *in) {
+    if (ctx->failed || !ctx->grad_enabled) return NULL;
+    bool need = false;
+    for (int i = 0; i < n_in; i++) need |= in[i] && mg_requires_grad(in[i]);
+    if (!need) return NULL;
+    mg_node *n = mg_ctx_alloc(ctx, sizeof *n, def->name);
+    if (!n) return NULL;
+    memset(n, 0, sizeof *n);
+    n->op = def;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->out = out;
+    n->prev = ctx->tape;
+    ctx->tape = n;
+    ctx->tape_len++;
+    out->node = n;
+    out->flags |= MG_REQUIRES_GRAD;
+    return n;
+}
+
+float *mg_grad(mg_ctx *ctx, mg_tensor *t) {
+    if (t->grad) return t->grad;
+    float *g = mg_ctx_alloc(ctx, (size_t)t->numel * 4, "gradient buffer");
+    if (g) memset(g, 0, (size_t)t->numel * 4);
+    t->grad = g;
+    return g;
+}
+
+void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
+    if (ctx->failed) return;
+    char s[64];
+    if (loss->numel != 1) {
+        mg_ctx_fail(ctx, "mg_backward: loss%s must have exactly one element", mg_shape_str(loss, s, sizeof s));
+        return;
+    }
+    if (!mg_requires_grad(loss)) {
+        mg_ctx_fail(ctx, "mg_backward: the loss does not depend on anything that requires a gradient "
+                         "(no parameter feeds it, or it was computed with gradients disabled)");
+        return;
+    }
+    float *g = mg_grad(ctx, loss);
+    if (!g) return;
+    g[0] += 1.0f;
+    for (mg_node *n = ctx->tape; n && !ctx->failed; n = n->prev) {
+        if (!n->out->grad) continue; /* nothing flowed back into this node */
+        if (!n->op->backward) {
+            int k = 0;
+            while (k < n->n_in && !(n->in[k] && mg_requires_grad(n->in[k]))) k++;
+            mg_ctx_fail(ctx, "mg_backward: op '%s' has no backward (its input #%d requires a gradient)",
+                        n->op->name, k);
+            return;
+        }
+        n->op->backward(ctx, n);
+    }
+}
+
+/* ---- shared reduction ---- */
+enum { REDUCE_CHUNK = 64 };
+
+void mg_reduce_rows_add(mg_ctx *ctx, const float *src, int64_t R, int64_t N, float *dst) {
+    /* Partial sums over fixed chunks of REDUCE_CHUNK rows, then the chunks in order: the order of
+     * additions depends only on R, never on the thread count. */
+    int64_t nchunk = (R + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+    if (nchunk <= 1) {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < N; j++) dst[j] += src[r * N + j];
+        return;
+    }
+    float *part = mg_ctx_alloc(ctx, (size_t)(nchunk * N) * 4, "row reduction scratch");
+    if (!part) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nchunk; c++) {
+        float *p = part + c * N;
+        int64_t r0 = c * REDUCE_CHUNK, r1 = r0 + REDUCE_CHUNK < R ? r0 + REDUCE_CHUNK : R;
+        for (int64_t j = 0; j < N; j++) p[j] = 0.0f;
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t j = 0; j < N; j++) p[j] += src[r * N + j];
+    }
+    for (int64_t c = 0; c < nchunk; c++)
+        for (int64_t j = 0; j < N; j++) dst[j] += part[c * N + j];
+}

@@ -1,0 +1,61 @@
+/* minigrad/optim.h: optimizers over an mg_params store, gradient clipping, the LR schedule.
+ *
+ * An optimizer keeps its state (moments) in slabs parallel to the parameter slab, so saving and
+ * restoring it is one buffer each. Ownership: the optimizer owns its state; it borrows the store,
+ * which must outlive it.
+ */
+#ifndef MINIGRAD_OPTIM_H
+#define MINIGRAD_OPTIM_H
+
+#include "minigrad/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mg_optim mg_optim;
+
+typedef struct mg_adamw_cfg {
+    float beta1, beta2, eps;
+    float weight_decay; /* decoupled: p -= lr * wd * p, skipped for MG_NO_DECAY parameters */
+} mg_adamw_cfg;
+
+/* beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01 (PyTorch's AdamW defaults). */
+mg_adamw_cfg mg_adamw_defaults(void);
+
+/* AdamW with bias-corrected moments:
+ *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2,  mhat = m / (1-b1^t),  vhat = v / (1-b2^t)
+ *   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+ * With weight_decay 0 this is Adam. Returns NULL (mg_last_error) if the store is not allocated. */
+mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg);
+
+/* SGD with momentum (PyTorch semantics): buf = mu buf + g (+ wd p);  p -= lr buf. */
+mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay);
+
+void mg_optim_free(mg_optim *o);
+
+/* One update with learning rate lr, from the gradients in the store. */
+void mg_optim_step(mg_optim *o, float lr);
+
+int64_t mg_optim_steps(const mg_optim *o);
+void mg_optim_set_steps(mg_optim *o, int64_t steps);
+
+/* State slabs for checkpoints: slot 0 = first moment (or momentum), slot 1 = second moment
+ * (NULL for SGD). Each holds mg_params_slab_size floats. */
+float *mg_optim_state(const mg_optim *o, int slot);
+int mg_optim_state_slots(const mg_optim *o);
+const char *mg_optim_name(const mg_optim *o);
+
+/* Global L2 norm of all gradients (accumulated in double, fixed order). If max_norm > 0 and the
+ * norm exceeds it, every gradient is scaled by max_norm / norm. Returns the norm before clipping
+ * (NaN or inf if some gradient is not finite; gradients are then left as they are). */
+float mg_clip_grad_norm(mg_params *p, float max_norm);
+
+/* Linear warmup from 0 over `warmup` steps, then cosine decay from lr_max to lr_min at step
+ * `total`; lr_min after that. step counts from 0. */
+float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/* minigrad/params.h: the persistent parameter store.
+ *
+ * Parameters are declared first (name, shape, initialiser, flags), then mg_params_alloc lays them
+ * out in one contiguous 64-byte-aligned slab for values and one for gradients, and runs the
+ * initialisers in declaration order with the given generator (so a seed fixes every weight).
+ * One slab each means a checkpoint, a zero_grad or a gradient all-reduce is one buffer.
+ *
+ * Ownership: the store owns its tensors, their names and both slabs; mg_params_free releases all.
+ * Tensor pointers returned by mg_params_add stay valid until then (data is NULL before alloc).
+ */
+#ifndef MINIGRAD_PARAMS_H
+#define MINIGRAD_PARAMS_H
+
+#include "minigrad/rng.h"
+#include "minigrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mg_init_kind {
+    MG_INIT_ZEROS,
+    MG_INIT_ONES,
+    MG_INIT_CONST,   /* a */
+    MG_INIT_UNIFORM, /* uniform in [a, b) */
+    MG_INIT_NORMAL,  /* mean a, standard deviation b */
+} mg_init_kind;
+
+typedef struct mg_init {
+    mg_init_kind kind;
+    float a, b;
+} mg_init;
+
+static inline mg_init mg_init_zeros(void) { return (mg_init){MG_INIT_ZEROS, 0, 0}; }
+static inline mg_init mg_init_ones(void) { return (mg_init){MG_INIT_ONES, 1, 0}; }
+static inline mg_init mg_init_const(float v) { return (mg_init){MG_INIT_CONST, v, 0}; }
+static inline mg_init mg_init_uniform(float lo, float hi) { return (mg_init){MG_INIT_UNIFORM, lo, hi}; }
+static inline mg_init mg_init_normal(float mean, float std) { return (mg_init){MG_INIT_NORMAL, mean, std}; }
+
+typedef struct mg_params mg_params;
+
+mg_params *mg_params_new(void);
+void mg_params_free(mg_params *p);
+
+/* Declares a parameter (flags: MG_NO_DECAY, ...; MG_PARAM | MG_REQUIRES_GRAD are always set).
+ * Returns NULL with mg_last_error set on a duplicate or empty name, a bad shape, or after alloc. */
+mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
+                         uint32_t flags);
+
+/* Allocates the slabs and initialises every parameter. rng may be NULL if no initialiser is random. */
+mg_status mg_params_alloc(mg_params *p, mg_rng *rng);
+bool mg_params_allocated(const mg_params *p);
+
+int mg_params_len(const mg_params *p);
+mg_tensor *mg_params_at(const mg_params *p, int i);
+mg_tensor *mg_params_find(const mg_params *p, const char *name);
+int64_t mg_params_numel(const mg_params *p); /* sum of the parameters' elements */
+
+/* The slabs: `size` floats each, parameters at 64-byte aligned offsets (gaps are zero). */
+float *mg_params_data(const mg_params *p);
+float *mg_params_grad(const mg_params *p);
+int64_t mg_params_slab_size(const mg_params *p);
+/* Offset of parameter i in the slabs (floats). */
+int64_t mg_params_offset(const mg_params *p, int i);
+
+void mg_params_zero_grad(mg_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* minigrad/tensor.h: tensors, the per-step context (arena + tape), and reverse-mode autodiff.
+ *
+ * Ownership:
+ *  - An mg_ctx owns its arena. Every tensor made by an op or by mg_tensor_new/mg_zeros/mg_tensor_wrap
+ *    lives in the arena and dies at mg_ctx_reset or mg_ctx_free; never free one by hand.
+ *  - mg_tensor_wrap borrows the caller's data: it must outlive the step.
+ *  - Parameters are not arena tensors: they live in an mg_params store (params.h).
+ *
+ * Autodiff is define-by-run: each op computes its result at once and, when gradients are enabled
+ * and some input requires a gradient, appends a node to the context's tape. mg_backward(ctx, loss)
+ * walks the tape in reverse; gradients accumulate (+=) into each tensor's `grad`.
+ *
+ * Programming errors (shape mismatch, missing backward, arena exhausted) go to the context's error
+ * handler. The default handler prints the message and aborts. With a handler of your own installed,
+ * the context becomes sticky-failed: later ops return a harmless placeholder tensor and do nothing,
+ * so a program can run a whole step and check mg_ctx_error() once.
+ */
+#ifndef MINIGRAD_TENSOR_H
+#define MINIGRAD_TENSOR_H
+
+#include "minigrad/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mg_ctx mg_ctx;
+typedef struct mg_node mg_node;
+
+typedef enum mg_dtype { MG_F32 = 0, MG_I32 = 1 } mg_dtype; /* I32: token ids and targets only */
+
+enum {
+    MG_REQUIRES_GRAD = 1u << 0, /* gradient wanted (set on parameters and on op outputs) */
+    MG_PARAM = 1u << 1,         /* lives in an mg_params store */
+    MG_NO_DECAY = 1u << 2,      /* optimizer: no weight decay (biases, LayerNorm, embeddings) */
+};
+
+typedef struct mg_tensor {
+    union {
+        float *data;  /* MG_F32 */
+        int32_t *i32; /* MG_I32 */
+    };
+    float *grad; /* same shape as data; NULL until a gradient reaches it */
+    int64_t shape[MG_MAX_DIMS];
+    int ndim;
+    int64_t numel;
+    mg_dtype dtype;
+    uint32_t flags;
+    mg_node *node;    /* tape node that produced it; NULL for leaves and untracked results */
+    const char *name; /* parameters: their dotted name; NULL otherwise */
+} mg_tensor;
+
+/* ---- context ---- */
+
+/* arena_bytes > 0: a fixed arena; running out is an error naming the op and the sizes.
+ * arena_bytes == 0: the arena grows as needed; at the next reset it is re-made as one block of the
+ * peak size, so from the second step on a training loop does no malloc.
+ * Returns NULL (with mg_last_error) if memory cannot be had. */
+mg_ctx *mg_ctx_new(size_t arena_bytes);
+void mg_ctx_free(mg_ctx *ctx);
+
+/* Frees every arena tensor and the tape (start of a step). The error state is kept. */
+void mg_ctx_reset(mg_ctx *ctx);
+
+size_t mg_ctx_used_bytes(const mg_ctx *ctx);
+size_t mg_ctx_peak_bytes(const mg_ctx *ctx); /* high-water mark since creation */
+size_t mg_ctx_capacity(const mg_ctx *ctx);
+int64_t mg_ctx_tape_len(const mg_ctx *ctx);
+
+/* Gradient recording on/off ("no_grad" for evaluation and generation). Returns the previous state. */
+bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled);
+bool mg_ctx_grad_enabled(const mg_ctx *ctx);
+
+typedef void (*mg_error_handler)(mg_ctx *ctx, const char *msg, void *user);
+/* NULL restores the default (print to stderr, abort). */
+void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user);
+const char *mg_ctx_error(const mg_ctx *ctx); /* NULL while all is well */
+void mg_ctx_clear_error(mg_ctx *ctx);
+/* Raise a programming error on the context (for ops and layers): formats, then calls the handler. */
+void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- tensors in the arena ---- */
+mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape); /* uninitialised */
+mg_tensor *mg_zeros(mg_ctx *ctx, int ndim, const int64_t *shape);
+mg_tensor *mg_tensor_wrap(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape, void *data);
+void mg_tensor_set_requires_grad(mg_tensor *t, bool on);
+static inline bool mg_requires_grad(const mg_tensor *t) { return (t->flags & MG_REQUIRES_GRAD) != 0; }
+
+/* Writes "(2,128,256)" into buf and returns buf. */
+char *mg_shape_str(const mg_tensor *t, char *buf, size_t n);
+bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
+
+/* ---- autodiff ---- */
+/* loss must be a one-element tensor that requires a gradient. Seeds d(loss) = 1 and runs every
+ * recorded node's backward in reverse order. */
+void mg_backward(mg_ctx *ctx, mg_tensor *loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,41 @@
+/* Private helpers shared by the op files. */
+#ifndef MG_OPS_INTERNAL_H
+#define MG_OPS_INTERNAL_H
+
+#include "minigrad/op.h"
+#include "minigrad/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* "(2,128,256)" in a temporary that lives until the end of the enclosing full expression's block. */
+#define MG_SHAPE(t) mg_shape_str((t), (char[80]){0}, 80)
+
+/* Returns the placeholder from the calling op if the context has already failed. */
+#define MG_BAIL_IF_FAILED(ctx)                                                                     \
+    do {                                                                                           \
+        if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);                                             \
+    } while (0)
+
+/* Fails the op with `msg` unless t is a float tensor. */
+static inline bool mg_expect_f32(mg_ctx *ctx, const char *op, const char *arg, const mg_tensor *t) {
+    if (t->dtype == MG_F32) return true;
+    mg_ctx_fail(ctx, "%s: %s%s must be float32 (got int32 ids)", op, arg, MG_SHAPE(t));
+    return false;
+}
+
+/* True if b's shape is a's shape or a's trailing dims (the broadcasts add/mul allow). */
+static inline bool mg_is_suffix_shape(const mg_tensor *a, const mg_tensor *b) {
+    if (b->ndim > a->ndim) return false;
+    for (int i = 0; i < b->ndim; i++)
+        if (b->shape[b->ndim - 1 - i] != a->shape[a->ndim - 1 - i]) return false;
+    return true;
+}
+
+static inline void mg_acc(float *restrict dst, const float *restrict src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+#endif

@@ -1,0 +1,47 @@
+/* c = a * b elementwise, b of a's shape or a's trailing dims (broadcast as in mg_add).
+ * Backward: da += dc * b; db += sum over broadcast rows of dc * a. */
+#include "internal.h"
+
+static void mul_backward(mg_ctx *ctx, mg_node *n) {
+    mg_tensor *a = n->in[0], *b = n->in[1];
+    const float *dc = n->out->grad;
+    int64_t nb = b->numel, rows = nb ? a->numel / nb : 0;
+    if (mg_requires_grad(a)) {
+        float *da = mg_grad(ctx, a);
+        if (!da) return;
+#pragma omp parallel for schedule(static) if (a->numel > 65536)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < nb; j++) da[r * nb + j] += dc[r * nb + j] * b->data[j];
+    }
+    if (mg_requires_grad(b)) {
+        float *db = mg_grad(ctx, b);
+        float *prod = rows > 1 ? mg_ctx_alloc(ctx, (size_t)a->numel * 4, "mg_mul backward scratch") : NULL;
+        if (!db || (rows > 1 && !prod)) return;
+        if (rows <= 1) {
+            for (int64_t j = 0; j < nb; j++) db[j] += dc[j] * a->data[j];
+            return;
+        }
+#pragma omp parallel for schedule(static) if (a->numel > 65536)
+        for (int64_t i = 0; i < a->numel; i++) prod[i] = dc[i] * a->data[i];
+        mg_reduce_rows_add(ctx, prod, rows, nb, db);
+    }
+}
+
+const mg_op_def mg_op_def_mul = {"mg_mul", mul_backward};
+
+mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b) {
+    MG_BAIL_IF_FAILED(ctx);
+    if (!mg_expect_f32(ctx, "mg_mul", "a", a) || !mg_expect_f32(ctx, "mg_mul", "b", b)) return mg_ctx_dummy(ctx);
+    if (!mg_is_suffix_shape(a, b)) {
+        mg_ctx_fail(ctx, "mg_mul: a%s * b%s: b must have a's shape or a's trailing dims", MG_SHAPE(a), MG_SHAPE(b));
+        return mg_ctx_dummy(ctx);
+    }
+    mg_tensor *c = mg_op_output(ctx, "mg_mul", a->ndim, a->shape);
+    if (!mg_ctx_ok(ctx)) return c;
+    int64_t nb = b->numel, rows = nb ? a->numel / nb : 0;
+#pragma omp parallel for schedule(static) if (a->numel > 65536)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < nb; j++) c->data[r * nb + j] = a->data[r * nb + j] * b->data[j];
+    mg_op_record(ctx, &mg_op_def_mul, c, 2, (mg_tensor *[]){a, b});
+    return c;
+}

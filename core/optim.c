@@ -1,0 +1,135 @@
+/* AdamW, SGD with momentum, clipping and the schedule. Updates are elementwise, so splitting them
+ * over threads cannot change the result. */
+#include "minigrad/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_ADAMW, OPT_SGD } opt_kind;
+
+struct mg_optim {
+    opt_kind kind;
+    mg_params *p;
+    mg_adamw_cfg cfg;
+    float momentum, weight_decay; /* SGD */
+    int64_t t;
+    float *m, *v;
+};
+
+mg_adamw_cfg mg_adamw_defaults(void) { return (mg_adamw_cfg){0.9f, 0.999f, 1e-8f, 0.01f}; }
+
+static mg_optim *optim_new(mg_params *p, opt_kind kind, int slots) {
+    if (!mg_params_allocated(p)) {
+        mg_set_error(MG_ERR_INVALID, "optimizer: the parameter store is not allocated yet (call mg_params_alloc first)");
+        return NULL;
+    }
+    mg_optim *o = calloc(1, sizeof *o);
+    size_t bytes = (size_t)(mg_params_slab_size(p) ? mg_params_slab_size(p) : 16) * sizeof(float);
+    if (o) o->m = mg_aligned_alloc(bytes);
+    if (o && slots > 1) o->v = mg_aligned_alloc(bytes);
+    if (!o || !o->m || (slots > 1 && !o->v)) {
+        mg_optim_free(o);
+        mg_set_error(MG_ERR_NOMEM, "optimizer: cannot allocate %d x %zu bytes of state", slots, bytes);
+        return NULL;
+    }
+    memset(o->m, 0, bytes);
+    if (o->v) memset(o->v, 0, bytes);
+    o->kind = kind;
+    o->p = p;
+    return o;
+}
+
+mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg) {
+    mg_optim *o = optim_new(p, OPT_ADAMW, 2);
+    if (o) o->cfg = cfg;
+    return o;
+}
+
+mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay) {
+    mg_optim *o = optim_new(p, OPT_SGD, 1);
+    if (o) o->momentum = momentum, o->weight_decay = weight_decay;
+    return o;
+}
+
+void mg_optim_free(mg_optim *o) {
+    if (!o) return;
+    mg_aligned_free(o->m);
+    mg_aligned_free(o->v);
+    free(o);
+}
+
+void mg_optim_step(mg_optim *o, float lr) {
+    o->t++;
+    int n = mg_params_len(o->p);
+    float *data = mg_params_data(o->p), *grad = mg_params_grad(o->p);
+    float bc1 = 1.0f - powf(o->cfg.beta1, (float)o->t), bc2 = 1.0f - powf(o->cfg.beta2, (float)o->t);
+    for (int k = 0; k < n; k++) {
+        mg_tensor *t = mg_params_at(o->p, k);
+        int64_t off = mg_params_offset(o->p, k), len = t->numel;
+        float *w = data + off, *g = grad + off, *m = o->m + off;
+        bool decay = !(t->flags & MG_NO_DECAY);
+        if (o->kind == OPT_ADAMW) {
+            float *v = o->v + off, b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
+            float wd = decay ? o->cfg.weight_decay : 0.0f;
+#pragma omp parallel for schedule(static) if (len > 65536)
+            for (int64_t i = 0; i < len; i++) {
+                m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+                v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+                float mh = m[i] / bc1, vh = v[i] / bc2;
+                w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+            }
+        } else {
+            float mu = o->momentum, wd = decay ? o->weight_decay : 0.0f;
+            bool first = o->t == 1;
+#pragma omp parallel for schedule(static) if (len > 65536)
+            for (int64_t i = 0; i < len; i++) {
+                float d = g[i] + wd * w[i];
+                m[i] = (mu != 0.0f && !first) ? mu * m[i] + d : d;
+                w[i] -= lr * m[i];
+            }
+        }
+    }
+}
+
+int64_t mg_optim_steps(const mg_optim *o) { return o->t; }
+void mg_optim_set_steps(mg_optim *o, int64_t steps) { o->t = steps; }
+float *mg_optim_state(const mg_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
+int mg_optim_state_slots(const mg_optim *o) { return o->kind == OPT_ADAMW ? 2 : 1; }
+const char *mg_optim_name(const mg_optim *o) { return o->kind == OPT_ADAMW ? "adamw" : "sgd"; }
+
+enum { NORM_CHUNK = 4096 };
+
+float mg_clip_grad_norm(mg_params *p, float max_norm) {
+    /* The gaps between parameters are zero, so the whole slab can be summed in fixed chunks. */
+    const float *g = mg_params_grad(p);
+    int64_t n = mg_params_slab_size(p), nchunk = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    double total = 0.0;
+    for (int64_t c0 = 0; c0 < nchunk; c0 += 256) {
+        double part[256];
+        int64_t c1 = c0 + 256 < nchunk ? c0 + 256 : nchunk;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = c0; c < c1; c++) {
+            double s = 0.0;
+            int64_t i1 = (c + 1) * NORM_CHUNK < n ? (c + 1) * NORM_CHUNK : n;
+            for (int64_t i = c * NORM_CHUNK; i < i1; i++) s += (double)g[i] * g[i];
+            part[c - c0] = s;
+        }
+        for (int64_t c = c0; c < c1; c++) total += part[c - c0];
+    }
+    float norm = (float)sqrt(total);
+    if (max_norm > 0.0f && isfinite(norm) && norm > max_norm) {
+        float s = max_norm / norm;
+        float *gw = mg_params_grad(p);
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++) gw[i] *= s;
+    }
+    return norm;
+}
+
+float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min) {
+    if (warmup > 0 && step < warmup) return lr_max * (float)(step + 1) / (float)warmup;
+    if (step >= total) return lr_min;
+    double progress = (double)(step - warmup) / (double)(total - warmup > 0 ? total - warmup : 1);
+    return lr_min + (lr_max - lr_min) * (float)(0.5 * (1.0 + cos(3.141592653589793 * progress)));
+}

@@ -1,0 +1,158 @@
+/* The parameter store: declare, then one allocation per slab. */
+#include "minigrad/params.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mg_tensor t;
+    mg_init init;
+    int64_t offset;
+    char *name;
+} param;
+
+struct mg_params {
+    param **v;
+    int n, cap;
+    float *data, *grad;
+    int64_t size;
+};
+
+mg_params *mg_params_new(void) { return calloc(1, sizeof(mg_params)); }
+
+void mg_params_free(mg_params *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        free(p->v[i]->name);
+        free(p->v[i]);
+    }
+    free(p->v);
+    mg_aligned_free(p->data);
+    mg_aligned_free(p->grad);
+    free(p);
+}
+
+mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
+                         uint32_t flags) {
+    if (p->data) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s' declared after mg_params_alloc", name ? name : "?");
+        return NULL;
+    }
+    if (!name || !*name) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: a parameter needs a name");
+        return NULL;
+    }
+    if (mg_params_find(p, name)) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: duplicate parameter name '%s'", name);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > MG_MAX_DIMS) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s' has %d dims (0..%d allowed)", name, ndim, MG_MAX_DIMS);
+        return NULL;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0) {
+            mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s' dim %d is %lld (must be > 0)", name, i,
+                         (long long)shape[i]);
+            return NULL;
+        }
+        numel *= shape[i];
+    }
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        param **v = realloc(p->v, (size_t)cap * sizeof *v);
+        if (!v) goto nomem;
+        p->v = v;
+        p->cap = cap;
+    }
+    param *q = calloc(1, sizeof *q);
+    if (!q) goto nomem;
+    q->name = strdup(name);
+    if (!q->name) {
+        free(q);
+        goto nomem;
+    }
+    q->t.ndim = ndim;
+    for (int i = 0; i < ndim; i++) q->t.shape[i] = shape[i];
+    q->t.numel = numel;
+    q->t.dtype = MG_F32;
+    q->t.flags = flags | MG_PARAM | MG_REQUIRES_GRAD;
+    q->t.name = q->name;
+    q->init = init;
+    p->v[p->n++] = q;
+    return &q->t;
+nomem:
+    mg_set_error(MG_ERR_NOMEM, "mg_params_add: out of memory declaring '%s'", name);
+    return NULL;
+}
+
+static void run_init(param *q, mg_rng *rng) {
+    float *d = q->t.data;
+    for (int64_t i = 0; i < q->t.numel; i++) {
+        switch (q->init.kind) {
+        case MG_INIT_ZEROS: d[i] = 0.0f; break;
+        case MG_INIT_ONES: d[i] = 1.0f; break;
+        case MG_INIT_CONST: d[i] = q->init.a; break;
+        case MG_INIT_UNIFORM: d[i] = mg_rng_range(rng, q->init.a, q->init.b); break;
+        case MG_INIT_NORMAL: d[i] = q->init.a + q->init.b * mg_rng_normal(rng); break;
+        }
+    }
+}
+
+mg_status mg_params_alloc(mg_params *p, mg_rng *rng) {
+    if (p->data) return mg_set_error(MG_ERR_INVALID, "mg_params_alloc: already allocated");
+    int64_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        p->v[i]->offset = off;
+        off += (p->v[i]->t.numel + 15) / 16 * 16;
+        mg_init_kind k = p->v[i]->init.kind;
+        if (!rng && (k == MG_INIT_UNIFORM || k == MG_INIT_NORMAL))
+            return mg_set_error(MG_ERR_INVALID, "mg_params_alloc: '%s' has a random initialiser but no generator was given",
+                                p->v[i]->name);
+    }
+    size_t bytes = (size_t)(off ? off : 16) * sizeof(float);
+    p->data = mg_aligned_alloc(bytes);
+    p->grad = mg_aligned_alloc(bytes);
+    if (!p->data || !p->grad) {
+        mg_aligned_free(p->data);
+        mg_aligned_free(p->grad);
+        p->data = p->grad = NULL;
+        return mg_set_error(MG_ERR_NOMEM, "mg_params_alloc: cannot allocate %zu bytes for %d parameters", 2 * bytes, p->n);
+    }
+    memset(p->data, 0, bytes);
+    memset(p->grad, 0, bytes);
+    p->size = off;
+    for (int i = 0; i < p->n; i++) {
+        param *q = p->v[i];
+        q->t.data = p->data + q->offset;
+        q->t.grad = p->grad + q->offset;
+        run_init(q, rng);
+    }
+    return MG_OK;
+}
+
+bool mg_params_allocated(const mg_params *p) { return p->data != NULL; }
+int mg_params_len(const mg_params *p) { return p->n; }
+mg_tensor *mg_params_at(const mg_params *p, int i) { return i >= 0 && i < p->n ? &p->v[i]->t : NULL; }
+
+mg_tensor *mg_params_find(const mg_params *p, const char *name) {
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->v[i]->name, name) == 0) return &p->v[i]->t;
+    return NULL;
+}
+
+int64_t mg_params_numel(const mg_params *p) {
+    int64_t n = 0;
+    for (int i = 0; i < p->n; i++) n += p->v[i]->t.numel;
+    return n;
+}
+
+float *mg_params_data(const mg_params *p) { return p->data; }
+float *mg_params_grad(const mg_params *p) { return p->grad; }
+int64_t mg_params_slab_size(const mg_params *p) { return p->size; }
+int64_t mg_params_offset(const mg_params *p, int i) { return p->v[i]->offset; }
+
+void mg_params_zero_grad(mg_params *p) {
+    if (p->grad) memset(p->grad, 0, (size_t)p->size * sizeof(float));
+}
