@@ -31,7 +31,15 @@ mg_status mg_wrap_error(mg_status code, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
+    /* Explicit lengths: the joined message is cut at the buffer's end, never overflows it. */
+    size_t lp = strlen(prefix), lo = strlen(old), cap = sizeof last_error - 1;
+    if (lp > cap) lp = cap;
+    memcpy(last_error, prefix, lp);
+    size_t n = lp;
+    if (n + 2 <= cap) memcpy(last_error + n, ": ", 2), n += 2;
+    if (lo > cap - n) lo = cap - n;
+    memcpy(last_error + n, old, lo);
+    last_error[n + lo] = 0;
     return code;
 }
 

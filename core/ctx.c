@@ -326,9 +326,13 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
                          "(no parameter feeds it, or it was computed with gradients disabled)");
         return;
     }
+    /* Gradients of intermediate results belong to this pass: a second backward over the same tape
+     * must not add the first pass's flow again. Leaves (parameters, inputs) keep accumulating. */
+    for (mg_node *n = ctx->tape; n; n = n->prev)
+        if (n->out->grad) memset(n->out->grad, 0, (size_t)n->out->numel * sizeof(float));
     float *g = mg_grad(ctx, loss);
     if (!g) return;
-    g[0] += 1.0f;
+    g[0] = 1.0f;
     for (mg_node *n = ctx->tape; n && !ctx->failed; n = n->prev) {
         if (!n->out->grad) continue; /* nothing flowed back into this node */
         if (!n->op->backward) {

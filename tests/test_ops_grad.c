@@ -1,0 +1,255 @@
+/* Gradient checks: every op's backward against central finite differences.
+ *
+ * For an op f and a fixed random weighting R, the scalar L(x) = sum_i f(x)_i R_i is evaluated in
+ * double from f's float32 output. The analytic gradient comes from mg_backward through
+ * mg_sum(mg_mul(f(x), R)); the numeric one from (L(x + h e_j) - L(x - h e_j)) / 2h for every
+ * element j of every float input. They must agree within |a - n| <= atol + rtol |n|, with atol and
+ * rtol stated per case below. float32 forward passes limit how tight this can be: with h = 1e-2
+ * the truncation error is O(h^2) for smooth ops and the rounding error about 1e-7 |L| / h.
+ * A coverage test fails if an op in ops.def has no case here. */
+#include "harness.h"
+#include "minigrad/minigrad.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The case table below leaves trailing fields to their zero defaults on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define MAXIN 4
+
+typedef struct gcase gcase;
+typedef mg_tensor *(*op_fn)(mg_ctx *ctx, mg_tensor **in, const gcase *c);
+
+typedef struct {
+    int ndim;
+    int64_t shape[MG_MAX_DIMS];
+    int ids_below; /* > 0: an int32 input with values in [0, ids_below) (not differentiated) */
+    int ids_ignore_every; /* cross-entropy: every k-th target set to -1 */
+} input_spec;
+
+struct gcase {
+    const char *name; /* readable case name */
+    const char *op;   /* mg_op_def name it covers */
+    op_fn fn;
+    int n_in;
+    input_spec in[MAXIN];
+    float h, atol, rtol;
+    int64_t iarg[4];
+    float farg[2];
+};
+
+/* ---- op wrappers ---- */
+static mg_tensor *f_matmul(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_matmul(c, x[0], x[1]); }
+static mg_tensor *f_matmul_nt(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_matmul_nt(c, x[0], x[1]); }
+static mg_tensor *f_add(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_add(c, x[0], x[1]); }
+static mg_tensor *f_mul(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mul(c, x[0], x[1]); }
+static mg_tensor *f_scale(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_scale(c, x[0], g->farg[0]); }
+static mg_tensor *f_gelu(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_gelu(c, x[0], (mg_gelu_kind)g->iarg[0]); }
+static mg_tensor *f_softmax(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_softmax(c, x[0]); }
+static mg_tensor *f_layernorm(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    return mg_layernorm(c, x[0], g->n_in > 1 ? x[1] : NULL, g->n_in > 2 ? x[2] : NULL, 1e-5f);
+}
+static mg_tensor *f_embedding(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_embedding(c, x[0], x[1]); }
+static mg_tensor *f_xent(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_cross_entropy(c, x[0], x[1], -1); }
+static mg_tensor *f_reshape(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    return mg_reshape(c, x[0], 3, (int64_t[]){g->iarg[0], -1, g->iarg[1]});
+}
+static mg_tensor *f_split(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_split_heads(c, x[0], g->iarg[0], g->iarg[1], g->iarg[2]); }
+static mg_tensor *f_merge(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_merge_heads(c, x[0]); }
+
+static void linear_bias(const void *user, int64_t h, int64_t qpos, int64_t k0, int64_t n, float *logits) {
+    const float *slope = user;
+    for (int64_t j = 0; j < n; j++) logits[j] -= slope[h] * fabsf((float)(qpos - (k0 + j)));
+}
+static const float test_slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+
+static mg_tensor *f_attention(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_attn_opts o = {.causal = g->iarg[0] != 0, .q_pos0 = g->iarg[1], .scale = g->farg[0]};
+    if (g->iarg[2]) o.bias = linear_bias, o.bias_user = test_slopes;
+    return mg_attention(c, x[0], x[1], x[2], &o);
+}
+static mg_tensor *f_rope(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_rope(c, x[0], g->iarg[0], 10000.0f); }
+static mg_tensor *f_dropout(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_rng r = mg_rng_make(1234); /* same mask on every evaluation */
+    return mg_dropout(c, x[0], g->farg[0], &r);
+}
+static mg_tensor *f_sum(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sum(c, x[0]); }
+static mg_tensor *f_mean(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mean(c, x[0]); }
+
+#define S1(a) 1, {a}
+#define S2(a, b) 2, {a, b}
+#define S3(a, b, c) 3, {a, b, c}
+#define S4(a, b, c, d) 4, {a, b, c, d}
+#define F(...) {__VA_ARGS__, 0, 0}
+#define IDS(below, ...) {__VA_ARGS__, below, 0}
+
+/* Tolerances: most ops are smooth and checked at atol 1e-3, rtol 1e-2. */
+static const gcase cases[] = {
+    {"matmul 2d", "mg_matmul", f_matmul, 2, {F(S2(4, 17)), F(S2(17, 3))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul 1x1", "mg_matmul", f_matmul, 2, {F(S2(1, 1)), F(S2(1, 1))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul batched a, shared b", "mg_matmul", f_matmul, 2, {F(S3(2, 3, 5)), F(S2(5, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul batched both", "mg_matmul", f_matmul, 2, {F(S4(2, 3, 4, 5)), F(S4(2, 3, 5, 6))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul_nt shared", "mg_matmul_nt", f_matmul_nt, 2, {F(S3(2, 3, 19)), F(S2(7, 19))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul_nt batched", "mg_matmul_nt", f_matmul_nt, 2, {F(S4(2, 2, 3, 5)), F(S4(2, 2, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"add same shape", "mg_add", f_add, 2, {F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"add bias", "mg_add", f_add, 2, {F(S3(2, 70, 17)), F(S1(17))}, 1e-2f, 1e-3f, 1e-2f},
+    {"add row table", "mg_add", f_add, 2, {F(S3(3, 4, 5)), F(S2(4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"mul same shape", "mg_mul", f_mul, 2, {F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"mul broadcast", "mg_mul", f_mul, 2, {F(S3(2, 3, 7)), F(S1(7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"scale", "mg_scale", f_scale, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .farg = {-1.7f}},
+    {"gelu tanh", "mg_gelu", f_gelu, 1, {F(S2(5, 19))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {MG_GELU_TANH}},
+    {"gelu erf", "mg_gelu", f_gelu, 1, {F(S2(5, 19))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {MG_GELU_ERF}},
+    {"softmax", "mg_softmax", f_softmax, 1, {F(S3(2, 3, 17))}, 1e-2f, 1e-3f, 1e-2f},
+    {"layernorm w b", "mg_layernorm", f_layernorm, 3, {F(S3(2, 3, 17)), F(S1(17)), F(S1(17))}, 1e-2f, 2e-3f, 2e-2f},
+    {"layernorm many rows", "mg_layernorm", f_layernorm, 3, {F(S2(130, 5)), F(S1(5)), F(S1(5))}, 1e-2f, 2e-3f, 2e-2f},
+    {"layernorm plain", "mg_layernorm", f_layernorm, 1, {F(S2(4, 33))}, 1e-2f, 2e-3f, 2e-2f},
+    {"embedding", "mg_embedding", f_embedding, 2, {F(S2(11, 5)), IDS(11, S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"embedding wide", "mg_embedding", f_embedding, 2, {F(S2(4, 37)), IDS(4, S1(9))}, 1e-2f, 1e-3f, 1e-2f},
+    {"cross entropy", "mg_cross_entropy", f_xent, 2, {F(S3(2, 5, 11)), IDS(11, S2(2, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"cross entropy ignore", "mg_cross_entropy", f_xent, 2, {F(S2(9, 7)), {S1(9), 7, 3}}, 1e-2f, 1e-3f, 1e-2f},
+    {"reshape", "mg_reshape", f_reshape, 1, {F(S2(6, 10))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {3, 5}},
+    {"split heads", "mg_split_heads", f_split, 1, {F(S3(2, 3, 18))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {2, 6, 6}},
+    {"merge heads", "mg_merge_heads", f_merge, 1, {F(S4(2, 3, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"attention causal", "mg_attention", f_attention, 3, {F(S4(2, 2, 5, 3)), F(S4(2, 2, 5, 3)), F(S4(2, 2, 5, 3))},
+     1e-2f, 2e-3f, 2e-2f, .iarg = {1, 0, 0}},
+    {"attention full", "mg_attention", f_attention, 3, {F(S4(1, 3, 4, 6)), F(S4(1, 3, 7, 6)), F(S4(1, 3, 7, 6))},
+     1e-2f, 2e-3f, 2e-2f, .iarg = {0, 0, 0}},
+    {"attention causal offset + bias", "mg_attention", f_attention, 3,
+     {F(S4(1, 4, 3, 4)), F(S4(1, 4, 6, 4)), F(S4(1, 4, 6, 4))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {1, 3, 1}},
+    {"attention T=1 one head", "mg_attention", f_attention, 3, {F(S4(2, 1, 1, 5)), F(S4(2, 1, 1, 5)), F(S4(2, 1, 1, 5))},
+     1e-2f, 2e-3f, 2e-2f, .iarg = {1, 0, 0}, .farg = {0.7f}},
+    {"rope", "mg_rope", f_rope, 1, {F(S4(2, 2, 5, 6))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {3}},
+    {"dropout", "mg_dropout", f_dropout, 1, {F(S2(7, 9))}, 1e-2f, 1e-3f, 1e-2f, .farg = {0.3f}},
+    {"sum", "mg_sum", f_sum, 1, {F(S3(3, 5, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"sum large", "mg_sum", f_sum, 1, {F(S2(70, 130))}, 1e-2f, 1e-2f, 1e-2f},
+    {"mean", "mg_mean", f_mean, 1, {F(S2(4, 9))}, 1e-2f, 1e-3f, 1e-2f},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static void make_input(mg_ctx *ctx, const input_spec *s, mg_rng *r, mg_tensor **out) {
+    if (s->ids_below > 0) {
+        mg_tensor *t = mg_tensor_new(ctx, MG_I32, s->ndim, s->shape);
+        for (int64_t i = 0; i < t->numel; i++) {
+            t->i32[i] = (int32_t)mg_rng_below(r, (uint32_t)s->ids_below);
+            if (s->ids_ignore_every && i % s->ids_ignore_every == 1) t->i32[i] = -1;
+        }
+        *out = t;
+    } else {
+        mg_tensor *t = mg_tensor_new(ctx, MG_F32, s->ndim, s->shape);
+        for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_range(r, -1.0f, 1.0f);
+        mg_tensor_set_requires_grad(t, true);
+        *out = t;
+    }
+}
+
+static double weighted(const mg_tensor *y, const float *R) {
+    double s = 0.0;
+    for (int64_t i = 0; i < y->numel; i++) s += (double)y->data[i] * R[i];
+    return s;
+}
+
+START_TEST(gradcheck) {
+    const gcase *c = &cases[_i];
+    mg_ctx *ctx = mg_ctx_new(0), *fd = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(1000 + (uint64_t)_i);
+    mg_tensor *in[MAXIN];
+    for (int k = 0; k < c->n_in; k++) make_input(ctx, &c->in[k], &r, &in[k]);
+
+    /* analytic */
+    mg_tensor *y = c->fn(ctx, in, c);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+    mg_tensor *R = mg_tensor_new(ctx, MG_F32, y->ndim, y->shape);
+    for (int64_t i = 0; i < R->numel; i++) R->data[i] = mg_rng_range(&r, -1.0f, 1.0f);
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+
+    /* numeric, with gradients off */
+    mg_ctx_set_grad_enabled(fd, false);
+    int checked = 0;
+    for (int k = 0; k < c->n_in; k++) {
+        if (in[k]->dtype != MG_F32) continue;
+        ck_assert_msg(in[k]->grad != NULL, "%s: input %d got no gradient", c->name, k);
+        for (int64_t j = 0; j < in[k]->numel; j++) {
+            float keep = in[k]->data[j];
+            double L[2];
+            for (int s = 0; s < 2; s++) {
+                in[k]->data[j] = keep + (s ? -c->h : c->h);
+                mg_ctx_reset(fd);
+                L[s] = weighted(c->fn(fd, in, c), R->data);
+            }
+            in[k]->data[j] = keep;
+            double num = (L[0] - L[1]) / (2.0 * c->h), ana = in[k]->grad[j];
+            ck_assert_msg(fabs(ana - num) <= c->atol + c->rtol * fabs(num),
+                          "%s: input %d element %lld: analytic %.6g vs numeric %.6g", c->name, k, (long long)j, ana, num);
+            checked++;
+        }
+    }
+    ck_assert_int_gt(checked, 0);
+    mg_ctx_free(fd);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(every_op_has_a_gradcheck) {
+    for (int i = 0; i < mg_op_count; i++) {
+        bool found = false;
+        for (int c = 0; c < N_CASES && !found; c++) found = strcmp(cases[c].op, mg_op_table[i]->name) == 0;
+        ck_assert_msg(found, "op %s has no gradient check", mg_op_table[i]->name);
+        ck_assert_msg(mg_op_table[i]->backward != NULL, "op %s has no backward", mg_op_table[i]->name);
+    }
+}
+END_TEST
+
+START_TEST(gradients_accumulate) {
+    /* Two backward passes without zeroing give twice the gradient. */
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(5);
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){3, 4});
+    for (int i = 0; i < 12; i++) x->data[i] = mg_rng_normal(&r);
+    mg_tensor_set_requires_grad(x, true);
+    mg_tensor *loss = mg_sum(ctx, mg_gelu(ctx, x, MG_GELU_TANH));
+    mg_backward(ctx, loss);
+    float once[12];
+    memcpy(once, x->grad, sizeof once);
+    mg_backward(ctx, loss);
+    for (int i = 0; i < 12; i++) ck_assert_float_eq_tol(x->grad[i], 2.0f * once[i], 1e-6f);
+    /* a tensor used twice gets both contributions */
+    mg_ctx_reset(ctx); /* x died with the arena: make a new one */
+    x = mg_zeros(ctx, 2, (int64_t[]){3, 4});
+    mg_tensor_set_requires_grad(x, true);
+    mg_backward(ctx, mg_sum(ctx, mg_add(ctx, x, x)));
+    for (int i = 0; i < 12; i++) ck_assert_float_eq(x->grad[i], 2.0f);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(no_grad_records_nothing) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *x = mg_zeros(ctx, 1, (int64_t[]){4});
+    mg_tensor_set_requires_grad(x, true);
+    bool prev = mg_ctx_set_grad_enabled(ctx, false);
+    ck_assert(prev);
+    mg_tensor *y = mg_scale(ctx, mg_gelu(ctx, x, MG_GELU_TANH), 2.0f);
+    ck_assert_int_eq(mg_ctx_tape_len(ctx), 0);
+    ck_assert(!mg_requires_grad(y));
+    mg_ctx_set_grad_enabled(ctx, true);
+    y = mg_scale(ctx, x, 2.0f);
+    ck_assert_int_eq(mg_ctx_tape_len(ctx), 1);
+    ck_assert(mg_requires_grad(y));
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+static Suite *grad_suite(void) {
+    Suite *s = suite_create("ops_grad");
+    TCase *tc = tcase_create("finite_differences");
+    tcase_add_loop_test(tc, gradcheck, 0, N_CASES);
+    tcase_add_test(tc, every_op_has_a_gradcheck);
+    tcase_add_test(tc, gradients_accumulate);
+    tcase_add_test(tc, no_grad_records_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(grad_suite)
