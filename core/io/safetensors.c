@@ -235,9 +235,10 @@ static char *build_header(const mg_st_entry *t, int n, const mg_st_meta *m, int 
     uint64_t off = 0;
     for (int i = 0; ok && i < n; i++) {
         cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
-        cJSON *shape = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        ok = e && cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON *shape = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
         cJSON *offs = shape ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
-        ok = offs && cJSON_AddStringToObject(e, "dtype", "F32");
+        ok = offs != NULL;
         /* Raw items print integers digit for digit; cJSON's own number printer would switch to
          * exponent notation past 15 digits. */
         char num[32];
@@ -598,18 +599,20 @@ static mg_status check_layout(mg_st_file *f) {
     return st;
 }
 
-/* Up to 24 bytes of the header at `pos`, printable ASCII only, for "near ..." in messages. */
+/* Header bytes around `pos` for messages, printable ASCII only, with "|" marking `pos`. */
 static const char *excerpt(char *buf, const char *hdr, size_t n, size_t pos) {
-    size_t k = 0;
-    for (size_t i = pos; i < n && k < 24; i++)
-        buf[k++] = (hdr[i] >= 0x20 && hdr[i] < 0x7F && hdr[i] != '"') ? hdr[i] : '?';
+    size_t k = 0, from = pos > 16 ? pos - 16 : 0;
+    for (size_t i = from; i < n && i < pos + 16; i++) {
+        if (i == pos && pos > from) buf[k++] = '|';
+        buf[k++] = (hdr[i] >= 0x20 && hdr[i] < 0x7F) ? hdr[i] : '?';
+    }
     buf[k] = 0;
     return buf;
 }
 
 static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
     const char *p = f->path;
-    char near[32];
+    char near[40];
     /* JSON text is UTF-8; NUL is valid UTF-8 but cJSON would silently cut a string at it. */
     const char *nul = memchr(hdr, 0, n);
     size_t bad = utf8_invalid_at((const unsigned char *)hdr, nul ? (size_t)(nul - hdr) : n);
@@ -622,7 +625,7 @@ static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
                             (unsigned char)hdr[bad], (ull)(8 + bad));
     if (n == 0 || hdr[0] != '{')
         return mg_set_error(MG_ERR_FORMAT,
-                            "%s: header is not a JSON object: it starts with \"%s\" at file offset 8 "
+                            "%s: header is not a JSON object: it starts with '%s' at file offset 8 "
                             "(not a safetensors file?)",
                             p, excerpt(near, hdr, n, 0));
 
@@ -631,8 +634,8 @@ static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
     if (!root) {
         size_t pos = end && end >= hdr && end <= hdr + n ? (size_t)(end - hdr) : 0;
         return mg_set_error(MG_ERR_FORMAT,
-                            "%s: header is not valid JSON: error at file offset %llu (header byte "
-                            "%llu), near \"%s\"",
+                            "%s: header is not valid JSON: parse error at file offset %llu (header "
+                            "byte %llu; cJSON points at or just past the fault): '%s'",
                             p, (ull)(8 + pos), (ull)pos, excerpt(near, hdr, n, pos));
     }
     mg_status st = MG_OK;
@@ -641,7 +644,7 @@ static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
         if (!strchr(" \t\r\n", hdr[i]))
             st = mg_set_error(MG_ERR_FORMAT,
                               "%s: unexpected data after the header's JSON object at file offset "
-                              "%llu, near \"%s\"",
+                              "%llu: '%s'",
                               p, (ull)(8 + i), excerpt(near, hdr, n, i));
     if (st == MG_OK && !cJSON_IsObject(root))
         st = mg_set_error(MG_ERR_FORMAT, "%s: header is %s, not a JSON object", p, json_kind(root));
