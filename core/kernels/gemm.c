@@ -1,64 +1,260 @@
-/* Placeholder GEMM: correct, parallel over rows, deterministic. The packed, blocked version with
- * ISA dispatch replaces it. */
-#include "minigrad/kernels.h"
+/* GEMM driver: cache blocking, the split of the output among threads, per-thread workspace, and
+ * the plain-loop reference. The per-ISA files (gemm_avx512.c, gemm_avx2.c, gemm_generic.c) supply
+ * packing and micro-kernels through mg_gemm_impl (gemm_internal.h).
+ *
+ * Loop nest per thread, over its own rectangle of C:
+ *   for each mc rows:  for each kc slice of K:  pack A (mc x kc, ~L3)
+ *                                               for each nc columns: pack B (kc x nc, L2)
+ *                                                                    micro-kernels (A panel in L1)
+ * Bit-identical results for any thread count: K is cut into slices that depend only on K and the
+ * path, each element is owned by exactly one thread, and the micro-kernel's arithmetic for an
+ * element does not depend on where tile or thread boundaries fall. No value is reduced across
+ * threads.
+ */
+#include "gemm_internal.h"
+#include "minigrad/base.h"
 
+#include <stddef.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-mg_isa mg_isa_detected(void) { return MG_ISA_GENERIC; }
-mg_isa mg_isa_active(void) { return MG_ISA_GENERIC; }
-bool mg_isa_force(mg_isa isa) { return isa == MG_ISA_GENERIC; }
-const char *mg_isa_name(mg_isa isa) {
-    return isa == MG_ISA_AVX512 ? "avx512" : isa == MG_ISA_AVX2 ? "avx2" : "generic";
-}
+/* ---- reference ---------------------------------------------------------------------------------- */
 
-static void gemm_rows(bool ta, bool tb, int64_t i0, int64_t i1, int64_t N, int64_t K, float alpha,
-                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                      float *C, int64_t ldc) {
+static void ref_rect(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc) {
     for (int64_t i = i0; i < i1; i++) {
         float *c = C + i * ldc;
-        for (int64_t j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+        for (int64_t j = j0; j < j1; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
         for (int64_t k = 0; k < K; k++) {
-            float a = alpha * (ta ? A[k * lda + i] : A[i * lda + k]);
-            if (!tb) {
-                const float *b = B + k * ldb;
-                for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
-            } else {
-                for (int64_t j = 0; j < N; j++) c[j] += a * B[j * ldb + k];
-            }
+            const float a = alpha * (ta ? A[k * lda + i] : A[i * lda + k]);
+            for (int64_t j = j0; j < j1; j++) c[j] += a * (tb ? B[j * ldb + k] : B[k * ldb + j]);
         }
     }
 }
 
 void mg_sgemm_ref(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    gemm_rows(ta, tb, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (M <= 0 || N <= 0) return;
+    ref_rect(ta, tb, 0, M, 0, N, K < 0 ? 0 : K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* ---- per-thread workspace ---------------------------------------------------------------------- */
+
+/* Grown on demand and kept for the thread's lifetime, so steady-state training makes no allocation
+ * here. OpenMP reuses its worker threads, so each holds one buffer. */
+static _Thread_local float *ws_buf;
+static _Thread_local size_t ws_floats;
+
+static float *workspace(size_t floats) {
+    if (floats > ws_floats) {
+        mg_aligned_free(ws_buf);
+        ws_buf = mg_aligned_alloc(floats * sizeof(float));
+        ws_floats = ws_buf ? floats : 0;
+    }
+    return ws_buf;
+}
+
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The K slice length: the path's kc, evened out so no slice is a sliver. A function of K and the
+ * path only, never of the thread count. */
+static int64_t k_slice(const mg_gemm_impl *im, int64_t K) {
+    const int64_t n = (K + im->kc - 1) / im->kc;
+    return (K + n - 1) / n;
+}
+
+/* Out of memory for the packing buffers: still produce the right answer, slowly. */
+static void no_workspace(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float beta, float *C, int64_t ldc, size_t floats) {
+    mg_log(MG_LOG_WARN, "mg_sgemm: cannot allocate %zu bytes of packing workspace; using the "
+                        "reference loops", floats * sizeof(float));
+    ref_rect(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* C[i0:i1, j0:j1] on the calling thread through the packed path. */
+static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, int64_t i1,
+                        int64_t j0, int64_t j1, int64_t K, float alpha, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    const int64_t kc = k_slice(im, K);
+    const int64_t mc = min64(im->mc, round_up(i1 - i0, im->mr));
+    const int64_t nc = min64(im->nc, round_up(j1 - j0, im->nr));
+    const size_t a_floats = (size_t)(mc * kc), need = a_floats + (size_t)(nc * kc);
+    float *abuf = workspace(need);
+    if (!abuf) {
+        no_workspace(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, need);
+        return;
+    }
+    float *bbuf = abuf + a_floats;
+    for (int64_t i = i0; i < i1; i += mc) {
+        const int64_t mb = min64(mc, i1 - i);
+        for (int64_t p = 0; p < K; p += kc) {
+            const int64_t kb = min64(kc, K - p);
+            im->pack_a(ta, ta ? A + p * lda + i : A + i * lda + p, lda, mb, kb, alpha, abuf);
+            for (int64_t j = j0; j < j1; j += nc) {
+                const int64_t nb = min64(nc, j1 - j);
+                im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
+                im->block(mb, nb, kb, abuf, bbuf, p == 0 ? beta : 1.0f, C + i * ldc + j, ldc);
+            }
+        }
+    }
+}
+
+/* C[0:M, j0:j1] for M <= im->small_m. op(A) is copied row-major first when transposed, so the
+ * kernels see contiguous rows (M x K floats: small next to the K x N of B they stream). */
+static void small_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t M, int64_t j0, int64_t j1,
+                       int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (ta) {
+        const size_t need = (size_t)(M * K);
+        float *a = workspace(need);
+        if (!a) {
+            no_workspace(ta, tb, 0, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, need);
+            return;
+        }
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t i = 0; i < M; i++) a[i * K + k] = A[k * lda + i];
+        A = a;
+        lda = K;
+    }
+    im->small(false, tb, M, j1 - j0, K, alpha, A, lda, tb ? B + j0 * ldb : B + j0, ldb, beta,
+              C + j0, ldc);
+}
+
+/* C = beta * C, the whole answer when K == 0 or alpha == 0 (BLAS: A and B are then not read). */
+static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof(float));
+        else if (beta != 1.0f)
+            for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+/* ---- splitting the output among threads --------------------------------------------------------- */
+
+/* Below this many flops per thread the fork/join costs more than the thread gains. */
+#define MIN_FLOPS_PER_THREAD 4.0e6
+#define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
+
+typedef struct plan {
+    int nt, tm, tn; /* threads = tm row groups x tn column groups */
+    int64_t unit_m, unit_n;
+    bool small;
+} plan;
+
+static int64_t part_begin(int64_t units, int parts, int idx) { return units * idx / parts; }
+
+static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_t N, int64_t K) {
+    plan pl = {1, 1, 1, im->mr, im->nr, M <= im->small_m};
+    if (pl.small) pl.unit_n = SMALL_COLS_ALIGN;
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    int nt = max_threads;
+    if ((double)nt * MIN_FLOPS_PER_THREAD > flops) nt = (int)(flops / MIN_FLOPS_PER_THREAD);
+    const int64_t um = pl.small ? 1 : (M + pl.unit_m - 1) / pl.unit_m;
+    const int64_t un = (N + pl.unit_n - 1) / pl.unit_n;
+    if ((int64_t)nt > um * un) nt = (int)(um * un);
+    if (nt <= 1) return pl;
+    /* Choose tm x tn = nt minimising the largest per-thread share of compute plus packing. */
+    double best = 0.0;
+    for (int tm = nt; tm >= 1; tm--) {
+        if (nt % tm) continue;
+        const int tn = nt / tm;
+        if (tm > um || tn > un) continue;
+        const double rows = (double)min64(M, (um + tm - 1) / tm * pl.unit_m);
+        const double cols = (double)min64(N, (un + tn - 1) / tn * pl.unit_n);
+        const double a_packs = 1.0, b_packs = (double)((int64_t)rows + im->mc - 1) / im->mc;
+        const double cost = rows * cols + 32.0 * (rows * a_packs + cols * b_packs);
+        if (best == 0.0 || cost < best) {
+            best = cost;
+            pl.tm = tm;
+            pl.tn = tn;
+        }
+    }
+    pl.nt = pl.tm * pl.tn;
+    return pl;
+}
+
+static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, bool tb, int64_t M,
+                     int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    const int a = tid / pl->tn, b = tid % pl->tn;
+    const int64_t um = pl->small ? 1 : (M + pl->unit_m - 1) / pl->unit_m;
+    const int64_t un = (N + pl->unit_n - 1) / pl->unit_n;
+    const int64_t i0 = min64(M, part_begin(um, pl->tm, a) * pl->unit_m);
+    const int64_t i1 = min64(M, part_begin(um, pl->tm, a + 1) * pl->unit_m);
+    const int64_t j0 = min64(N, part_begin(un, pl->tn, b) * pl->unit_n);
+    const int64_t j1 = min64(N, part_begin(un, pl->tn, b + 1) * pl->unit_n);
+    if (i0 >= i1 || j0 >= j1) return;
+    if (pl->small) small_rect(im, ta, tb, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
+                 int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    const plan pl = make_plan(im, threads, M, N, K);
+#ifdef _OPENMP
+    if (pl.nt > 1) {
+#pragma omp parallel num_threads(pl.nt)
+        {
+            /* The runtime may grant fewer threads than asked: the parts are then shared out. */
+            const int got = omp_get_num_threads();
+            for (int t = omp_get_thread_num(); t < pl.nt; t += got)
+                run_part(im, &pl, t, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        }
+        return;
+    }
+#endif
+    run_part(im, &pl, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-#ifdef _OPENMP
-    if (!omp_in_parallel() && M * N * K > 32768) {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < M; i++) gemm_rows(ta, tb, i, i + 1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-#endif
-    gemm_rows(ta, tb, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(mg_gemm_impl_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+         ldc);
 }
 
 void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
                       int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
-#ifdef _OPENMP
-    if (!omp_in_parallel() && batch > 1) {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < batch; i++)
-            gemm_rows(ta, tb, 0, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    const mg_gemm_impl *im = mg_gemm_impl_active();
+    const int nt = max_threads();
+    /* One matrix per thread when the batch shares out evenly or is long enough that the last
+     * round's imbalance is small, or when each matrix is too small to split well. A shared C
+     * (stride 0) accumulates in batch order, so those run one after another. */
+    const double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
+    const bool per_matrix = nt > 1 && sc != 0 && batch > 1 &&
+                            (batch % nt == 0 || batch >= 4 * (int64_t)nt ||
+                             flops < 8.0 * MIN_FLOPS_PER_THREAD * nt);
+    if (!per_matrix) {
+        for (int64_t b = 0; b < batch; b++)
+            gemm(im, nt, ta, tb, M, N, K, alpha, A + b * sa, lda, B + b * sb, ldb, beta,
+                 C + b * sc, ldc);
         return;
     }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
 #endif
-    for (int64_t i = 0; i < batch; i++)
-        mg_sgemm(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+    for (int64_t b = 0; b < batch; b++)
+        gemm(im, 1, ta, tb, M, N, K, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc,
+             ldc);
 }

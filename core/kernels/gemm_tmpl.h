@@ -1,0 +1,313 @@
+/* gemm_tmpl.h: GEMM packing, register micro-kernel and small-M kernel, written once over a
+ * vector abstraction and instantiated per ISA (gemm_avx512.c, gemm_avx2.c, gemm_generic.c).
+ *
+ * The including file defines, before including this header:
+ *   mgk_v (vector type), MGK_VLEN (floats per vector), MGK_MR, MGK_NV (micro-tile is MGK_MR rows
+ *   by MGK_NV vectors), MGK_KC, MGK_MC, MGK_NC (cache blocks), MGK_SMALL_M, MGK_ISA, MGK_GETTER
+ *   (name of the getter to define), and static inline functions v_zero, v_load, v_store, v_set1,
+ *   v_fma (a*b + c), v_add, v_mul, v_load_n / v_store_n (first n lanes, 0 < n < MGK_VLEN; the other
+ *   lanes of a load are 0 and their memory is not touched), v_sum (sum of the lanes, fixed order)
+ *   and v_transpose (in-place transpose of MGK_VLEN vectors).
+ * See gemm_internal.h for the packed layouts and the determinism argument.
+ */
+#include "gemm_internal.h"
+
+#include <stddef.h>
+
+#define MGK_NR (MGK_VLEN * MGK_NV)
+#define MGK_ALWAYS_INLINE static inline __attribute__((always_inline))
+#define MGK_UNROLL _Pragma("GCC unroll 32")
+
+#if MGK_MR > MGK_VLEN
+#error "pack_a transposes MGK_VLEN rows at a time: MGK_MR must not exceed MGK_VLEN"
+#endif
+
+static inline int64_t mgk_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- packing ---------------------------------------------------------------------------------- */
+
+static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
+                   float *dst) {
+    const mgk_v va = v_set1(alpha);
+    for (int64_t i = 0; i < m; i += MGK_MR) {
+        const int mm = (int)mgk_min(MGK_MR, m - i);
+        float *d = dst + i * kc;
+        if (ta) {
+            /* op(A) row r of the panel is column i + r of the stored K x M matrix: each k is a short
+             * contiguous run. */
+            const float *s = A + i;
+            for (int64_t k = 0; k < kc; k++) {
+                const float *sk = s + k * lda;
+                float *dk = d + k * MGK_MR;
+                int r = 0;
+                for (; r < mm; r++) dk[r] = alpha * sk[r];
+                for (; r < MGK_MR; r++) dk[r] = 0.0f;
+            }
+            continue;
+        }
+        /* Rows of A are contiguous in k: transpose MGK_VLEN x MGK_VLEN blocks in registers. */
+        const float *s = A + i * lda;
+        int64_t k = 0;
+        for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
+            mgk_v t[MGK_VLEN];
+            MGK_UNROLL for (int r = 0; r < MGK_VLEN; r++) t[r] =
+                r < mm ? v_mul(va, v_load(s + r * lda + k)) : v_zero();
+            v_transpose(t);
+            MGK_UNROLL for (int q = 0; q < MGK_VLEN; q++) {
+#if MGK_MR == MGK_VLEN
+                v_store(d + (k + q) * MGK_MR, t[q]);
+#else
+                v_store_n(d + (k + q) * MGK_MR, t[q], MGK_MR);
+#endif
+            }
+        }
+        for (; k < kc; k++) {
+            float *dk = d + k * MGK_MR;
+            int r = 0;
+            for (; r < mm; r++) dk[r] = alpha * s[r * lda + k];
+            for (; r < MGK_MR; r++) dk[r] = 0.0f;
+        }
+    }
+}
+
+static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, float *dst) {
+    for (int64_t j = 0; j < n; j += MGK_NR) {
+        const int nn = (int)mgk_min(MGK_NR, n - j);
+        float *d = dst + j * kc;
+        if (!tb) {
+            const float *s = B + j;
+            if (nn == MGK_NR) {
+                for (int64_t k = 0; k < kc; k++)
+                    MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
+                        v_store(d + k * MGK_NR + v * MGK_VLEN, v_load(s + k * ldb + v * MGK_VLEN));
+                continue;
+            }
+            for (int64_t k = 0; k < kc; k++) {
+                for (int v = 0; v < MGK_NV; v++) {
+                    const int cnt = nn - v * MGK_VLEN;
+                    const float *sv = s + k * ldb + v * MGK_VLEN;
+                    mgk_v x = cnt >= MGK_VLEN ? v_load(sv) : cnt > 0 ? v_load_n(sv, cnt) : v_zero();
+                    v_store(d + k * MGK_NR + v * MGK_VLEN, x);
+                }
+            }
+            continue;
+        }
+        /* op(B) column j + c is row j + c of the stored N x K matrix: transpose in registers. */
+        const float *s = B + j * ldb;
+        int64_t k = 0;
+        for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
+            for (int v = 0; v < MGK_NV; v++) {
+                mgk_v t[MGK_VLEN];
+                const int c0 = v * MGK_VLEN;
+                MGK_UNROLL for (int r = 0; r < MGK_VLEN; r++) t[r] =
+                    c0 + r < nn ? v_load(s + (c0 + r) * ldb + k) : v_zero();
+                v_transpose(t);
+                MGK_UNROLL for (int q = 0; q < MGK_VLEN; q++)
+                    v_store(d + (k + q) * MGK_NR + c0, t[q]);
+            }
+        }
+        for (; k < kc; k++) {
+            float *dk = d + k * MGK_NR;
+            int c = 0;
+            for (; c < nn; c++) dk[c] = s[c * ldb + k];
+            for (; c < MGK_NR; c++) dk[c] = 0.0f;
+        }
+    }
+}
+
+/* ---- register micro-kernel -------------------------------------------------------------------- */
+
+/* C[0:mm, 0:nn] = a-panel @ b-panel + beta * C. The full MGK_MR x MGK_NR tile is always computed
+ * (packing zero-pads), so an element's arithmetic does not depend on where the tile edge falls. The
+ * accumulators go through a stack tile before the C update: keeping that (branchy) update out of
+ * the k-loop's register allocation stops GCC from spilling a B vector inside the loop. */
+MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *restrict b,
+                             float beta, float *restrict c, int64_t ldc, int mm, int nn) {
+    _Alignas(64) float tile[MGK_MR][MGK_NR];
+    {
+        mgk_v acc[MGK_MR][MGK_NV];
+        MGK_UNROLL for (int i = 0; i < MGK_MR; i++) MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
+            acc[i][v] = v_zero();
+        for (int64_t k = 0; k < kc; k++) {
+            mgk_v bv[MGK_NV];
+            MGK_UNROLL for (int v = 0; v < MGK_NV; v++) bv[v] = v_load(b + v * MGK_VLEN);
+            MGK_UNROLL for (int i = 0; i < MGK_MR; i++) {
+                const mgk_v ai = v_set1(a[i]);
+                MGK_UNROLL for (int v = 0; v < MGK_NV; v++) acc[i][v] =
+                    v_fma(ai, bv[v], acc[i][v]);
+            }
+            a += MGK_MR;
+            b += MGK_NR;
+        }
+        MGK_UNROLL for (int i = 0; i < MGK_MR; i++) MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
+            v_store(tile[i] + v * MGK_VLEN, acc[i][v]);
+    }
+    const mgk_v vb = v_set1(beta);
+    for (int i = 0; i < mm; i++) {
+        float *ci = c + i * ldc;
+        for (int v = 0; v < MGK_NV; v++) {
+            const int cnt = nn - v * MGK_VLEN;
+            if (cnt <= 0) break;
+            float *p = ci + v * MGK_VLEN;
+            mgk_v x = v_load(tile[i] + v * MGK_VLEN);
+            if (cnt >= MGK_VLEN) {
+                if (beta == 1.0f) x = v_add(v_load(p), x);
+                else if (beta != 0.0f) x = v_fma(vb, v_load(p), x);
+                v_store(p, x);
+            } else {
+                if (beta == 1.0f) x = v_add(v_load_n(p, cnt), x);
+                else if (beta != 0.0f) x = v_fma(vb, v_load_n(p, cnt), x);
+                v_store_n(p, x, cnt);
+            }
+        }
+    }
+}
+
+static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb, float beta,
+                  float *C, int64_t ldc) {
+    /* The a-panel (MGK_MR x kc) stays in L1 while the b-panels of the L2-resident B block stream
+     * past it. */
+    for (int64_t i = 0; i < m; i += MGK_MR) {
+        const int mm = (int)mgk_min(MGK_MR, m - i);
+        for (int64_t j = 0; j < n; j += MGK_NR) {
+            const int nn = (int)mgk_min(MGK_NR, n - j);
+            micro(kc, pa + i * kc, pb + j * kc, beta, C + i * ldc + j, ldc, mm, nn);
+        }
+    }
+}
+
+/* ---- small M (decode steps, GEMV): no packing ------------------------------------------------- */
+
+#define MGK_SMALL_W 256 /* columns per stripe of the row-streaming kernel (an L1-resident buffer) */
+#define MGK_DOT_J 4     /* columns per group of the dot-product kernel */
+
+/* op(B) not transposed: stream B row by row (contiguous, prefetch-friendly) into an L1-resident
+ * accumulator stripe; each element still sums over k in order. */
+MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha,
+                                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc) {
+    _Alignas(64) float acc[MGK_SMALL_M][MGK_SMALL_W];
+    for (int64_t j = 0; j < n; j += MGK_SMALL_W) {
+        const int64_t w = mgk_min(MGK_SMALL_W, n - j);
+        const int64_t wf = w / MGK_VLEN * MGK_VLEN;
+        const int tail = (int)(w - wf);
+        for (int i = 0; i < m; i++)
+            for (int64_t c = 0; c < w; c += MGK_VLEN) v_store(acc[i] + c, v_zero());
+        for (int64_t p = 0; p < k; p++) {
+            const float *bp = B + p * ldb + j;
+            mgk_v ai[MGK_SMALL_M];
+            MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
+            for (int64_t c = 0; c < wf; c += MGK_VLEN) {
+                const mgk_v bv = v_load(bp + c);
+                MGK_UNROLL for (int i = 0; i < m; i++)
+                    v_store(acc[i] + c, v_fma(ai[i], bv, v_load(acc[i] + c)));
+            }
+            if (tail) {
+                const mgk_v bv = v_load_n(bp + wf, tail);
+                MGK_UNROLL for (int i = 0; i < m; i++)
+                    v_store(acc[i] + wf, v_fma(ai[i], bv, v_load(acc[i] + wf)));
+            }
+        }
+        const mgk_v valpha = v_set1(alpha), vbeta = v_set1(beta);
+        for (int i = 0; i < m; i++) {
+            float *ci = C + i * ldc + j;
+            for (int64_t c = 0; c < w; c += MGK_VLEN) {
+                const int cnt = (int)mgk_min(MGK_VLEN, w - c);
+                mgk_v x = v_mul(valpha, v_load(acc[i] + c));
+                if (cnt == MGK_VLEN) {
+                    if (beta != 0.0f) x = v_fma(vbeta, v_load(ci + c), x);
+                    v_store(ci + c, x);
+                } else {
+                    if (beta != 0.0f) x = v_fma(vbeta, v_load_n(ci + c, cnt), x);
+                    v_store_n(ci + c, x, cnt);
+                }
+            }
+        }
+    }
+}
+
+/* op(B) transposed (B stored N x K): each element is a dot product of two contiguous rows. */
+MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha,
+                                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc) {
+    const int64_t kf = k / MGK_VLEN * MGK_VLEN;
+    const int tail = (int)(k - kf);
+    for (int64_t j = 0; j < n; j += MGK_DOT_J) {
+        const int jn = (int)mgk_min(MGK_DOT_J, n - j);
+        const float *bj = B + j * ldb;
+        mgk_v acc[MGK_SMALL_M][MGK_DOT_J];
+        MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++)
+            acc[i][q] = v_zero();
+        for (int64_t p = 0; p < kf; p += MGK_VLEN) {
+            mgk_v bv[MGK_DOT_J];
+            MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) bv[q] =
+                q < jn ? v_load(bj + q * ldb + p) : v_zero();
+            MGK_UNROLL for (int i = 0; i < m; i++) {
+                const mgk_v av = v_load(A + i * lda + p);
+                MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) acc[i][q] =
+                    v_fma(av, bv[q], acc[i][q]);
+            }
+        }
+        if (tail) {
+            mgk_v bv[MGK_DOT_J];
+            MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) bv[q] =
+                q < jn ? v_load_n(bj + q * ldb + kf, tail) : v_zero();
+            MGK_UNROLL for (int i = 0; i < m; i++) {
+                const mgk_v av = v_load_n(A + i * lda + kf, tail);
+                MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) acc[i][q] =
+                    v_fma(av, bv[q], acc[i][q]);
+            }
+        }
+        MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) {
+            if (q >= jn) break;
+            float *c = C + i * ldc + j + q;
+            const float x = alpha * v_sum(acc[i][q]);
+            *c = beta == 0.0f ? x : x + beta * *c;
+        }
+    }
+}
+
+/* The driver hands op(A) already materialised row-major (ta is false here). */
+static void small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    (void)ta;
+    switch (m) {
+#define MGK_SMALL_CASE(M)                                                                          \
+    case M:                                                                                        \
+        if (tb) small_dots(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                          \
+        else small_rows(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                             \
+        break;
+        MGK_SMALL_CASE(1)
+#if MGK_SMALL_M >= 2
+        MGK_SMALL_CASE(2)
+#endif
+#if MGK_SMALL_M >= 3
+        MGK_SMALL_CASE(3)
+#endif
+#if MGK_SMALL_M >= 4
+        MGK_SMALL_CASE(4)
+#endif
+#if MGK_SMALL_M > 4
+#error "MGK_SMALL_M above 4 needs more cases"
+#endif
+#undef MGK_SMALL_CASE
+    default: break;
+    }
+}
+
+const mg_gemm_impl *MGK_GETTER(void) {
+    static const mg_gemm_impl impl = {
+        .isa = MGK_ISA,
+        .mr = MGK_MR,
+        .nr = MGK_NR,
+        .kc = MGK_KC,
+        .mc = MGK_MC,
+        .nc = MGK_NC,
+        .small_m = MGK_SMALL_M,
+        .pack_a = pack_a,
+        .pack_b = pack_b,
+        .block = block,
+        .small = small,
+    };
+    return &impl;
+}
