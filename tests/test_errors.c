@@ -1,0 +1,256 @@
+/* Every programming-error path: the message names the op and the shapes, nothing crashes, the
+ * context stays failed (later ops are harmless no-ops), and the default handler aborts. */
+#include "harness.h"
+#include "minigrad/minigrad.h"
+
+#include <signal.h>
+#include <string.h>
+
+typedef struct {
+    int calls;
+    char msg[1024];
+} capture;
+
+static void on_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    capture *c = user;
+    c->calls++;
+    snprintf(c->msg, sizeof c->msg, "%s", msg);
+}
+
+static mg_ctx *trapping_ctx(capture *c, size_t arena) {
+    memset(c, 0, sizeof *c);
+    mg_ctx *ctx = mg_ctx_new(arena);
+    ck_assert_ptr_nonnull(ctx);
+    mg_ctx_set_error_handler(ctx, on_error, c);
+    return ctx;
+}
+
+static mg_tensor *randn(mg_ctx *ctx, int ndim, const int64_t *shape) {
+    mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
+    mg_rng r = mg_rng_make(3);
+    for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_normal(&r);
+    return t;
+}
+
+#define EXPECT_MSG(c, text) \
+    ck_assert_msg(strstr((c).msg, (text)) != NULL, "message '%s' lacks '%s'", (c).msg, (text))
+
+START_TEST(matmul_shape_mismatch_names_both_shapes) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 0);
+    mg_tensor *a = randn(ctx, 3, (int64_t[]){2, 128, 256}), *b = randn(ctx, 2, (int64_t[]){512, 256});
+    mg_tensor *y = mg_matmul(ctx, a, b);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(c.calls, 1);
+    EXPECT_MSG(c, "mg_matmul: a(2,128,256) @ b(512,256): inner dims 256 != 512");
+    ck_assert_str_eq(mg_ctx_error(ctx), c.msg);
+    /* sticky: later ops do nothing, call no handler again, return a harmless tensor */
+    mg_tensor *z = mg_gelu(ctx, mg_add(ctx, y, a), MG_GELU_TANH);
+    ck_assert_ptr_nonnull(z);
+    ck_assert_int_ge(z->numel, 1);
+    mg_backward(ctx, mg_sum(ctx, z));
+    ck_assert_int_eq(c.calls, 1);
+    /* clearing makes the context usable again */
+    mg_ctx_clear_error(ctx);
+    mg_ctx_reset(ctx);
+    ck_assert_ptr_null(mg_ctx_error(ctx));
+    mg_tensor *ok = mg_matmul(ctx, randn(ctx, 2, (int64_t[]){2, 3}), randn(ctx, 2, (int64_t[]){3, 4}));
+    ck_assert_int_eq(ok->shape[1], 4);
+    ck_assert_ptr_null(mg_ctx_error(ctx));
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(other_shape_errors) {
+    capture c;
+    struct {
+        const char *expect;
+        int which;
+    } cases[] = {
+        {"mg_matmul_nt: a(4,5) @ b^T, b(6,7): inner dims 5 != 7", 0},
+        {"mg_matmul: a(2,3,4) @ b(3,4,5): batch dims differ", 1},
+        {"mg_add: a(3,4) + b(3): b must have a's shape or a's trailing dims", 2},
+        {"mg_mul: a(3,4) * b(5,4)", 3},
+        {"mg_layernorm: x(2,8) with weight(7)", 4},
+        {"mg_cross_entropy: logits(2,5), targets(3)", 5},
+        {"mg_reshape: x(2,6) (12 elements) cannot be viewed as (5,-1)", 6},
+        {"mg_split_heads: x(2,3,12), 5 heads", 7},
+        {"mg_attention: q(1,2,3,4), k(1,2,3,5)", 8},
+        {"mg_rope: x(1,1,2,3)", 9},
+        {"mg_dropout: x(4): p = 1", 10},
+        {"mg_embedding: weight(5,3) must be (V,C) and ids(4) int32", 11},
+        {"mg_backward: loss(2,2) must have exactly one element", 12},
+        {"mg_attention: causal with q_pos0 4 and 2 queries needs at least 6 keys, k has 5", 13},
+        {"mg_softmax: x(1,2) must be float32", 14},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mg_ctx *ctx = trapping_ctx(&c, 0);
+        mg_rng r = mg_rng_make(1);
+        switch (cases[k].which) {
+        case 0: mg_matmul_nt(ctx, randn(ctx, 2, (int64_t[]){4, 5}), randn(ctx, 2, (int64_t[]){6, 7})); break;
+        case 1: mg_matmul(ctx, randn(ctx, 3, (int64_t[]){2, 3, 4}), randn(ctx, 3, (int64_t[]){3, 4, 5})); break;
+        case 2: mg_add(ctx, randn(ctx, 2, (int64_t[]){3, 4}), randn(ctx, 1, (int64_t[]){3})); break;
+        case 3: mg_mul(ctx, randn(ctx, 2, (int64_t[]){3, 4}), randn(ctx, 2, (int64_t[]){5, 4})); break;
+        case 4: mg_layernorm(ctx, randn(ctx, 2, (int64_t[]){2, 8}), randn(ctx, 1, (int64_t[]){7}), NULL, 1e-5f); break;
+        case 5: mg_cross_entropy(ctx, randn(ctx, 2, (int64_t[]){2, 5}), mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){3}), -1); break;
+        case 6: mg_reshape(ctx, randn(ctx, 2, (int64_t[]){2, 6}), 2, (int64_t[]){5, -1}); break;
+        case 7: mg_split_heads(ctx, randn(ctx, 3, (int64_t[]){2, 3, 12}), 5, 0, 12); break;
+        case 8: {
+            mg_tensor *q = randn(ctx, 4, (int64_t[]){1, 2, 3, 4}), *kk = randn(ctx, 4, (int64_t[]){1, 2, 3, 5});
+            mg_attention(ctx, q, kk, kk, NULL);
+            break;
+        }
+        case 9: mg_rope(ctx, randn(ctx, 4, (int64_t[]){1, 1, 2, 3}), 0, 10000.0f); break;
+        case 10: mg_dropout(ctx, randn(ctx, 1, (int64_t[]){4}), 1.0f, &r); break;
+        case 11: mg_embedding(ctx, randn(ctx, 2, (int64_t[]){5, 3}), randn(ctx, 1, (int64_t[]){4})); break;
+        case 12: {
+            mg_tensor *x = randn(ctx, 2, (int64_t[]){2, 2});
+            mg_tensor_set_requires_grad(x, true);
+            mg_backward(ctx, mg_scale(ctx, x, 2.0f));
+            break;
+        }
+        case 13: {
+            mg_tensor *q = randn(ctx, 4, (int64_t[]){1, 1, 2, 4}), *kk = randn(ctx, 4, (int64_t[]){1, 1, 5, 4});
+            mg_attention(ctx, q, kk, kk, &(mg_attn_opts){.causal = true, .q_pos0 = 4});
+            break;
+        }
+        case 14: mg_softmax(ctx, mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){1, 2})); break;
+        }
+        ck_assert_msg(c.calls == 1, "case %zu: %d handler calls", k, c.calls);
+        EXPECT_MSG(c, cases[k].expect);
+        mg_ctx_free(ctx);
+    }
+}
+END_TEST
+
+START_TEST(token_id_out_of_range) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 0);
+    mg_tensor *W = randn(ctx, 2, (int64_t[]){10, 4});
+    mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){2, 3});
+    for (int i = 0; i < 6; i++) ids->i32[i] = i;
+    ids->i32[4] = 10;
+    mg_embedding(ctx, W, ids);
+    EXPECT_MSG(c, "mg_embedding: token id 10 at flat position 4 of ids(2,3) is out of range [0, 10)");
+    mg_ctx_free(ctx);
+
+    ctx = trapping_ctx(&c, 0);
+    ids = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){3});
+    ids->i32[0] = 1, ids->i32[1] = -1, ids->i32[2] = -7;
+    mg_cross_entropy(ctx, randn(ctx, 2, (int64_t[]){3, 5}), ids, -1);
+    EXPECT_MSG(c, "mg_cross_entropy: target -7 at flat position 2 of targets(3) is out of range [0, 5) (ignore_index -1)");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(arena_exhausted_is_an_error_not_a_null) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 64 * 1024);
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){64, 64}); /* 16 KiB */
+    ck_assert_ptr_null(mg_ctx_error(ctx));
+    mg_tensor *y = mg_matmul(ctx, x, x);
+    mg_tensor *z = mg_matmul(ctx, y, x);
+    mg_tensor *w = mg_matmul(ctx, z, x); /* the fourth 16 KiB block cannot fit with headers */
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(c.calls, 1);
+    EXPECT_MSG(c, "arena exhausted: mg_matmul output (64,64) needs");
+    EXPECT_MSG(c, "of the fixed 65536 bytes are in use");
+    ck_assert_uint_le(mg_ctx_used_bytes(ctx), 65536);
+    /* scratch allocations report the same way */
+    mg_ctx_clear_error(ctx);
+    ck_assert_ptr_null(mg_ctx_alloc(ctx, 1 << 20, "test scratch"));
+    EXPECT_MSG(c, "arena exhausted: test scratch needs 1048576 bytes");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(growing_arena_settles_into_one_block) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    size_t cap0 = mg_ctx_capacity(ctx);
+    for (int step = 0; step < 3; step++) {
+        mg_ctx_reset(ctx);
+        for (int i = 0; i < 8; i++) mg_zeros(ctx, 2, (int64_t[]){1024, 1024}); /* 32 MiB per step */
+        if (step == 0) ck_assert_uint_gt(mg_ctx_capacity(ctx), cap0);
+    }
+    size_t cap = mg_ctx_capacity(ctx);
+    mg_ctx_reset(ctx);
+    ck_assert_uint_eq(mg_ctx_capacity(ctx), cap); /* no new block once it has settled */
+    ck_assert_uint_ge(mg_ctx_peak_bytes(ctx), (size_t)32 << 20);
+    ck_assert_uint_eq(mg_ctx_used_bytes(ctx), 0);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* An op without a backward (as a plugin might ship for inference only). */
+static const mg_op_def forward_only = {"test_forward_only", NULL};
+static mg_tensor *op_forward_only(mg_ctx *ctx, mg_tensor *x) {
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    mg_tensor *y = mg_op_output(ctx, "test_forward_only", x->ndim, x->shape);
+    if (!mg_ctx_ok(ctx)) return y;
+    memcpy(y->data, x->data, (size_t)x->numel * 4);
+    mg_op_record(ctx, &forward_only, y, 1, (mg_tensor *[]){x});
+    return y;
+}
+
+START_TEST(op_without_backward) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 0);
+    mg_tensor *x = randn(ctx, 1, (int64_t[]){4});
+    mg_tensor_set_requires_grad(x, true);
+    mg_backward(ctx, mg_sum(ctx, op_forward_only(ctx, x)));
+    EXPECT_MSG(c, "mg_backward: op 'test_forward_only' has no backward (its input #0 requires a gradient)");
+    /* under no_grad the same op is fine */
+    mg_ctx_clear_error(ctx);
+    mg_ctx_set_grad_enabled(ctx, false);
+    op_forward_only(ctx, x);
+    ck_assert_ptr_null(mg_ctx_error(ctx));
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(backward_without_grad_path) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 0);
+    mg_backward(ctx, mg_sum(ctx, randn(ctx, 1, (int64_t[]){3})));
+    EXPECT_MSG(c, "the loss does not depend on anything that requires a gradient");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(default_handler_aborts) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *a = randn(ctx, 2, (int64_t[]){2, 3});
+    mg_matmul(ctx, a, a); /* prints the message, then abort(): SIGABRT */
+}
+END_TEST
+
+START_TEST(bad_tensor_shapes) {
+    capture c;
+    mg_ctx *ctx = trapping_ctx(&c, 0);
+    mg_tensor_new(ctx, MG_F32, 5, (int64_t[]){1, 1, 1, 1, 1});
+    EXPECT_MSG(c, "mg_tensor_new: 5 dims requested, tensors have 0..4");
+    mg_ctx_clear_error(ctx);
+    mg_zeros(ctx, 2, (int64_t[]){3, -2});
+    EXPECT_MSG(c, "negative dimension -2 at index 1");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+static Suite *errors_suite(void) {
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("errors");
+    tcase_add_test(tc, matmul_shape_mismatch_names_both_shapes);
+    tcase_add_test(tc, other_shape_errors);
+    tcase_add_test(tc, token_id_out_of_range);
+    tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);
+    tcase_add_test(tc, growing_arena_settles_into_one_block);
+    tcase_add_test(tc, op_without_backward);
+    tcase_add_test(tc, backward_without_grad_path);
+    tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
+    tcase_add_test(tc, bad_tensor_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(errors_suite)
