@@ -1,0 +1,434 @@
+/* bench_gemm: minigrad's sgemm against the machine's FMA peak and, when installed, OpenBLAS.
+ *
+ * For each workload (the Linear layers of the training benchmarks in their three forms: forward
+ * Y = X W, weight gradient dW = X^T dY, input gradient dX = dY W^T; then batched attention shapes)
+ * and for 1 thread and all threads, it times minigrad and OpenBLAS alternately, call by call, so
+ * that noise from the rest of the machine hits both alike, and reports the median of the
+ * repetitions as GFLOP/s, as a fraction of the measured peak, and as the minigrad/OpenBLAS ratio.
+ *
+ * OpenBLAS is optional: it is loaded with dlopen("libopenblas.so.0") at run time (Debian package
+ * libopenblas0, or libopenblas-dev), never linked.
+ *
+ *   bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]
+ *              [--openblas-core NAME|auto] [--no-openblas]
+ */
+#include "minigrad/base.h"
+#include "minigrad/kernels.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BENCH_X86 1
+#endif
+
+/* ---- OpenBLAS through dlopen ---------------------------------------------------------------- */
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
+                               const float *, int, float, float *, int);
+typedef struct openblas {
+    void *handle;
+    cblas_sgemm_fn sgemm;
+    void (*set_num_threads)(int);
+    char *(*get_config)(void);
+    char *(*get_corename)(void);
+} openblas;
+
+static bool openblas_load(openblas *ob, const char *core) {
+    memset(ob, 0, sizeof *ob);
+    /* OpenBLAS picks its kernels when it is loaded. Version 0.3.21 (Debian 12) does not know CPUs
+     * newer than itself (AMD Zen 5) and falls back to its AVX2 Haswell kernels, and environments
+     * may pin OPENBLAS_CORETYPE; its AVX-512 SkylakeX kernels are the fair baseline on an AVX-512
+     * machine. */
+    if (core && strcmp(core, "auto") != 0) setenv("OPENBLAS_CORETYPE", core, 1);
+    ob->handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!ob->handle) return false;
+    ob->sgemm = (cblas_sgemm_fn)dlsym(ob->handle, "cblas_sgemm");
+    *(void **)&ob->set_num_threads = dlsym(ob->handle, "openblas_set_num_threads");
+    *(void **)&ob->get_config = dlsym(ob->handle, "openblas_get_config");
+    *(void **)&ob->get_corename = dlsym(ob->handle, "openblas_get_corename");
+    if (!ob->sgemm || !ob->set_num_threads) {
+        dlclose(ob->handle);
+        ob->handle = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* ---- FMA peak: a register-only loop, one per thread ------------------------------------------- */
+
+#define PEAK_ACC 24 /* independent chains: more than pipes x latency on any current core */
+
+#ifdef BENCH_X86
+__attribute__((target("avx512f,fma"))) static float peak_loop_avx512(long iters) {
+    __m512 acc[PEAK_ACC];
+    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-6f);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 32
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < PEAK_ACC; i++) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float peak_loop_avx2(long iters) {
+    __m256 acc[PEAK_ACC / 2]; /* 16 ymm registers: 12 chains */
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-6f);
+    for (int i = 0; i < PEAK_ACC / 2; i++) acc[i] = _mm256_set1_ps((float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 32
+        for (int i = 0; i < PEAK_ACC / 2; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+    }
+    float out[8], sum = 0.0f;
+    for (int i = 1; i < PEAK_ACC / 2; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    _mm256_storeu_ps(out, acc[0]);
+    for (int i = 0; i < 8; i++) sum += out[i];
+    return sum;
+}
+#endif
+
+static float peak_loop_scalar(long iters) {
+    float acc[PEAK_ACC];
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = (float)i;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = acc[i] * 0.999999f + 1e-6f;
+    float s = 0.0f;
+    for (int i = 0; i < PEAK_ACC; i++) s += acc[i];
+    return s;
+}
+
+typedef struct peak_kind {
+    const char *name;
+    double flops_per_iter;
+    float (*loop)(long);
+} peak_kind;
+
+static peak_kind peak_kind_best(void) {
+#ifdef BENCH_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return (peak_kind){"avx512 fma", PEAK_ACC * 16 * 2.0, peak_loop_avx512};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (peak_kind){"avx2 fma", PEAK_ACC / 2 * 8 * 2.0, peak_loop_avx2};
+#endif
+    return (peak_kind){"scalar mul+add", PEAK_ACC * 2.0, peak_loop_scalar};
+}
+
+static volatile float peak_sink;
+
+/* GFLOP/s of `threads` threads each running the loop; median of three runs of ~0.15 s. */
+static double measure_peak(const peak_kind *pk, int threads) {
+    long iters = 1L << 16;
+    for (;;) { /* calibrate on one thread */
+        double t = mg_time();
+        peak_sink = pk->loop(iters);
+        t = mg_time() - t;
+        if (t > 0.02) {
+            iters = (long)((double)iters * 0.15 / t) + 1;
+            break;
+        }
+        iters *= 4;
+    }
+    double r[3];
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = mg_time();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+        peak_sink = pk->loop(iters);
+#else
+        peak_sink = pk->loop(iters);
+#endif
+        const double t = mg_time() - t0;
+        r[rep] = (double)threads * (double)iters * pk->flops_per_iter / t / 1e9;
+    }
+    if (r[0] > r[1]) { double x = r[0]; r[0] = r[1]; r[1] = x; }
+    if (r[1] > r[2]) { double x = r[1]; r[1] = r[2]; r[2] = x; }
+    if (r[0] > r[1]) { double x = r[0]; r[0] = r[1]; r[1] = x; }
+    return r[1];
+}
+
+/* ---- workloads -------------------------------------------------------------------------------- */
+
+typedef struct workload {
+    char shape[48]; /* the layer's matrices, (M x K) @ (K x N), or the attention product */
+    char op[8];     /* NN, TN, NT */
+    int64_t batch, m, n, k;
+    bool ta, tb;
+} workload;
+
+static const int linear_shapes[][3] = {
+    {4096, 256, 768},  {4096, 256, 1024}, {4096, 1024, 256},
+    {4096, 512, 1536}, {4096, 512, 2048}, {4096, 2048, 512},
+};
+
+static int build_workloads(workload *w, bool quick) {
+    int n = 0;
+    const int nshapes = quick ? 2 : (int)(sizeof linear_shapes / sizeof linear_shapes[0]);
+    for (int s = 0; s < nshapes; s++) {
+        const int M = linear_shapes[s][0], K = linear_shapes[s][1], N = linear_shapes[s][2];
+        char shape[48];
+        snprintf(shape, sizeof shape, "%dx%d@%dx%d", M, K, K, N);
+        /* forward Y = X W; weight gradient dW = X^T dY (K x N); input gradient dX = dY W^T */
+        w[n++] = (workload){"", "NN", 1, M, N, K, false, false};
+        w[n++] = (workload){"", "TN", 1, K, N, M, true, false};
+        w[n++] = (workload){"", "NT", 1, M, K, N, false, true};
+        for (int i = 3; i > 0; i--) snprintf(w[n - i].shape, sizeof w[n - i].shape, "%s", shape);
+    }
+    /* Attention, batch = B*heads: scores Q K^T, context P V, and a decode step (M = 1). */
+    w[n++] = (workload){"attn 32x 512x64@64x512", "NT", 32, 512, 512, 64, false, true};
+    w[n++] = (workload){"attn 32x 512x512@512x64", "NN", 32, 512, 64, 512, false, false};
+    if (!quick) {
+        w[n++] = (workload){"attn 8x 2048x64@64x2048", "NT", 8, 2048, 2048, 64, false, true};
+        w[n++] = (workload){"decode 32x 1x64@64x2048", "NT", 32, 1, 2048, 64, false, true};
+        w[n++] = (workload){"decode 32x 1x2048@2048x64", "NN", 32, 1, 64, 2048, false, false};
+    }
+    return n;
+}
+
+typedef struct buffers {
+    float *a, *b, *c_mg, *c_ob;
+    int64_t lda, ldb, ldc, sa, sb, sc;
+} buffers;
+
+static void run_minigrad(const workload *w, buffers *bf) {
+    if (w->batch == 1)
+        mg_sgemm(w->ta, w->tb, w->m, w->n, w->k, 1.0f, bf->a, bf->lda, bf->b, bf->ldb, 0.0f,
+                 bf->c_mg, bf->ldc);
+    else
+        mg_sgemm_batched(w->batch, w->ta, w->tb, w->m, w->n, w->k, 1.0f, bf->a, bf->lda, bf->sa,
+                         bf->b, bf->ldb, bf->sb, 0.0f, bf->c_mg, bf->ldc, bf->sc);
+}
+
+/* OpenBLAS 0.3.21 has no batched sgemm: a loop of calls is what a user of it would write. */
+static void run_openblas(const openblas *ob, const workload *w, buffers *bf) {
+    for (int64_t i = 0; i < w->batch; i++)
+        ob->sgemm(CBLAS_ROW_MAJOR, w->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
+                  w->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)w->m, (int)w->n, (int)w->k, 1.0f,
+                  bf->a + i * bf->sa, (int)bf->lda, bf->b + i * bf->sb, (int)bf->ldb, 0.0f,
+                  bf->c_ob + i * bf->sc, (int)bf->ldc);
+}
+
+static int cmp_double(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void fill(float *p, size_t n, uint32_t seed) {
+    uint32_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+}
+
+/* Largest |difference| relative to the largest |value|: a wrong kernel must not look fast. */
+static double rel_diff(const float *x, const float *y, size_t n) {
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)x[i] - (double)y[i]));
+        m = fmax(m, fabs((double)y[i]));
+    }
+    return m > 0.0 ? d / m : d;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
+               "                  [--openblas-core NAME|auto] [--no-openblas]\n");
+}
+
+int main(int argc, char **argv) {
+    bool quick = false, use_openblas = true;
+    const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL;
+    int reps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const bool has_value = i + 1 < argc;
+        if (!strcmp(a, "--quick")) quick = true;
+        else if (!strcmp(a, "--no-openblas")) use_openblas = false;
+        else if (!strcmp(a, "--json") && has_value) json_path = argv[++i];
+        else if (!strcmp(a, "--reps") && has_value) reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--isa") && has_value) isa_name = argv[++i];
+        else if (!strcmp(a, "--openblas-core") && has_value) ob_core = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_gemm: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (reps <= 0) reps = quick ? 3 : 11;
+
+    if (isa_name) {
+        mg_isa want = !strcmp(isa_name, "avx512") ? MG_ISA_AVX512
+                      : !strcmp(isa_name, "avx2") ? MG_ISA_AVX2
+                      : !strcmp(isa_name, "generic") ? MG_ISA_GENERIC
+                                                     : (mg_isa)-1;
+        if (!mg_isa_force(want)) {
+            fprintf(stderr, "bench_gemm: --isa %s: not a path this CPU and build support (best: %s)\n",
+                    isa_name, mg_isa_name(mg_isa_detected()));
+            return 2;
+        }
+    }
+    FILE *json = NULL;
+    if (json_path && !(json = fopen(json_path, "w"))) {
+        fprintf(stderr, "bench_gemm: cannot write %s\n", json_path);
+        return 1;
+    }
+
+    const int all = mg_set_num_threads(0);
+    const int thread_counts[2] = {1, all};
+    const int nthr = all > 1 ? 2 : 1;
+
+    openblas ob = {0};
+    bool have_ob = false;
+    if (use_openblas) {
+        const char *core = ob_core;
+#ifdef BENCH_X86
+        if (!core && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vl"))
+            core = "SkylakeX";
+#endif
+        have_ob = openblas_load(&ob, core);
+        if (!have_ob)
+            printf("openblas: not found (dlopen libopenblas.so.0: %s); install libopenblas0 to "
+                   "compare\n", dlerror());
+        else
+            printf("openblas: %s, kernels %s%s\n", ob.get_config ? ob.get_config() : "?",
+                   ob.get_corename ? ob.get_corename() : "?",
+                   core && !ob_core ? " (bench_gemm sets OPENBLAS_CORETYPE=SkylakeX on AVX-512 "
+                                      "CPUs, overriding the environment, so the baseline uses "
+                                      "OpenBLAS's AVX-512 kernels; --openblas-core auto keeps "
+                                      "the environment's or OpenBLAS's own choice)"
+                                    : "");
+    }
+
+    const peak_kind pk = peak_kind_best();
+    double peak[2];
+    for (int t = 0; t < nthr; t++) peak[t] = measure_peak(&pk, thread_counts[t]);
+    printf("minigrad: %s path, %d threads available\n", mg_isa_name(mg_isa_active()), all);
+    printf("peak (%s register loop): %.1f GFLOP/s on 1 thread", pk.name, peak[0]);
+    if (nthr > 1) printf(", %.1f on %d threads", peak[1], all);
+    printf("\nmedian of %d repetitions, implementations alternating call by call\n\n", reps);
+
+    workload w[64];
+    const int nw = build_workloads(w, quick);
+    size_t max_a = 0, max_b = 0, max_c = 0;
+    for (int i = 0; i < nw; i++) {
+        const size_t a = (size_t)(w[i].batch * w[i].m * w[i].k);
+        const size_t b = (size_t)(w[i].batch * w[i].k * w[i].n);
+        const size_t c = (size_t)(w[i].batch * w[i].m * w[i].n);
+        max_a = a > max_a ? a : max_a;
+        max_b = b > max_b ? b : max_b;
+        max_c = c > max_c ? c : max_c;
+    }
+    buffers bf = {
+        .a = mg_aligned_alloc(max_a * sizeof(float)),
+        .b = mg_aligned_alloc(max_b * sizeof(float)),
+        .c_mg = mg_aligned_alloc(max_c * sizeof(float)),
+        .c_ob = mg_aligned_alloc(max_c * sizeof(float)),
+    };
+    if (!bf.a || !bf.b || !bf.c_mg || !bf.c_ob) {
+        fprintf(stderr, "bench_gemm: out of memory for the matrices\n");
+        return 1;
+    }
+    fill(bf.a, max_a, 1);
+    fill(bf.b, max_b, 2);
+    memset(bf.c_mg, 0, max_c * sizeof(float));
+    memset(bf.c_ob, 0, max_c * sizeof(float));
+
+    printf("%-28s %-3s %3s  %9s %6s  %9s %6s  %6s\n", "shape", "op", "thr", "minigrad", "%peak",
+           "openblas", "%peak", "ratio");
+    double *t_mg = malloc((size_t)reps * sizeof(double)), *t_ob = malloc((size_t)reps * sizeof(double));
+    int low_ratio = 0;
+    for (int i = 0; i < nw; i++) {
+        const workload *wl = &w[i];
+        bf.lda = wl->ta ? wl->m : wl->k;
+        bf.ldb = wl->tb ? wl->k : wl->n;
+        bf.ldc = wl->n;
+        bf.sa = wl->m * wl->k;
+        bf.sb = wl->k * wl->n;
+        bf.sc = wl->m * wl->n;
+        const double flops = 2.0 * (double)wl->batch * (double)wl->m * (double)wl->n * (double)wl->k;
+        for (int t = 0; t < nthr; t++) {
+            const int th = thread_counts[t];
+            mg_set_num_threads(th);
+            if (have_ob) ob.set_num_threads(th);
+            run_minigrad(wl, &bf); /* warm-up: workspace, page faults, thread start */
+            if (have_ob) run_openblas(&ob, wl, &bf);
+            for (int r = 0; r < reps; r++) {
+                /* Alternate which goes first so that neither always follows the other's threads. */
+                for (int s = 0; s < 2; s++) {
+                    const bool mg_turn = (s == 0) == (r % 2 == 0);
+                    if (!mg_turn && !have_ob) continue;
+                    const double t0 = mg_time();
+                    if (mg_turn) run_minigrad(wl, &bf);
+                    else run_openblas(&ob, wl, &bf);
+                    (mg_turn ? t_mg : t_ob)[r] = mg_time() - t0;
+                }
+            }
+            const double g_mg = flops / median(t_mg, reps) / 1e9;
+            const double g_ob = have_ob ? flops / median(t_ob, reps) / 1e9 : 0.0;
+            const double ratio = have_ob ? g_mg / g_ob : 0.0;
+            if (have_ob && ratio < 0.9) low_ratio++;
+            printf("%-28s %-3s %3d  %9.1f %5.1f%%", wl->shape, wl->op, th, g_mg,
+                   100.0 * g_mg / peak[t]);
+            if (have_ob) printf("  %9.1f %5.1f%%  %6.2f", g_ob, 100.0 * g_ob / peak[t], ratio);
+            printf("\n");
+            fflush(stdout);
+            if (have_ob) {
+                const double d = rel_diff(bf.c_mg, bf.c_ob, (size_t)(wl->batch * wl->m * wl->n));
+                if (d > 1e-4)
+                    printf("  warning: minigrad and openblas differ by %.2e (relative)\n", d);
+            }
+            if (json) {
+                for (int impl = 0; impl < (have_ob ? 2 : 1); impl++) {
+                    const double g = impl ? g_ob : g_mg;
+                    fprintf(json,
+                            "{\"bench\":\"gemm\",\"shape\":\"%s\",\"op\":\"%s\",\"batch\":%lld,"
+                            "\"m\":%lld,\"n\":%lld,\"k\":%lld,\"threads\":%d,\"impl\":\"%s\","
+                            "\"isa\":\"%s\",\"gflops\":%.2f,\"peak_gflops\":%.2f,"
+                            "\"fraction_of_peak\":%.4f,\"median_s\":%.6f,\"reps\":%d",
+                            wl->shape, wl->op, (long long)wl->batch, (long long)wl->m,
+                            (long long)wl->n, (long long)wl->k, th,
+                            impl ? "openblas" : "minigrad",
+                            impl ? (ob.get_corename ? ob.get_corename() : "?")
+                                 : mg_isa_name(mg_isa_active()),
+                            g, peak[t], g / peak[t], flops / g / 1e9, reps);
+                    if (have_ob && !impl) fprintf(json, ",\"ratio_vs_openblas\":%.4f", ratio);
+                    fprintf(json, "}\n");
+                }
+            }
+        }
+    }
+    if (have_ob)
+        printf("\n%d of %d measurements below 90%% of OpenBLAS\n", low_ratio, nw * nthr);
+    free(t_mg);
+    free(t_ob);
+    mg_aligned_free(bf.a);
+    mg_aligned_free(bf.b);
+    mg_aligned_free(bf.c_mg);
+    mg_aligned_free(bf.c_ob);
+    if (json && fclose(json) != 0) {
+        fprintf(stderr, "bench_gemm: error writing %s\n", json_path);
+        return 1;
+    }
+    return 0;
+}
