@@ -1,0 +1,122 @@
+/* The README's C example, compiled and run, and compared line by line with the README so the two
+ * cannot drift apart. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* readme-example:begin */
+#include "minigrad/minigrad.h"
+
+/* Learn XOR-like labels of 2-D points with a 2-layer MLP. */
+static float train_xor(void) {
+    enum { B = 64 };
+    float xs[B * 2];
+    int32_t labels[B];
+    mg_rng rng = mg_rng_make(42); /* one explicit, seeded generator */
+    for (int i = 0; i < B; i++) {
+        xs[2 * i] = mg_rng_range(&rng, -1, 1), xs[2 * i + 1] = mg_rng_range(&rng, -1, 1);
+        labels[i] = (xs[2 * i] > 0) != (xs[2 * i + 1] > 0);
+    }
+    /* Parameters: declared by name, then allocated as one slab and initialised from rng. */
+    mg_params *P = mg_params_new();
+    mg_tensor *W1 = mg_params_add(P, "fc1.weight", 2, (int64_t[]){2, 32}, mg_init_uniform(-0.7f, 0.7f), 0);
+    mg_tensor *b1 = mg_params_add(P, "fc1.bias", 1, (int64_t[]){32}, mg_init_zeros(), MG_NO_DECAY);
+    mg_tensor *W2 = mg_params_add(P, "fc2.weight", 2, (int64_t[]){32, 2}, mg_init_uniform(-0.2f, 0.2f), 0);
+    mg_params_alloc(P, &rng);
+    mg_optim *opt = mg_adamw_new(P, mg_adamw_defaults());
+    mg_ctx *ctx = mg_ctx_new(0); /* the activation arena: grows on step 1, then stays put */
+    float loss_value = 0;
+    for (int step = 0; step < 300; step++) {
+        mg_ctx_reset(ctx); /* drop the last step's activations and tape */
+        mg_tensor *x = mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){B, 2}, xs);
+        mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){B}, labels);
+        mg_tensor *h = mg_gelu(ctx, mg_add(ctx, mg_matmul(ctx, x, W1), b1), MG_GELU_TANH);
+        mg_tensor *loss = mg_cross_entropy(ctx, mg_matmul(ctx, h, W2), y, -1);
+        mg_params_zero_grad(P);
+        mg_backward(ctx, loss); /* walks the tape in reverse */
+        mg_optim_step(opt, 3e-2f);
+        loss_value = loss->data[0];
+    }
+    mg_ctx_free(ctx);
+    mg_optim_free(opt);
+    mg_params_free(P);
+    return loss_value;
+}
+/* readme-example:end */
+
+START_TEST(example_trains) {
+    float loss = train_xor();
+    ck_assert_msg(loss < 0.1f, "final loss %g", loss);
+}
+END_TEST
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+/* The text between the two marker lines (exclusive). */
+static char *between(const char *s, const char *begin, const char *end) {
+    const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
+    if (!a || !b) return NULL;
+    a = strchr(a, '\n');
+    while (b > a && b[-1] != '\n') b--;
+    if (!a || b <= a) return NULL;
+    a++;
+    char *out = malloc((size_t)(b - a) + 1);
+    memcpy(out, a, (size_t)(b - a));
+    out[b - a] = 0;
+    return out;
+}
+
+START_TEST(readme_matches_this_file) {
+    const char *root = getenv("MINIGRAD_SOURCE_ROOT");
+    ck_assert_msg(root != NULL, "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
+    char p1[1024], p2[1024];
+    snprintf(p1, sizeof p1, "%s/README.md", root);
+    snprintf(p2, sizeof p2, "%s/tests/test_readme_example.c", root);
+    char *readme = slurp(p1), *self = slurp(p2);
+    ck_assert_ptr_nonnull(readme);
+    ck_assert_ptr_nonnull(self);
+    char *doc = between(readme, "readme-example:begin", "readme-example:end");
+    if (doc) { /* drop the markdown fence lines */
+        char *w = doc;
+        for (char *line = doc; *line;) {
+            char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+            if (strncmp(line, "```", 3) != 0) memmove(w, line, len), w += len;
+            line += len;
+        }
+        *w = 0;
+    }
+    char *code = between(self, "readme-example:begin", "readme-example:end");
+    ck_assert_msg(doc != NULL, "README.md has no readme-example block");
+    ck_assert_ptr_nonnull(code);
+    ck_assert_msg(strcmp(doc, code) == 0, "README example differs from tests/test_readme_example.c");
+    free(doc);
+    free(code);
+    free(readme);
+    free(self);
+}
+END_TEST
+
+static Suite *readme_suite(void) {
+    Suite *s = suite_create("readme_example");
+    TCase *tc = tcase_create("readme");
+    tcase_add_test(tc, example_trains);
+    tcase_add_test(tc, readme_matches_this_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(readme_suite)
