@@ -107,7 +107,8 @@ static unsigned char *get_bytes(const char *path, size_t *n) {
 
 /* A file made by hand: 8-byte little-endian length (the header's unless `len` >= 0), the header,
  * then `data_len` bytes 0, 1, 2, ... */
-static void craft(const char *path, const char *hdr, size_t hdr_len, long long len, size_t data_len) {
+static void craft(const char *path, const char *hdr, size_t hdr_len, long long len,
+                  size_t data_len) {
     size_t n = 8 + hdr_len + data_len;
     unsigned char *b = malloc(n);
     uint64_t l = len >= 0 ? (uint64_t)len : hdr_len;
@@ -124,7 +125,8 @@ static void expect_refused(const char *path, mg_status want, ...) {
     mg_clear_error();
     mg_status st = mg_safetensors_open(path, &f);
     const char *msg = mg_last_error();
-    ck_assert_msg(st == want, "status %d (%s), want %d; message: %s", st, mg_status_str(st), want, msg);
+    ck_assert_msg(st == want, "status %d (%s), want %d; message: %s", st, mg_status_str(st), want,
+                  msg);
     ck_assert_ptr_null(f);
     ck_assert_msg(strstr(msg, path) != NULL, "message does not name the file: %s", msg);
     va_list ap;
@@ -144,6 +146,7 @@ static void fill_random(mg_rng *r, float *x, int64_t n) {
 /* ---- round trip ---- */
 
 enum { N_RT = 8 };
+/* clang-format off */
 static const char *rt_names[N_RT] = {
     "wte.weight", "scalar", "h.0.attn.c_attn.bias", "h.0.attn.c_attn.weight", "four.d",
     "empty",      "quote\"back\\slash\nnewline\ttab", "ünïcödé.权重",
@@ -152,6 +155,7 @@ static const int rt_ndim[N_RT] = {2, 0, 1, 2, 4, 2, 1, 3};
 static const int64_t rt_shape[N_RT][MG_MAX_DIMS] = {
     {65, 33}, {0}, {99}, {33, 99}, {2, 3, 1, 5}, {0, 7}, {1}, {3, 1, 2},
 };
+/* clang-format on */
 static const mg_st_meta rt_meta[] = {
     {"format", "minigrad-gpt"},
     {"vocab", "\n !\"#$%&'()*+,-./0123456789:;<=>?@[\\]^_`{|}~ éàü → 世界 🎵\t\x01"},
@@ -341,10 +345,11 @@ END_TEST
 START_TEST(reads_foreign_layouts) {
     char *dir = make_dir(), path[1024];
     join(path, sizeof path, dir, "foreign.safetensors");
-    const char *hdr = "{\"b\": {\"data_offsets\": [12, 20], \"shape\": [2], \"dtype\": \"F32\"},\n"
-                      " \"z\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[12,12]},"
-                      "\"a\":{\"dtype\":\"F32\",\"shape\":[3,1],\"data_offsets\":[0,12], \"extra\": 1},"
-                      "\"__metadata__\":{\"format\":\"minigrad-gpt\"}}\n\t ";
+    const char *hdr =
+        "{\"b\": {\"data_offsets\": [12, 20], \"shape\": [2], \"dtype\": \"F32\"},\n"
+        " \"z\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[12,12]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[3,1],\"data_offsets\":[0,12], \"extra\": 1},"
+        "\"__metadata__\":{\"format\":\"minigrad-gpt\"}}\n\t ";
     size_t hl = strlen(hdr);
     ck_assert_uint_ne((8 + hl) % 4, 0);
     unsigned char buf[512];
@@ -409,13 +414,14 @@ END_TEST
 /* ---- malformed files ---- */
 
 typedef struct {
-    const char *hdr;      /* header bytes */
-    size_t hdr_len;       /* 0: strlen(hdr) */
-    long long len;        /* the length prefix, -1: the real one */
-    size_t data_len;      /* bytes in the data area */
-    const char *need[3];  /* substrings the message must hold */
+    const char *hdr;     /* header bytes */
+    size_t hdr_len;      /* 0: strlen(hdr) */
+    long long len;       /* the length prefix, -1: the real one */
+    size_t data_len;     /* bytes in the data area */
+    const char *need[3]; /* substrings the message must hold */
 } bad_case;
 
+/* clang-format off */
 #define T(x) "{\"t\":{" x "}}"
 static const bad_case bad[] = {
     /* the frame */
@@ -431,6 +437,8 @@ static const bad_case bad[] = {
     {"{\"a\":", 0, -1, 0, {"not valid JSON"}},
     {"{\"a\":[1,2}", 0, -1, 0, {"not valid JSON", "file offset 17"}},
     {"{\"a\":nul}", 0, -1, 0, {"not valid JSON"}},
+    {"{\"__metadata__\":{\"k\":\"a\\u0000b\"}}", 0, -1, 0, {"escaped NUL", "file offset 31"}},
+    {"{\"t\\u0000x\":{}}", 0, -1, 0, {"escaped NUL", "file offset 11"}},
     /* entries */
     {"{\"t\":[1,2]}", 0, -1, 0, {"tensor 't'", "is an array, not an object"}},
     {"{\"t\":null}", 0, -1, 0, {"tensor 't'", "is null, not an object"}},
@@ -517,6 +525,7 @@ static const bad_case bad[] = {
     {"{}", 0, -2, 0, {"header length 18446744073709551614", "absurd"}},
 };
 #undef T
+/* clang-format on */
 enum { N_BAD = sizeof bad / sizeof *bad };
 
 START_TEST(refuses_malformed) {
@@ -584,6 +593,7 @@ START_TEST(write_rejects_bad_arguments) {
         int n_meta;
         const char *need;
     } cases[] = {
+        /* clang-format off */
         {{{"a", 1, {4}, x}, {"a", 1, {4}, x}}, 2, {{0}}, 0, "duplicate tensor name 'a'"},
         {{{"", 1, {4}, x}}, 1, {{0}}, 0, "tensor #0 has an empty name"},
         {{{"a", 1, {4}, x}, {NULL, 1, {4}, x}}, 2, {{0}}, 0, "tensor #1 has no name"},
@@ -598,10 +608,12 @@ START_TEST(write_rejects_bad_arguments) {
         {{{"a", 1, {4}, x}}, 1, {{"k", NULL}}, 1, "metadata #0 has a NULL value"},
         {{{"a", 1, {4}, x}}, 1, {{NULL, "v"}}, 1, "metadata #0 has a NULL key"},
         {{{"a", 1, {4}, x}}, 1, {{"k", "\xc3"}}, 1, "metadata 'k': value is not valid UTF-8"},
+        /* clang-format on */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         mg_clear_error();
-        mg_status st = mg_safetensors_write(path, cases[i].e, cases[i].n, cases[i].m, cases[i].n_meta);
+        mg_status st =
+            mg_safetensors_write(path, cases[i].e, cases[i].n, cases[i].m, cases[i].n_meta);
         ck_assert_msg(st == MG_ERR_INVALID, "case %zu: status %d", i, st);
         ck_assert_msg(strstr(mg_last_error(), cases[i].need) && strstr(mg_last_error(), path),
                       "case %zu: message lacks \"%s\": %s", i, cases[i].need, mg_last_error());
@@ -763,7 +775,8 @@ END_TEST
 /* ---- validated load ---- */
 
 enum { N_MODEL = 4 };
-static const char *model_names[N_MODEL] = {"wte.weight", "h.3.ln_1.weight", "h.3.ln_1.bias", "ln_f.weight"};
+static const char *model_names[N_MODEL] = {"wte.weight", "h.3.ln_1.weight", "h.3.ln_1.bias",
+                                           "ln_f.weight"};
 static const int model_ndim[N_MODEL] = {2, 1, 1, 1};
 static const int64_t model_shape[N_MODEL][MG_MAX_DIMS] = {{10, 16}, {256}, {256}, {16}};
 
@@ -874,7 +887,8 @@ START_TEST(load_refuses_missing_extra_and_shape) {
     make_dests(&md);
     md.d[1].shape[0] = 512;
     ck_assert_int_eq(mg_safetensors_load(path, md.d, md.n, &meta), MG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "h.3.ln_1.weight: shape in file (256) vs model (512)"));
+    ck_assert_ptr_nonnull(
+        strstr(mg_last_error(), "h.3.ln_1.weight: shape in file (256) vs model (512)"));
     ck_assert_ptr_null(meta);
     ck_assert(dests_untouched(&md));
     md.d[1].shape[0] = 256;
@@ -882,7 +896,8 @@ START_TEST(load_refuses_missing_extra_and_shape) {
     md.d[3].shape[0] = 4;
     md.d[3].shape[1] = 4;
     ck_assert_int_eq(mg_safetensors_load(path, md.d, md.n, NULL), MG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "ln_f.weight: shape in file (16) vs model (4,4)"));
+    ck_assert_ptr_nonnull(
+        strstr(mg_last_error(), "ln_f.weight: shape in file (16) vs model (4,4)"));
     ck_assert(dests_untouched(&md));
     free_dests(&md);
 
@@ -894,7 +909,8 @@ START_TEST(load_refuses_missing_extra_and_shape) {
     ck_assert(dests_untouched(&md));
     /* two extras when the model asks for fewer tensors */
     ck_assert_int_eq(mg_safetensors_load(extra_path, md.d, md.n - 1, NULL), MG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "unexpected tensor 'ln_f.weight' in file (and 1 more)"));
+    ck_assert_ptr_nonnull(
+        strstr(mg_last_error(), "unexpected tensor 'ln_f.weight' in file (and 1 more)"));
     ck_assert(dests_untouched(&md));
     /* ... which a partial load accepts */
     mg_st_file *f;
@@ -970,8 +986,9 @@ START_TEST(fuzz_flips_and_truncations) {
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = (hl << 8) | seed[i];
     size_t hdr_end = 8 + (size_t)hl;
-    static const unsigned char interesting[] = {'{', '}', '[', ']', '"', ',', ':', '-', '0', '9',
-                                                '.', 'e', ' ', '\\', 0, 0x80, 0xff, 'F', '3', '2'};
+    static const unsigned char interesting[] = {'{', '}',  '[',  ']', '"', ',', ':',
+                                                '-', '0',  '9',  '.', 'e', ' ', '\\',
+                                                0,   0x80, 0xff, 'F', '3', '2'};
     mg_rng r = mg_rng_make(0x5AFE);
     int opened = 0, refused = 0, iters = 4000;
     for (int it = 0; it < iters; it++) {
@@ -993,6 +1010,8 @@ START_TEST(fuzz_flips_and_truncations) {
                     b[at] = (unsigned char)mg_rng_next(&r);
             }
         }
+        /* a fresh file each time: rewriting a truncated one makes ext4 flush it on close */
+        unlink(fuzz);
         put_bytes(fuzz, b, len);
         if (open_and_walk(fuzz))
             opened++;

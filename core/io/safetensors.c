@@ -173,12 +173,13 @@ static mg_status check_entries(const char *path, const mg_st_entry *t, int n, co
         if (!utf8_valid(name))
             return mg_set_error(MG_ERR_INVALID, "%s: tensor #%d: name is not valid UTF-8", path, i);
         if (t[i].ndim < 0 || t[i].ndim > MG_MAX_DIMS)
-            return mg_set_error(MG_ERR_INVALID, "%s: tensor '%.200s': ndim %d is not in 0..%d", path,
-                                name, t[i].ndim, MG_MAX_DIMS);
+            return mg_set_error(MG_ERR_INVALID, "%s: tensor '%.200s': ndim %d is not in 0..%d",
+                                path, name, t[i].ndim, MG_MAX_DIMS);
         for (int d = 0; d < t[i].ndim; d++)
             if (t[i].shape[d] < 0)
-                return mg_set_error(MG_ERR_INVALID, "%s: tensor '%.200s': shape[%d] = %lld is negative",
-                                    path, name, d, (long long)t[i].shape[d]);
+                return mg_set_error(MG_ERR_INVALID,
+                                    "%s: tensor '%.200s': shape[%d] = %lld is negative", path, name,
+                                    d, (long long)t[i].shape[d]);
         int64_t numel;
         if (!shape_numel(t[i].ndim, t[i].shape, &numel))
             return mg_set_error(MG_ERR_INVALID, "%s: tensor '%.200s': shape %s is too large", path,
@@ -194,7 +195,8 @@ static mg_status check_entries(const char *path, const mg_st_entry *t, int n, co
             return mg_set_error(MG_ERR_INVALID, "%s: metadata #%d has a NULL %s", path, i,
                                 m[i].key ? "value" : "key");
         if (!utf8_valid(m[i].key))
-            return mg_set_error(MG_ERR_INVALID, "%s: metadata #%d: key is not valid UTF-8", path, i);
+            return mg_set_error(MG_ERR_INVALID, "%s: metadata #%d: key is not valid UTF-8", path,
+                                i);
         if (!utf8_valid(m[i].value))
             return mg_set_error(MG_ERR_INVALID, "%s: metadata '%.200s': value is not valid UTF-8",
                                 path, m[i].key);
@@ -393,8 +395,8 @@ void mg_st_close(mg_st_file *f) {
 /* Every dtype name the safetensors format defines, so that a valid file of another dtype is
  * reported as unsupported rather than as corrupt. */
 static const char *const known_dtypes[] = {
-    "BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "I16",
-    "U16",  "F16", "BF16", "I32",    "U32",     "F32",     "F64", "C64",     "I64",     "U64",
+    "BOOL", "U8",  "I8",   "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "I16",
+    "U16",  "F16", "BF16", "I32",     "U32",     "F32",     "F64", "C64",     "I64",     "U64",
 };
 
 static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *t) {
@@ -426,15 +428,17 @@ static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *
                             name, json_kind(sh));
     int ndim = cJSON_GetArraySize(sh);
     if (ndim > MG_MAX_DIMS)
-        return mg_set_error(MG_ERR_FORMAT, "%s: tensor '%.200s': shape has %d dims, at most %d are supported",
-                            p, name, ndim, MG_MAX_DIMS);
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: tensor '%.200s': shape has %d dims, at most %d are supported", p,
+                            name, ndim, MG_MAX_DIMS);
     t->ndim = ndim;
     int d = 0;
     for (const cJSON *x = sh->child; x; x = x->next, d++) {
         uint64_t v;
         if (!cJSON_IsNumber(x))
-            return mg_set_error(MG_ERR_FORMAT, "%s: tensor '%.200s': shape[%d] is %s, not an integer",
-                                p, name, d, json_kind(x));
+            return mg_set_error(MG_ERR_FORMAT,
+                                "%s: tensor '%.200s': shape[%d] is %s, not an integer", p, name, d,
+                                json_kind(x));
         if (!json_uint(x, &v))
             return mg_set_error(MG_ERR_FORMAT,
                                 "%s: tensor '%.200s': shape[%d] = %.15g is not a non-negative "
@@ -449,15 +453,17 @@ static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *
                             name, fmt_shape(sbuf, sizeof sbuf, ndim, t->shape));
 
     const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    if (!of) return mg_set_error(MG_ERR_FORMAT, "%s: tensor '%.200s': no \"data_offsets\"", p, name);
+    if (!of)
+        return mg_set_error(MG_ERR_FORMAT, "%s: tensor '%.200s': no \"data_offsets\"", p, name);
     if (!cJSON_IsArray(of))
-        return mg_set_error(MG_ERR_FORMAT,
-                            "%s: tensor '%.200s': \"data_offsets\" is %s, not an array [begin, end]",
-                            p, name, json_kind(of));
+        return mg_set_error(
+            MG_ERR_FORMAT, "%s: tensor '%.200s': \"data_offsets\" is %s, not an array [begin, end]",
+            p, name, json_kind(of));
     if (cJSON_GetArraySize(of) != 2)
-        return mg_set_error(MG_ERR_FORMAT,
-                            "%s: tensor '%.200s': \"data_offsets\" has %d entries, not 2 [begin, end]",
-                            p, name, cJSON_GetArraySize(of));
+        return mg_set_error(
+            MG_ERR_FORMAT,
+            "%s: tensor '%.200s': \"data_offsets\" has %d entries, not 2 [begin, end]", p, name,
+            cJSON_GetArraySize(of));
     uint64_t be[2];
     const cJSON *x = of->child;
     for (int k = 0; k < 2; k++, x = x->next) {
@@ -466,14 +472,16 @@ static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *
                                 "%s: tensor '%.200s': data_offsets[%d] is %s, not an integer", p,
                                 name, k, json_kind(x));
         if (!json_uint(x, &be[k]))
-            return mg_set_error(MG_ERR_FORMAT,
-                                "%s: tensor '%.200s': data_offsets[%d] = %.15g is not a non-negative "
-                                "integer (at most 2^53)",
-                                p, name, k, x->valuedouble);
+            return mg_set_error(
+                MG_ERR_FORMAT,
+                "%s: tensor '%.200s': data_offsets[%d] = %.15g is not a non-negative "
+                "integer (at most 2^53)",
+                p, name, k, x->valuedouble);
     }
     if (be[0] > be[1])
-        return mg_set_error(MG_ERR_FORMAT, "%s: tensor '%.200s': data_offsets [%llu, %llu]: begin > end",
-                            p, name, (ull)be[0], (ull)be[1]);
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: tensor '%.200s': data_offsets [%llu, %llu]: begin > end", p, name,
+                            (ull)be[0], (ull)be[1]);
     if (be[1] > f->data_size)
         return mg_set_error(MG_ERR_FORMAT,
                             "%s: tensor '%.200s': data_offsets end %llu is beyond the data area of "
@@ -481,11 +489,12 @@ static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *
                             p, name, (ull)be[1], (ull)f->data_size, (ull)(f->data_start + be[1]),
                             (ull)(f->data_start + f->data_size));
     if (be[1] - be[0] != (uint64_t)t->numel * 4)
-        return mg_set_error(MG_ERR_FORMAT,
-                            "%s: tensor '%.200s': shape %s of F32 takes %llu bytes but data_offsets "
-                            "[%llu, %llu] span %llu",
-                            p, name, fmt_shape(sbuf, sizeof sbuf, ndim, t->shape),
-                            (ull)t->numel * 4, (ull)be[0], (ull)be[1], (ull)(be[1] - be[0]));
+        return mg_set_error(
+            MG_ERR_FORMAT,
+            "%s: tensor '%.200s': shape %s of F32 takes %llu bytes but data_offsets "
+            "[%llu, %llu] span %llu",
+            p, name, fmt_shape(sbuf, sizeof sbuf, ndim, t->shape), (ull)t->numel * 4, (ull)be[0],
+            (ull)be[1], (ull)(be[1] - be[0]));
     t->begin = be[0];
     t->end = be[1];
     t->dtype = "F32";
@@ -497,8 +506,8 @@ static mg_status parse_tensor(mg_st_file *f, const cJSON *e, mg_st_tensor_info *
 static mg_status parse_metadata(mg_st_file *f, const cJSON *md) {
     const char *p = f->path;
     if (!cJSON_IsObject(md))
-        return mg_set_error(MG_ERR_FORMAT, "%s: \"__metadata__\" is %s, not an object of strings", p,
-                            json_kind(md));
+        return mg_set_error(MG_ERR_FORMAT, "%s: \"__metadata__\" is %s, not an object of strings",
+                            p, json_kind(md));
     int k = cJSON_GetArraySize(md);
     f->meta_key = calloc((size_t)k + 1, sizeof *f->meta_key);
     f->meta_val = calloc((size_t)k + 1, sizeof *f->meta_val);
@@ -574,27 +583,28 @@ static mg_status check_layout(mg_st_file *f) {
         const mg_st_tensor_info *t = &f->t[key[k].idx];
         if (t->begin < pos) {
             const mg_st_tensor_info *q = &f->t[prev];
-            st = mg_set_error(MG_ERR_FORMAT,
-                              "%s: tensors '%.200s' [%llu, %llu) and '%.200s' [%llu, %llu) overlap in "
-                              "the data area",
-                              p, q->name, (ull)q->begin, (ull)q->end, t->name, (ull)t->begin,
-                              (ull)t->end);
+            st = mg_set_error(
+                MG_ERR_FORMAT,
+                "%s: tensors '%.200s' [%llu, %llu) and '%.200s' [%llu, %llu) overlap in "
+                "the data area",
+                p, q->name, (ull)q->begin, (ull)q->end, t->name, (ull)t->begin, (ull)t->end);
         } else if (t->begin > pos) {
-            st = mg_set_error(MG_ERR_FORMAT,
-                              "%s: data area bytes [%llu, %llu) before tensor '%.200s' belong to no "
-                              "tensor (the format forbids gaps)",
-                              p, (ull)pos, (ull)t->begin, t->name);
+            st =
+                mg_set_error(MG_ERR_FORMAT,
+                             "%s: data area bytes [%llu, %llu) before tensor '%.200s' belong to no "
+                             "tensor (the format forbids gaps)",
+                             p, (ull)pos, (ull)t->begin, t->name);
         } else if (t->end > t->begin || prev < 0) {
             pos = t->end;
             prev = key[k].idx;
         }
     }
     if (st == MG_OK && pos != f->data_size)
-        st = mg_set_error(MG_ERR_FORMAT,
-                          "%s: the data area has %llu bytes but its tensors end at %llu: %llu bytes "
-                          "(from file offset %llu) belong to no tensor",
-                          p, (ull)f->data_size, (ull)pos, (ull)(f->data_size - pos),
-                          (ull)(f->data_start + pos));
+        st = mg_set_error(
+            MG_ERR_FORMAT,
+            "%s: the data area has %llu bytes but its tensors end at %llu: %llu bytes "
+            "(from file offset %llu) belong to no tensor",
+            p, (ull)f->data_size, (ull)pos, (ull)(f->data_size - pos), (ull)(f->data_start + pos));
     free(key);
     return st;
 }
@@ -608,6 +618,24 @@ static const char *excerpt(char *buf, const char *hdr, size_t n, size_t pos) {
     }
     buf[k] = 0;
     return buf;
+}
+
+/* cJSON decodes \u0000 into a C string that ends there, which would silently shorten a name or a
+ * value; such escapes are refused instead. Only called on valid JSON, so tracking whether we are
+ * inside a string is enough. Returns the position of the backslash, or n. */
+static size_t escaped_nul_at(const char *h, size_t n) {
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!in_str) {
+            in_str = h[i] == '"';
+        } else if (h[i] == '"') {
+            in_str = false;
+        } else if (h[i] == '\\') {
+            if (i + 5 < n && h[i + 1] == 'u' && !memcmp(h + i + 2, "0000", 4)) return i;
+            i++; /* the escaped character cannot end the string */
+        }
+    }
+    return n;
 }
 
 static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
@@ -646,6 +674,12 @@ static mg_status parse_header(mg_st_file *f, const char *hdr, size_t n) {
                               "%s: unexpected data after the header's JSON object at file offset "
                               "%llu: '%s'",
                               p, (ull)(8 + i), excerpt(near, hdr, n, i));
+    size_t esc = st == MG_OK ? escaped_nul_at(hdr, tail) : tail;
+    if (esc < tail)
+        st = mg_set_error(MG_ERR_FORMAT,
+                          "%s: header has an escaped NUL (\\u0000) at file offset %llu, which a C "
+                          "string cannot hold: '%s'",
+                          p, (ull)(8 + esc), excerpt(near, hdr, n, esc));
     if (st == MG_OK && !cJSON_IsObject(root))
         st = mg_set_error(MG_ERR_FORMAT, "%s: header is %s, not a JSON object", p, json_kind(root));
 
@@ -742,8 +776,12 @@ mg_status mg_safetensors_open(const char *path, mg_st_file **out) {
     return MG_OK;
 }
 
-const char *mg_st_path(const mg_st_file *f) { return f ? f->path : NULL; }
-int mg_st_count(const mg_st_file *f) { return f ? f->n : 0; }
+const char *mg_st_path(const mg_st_file *f) {
+    return f ? f->path : NULL;
+}
+int mg_st_count(const mg_st_file *f) {
+    return f ? f->n : 0;
+}
 
 const mg_st_tensor_info *mg_st_info(const mg_st_file *f, int i) {
     return f && i >= 0 && i < f->n ? &f->t[i] : NULL;
@@ -781,16 +819,17 @@ mg_status mg_st_read_f32(const mg_st_file *f, int i, float *dst, int64_t n_elems
                             t->name);
     int r = pread_full(f->fd, dst, (size_t)t->numel * 4, f->data_start + t->begin);
     if (r)
-        return mg_set_error(MG_ERR_IO,
-                            "%s: reading tensor '%.200s' (%llu bytes at file offset %llu): %s",
-                            f->path, t->name, (ull)(t->end - t->begin),
-                            (ull)(f->data_start + t->begin),
-                            r < 0 ? strerror(errno) : "file ended early (changed since it was opened?)");
+        return mg_set_error(
+            MG_ERR_IO, "%s: reading tensor '%.200s' (%llu bytes at file offset %llu): %s", f->path,
+            t->name, (ull)(t->end - t->begin), (ull)(f->data_start + t->begin),
+            r < 0 ? strerror(errno) : "file ended early (changed since it was opened?)");
     if (HOST_BIG_ENDIAN) swap32(dst, (size_t)t->numel);
     return MG_OK;
 }
 
-int mg_st_meta_count(const mg_st_file *f) { return f ? f->n_meta : 0; }
+int mg_st_meta_count(const mg_st_file *f) {
+    return f ? f->n_meta : 0;
+}
 
 const char *mg_st_meta_key(const mg_st_file *f, int i) {
     return f && i >= 0 && i < f->n_meta ? f->meta_key[i] : NULL;

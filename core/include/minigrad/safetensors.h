@@ -1,5 +1,6 @@
 /* minigrad/safetensors.h: checkpoint files in the safetensors format, so that tools from the wider
- * ecosystem (Python `safetensors`, PyTorch, numpy) read what minigrad writes and the other way round.
+ * ecosystem (Python `safetensors`, PyTorch, numpy) read what minigrad writes and the other way
+ * round.
  *
  * Layout of a file: an 8-byte little-endian unsigned header length N, N bytes of UTF-8 JSON, then
  * the data area. The JSON object maps each tensor name to
@@ -53,7 +54,8 @@ typedef struct mg_st_meta {
  * Layout written: the JSON header holds "__metadata__" first (only when n_meta > 0, keys in the
  * order given), then the tensors in the order given; the data area holds the tensors in that same
  * order, back to back. The header is padded with spaces so that the data area starts at a file
- * offset that is a multiple of 8. All arguments are checked before anything is created:
+ * offset that is a multiple of 8. A symbolic link at `path` is replaced, not followed; the new file
+ * gets mode 0666 less the umask. All arguments are checked before anything is created:
  * MG_ERR_INVALID names the offending entry (empty, duplicate or reserved name, bad UTF-8, ndim or
  * shape out of range, NULL data); MG_ERR_IO names the path and the system error. */
 mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int n,
@@ -76,7 +78,8 @@ typedef struct mg_st_tensor_info {
  * read. The FIRST problem found is reported, in this order: file too short for the length
  * prefix; header length over MG_ST_MAX_HEADER; header longer than the file; NUL byte or invalid
  * UTF-8 in the header (file offset); header not starting with '{'; invalid JSON (file offset of
- * the error); garbage after the object; then each entry in file order: "__metadata__" not an object
+ * the error); garbage after the object; an escaped NUL (\u0000), which would silently cut a C
+ * string short (file offset); then each entry in file order: "__metadata__" not an object
  * of strings (the key), a tensor entry that is not an object, a missing or mistyped
  * "dtype"/"shape"/"data_offsets", a dtype other than F32 ("unsupported" for the other safetensors
  * dtypes, "unknown" otherwise), shape values that are not non-negative integers, more than
@@ -90,9 +93,9 @@ mg_status mg_safetensors_open(const char *path, mg_st_file **out);
 void mg_st_close(mg_st_file *f); /* NULL is a no-op */
 
 const char *mg_st_path(const mg_st_file *f);
-int mg_st_count(const mg_st_file *f);                             /* number of tensors */
-const mg_st_tensor_info *mg_st_info(const mg_st_file *f, int i);  /* NULL if i is out of range */
-int mg_st_find(const mg_st_file *f, const char *name);            /* index, or -1 if absent */
+int mg_st_count(const mg_st_file *f);                            /* number of tensors */
+const mg_st_tensor_info *mg_st_info(const mg_st_file *f, int i); /* NULL if i is out of range */
+int mg_st_find(const mg_st_file *f, const char *name);           /* index, or -1 if absent */
 
 /* Copies tensor i into dst, which must hold exactly n_elems == numel floats (no alignment needed
  * on either side). MG_ERR_INVALID for a bad index or count; MG_ERR_IO if the file can no longer be
