@@ -1,0 +1,161 @@
+/* Data augmentation: pitch transposition and time stretching, on notes and on token windows.
+ * How out-of-range pitches are handled is stated in music.h. */
+#include "music_internal.h"
+
+#include <math.h>
+
+mg_augment_opts mg_augment_defaults(void) {
+    return (mg_augment_opts){.max_transpose = 3, .pitch_lo = 21, .pitch_hi = 108,
+                             .max_stretch = 0.05, .stretch_steps = 5};
+}
+
+/* Shifts in [-max, max] that keep [pmin, pmax] inside the allowed range, which is the piece's own
+ * extent where that is wider than [pitch_lo, pitch_hi]. Always contains 0. */
+static void bounds(int pmin, int pmax, const mg_augment_opts *o, int *lo, int *hi) {
+    int m = o->max_transpose > 0 ? o->max_transpose : 0;
+    if (m > 127) m = 127;
+    if (pmin > pmax) { /* no notes: anything goes */
+        *lo = -m;
+        *hi = m;
+        return;
+    }
+    int L = o->pitch_lo < pmin ? o->pitch_lo : pmin, H = o->pitch_hi > pmax ? o->pitch_hi : pmax;
+    if (L < 0) L = 0;
+    if (H > 127) H = 127;
+    *lo = L - pmin > -m ? L - pmin : -m;
+    *hi = H - pmax < m ? H - pmax : m;
+}
+
+void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo, int *hi) {
+    mg_augment_opts d = mg_augment_defaults();
+    if (!o) o = &d;
+    int pmin = 128, pmax = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (notes[i].pitch < pmin) pmin = notes[i].pitch;
+        if (notes[i].pitch > pmax) pmax = notes[i].pitch;
+    }
+    bounds(pmin, pmax, o, lo, hi);
+}
+
+size_t mg_notes_transpose(mg_notes *n, int semitones) {
+    size_t k = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        int p = n->v[i].pitch + semitones;
+        if (p < 0 || p > 127) continue;
+        n->v[k] = n->v[i];
+        n->v[k++].pitch = (uint8_t)p;
+    }
+    size_t dropped = n->n - k;
+    n->n = k;
+    return dropped;
+}
+
+void mg_notes_stretch(mg_notes *n, double factor) {
+    for (size_t i = 0; i < n->n; i++) {
+        n->v[i].on *= factor;
+        n->v[i].off *= factor;
+    }
+}
+
+static mg_status draw(const mg_augment_opts *o, int lo, int hi, mg_rng *rng, int *shift,
+                      double *stretch) {
+    if (!(o->max_stretch >= 0 && o->max_stretch < 1))
+        return mg_set_error(MG_ERR_INVALID, "augment: max_stretch %g is not in [0, 1)", o->max_stretch);
+    *shift = lo + (int)mg_rng_below(rng, (uint32_t)(hi - lo + 1));
+    *stretch = 1.0;
+    if (o->stretch_steps > 1) {
+        int i = (int)mg_rng_below(rng, (uint32_t)o->stretch_steps);
+        *stretch = 1.0 - o->max_stretch + 2.0 * o->max_stretch * i / (o->stretch_steps - 1);
+    }
+    return MG_OK;
+}
+
+mg_status mg_augment_notes(mg_notes *n, const mg_augment_opts *o, mg_rng *rng, int *shift,
+                           double *stretch) {
+    mg_augment_opts d = mg_augment_defaults();
+    if (!o) o = &d;
+    int lo, hi, sh;
+    double st;
+    mg_transpose_bounds(n->v, n->n, o, &lo, &hi);
+    mg_status s = draw(o, lo, hi, rng, &sh, &st);
+    if (s) return s;
+    mg_notes_transpose(n, sh); /* drops nothing: sh is within the bounds */
+    mg_notes_stretch(n, st);
+    if (shift) *shift = sh;
+    if (stretch) *stretch = st;
+    return MG_OK;
+}
+
+/* ---- token windows ---- */
+
+static bool is_note(int32_t id) { return id >= MG_PERF_NOTE_ON && id < MG_PERF_TIME_SHIFT; }
+static int pitch_of(int32_t id) { return id < MG_PERF_NOTE_OFF ? id : id - MG_PERF_NOTE_OFF; }
+
+void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo, int *hi) {
+    mg_augment_opts d = mg_augment_defaults();
+    if (!o) o = &d;
+    int pmin = 128, pmax = -1;
+    for (size_t i = 0; i < n; i++)
+        if (is_note(tok[i])) {
+            int p = pitch_of(tok[i]);
+            if (p < pmin) pmin = p;
+            if (p > pmax) pmax = p;
+        }
+    bounds(pmin, pmax, o, lo, hi);
+}
+
+mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones) {
+    for (size_t i = 0; i < n; i++)
+        if (is_note(tok[i])) {
+            int p = pitch_of(tok[i]) + semitones;
+            if (p < 0 || p > 127)
+                return mg_set_error(MG_ERR_INVALID,
+                                    "perf transpose: token %zu (pitch %d) shifted by %d leaves 0..127",
+                                    i, pitch_of(tok[i]), semitones);
+        }
+    for (size_t i = 0; i < n; i++)
+        if (is_note(tok[i])) tok[i] += semitones;
+    return MG_OK;
+}
+
+static mg_status shift_to(mg_tokens *out, int64_t *emitted, int64_t target) {
+    mg_status s = MG_OK;
+    while (*emitted < target && !s) {
+        int64_t k = target - *emitted > MG_PERF_SHIFT_STEPS ? MG_PERF_SHIFT_STEPS : target - *emitted;
+        s = mg_tokens_push(out, (int32_t)(MG_PERF_TIME_SHIFT + k - 1));
+        *emitted += k;
+    }
+    return s;
+}
+
+mg_status mg_perf_stretch(const int32_t *tok, size_t n, double factor, mg_tokens *out) {
+    if (!(factor > 0 && factor < 1e3))
+        return mg_set_error(MG_ERR_INVALID, "perf stretch: factor %g is not in (0, 1000)", factor);
+    int64_t t = 0, emitted = 0;
+    mg_status s = MG_OK;
+    for (size_t i = 0; i < n && !s; i++) {
+        if (tok[i] >= MG_PERF_TIME_SHIFT && tok[i] < MG_PERF_VELOCITY) {
+            t += tok[i] - MG_PERF_TIME_SHIFT + 1;
+            continue;
+        }
+        s = shift_to(out, &emitted, llround((double)t * factor));
+        if (!s) s = mg_tokens_push(out, tok[i]);
+    }
+    if (!s) s = shift_to(out, &emitted, llround((double)t * factor));
+    return s;
+}
+
+mg_status mg_augment_tokens(const int32_t *tok, size_t n, const mg_augment_opts *o, mg_rng *rng,
+                            mg_tokens *out) {
+    mg_augment_opts d = mg_augment_defaults();
+    if (!o) o = &d;
+    int lo, hi, sh;
+    double st;
+    mg_perf_transpose_bounds(tok, n, o, &lo, &hi);
+    mg_status s = draw(o, lo, hi, rng, &sh, &st);
+    if (s) return s;
+    out->n = 0;
+    s = mg_perf_stretch(tok, n, st, out);
+    if (!s) s = mg_perf_transpose(out->v, out->n, sh);
+    return s;
+}

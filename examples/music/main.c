@@ -1,0 +1,80 @@
+/* `music`: the MIDI side of the music Transformer example. One table of subcommands; each
+ * lives in its own file (see commands.h). */
+#include "commands.h"
+
+#include "minigrad/base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const music_command commands[] = {
+    {"stats", "--data DIR [--no-sustain] [--keep-drums]",
+     "one tab-separated line per MIDI file under DIR (format, tracks, note-ons, tempo events, "
+     "seconds, tokens), then totals", music_cmd_stats},
+    {"gen", "--out DIR [--pieces N] [--seed S]",
+     "write N procedural piano pieces (default 16, seed 1) as MIDI files into DIR", music_cmd_gen},
+    {"tokens", "FILE [--limit N]", "print the performance-encoding tokens of one MIDI file",
+     music_cmd_tokens},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+bool music_opt(int argc, char **argv, int *i, const char *name, const char **value) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return false;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return true;
+    }
+    if (a[n] != 0) return false;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "music %s: %s needs a value\n", argv[0], name);
+        *value = NULL;
+        return true;
+    }
+    *value = argv[++*i];
+    return true;
+}
+
+bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!*text || *end || errno || text[0] == '-' || v > max) {
+        fprintf(stderr, "music %s: %s: '%s' is not a whole number from 0 to %llu\n", cmd, opt, text,
+                (unsigned long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int music_usage_error(const char *cmd, const char *arg) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, cmd) == 0)
+            fprintf(stderr, "music %s: unknown argument '%s' (usage: music %s %s)\n", cmd, arg, cmd,
+                    commands[i].usage);
+    return 2;
+}
+
+static void help(FILE *out) {
+    fprintf(out, "usage: music COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, argv[1]) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "music: unknown command '%s'\n", argv[1]);
+    help(stderr);
+    return 2;
+}
