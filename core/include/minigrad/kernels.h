@@ -10,6 +10,7 @@
 #define MINIGRAD_KERNELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
