@@ -1,0 +1,100 @@
+/* Typed option parsing for the example programs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts) {
+    printf("usage: %s %s\n", prog, usage ? usage : "[options]");
+    if (n_opts) printf("\noptions:\n");
+    for (int i = 0; i < n_opts; i++) {
+        char left[64], def[96] = "";
+        const char *arg = opts[i].type == EX_INT ? " N" : opts[i].type == EX_FLOAT ? " X" : opts[i].type == EX_STR ? " S" : "";
+        snprintf(left, sizeof left, "--%s%s", opts[i].name, arg);
+        switch (opts[i].type) {
+        case EX_INT: snprintf(def, sizeof def, " (default %lld)", (long long)*(int64_t *)opts[i].ptr); break;
+        case EX_FLOAT: snprintf(def, sizeof def, " (default %g)", (double)*(float *)opts[i].ptr); break;
+        case EX_STR:
+            if (*(const char **)opts[i].ptr) snprintf(def, sizeof def, " (default %s)", *(const char **)opts[i].ptr);
+            break;
+        case EX_FLAG: break;
+        }
+        printf("  %-22s %s%s\n", left, opts[i].help ? opts[i].help : "", def);
+    }
+}
+
+static bool set_value(const char *prog, const ex_opt *o, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case EX_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end) {
+            fprintf(stderr, "%s: --%s expects an integer, got '%s'\n", prog, o->name, v);
+            return false;
+        }
+        *(int64_t *)o->ptr = x;
+        return true;
+    }
+    case EX_FLOAT: {
+        float x = strtof(v, &end);
+        if (errno || end == v || *end || !isfinite(x)) {
+            fprintf(stderr, "%s: --%s expects a number, got '%s'\n", prog, o->name, v);
+            return false;
+        }
+        *(float *)o->ptr = x;
+        return true;
+    }
+    case EX_STR: *(const char **)o->ptr = v; return true;
+    case EX_FLAG: return true;
+    }
+    return false;
+}
+
+ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **argv, const ex_opt *opts,
+                         int n_opts, const char **pos, int max_pos, int *n_pos) {
+    int np = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            ex_print_usage(prog, usage, opts, n_opts);
+            return EX_PARSE_HELP;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
+            if (np >= max_pos) {
+                fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, a);
+                return EX_PARSE_ERROR;
+            }
+            pos[np++] = a;
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const ex_opt *o = NULL;
+        for (int k = 0; k < n_opts && !o; k++)
+            if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len)) o = &opts[k];
+        if (!o) {
+            fprintf(stderr, "%s: unknown option '--%.*s' (see --help)\n", prog, (int)len, name);
+            return EX_PARSE_ERROR;
+        }
+        if (o->type == EX_FLAG) {
+            if (eq) {
+                fprintf(stderr, "%s: --%s takes no value\n", prog, o->name);
+                return EX_PARSE_ERROR;
+            }
+            *(bool *)o->ptr = true;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            fprintf(stderr, "%s: --%s needs a value\n", prog, o->name);
+            return EX_PARSE_ERROR;
+        }
+        if (!set_value(prog, o, v)) return EX_PARSE_ERROR;
+    }
+    if (n_pos) *n_pos = np;
+    return EX_PARSE_OK;
+}

@@ -1,0 +1,31 @@
+/* Command-line options for the example programs: one table per command, `--name value` or
+ * `--name=value`, typed, with --help generated from the table. Unknown options and bad values are
+ * errors that name the option and the value. */
+#ifndef EX_CLI_H
+#define EX_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { EX_INT, EX_FLOAT, EX_STR, EX_FLAG } ex_opt_type;
+
+typedef struct ex_opt {
+    const char *name; /* without the leading dashes */
+    ex_opt_type type;
+    void *ptr;        /* int64_t*, float*, const char**, bool* */
+    const char *help;
+} ex_opt;
+
+typedef enum { EX_PARSE_OK = 0, EX_PARSE_HELP = 1, EX_PARSE_ERROR = 2 } ex_parse_result;
+
+/* Parses argv[0..argc) (argv[0] is NOT the program name: pass argv+1 or the words after a
+ * subcommand). Defaults are whatever the pointers hold before the call. Positional words are
+ * stored in pos[0..max_pos) and counted in *n_pos (pos may be NULL when max_pos is 0; then any
+ * positional word is an error). On --help prints usage to stdout; on error prints a message
+ * prefixed by `prog` to stderr. */
+ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **argv, const ex_opt *opts,
+                         int n_opts, const char **pos, int max_pos, int *n_pos);
+
+void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts);
+
+#endif
