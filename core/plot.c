@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stb_image.h>
 #include <stb_image_write.h>
 
 #define MAX_SIDE 16384
@@ -24,6 +25,10 @@ struct mg_canvas {
 
 static double clampd(double v, double lo, double hi) {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+static bool has_text(const char *s) {
+    return s && *s;
 }
 
 mg_canvas *mg_canvas_new(int w, int h, uint32_t bg_rgb) {
@@ -571,6 +576,34 @@ mg_status mg_canvas_save_png(const mg_canvas *c, const char *path) {
     return st;
 }
 
+mg_status mg_canvas_load_png(const char *path, mg_canvas **out) {
+    if (!out) return mg_set_error(MG_ERR_INVALID, "mg_canvas_load_png: out is NULL");
+    *out = NULL;
+    if (!has_text(path)) return mg_set_error(MG_ERR_INVALID, "mg_canvas_load_png: no path given");
+    FILE *f = fopen(path, "rb");
+    if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int w = 0, h = 0, n = 0;
+    uint8_t *px = stbi_load_from_file(f, &w, &h, &n, 3);
+    fclose(f);
+    if (!px)
+        return mg_set_error(MG_ERR_FORMAT, "%s: not a decodable image: %s", path,
+                            stbi_failure_reason());
+    mg_canvas *c = NULL;
+    if (w > MAX_SIDE || h > MAX_SIDE) {
+        stbi_image_free(px);
+        return mg_set_error(MG_ERR_FORMAT, "%s: image of %dx%d is larger than %d on a side", path,
+                            w, h, MAX_SIDE);
+    }
+    if (!(c = mg_canvas_new(w, h, 0))) {
+        stbi_image_free(px);
+        return mg_wrap_error(MG_ERR_NOMEM, "%s", path);
+    }
+    memcpy(c->px, px, (size_t)w * (size_t)h * 3);
+    stbi_image_free(px);
+    *out = c;
+    return MG_OK;
+}
+
 /* ---- ticks ---- */
 
 /* 10^k exactly for the k a tick step can have; division by it (for negative k) rounds once, so
@@ -712,11 +745,11 @@ static void strip_zeros(char *s) {
 
 void mg_plot_tick_label(const mg_plot_ticks *t, double v, char *buf, size_t cap) {
     if (!buf || cap == 0) return;
-    if (v == 0 || !t) {
-        snprintf(buf, cap, "%g", v == 0 ? 0.0 : v);
+    if (!t || !isfinite(v) || (t->log && !(v > 0))) {
+        snprintf(buf, cap, "%g", v);
         return;
     }
-    int e = exponent10(v);
+    int e = v != 0 ? exponent10(v) : 0;
     if (t->log) {
         if (e >= -4 && e <= 5)
             snprintf(buf, cap, "%.*f", e < 0 ? -e : 0, v);
@@ -756,7 +789,9 @@ void mg_plot_tick_label(const mg_plot_ticks *t, double v, char *buf, size_t cap)
         snprintf(buf + len, cap - len, "e%d", e);
         return;
     }
-    snprintf(buf, cap, "%.*f", es < 0 ? -es : 0, v);
+    /* Zero gets the decimals of its neighbours ("0.5", "0.0", "-0.5") unless they are scientific.
+     */
+    snprintf(buf, cap, "%.*f", es < 0 && es >= -4 ? -es : 0, v);
 }
 
 /* ---- chart scaffolding ---- */
@@ -776,10 +811,6 @@ uint32_t mg_plot_color(int i) {
     static const uint32_t pal[10] = {0x1F77B4, 0xFF7F0E, 0x2CA02C, 0xD62728, 0x9467BD,
                                      0x8C564B, 0xE377C2, 0x7F7F7F, 0xBCBD22, 0x17BECF};
     return pal[((i % 10) + 10) % 10];
-}
-
-static bool has_text(const char *s) {
-    return s && *s;
 }
 
 static mg_status resolve_opts(const char *fn, const mg_plot_opts *in, mg_plot_opts *o) {
@@ -986,7 +1017,8 @@ static void draw_legend_inside(const chart *ch, const mg_plot_series *series, in
     for (int i = 0; i < n_series; i++) {
         if (!has_text(series[i].label)) continue;
         double mid = ty + ch->label_h / 2;
-        mg_canvas_line(ch->c, x + bpad, mid, x + bpad + swatch, mid, 2 * ui, mg_plot_color(i));
+        mg_canvas_fill_rect(ch->c, floor(x + bpad), floor(mid) - ui, swatch, 2 * ui,
+                            mg_plot_color(i));
         text_at(ch, x + bpad + swatch + gap, mid, series[i].label, 1, C_TEXT, 0, 0.5, false, false);
         ty += row;
     }
@@ -1414,11 +1446,12 @@ fail:
 
 /* ---- grouped bar charts ---- */
 
-/* Three significant digits, with a suffix for thousands and up (152k, 1.5M). */
+/* Three significant digits (every digit below 10000, as the value axis prints them), with a
+ * suffix from 10000 up: 0.25, 1137, 15.2k, 1.5M. */
 static void value_label(double v, char *buf, size_t cap) {
     static const char suffix[] = "kMGT";
     double a = fabs(v);
-    int e = a > 0 ? exponent10(v) : 0, g = e >= 3 && e < 15 ? e / 3 : 0;
+    int e = a > 0 ? exponent10(v) : 0, g = e >= 4 && e < 15 ? e / 3 : 0;
     if (a > 0 && (e >= 15 || e < -3)) {
         snprintf(buf, cap, "%.2f", v / pow(10, e));
         strip_zeros(buf);

@@ -88,6 +88,12 @@ double mg_text_height(const char *text, double scale);
 /* Writes the canvas as an 8-bit RGB PNG, atomically (see the top of this file). */
 mg_status mg_canvas_save_png(const mg_canvas *c, const char *path);
 
+/* Reads an image file (PNG, or anything else stb_image decodes) into a new canvas, *out, that the
+ * caller frees; used to check charts and to draw over saved images. MG_ERR_IO when the file cannot
+ * be opened, MG_ERR_FORMAT when it is not a decodable image of at most 16384 x 16384; *out is
+ * NULL on failure. */
+mg_status mg_canvas_load_png(const char *path, mg_canvas **out);
+
 /* ---- charts ---- */
 
 /* Series colours, distinct and colour-blind tolerant; i wraps around after 10. */
