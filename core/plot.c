@@ -889,26 +889,26 @@ static void draw_title(const chart *ch) {
 
 static double left_margin(const chart *ch, double tick_label_w) {
     double left = ch->pad + tick_label_w + 4 * ch->ui + ch->tick_len + 1;
-    if (has_text(ch->o->y_label)) left += ch->label_h + 8 * ch->ui;
+    if (has_text(ch->o->ylabel)) left += ch->label_h + 8 * ch->ui;
     return left;
 }
 
 static double bottom_margin(const chart *ch, double tick_band_h) {
     double b = ch->pad + ch->tick_len + 1 + 3 * ch->ui + tick_band_h;
-    if (has_text(ch->o->x_label)) b += ch->label_h + 6 * ch->ui;
+    if (has_text(ch->o->xlabel)) b += ch->label_h + 6 * ch->ui;
     return b;
 }
 
 /* Axis titles sit just outside the tick labels (not at the image edge, which may be far away
  * when the plot area is centred). */
 static void draw_axis_labels(const chart *ch) {
-    if (has_text(ch->o->x_label))
+    if (has_text(ch->o->xlabel))
         text_at(ch, ch->x0 + ch->w / 2.0,
                 ch->y0 + ch->h + 1 + ch->tick_len + 3 * ch->ui + ch->xtick_h + 6 * ch->ui,
-                ch->o->x_label, 1, C_TEXT, 0.5, 0, true, false);
-    if (has_text(ch->o->y_label))
+                ch->o->xlabel, 1, C_TEXT, 0.5, 0, true, false);
+    if (has_text(ch->o->ylabel))
         text_at(ch, ch->x0 - (left_margin(ch, ch->ytick_w) - ch->pad), ch->y0 + ch->h / 2.0,
-                ch->o->y_label, 1, C_TEXT, 0, 0.5, true, true);
+                ch->o->ylabel, 1, C_TEXT, 0, 0.5, true, true);
 }
 
 static void draw_frame(const chart *ch) {

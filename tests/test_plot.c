@@ -517,7 +517,7 @@ START_TEST(lines_chart_layout) {
     decaying(a, NPTS, 60, 1.5);
     decaying(b, NPTS, 40, 1.2);
     mg_plot_series s[2] = {{"learned", NULL, a, NPTS}, {"rope", NULL, b, NPTS}};
-    mg_plot_opts o = {.title = "Training loss", .x_label = "step", .y_label = "loss"};
+    mg_plot_opts o = {.title = "Training loss", .xlabel = "step", .ylabel = "loss"};
     const char *p = tmp_path("lines.png");
     ck_assert_int_eq(mg_plot_lines(p, &o, s, 2), MG_OK);
     ck_assert_int_eq(count_entries(".tmp"), 0);
@@ -672,7 +672,7 @@ START_TEST(heatmap_colours_and_colour_bar) {
     static float v[R * C];
     for (int i = 0; i < R * C; i++) v[i] = (float)(i / C) / (R - 1); /* rows 0..1 downwards */
     v[5] = NAN;
-    mg_plot_opts o = {.title = "gradient", .x_label = "col", .y_label = "row", .value_label = "v"};
+    mg_plot_opts o = {.title = "gradient", .xlabel = "col", .ylabel = "row", .value_label = "v"};
     const char *p = tmp_path("h.png");
     ck_assert_int_eq(mg_plot_heatmap(p, &o, v, R, C), MG_OK);
     image im = load(p);
@@ -796,7 +796,7 @@ START_TEST(bars_chart_layout) {
     double v[12];
     for (int g = 0; g < 3; g++)
         for (int s = 0; s < 4; s++) v[g * 4 + s] = 120000.0 * (1 << s) / (g + 1);
-    mg_plot_opts o = {.title = "Throughput", .y_label = "tokens/s", .x_label = "config"};
+    mg_plot_opts o = {.title = "Throughput", .ylabel = "tokens/s", .xlabel = "config"};
     const char *p = tmp_path("b.png");
     ck_assert_int_eq(mg_plot_bars(p, &o, groups, 3, series, 4, v), MG_OK);
     image im = load(p);

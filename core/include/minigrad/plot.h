@@ -107,8 +107,8 @@ typedef enum mg_colormap {
 /* Options; a zero-initialised struct (or NULL) gives the defaults. Fields a chart type does not
  * use are ignored by it. */
 typedef struct mg_plot_opts {
-    const char *title, *x_label, *y_label; /* NULL or "" for none */
-    int width, height;                     /* pixels; 0 = 800 x 500; each 200..16384 */
+    const char *title, *xlabel, *ylabel; /* NULL or "" for none */
+    int width, height;                   /* pixels; 0 = 800 x 500; each 200..16384 */
     bool log_y;   /* lines: log10 value axis; values <= 0 are gaps. Not for bars or heatmaps. */
     bool y_fixed; /* lines, bars: show [y_min, y_max] instead of fitting the data */
     double y_min, y_max;
