@@ -1,0 +1,223 @@
+/* mg_gpt: the "gpt" layer with its parameter store, loss, summary and checkpoints. */
+#include "minigrad/checkpoint.h"
+#include "minigrad/gpt.h"
+#include "registry_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct mg_gpt {
+    mg_gpt_config cfg;
+    mg_params *params;
+    mg_layer *root;
+};
+
+/* The config as key/values, for the layer and for metadata. */
+static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX], char vals[MG_GPT_META_MAX][MG_GPT_META_LEN]) {
+    int n = 0;
+#define KV(k, ...) (keys[n] = (k), snprintf(vals[n], MG_GPT_META_LEN, __VA_ARGS__), n++)
+    KV("vocab_size", "%lld", (long long)c->vocab_size);
+    KV("block_size", "%lld", (long long)c->block_size);
+    KV("n_layer", "%lld", (long long)c->n_layer);
+    KV("n_head", "%lld", (long long)c->n_head);
+    KV("n_embd", "%lld", (long long)c->n_embd);
+    KV("pos", "%s", c->pos);
+    if (c->pos_opts[0]) KV("pos_opts", "%s", c->pos_opts);
+    KV("dropout", "%.9g", (double)c->dropout);
+    KV("causal", "%s", c->causal ? "true" : "false");
+    KV("gelu", "%s", c->gelu == MG_GELU_ERF ? "erf" : "tanh");
+    KV("emb_scale", "%.9g", (double)c->emb_scale);
+    KV("head", "%s", c->tied_head ? "tied" : "linear");
+    KV("head_bias", "%s", c->head_bias ? "true" : "false");
+    KV("init_std", "%.9g", (double)c->init_std);
+#undef KV
+    return n;
+}
+
+int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]) {
+    const char *keys[MG_GPT_META_MAX];
+    char vals[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int n = config_pairs(cfg, keys, vals), m = 0;
+    snprintf(buf[m], 64, "%s", MG_GPT_FORMAT);
+    meta[m] = (mg_st_meta){"format", buf[m]};
+    m++;
+    for (int i = 0; i < n && m < MG_GPT_META_MAX; i++) {
+        memcpy(buf[m], vals[i], MG_GPT_META_LEN);
+        meta[m] = (mg_st_meta){keys[i], buf[m]};
+        m++;
+    }
+    return m;
+}
+
+static const char *const config_keys[] = {"vocab_size", "block_size", "n_layer",   "n_head",    "n_embd",
+                                          "pos",        "pos_opts",   "dropout",   "causal",    "gelu",
+                                          "emb_scale",  "head",       "head_bias", "init_std",  NULL};
+
+mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out) {
+    const char *path = mg_st_path(f), *fmt = mg_st_meta_get(f, "format");
+    if (!fmt)
+        return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ has no 'format' (expected '%s'): not a minigrad GPT checkpoint",
+                            path, MG_GPT_FORMAT);
+    if (strcmp(fmt, MG_GPT_FORMAT) != 0)
+        return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ format is '%s', expected '%s'", path, fmt, MG_GPT_FORMAT);
+    static const char *const required[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "pos"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!mg_st_meta_get(f, required[i]))
+            return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ lacks the key '%s'", path, required[i]);
+    char label[600];
+    snprintf(label, sizeof label, "%s: __metadata__", path);
+    mg_config *kv = mg_config_new(label);
+    if (!kv) return MG_ERR_NOMEM;
+    mg_status st = MG_OK;
+    for (int i = 0; config_keys[i] && st == MG_OK; i++) {
+        const char *v = mg_st_meta_get(f, config_keys[i]);
+        if (v) st = mg_config_set(kv, config_keys[i], v);
+    }
+    mg_gpt_config c = mg_gpt_config_default();
+    /* absent optional keys mean GPT-2's choices, not this library's sizes */
+    c.dropout = 0.0f, c.causal = true, c.gelu = MG_GELU_TANH, c.emb_scale = 1.0f, c.tied_head = true;
+    c.head_bias = false, c.pos_opts[0] = 0;
+    if (st == MG_OK) st = mg_gpt_config_from(kv, &c);
+    mg_config_free(kv);
+    if (st == MG_OK) *out = c;
+    return st;
+}
+
+mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out) {
+    mg_cfg_file *f;
+    mg_status st = mg_cfg_file_read(path, &f);
+    if (st != MG_OK) return st;
+    int n = mg_cfg_file_count(f);
+    if (n == 0) st = mg_set_error(MG_ERR_INVALID, "%s: no [gpt] section", path);
+    for (int i = 0; i < n && st == MG_OK; i++)
+        if (strcmp(mg_cfg_file_section(f, i), "gpt") != 0 || i > 0)
+            st = mg_set_error(MG_ERR_INVALID, "%s:%d: unknown section '[%s]' (a GPT config has one [gpt] section)", path,
+                              mg_cfg_file_line(f, i), mg_cfg_file_section(f, i));
+    mg_gpt_config c = mg_gpt_config_default();
+    if (st == MG_OK) st = mg_gpt_config_from(mg_cfg_file_config(f, 0), &c);
+    mg_cfg_file_free(f);
+    if (st == MG_OK) *out = c;
+    return st;
+}
+
+void mg_gpt_free(mg_gpt *g) {
+    if (!g) return;
+    mg_layer_free(g->root);
+    mg_params_free(g->params);
+    free(g);
+}
+
+mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
+    *out = NULL;
+    mg_gpt *g = calloc(1, sizeof *g);
+    mg_config *kv = mg_config_new("gpt config");
+    if (!g || !kv || !(g->params = mg_params_new())) {
+        mg_config_free(kv);
+        mg_gpt_free(g);
+        return mg_set_error(MG_ERR_NOMEM, "mg_gpt_new: out of memory");
+    }
+    const char *keys[MG_GPT_META_MAX];
+    char vals[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int n = config_pairs(cfg, keys, vals);
+    mg_status st = MG_OK;
+    for (int i = 0; i < n && st == MG_OK; i++)
+        st = mg_config_set(kv, keys[i], vals[i]);
+    if (st == MG_OK) st = mg_layer_create("gpt", "", kv, g->params, &g->root);
+    mg_config_free(kv);
+    if (st == MG_OK) st = mg_params_alloc(g->params, rng);
+    if (st != MG_OK) {
+        mg_gpt_free(g);
+        return st;
+    }
+    g->cfg = *cfg;
+    *out = g;
+    return MG_OK;
+}
+
+const mg_gpt_config *mg_gpt_cfg(const mg_gpt *g) { return &g->cfg; }
+mg_params *mg_gpt_params(const mg_gpt *g) { return g->params; }
+mg_layer *mg_gpt_layer(const mg_gpt *g) { return g->root; }
+void mg_gpt_print(const mg_gpt *g, FILE *f) { mg_layer_print(g->root, f); }
+
+mg_tensor *mg_gpt_forward(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, const mg_fwd *args) {
+    return mg_layer_forward(g->root, ctx, ids, args);
+}
+
+mg_tensor *mg_gpt_loss(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, mg_tensor *targets, const mg_fwd *args) {
+    return mg_cross_entropy(ctx, mg_gpt_forward(g, ctx, ids, args), targets, -1);
+}
+
+/* ---- checkpoints ---- */
+
+mg_status mg_gpt_save(const mg_gpt *g, const char *path, const mg_st_meta *extra, int n_extra) {
+    mg_st_meta meta[MG_GPT_META_MAX + 64];
+    char buf[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    if (n_extra < 0 || n_extra > 64 || (n_extra && !extra))
+        return mg_set_error(MG_ERR_INVALID, "%s: mg_gpt_save takes 0..64 extra metadata entries, got %d", path, n_extra);
+    int n = mg_gpt_config_to_meta(&g->cfg, meta, buf);
+    for (int i = 0; i < n_extra; i++) {
+        for (int k = 0; k < n; k++)
+            if (extra[i].key && strcmp(extra[i].key, meta[k].key) == 0)
+                return mg_set_error(MG_ERR_INVALID, "%s: extra metadata key '%s' is a model config key", path, extra[i].key);
+        meta[n + i] = extra[i];
+    }
+    return mg_checkpoint_save(path, g->params, false, meta, n + n_extra);
+}
+
+/* Every config key the file states must equal the model's. */
+static mg_status check_meta(const mg_gpt *g, const mg_st_file *f) {
+    mg_gpt_config fc;
+    mg_status st = mg_gpt_config_from_file(f, &fc);
+    if (st != MG_OK) return st;
+    const char *keys[MG_GPT_META_MAX], *fkeys[MG_GPT_META_MAX];
+    char vals[MG_GPT_META_MAX][MG_GPT_META_LEN], fvals[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int n = config_pairs(&g->cfg, keys, vals), fn = config_pairs(&fc, fkeys, fvals);
+    for (int k = 0; config_keys[k]; k++) {
+        if (!mg_st_meta_get(f, config_keys[k]) || strcmp(config_keys[k], "dropout") == 0) continue;
+        const char *mv = "", *fv = "";
+        for (int i = 0; i < n; i++)
+            if (strcmp(keys[i], config_keys[k]) == 0) mv = vals[i];
+        for (int i = 0; i < fn; i++)
+            if (strcmp(fkeys[i], config_keys[k]) == 0) fv = fvals[i];
+        if (strcmp(mv, fv) != 0)
+            return mg_set_error(MG_ERR_INVALID, "%s: __metadata__ %s = '%s' but the model has %s = '%s'", mg_st_path(f),
+                                config_keys[k], mg_st_meta_get(f, config_keys[k]), config_keys[k], mv);
+    }
+    return MG_OK;
+}
+
+mg_status mg_gpt_load(mg_gpt *g, const char *path) {
+    mg_st_file *f;
+    mg_status st = mg_safetensors_open(path, &f);
+    if (st != MG_OK) return st;
+    st = check_meta(g, f);
+    mg_st_close(f);
+    if (st != MG_OK) return st;
+    return mg_checkpoint_load(path, g->params, NULL);
+}
+
+mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **file_out) {
+    *out = NULL;
+    if (file_out) *file_out = NULL;
+    mg_st_file *f;
+    mg_status st = mg_safetensors_open(path, &f);
+    if (st != MG_OK) return st;
+    mg_gpt_config c;
+    st = mg_gpt_config_from_file(f, &c);
+    mg_gpt *g = NULL;
+    mg_rng rng = mg_rng_make(0); /* every value is overwritten by the load */
+    if (st == MG_OK) st = mg_gpt_new(&c, &rng, &g);
+    if (st == MG_OK) {
+        mg_st_close(f);
+        f = NULL;
+        st = mg_checkpoint_load(path, g->params, file_out);
+    }
+    mg_st_close(f);
+    if (st != MG_OK) {
+        mg_gpt_free(g);
+        if (file_out) *file_out = NULL;
+        return st;
+    }
+    *out = g;
+    return MG_OK;
+}

@@ -1,0 +1,68 @@
+/* Small helpers the layer files share: errors named after the layer, the common init keys,
+ * dropout that only runs in training. */
+#include "registry_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mg_ctx_fail(ctx, "layer '%s' (%s): %s", *mg_layer_prefix(l) ? mg_layer_prefix(l) : "(model)", mg_layer_vt(l)->name,
+                msg);
+}
+
+mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound) {
+    static const char *const kinds[] = {"normal", "uniform", "zeros", NULL};
+    int def = 0;
+    for (int i = 0; kinds[i]; i++)
+        if (strcmp(kinds[i], def_kind) == 0) def = i;
+    int kind = mg_config_choice(cfg, "init", kinds, def);
+    double std = mg_config_float(cfg, "std", def_std, 0.0, 1e6);
+    double bound = mg_config_float(cfg, "bound", def_bound, 0.0, 1e6);
+    if (kind == 0) return mg_init_normal(0.0f, (float)std);
+    if (kind == 1) return mg_init_uniform(-(float)bound, (float)bound);
+    return mg_init_zeros();
+}
+
+mg_tensor *mg_layer_dropout(mg_layer *l, mg_ctx *ctx, mg_tensor *x, float p, const mg_fwd *args) {
+    if (!args->train || p <= 0.0f) return x;
+    if (!args->rng) {
+        mg_layer_fail(l, ctx, "dropout %g in training needs an rng in mg_fwd", (double)p);
+        return mg_ctx_dummy(ctx);
+    }
+    return mg_dropout(ctx, x, p, args->rng);
+}
+
+static mg_status child_cfg_done(mg_layer *self, const char *local, const char *type, mg_config *c, mg_status st,
+                                mg_params *params, mg_layer **out) {
+    if (!c) st = mg_set_error(MG_ERR_NOMEM, "layer '%s': out of memory", mg_layer_prefix(self));
+    if (st == MG_OK) st = mg_layer_child(self, local, type, c, params, out);
+    mg_config_free(c);
+    return st;
+}
+
+mg_status mg_layer_child_linear(mg_layer *self, const char *local, int64_t in, int64_t out, bool bias, double std,
+                                mg_params *params, mg_layer **child) {
+    mg_config *c = mg_config_new("linear");
+    mg_status st = c ? MG_OK : MG_ERR_NOMEM;
+    if (st == MG_OK) st = mg_config_setf(c, "in", "%lld", (long long)in);
+    if (st == MG_OK) st = mg_config_setf(c, "out", "%lld", (long long)out);
+    if (st == MG_OK) st = mg_config_set(c, "bias", bias ? "true" : "false");
+    if (st == MG_OK) st = mg_config_set(c, "init", "normal");
+    if (st == MG_OK) st = mg_config_setf(c, "std", "%.17g", std);
+    if (st == MG_OK && bias) st = mg_config_set(c, "bias_init", "zeros");
+    return child_cfg_done(self, local, "linear", c, st, params, child);
+}
+
+mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t dim, double eps, mg_params *params,
+                                   mg_layer **child) {
+    mg_config *c = mg_config_new("layernorm");
+    mg_status st = c ? MG_OK : MG_ERR_NOMEM;
+    if (st == MG_OK) st = mg_config_setf(c, "dim", "%lld", (long long)dim);
+    if (st == MG_OK) st = mg_config_setf(c, "eps", "%.17g", eps);
+    return child_cfg_done(self, local, "layernorm", c, st, params, child);
+}

@@ -1,0 +1,54 @@
+/* linear: y = x W + b with W stored [in, out] (GPT-2's Conv1D layout, so checkpoints match
+ * DESIGN.md's c_attn/c_proj/c_fc shapes; a PyTorch nn.Linear weight is its transpose).
+ * Keys: in, out (required); bias (true); init normal|uniform|zeros (uniform), std (0.02),
+ * bound (1/sqrt(in): PyTorch's default); bias_init zeros|uniform (uniform when init is). */
+#include "registry_internal.h"
+
+#include <math.h>
+
+typedef struct {
+    int64_t in, out;
+    mg_tensor *w, *b;
+} linear;
+
+static mg_status linear_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    linear *s = mg_layer_state(self);
+    s->in = mg_config_int(cfg, "in", 0, 1, INT32_MAX);
+    s->out = mg_config_int(cfg, "out", 0, 1, INT32_MAX);
+    bool bias = mg_config_bool(cfg, "bias", true);
+    double bound = s->in > 0 ? 1.0 / sqrt((double)s->in) : 1.0;
+    mg_init wi = mg_layer_init_from(cfg, "uniform", 0.02, bound);
+    static const char *const bkinds[] = {"zeros", "uniform", NULL};
+    int bk = mg_config_choice(cfg, "bias_init", bkinds, wi.kind == MG_INIT_UNIFORM ? 1 : 0);
+    mg_status st = mg_config_status(cfg);
+    if (st != MG_OK) return st;
+    s->w = mg_layer_param(self, params, "weight", 2, (int64_t[]){s->in, s->out}, wi, 0);
+    if (!s->w) return MG_ERR_INVALID;
+    if (bias) {
+        mg_init bi = bk == 1 ? mg_init_uniform(-(float)bound, (float)bound) : mg_init_zeros();
+        s->b = mg_layer_param(self, params, "bias", 1, (int64_t[]){s->out}, bi, MG_NO_DECAY);
+        if (!s->b) return MG_ERR_INVALID;
+    }
+    mg_layer_set_shape(self, "(...,%lld)", (long long)s->out);
+    return MG_OK;
+}
+
+static mg_tensor *linear_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    (void)args;
+    linear *s = mg_layer_state(self);
+    if (x->dtype != MG_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != s->in) {
+        mg_layer_fail(self, ctx, "x%s: need float32 with last dim in = %lld", MG_LSHAPE(x), (long long)s->in);
+        return mg_ctx_dummy(ctx);
+    }
+    mg_tensor *y = mg_matmul(ctx, x, s->w);
+    return s->b ? mg_add(ctx, y, s->b) : y;
+}
+
+const mg_layer_vtable mg_layer_linear = {
+    MG_LAYER_VT_HEADER,
+    .name = "linear",
+    .summary = "y = x W + b, W [in, out]",
+    .instance_size = sizeof(linear),
+    .create = linear_create,
+    .forward = linear_forward,
+};

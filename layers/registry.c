@@ -1,0 +1,414 @@
+/* The layer registry (the one piece of global mutable state), layer instances, and the summary
+ * table. Built-in layers are registered lazily, on first use, through mg_builtin_layers_init and
+ * the same host table a plugin gets. */
+#include "registry_internal.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const mg_layer_vtable *vt;
+    char *origin;
+} reg_entry;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static reg_entry *reg;
+static int reg_n, reg_cap;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
+static mg_status builtins_status = MG_OK;
+static char builtins_error[512];
+
+static mg_status builtin_register(const mg_plugin_host *host, const mg_layer_vtable *vt) {
+    mg_status s = mg_reg_validate(vt, host->origin);
+    if (s != MG_OK) return s;
+    return mg_reg_commit(&vt, 1, host->origin);
+}
+
+static void builtins_init(void) {
+    mg_plugin_host host = {MG_PLUGIN_ABI_VERSION, sizeof(mg_plugin_host), "built-in", builtin_register, NULL, {0}};
+    builtins_status = mg_builtin_layers_init(&host);
+    if (builtins_status != MG_OK) snprintf(builtins_error, sizeof builtins_error, "%s", mg_last_error());
+}
+
+/* Built-ins first, whatever the first registry call is, so their names are always taken. */
+static void ensure_builtins(void) {
+    pthread_once(&builtins_once, builtins_init);
+    if (builtins_status != MG_OK) mg_log(MG_LOG_ERROR, "built-in layers failed to register: %s", builtins_error);
+}
+
+mg_status mg_reg_validate(const mg_layer_vtable *vt, const char *origin) {
+    if (!vt) return mg_set_error(MG_ERR_INVALID, "%s: registered a NULL layer vtable", origin);
+    if (vt->abi_version != MG_LAYER_ABI_VERSION)
+        return mg_set_error(MG_ERR_ABI, "%s: layer '%s': ABI version %u, host %u (rebuild the plugin against this minigrad)",
+                            origin, vt->struct_size >= offsetof(mg_layer_vtable, summary) && vt->name ? vt->name : "?",
+                            vt->abi_version, MG_LAYER_ABI_VERSION);
+    if (vt->struct_size < sizeof(mg_layer_vtable))
+        return mg_set_error(MG_ERR_ABI, "%s: layer vtable struct_size %u, host needs at least %zu (ABI %u)", origin,
+                            vt->struct_size, sizeof(mg_layer_vtable), MG_LAYER_ABI_VERSION);
+    if (!vt->name || !*vt->name) return mg_set_error(MG_ERR_INVALID, "%s: a layer vtable has no name", origin);
+    for (const char *p = vt->name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return mg_set_error(MG_ERR_INVALID, "%s: layer name '%s': only a-z, 0-9 and _ are allowed", origin, vt->name);
+    if (!vt->create || !vt->forward)
+        return mg_set_error(MG_ERR_INVALID, "%s: layer '%s' has no %s function", origin, vt->name,
+                            vt->create ? "forward" : "create");
+    if (vt->pos_scheme && !*vt->pos_scheme)
+        return mg_set_error(MG_ERR_INVALID, "%s: layer '%s' has an empty pos_scheme", origin, vt->name);
+    return MG_OK;
+}
+
+static int find_locked(const char *name, bool by_scheme) {
+    for (int i = 0; i < reg_n; i++) {
+        const char *k = by_scheme ? reg[i].vt->pos_scheme : reg[i].vt->name;
+        if (k && strcmp(k, name) == 0) return i;
+    }
+    return -1;
+}
+
+mg_status mg_reg_commit(const mg_layer_vtable *const *vts, int n, const char *origin) {
+    pthread_mutex_lock(&reg_lock);
+    mg_status st = MG_OK;
+    for (int i = 0; i < n && st == MG_OK; i++) {
+        const mg_layer_vtable *vt = vts[i];
+        int j = find_locked(vt->name, false);
+        if (j >= 0) {
+            st = mg_set_error(MG_ERR_INVALID, "%s: layer '%s' is already registered (by %s)", origin, vt->name, reg[j].origin);
+            break;
+        }
+        if (vt->pos_scheme && (j = find_locked(vt->pos_scheme, true)) >= 0) {
+            st = mg_set_error(MG_ERR_INVALID, "%s: layer '%s': positional scheme '%s' is already provided by layer '%s' (%s)",
+                              origin, vt->name, vt->pos_scheme, reg[j].vt->name, reg[j].origin);
+            break;
+        }
+        for (int k = 0; k < i; k++)
+            if (strcmp(vts[k]->name, vt->name) == 0 ||
+                (vt->pos_scheme && vts[k]->pos_scheme && strcmp(vts[k]->pos_scheme, vt->pos_scheme) == 0)) {
+                st = mg_set_error(MG_ERR_INVALID, "%s: layer '%s' is registered twice", origin, vt->name);
+                break;
+            }
+    }
+    if (st == MG_OK && reg_n + n > reg_cap) {
+        int cap = reg_cap ? reg_cap : 32;
+        while (cap < reg_n + n) cap *= 2;
+        reg_entry *r = realloc(reg, (size_t)cap * sizeof *r);
+        if (!r)
+            st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory registering layers", origin);
+        else
+            reg = r, reg_cap = cap;
+    }
+    char **origins = NULL;
+    if (st == MG_OK && n > 0) {
+        origins = calloc((size_t)n, sizeof *origins);
+        for (int i = 0; origins && i < n; i++)
+            if (!(origins[i] = strdup(origin))) {
+                for (int k = 0; k < i; k++) free(origins[k]);
+                free(origins);
+                origins = NULL;
+            }
+        if (!origins) st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory registering layers", origin);
+    }
+    if (st == MG_OK)
+        for (int i = 0; i < n; i++) reg[reg_n++] = (reg_entry){vts[i], origins[i]};
+    free(origins);
+    pthread_mutex_unlock(&reg_lock);
+    return st;
+}
+
+mg_status mg_register_layer(const mg_layer_vtable *vt) {
+    ensure_builtins();
+    mg_status s = mg_reg_validate(vt, "program");
+    if (s != MG_OK) return s;
+    return mg_reg_commit(&vt, 1, "program");
+}
+
+static const mg_layer_vtable *lookup(const char *name, bool by_scheme) {
+    if (!name) return NULL;
+    ensure_builtins();
+    pthread_mutex_lock(&reg_lock);
+    int i = find_locked(name, by_scheme);
+    const mg_layer_vtable *vt = i >= 0 ? reg[i].vt : NULL;
+    pthread_mutex_unlock(&reg_lock);
+    return vt;
+}
+
+const mg_layer_vtable *mg_layer_find(const char *name) { return lookup(name, false); }
+const mg_layer_vtable *mg_layer_find_pos(const char *scheme) { return lookup(scheme, true); }
+
+int mg_layer_registered_count(void) {
+    ensure_builtins();
+    pthread_mutex_lock(&reg_lock);
+    int n = reg_n;
+    pthread_mutex_unlock(&reg_lock);
+    return n;
+}
+
+const mg_layer_vtable *mg_layer_registered(int i) {
+    ensure_builtins();
+    pthread_mutex_lock(&reg_lock);
+    const mg_layer_vtable *vt = i >= 0 && i < reg_n ? reg[i].vt : NULL;
+    pthread_mutex_unlock(&reg_lock);
+    return vt;
+}
+
+const char *mg_layer_origin(const char *name) {
+    ensure_builtins();
+    pthread_mutex_lock(&reg_lock);
+    int i = find_locked(name, false);
+    const char *o = i >= 0 ? reg[i].origin : NULL; /* entries are never removed: stays valid */
+    pthread_mutex_unlock(&reg_lock);
+    return o;
+}
+
+/* Comma-separated registered names (optionally only positional schemes) for error messages. */
+void mg_reg_names(char *buf, size_t n, bool schemes) {
+    ensure_builtins();
+    buf[0] = 0;
+    pthread_mutex_lock(&reg_lock);
+    size_t len = 0;
+    for (int i = 0; i < reg_n; i++) {
+        const char *k = schemes ? reg[i].vt->pos_scheme : reg[i].vt->name;
+        if (!k) continue;
+        int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", k);
+        if (w < 0 || (size_t)w >= n - len) break;
+        len += (size_t)w;
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- instances ---- */
+
+struct mg_layer {
+    const mg_layer_vtable *vt;
+    char *prefix, *local;
+    void *state;
+    char shape[64];
+    int64_t pos_limit;
+    mg_tensor **params;
+    int n_params, cap_params;
+    mg_layer **children;
+    int n_children, cap_children;
+};
+
+void mg_layer_free(mg_layer *l) {
+    if (!l) return;
+    if (l->vt && l->vt->destroy) l->vt->destroy(l);
+    for (int i = 0; i < l->n_children; i++) mg_layer_free(l->children[i]);
+    free(l->children);
+    free(l->params);
+    free(l->state);
+    free(l->prefix);
+    free(l->local);
+    free(l);
+}
+
+static mg_status create_named(const char *type, const char *prefix, const char *local, mg_config *cfg,
+                              mg_params *params, mg_layer **out) {
+    *out = NULL;
+    const mg_layer_vtable *vt = mg_layer_find(type);
+    if (!vt) {
+        char names[1024];
+        mg_reg_names(names, sizeof names, false);
+        return mg_set_error(MG_ERR_NOT_FOUND, "unknown layer '%s' (registered: %s)", type ? type : "(null)", names);
+    }
+    mg_config *own = NULL;
+    if (!cfg) {
+        char label[300];
+        snprintf(label, sizeof label, "layer '%s' (%s)", prefix, vt->name);
+        if (!(cfg = own = mg_config_new(label))) return MG_ERR_NOMEM;
+    }
+    mg_layer *l = calloc(1, sizeof *l);
+    mg_status st = MG_OK;
+    if (!l || !(l->prefix = strdup(prefix)) || !(l->local = strdup(local)) ||
+        (vt->instance_size && !(l->state = calloc(1, vt->instance_size)))) {
+        mg_layer_free(l);
+        mg_config_free(own);
+        return mg_set_error(MG_ERR_NOMEM, "layer '%s' (%s): out of memory", prefix, vt->name);
+    }
+    snprintf(l->shape, sizeof l->shape, "?");
+    st = vt->create(l, cfg, params);
+    l->vt = vt; /* destroy runs on failure too: it must cope with a half-built (zeroed) state */
+    if (st == MG_OK) st = mg_config_status(cfg);
+    if (st == MG_OK) st = mg_config_check_used(cfg);
+    mg_config_free(own);
+    if (st != MG_OK) {
+        mg_layer_free(l);
+        return st;
+    }
+    *out = l;
+    return MG_OK;
+}
+
+mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, mg_params *params, mg_layer **out) {
+    if (!prefix) prefix = "";
+    return create_named(type, prefix, prefix, cfg, params, out);
+}
+
+mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg, mg_params *params,
+                         mg_layer **out) {
+    if (out) *out = NULL;
+    char prefix[512];
+    if (!local || !*local)
+        snprintf(prefix, sizeof prefix, "%s", self->prefix);
+    else if (*self->prefix)
+        snprintf(prefix, sizeof prefix, "%s.%s", self->prefix, local);
+    else
+        snprintf(prefix, sizeof prefix, "%s", local);
+    if (self->n_children == self->cap_children) {
+        int cap = self->cap_children ? 2 * self->cap_children : 4;
+        mg_layer **c = realloc(self->children, (size_t)cap * sizeof *c);
+        if (!c) return mg_set_error(MG_ERR_NOMEM, "layer '%s': out of memory", self->prefix);
+        self->children = c, self->cap_children = cap;
+    }
+    mg_layer *child;
+    mg_status st = create_named(type, prefix, local ? local : "", cfg, params, &child);
+    if (st != MG_OK) return st;
+    self->children[self->n_children++] = child;
+    if (out) *out = child;
+    return MG_OK;
+}
+
+mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, int ndim, const int64_t *shape,
+                          mg_init init, uint32_t flags) {
+    char name[512];
+    if (*self->prefix)
+        snprintf(name, sizeof name, "%s.%s", self->prefix, local);
+    else
+        snprintf(name, sizeof name, "%s", local);
+    if (self->n_params == self->cap_params) {
+        int cap = self->cap_params ? 2 * self->cap_params : 4;
+        mg_tensor **p = realloc(self->params, (size_t)cap * sizeof *p);
+        if (!p) {
+            mg_set_error(MG_ERR_NOMEM, "layer '%s': out of memory", self->prefix);
+            return NULL;
+        }
+        self->params = p, self->cap_params = cap;
+    }
+    mg_tensor *t = mg_params_add(params, name, ndim, shape, init, flags);
+    if (t) self->params[self->n_params++] = t;
+    return t;
+}
+
+mg_tensor *mg_layer_get_param(const mg_layer *l, const char *local) {
+    size_t plen = strlen(l->prefix);
+    for (int i = 0; i < l->n_params; i++) {
+        const char *n = l->params[i]->name;
+        if (plen && (strncmp(n, l->prefix, plen) != 0 || n[plen] != '.')) continue;
+        if (strcmp(n + (plen ? plen + 1 : 0), local) == 0) return l->params[i];
+    }
+    return NULL;
+}
+
+mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    static const mg_fwd zero;
+    return l->vt->forward(l, ctx, x, args ? args : &zero);
+}
+
+const mg_layer_vtable *mg_layer_vt(const mg_layer *l) { return l->vt; }
+const char *mg_layer_prefix(const mg_layer *l) { return l->prefix; }
+void *mg_layer_state(const mg_layer *l) { return l->state; }
+
+void mg_layer_set_shape(mg_layer *self, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(self->shape, sizeof self->shape, fmt, ap);
+    va_end(ap);
+}
+
+void mg_layer_set_pos_limit(mg_layer *self, int64_t n) { self->pos_limit = n > 0 ? n : 0; }
+int64_t mg_layer_pos_limit(const mg_layer *l) { return l->pos_limit; }
+int mg_layer_child_count(const mg_layer *l) { return l->n_children; }
+mg_layer *mg_layer_child_at(const mg_layer *l, int i) { return i >= 0 && i < l->n_children ? l->children[i] : NULL; }
+
+mg_layer *mg_layer_find_child(const mg_layer *l, const char *local) {
+    for (int i = 0; i < l->n_children; i++)
+        if (strcmp(l->children[i]->local, local) == 0) return l->children[i];
+    return NULL;
+}
+
+mg_layer *mg_layer_find_positional(mg_layer *l) {
+    if (!l) return NULL;
+    if (l->vt->pos_scheme) return l;
+    for (int i = 0; i < l->n_children; i++) {
+        mg_layer *p = mg_layer_find_positional(l->children[i]);
+        if (p) return p;
+    }
+    return NULL;
+}
+
+void mg_layer_visit_params(mg_layer *l, mg_param_visitor fn, void *user) {
+    if (l->vt->visit_params) {
+        l->vt->visit_params(l, fn, user);
+        return;
+    }
+    for (int i = 0; i < l->n_params; i++) fn(user, l->params[i]->name, l->params[i]);
+    for (int i = 0; i < l->n_children; i++) mg_layer_visit_params(l->children[i], fn, user);
+}
+
+static void count_visit(void *user, const char *name, mg_tensor *t) {
+    (void)name;
+    *(int64_t *)user += t->numel;
+}
+
+int64_t mg_layer_numel(mg_layer *l) {
+    int64_t n = 0;
+    mg_layer_visit_params(l, count_visit, &n);
+    return n;
+}
+
+/* ---- the summary table ---- */
+
+static void emit(FILE *f, const char *line) {
+    if (f)
+        fprintf(f, "%s\n", line);
+    else
+        mg_log(MG_LOG_INFO, "%s", line);
+}
+
+void mg_fmt_count(int64_t n, char *buf, size_t len) {
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%lld", (long long)n);
+    size_t d = strlen(tmp), o = 0;
+    for (size_t i = 0; i < d && o + 1 < len; i++) {
+        if (i && (d - i) % 3 == 0 && o + 2 < len) buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = 0;
+}
+
+static void print_rows(mg_layer *l, int depth, FILE *f) {
+    char name[160], own[160] = "", count[32], line[512];
+    snprintf(name, sizeof name, "%*s%s", 2 * depth, "", *l->prefix ? l->prefix : "(model)");
+    size_t o = 0;
+    for (int i = 0; i < l->n_params && o < sizeof own; i++) {
+        const mg_tensor *t = l->params[i];
+        const char *local = strrchr(t->name, '.');
+        local = local ? local + 1 : t->name;
+        char shp[64];
+        o += (size_t)snprintf(own + o, sizeof own - o, "%s%s %s", i ? ", " : "", local, mg_shape_str(t, shp, sizeof shp));
+    }
+    mg_fmt_count(mg_layer_numel(l), count, sizeof count);
+    snprintf(line, sizeof line, "%-26s %-24s %-12s %-34s %12s", name, l->vt->name, l->shape, own, count);
+    emit(f, line);
+    for (int i = 0; i < l->n_children; i++)
+        if (strcmp(l->children[i]->prefix, l->prefix) != 0 || l->children[i]->n_params || l->children[i]->n_children)
+            print_rows(l->children[i], depth + 1, f);
+}
+
+void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f) {
+    char line[512], count[32];
+    snprintf(line, sizeof line, "%-26s %-24s %-12s %-34s %12s", "layer", "kind", "output", "parameters", "count");
+    emit(f, line);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        print_rows(layers[i], 0, f);
+        total += mg_layer_numel(layers[i]);
+    }
+    mg_fmt_count(total, count, sizeof count);
+    snprintf(line, sizeof line, "total: %s parameters (%.1f KiB as float32)", count, (double)total * 4.0 / 1024.0);
+    emit(f, line);
+}
+
+void mg_layer_print(mg_layer *l, FILE *f) { mg_layer_print_rows(&l, 1, f); }

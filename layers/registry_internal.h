@@ -1,0 +1,49 @@
+/* Private to layers/: the registry's commit path (shared with the plugin loader) and small helpers
+ * the layer files share. */
+#ifndef MG_LAYERS_REGISTRY_INTERNAL_H
+#define MG_LAYERS_REGISTRY_INTERNAL_H
+
+#include "minigrad/layer.h"
+#include "minigrad/op.h"
+#include "minigrad/plugin.h"
+
+#include <stdio.h>
+
+/* Checks one vtable (ABI version, struct size, name, required functions); `origin` names who
+ * registers it in the message. */
+mg_status mg_reg_validate(const mg_layer_vtable *vt, const char *origin);
+/* Adds n validated vtables atomically: all or none (name or scheme conflicts refuse them all). */
+mg_status mg_reg_commit(const mg_layer_vtable *const *vts, int n, const char *origin);
+/* Comma-separated registered layer names, or positional scheme names. */
+void mg_reg_names(char *buf, size_t n, bool schemes);
+/* 1234567 -> "1,234,567" */
+void mg_fmt_count(int64_t n, char *buf, size_t len);
+void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);
+
+/* The built-in layers, one file each. */
+extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segment_embedding,
+    mg_layer_learned_pos, mg_layer_sinusoidal_pos, mg_layer_learned_sinusoidal_pos, mg_layer_rope,
+    mg_layer_layernorm, mg_layer_self_attention, mg_layer_mlp, mg_layer_decoder_block, mg_layer_gpt;
+
+/* Fills a vtable's ABI header: abi_version and struct_size. */
+#define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)
+
+/* Raises a programming error on ctx prefixed with the layer's name and kind. */
+void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Initialiser chosen by the common keys init = normal|uniform|zeros, std, bound. */
+mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound);
+
+/* Dropout when training with p > 0 (raises if no rng is given); x itself otherwise. */
+mg_tensor *mg_layer_dropout(mg_layer *l, mg_ctx *ctx, mg_tensor *x, float p, const mg_fwd *args);
+
+/* Sublayers the composite layers make: Linear with normal(0, std) weights and zero bias; LayerNorm. */
+mg_status mg_layer_child_linear(mg_layer *self, const char *local, int64_t in, int64_t out, bool bias, double std,
+                                mg_params *params, mg_layer **child);
+mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t dim, double eps, mg_params *params,
+                                   mg_layer **child);
+
+/* "(2,5,16)" in a temporary that lives until the end of the enclosing block. */
+#define MG_LSHAPE(t) mg_shape_str((t), (char[80]){0}, 80)
+
+#endif
