@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,8 +608,10 @@ mg_status mg_canvas_load_png(const char *path, mg_canvas **out) {
 /* 10^k exactly for the k a tick step can have; division by it (for negative k) rounds once, so
  * that 3 * 0.1 prints as 0.3 rather than 0.30000000000000004. */
 static double pow10i(int k) {
+    int m = k < 0 ? -k : k;
+    if (m > 22) return pow(10, m); /* beyond 1e22 powers of ten are not exact doubles anyway */
     double p = 1;
-    for (int i = 0; i < (k < 0 ? -k : k); i++) p *= 10;
+    for (int i = 0; i < m; i++) p *= 10;
     return p;
 }
 
@@ -632,6 +633,8 @@ static mg_status ticks_linear(double lo, double hi, int target, bool tight, mg_p
         hi = s;
     }
     target = target < 1 ? 1 : target > 20 ? 20 : target;
+    if (fabs(lo) < 1e-290) lo = 0; /* keeps every step a normal double */
+    if (fabs(hi) < 1e-290) hi = 0;
     const double mag = fmax(fabs(lo), fabs(hi));
     if (!isfinite(hi - lo) || mag > 1e300)
         return mg_set_error(MG_ERR_INVALID, "mg_plot_nice_ticks: range [%g, %g] is too wide", lo,
@@ -653,6 +656,10 @@ static mg_status ticks_linear(double lo, double hi, int target, bool tight, mg_p
         } else {
             i0 = floor(lo / step + 1e-9);
             i1 = ceil(hi / step - 1e-9);
+        }
+        if (!tight) { /* rounding must not leave the data a hair outside the range */
+            while (i0 > -1e15 && tick_value(i0, mant, e) > lo) i0--;
+            while (i1 < 1e15 && tick_value(i1, mant, e) < hi) i1++;
         }
         if (i1 - i0 + 1 > MG_PLOT_MAX_TICKS) {
             raw = step * 1.5;
@@ -679,10 +686,11 @@ mg_status mg_plot_log_ticks(double lo, double hi, int target, mg_plot_ticks *t) 
         lo = hi;
         hi = s;
     }
-    if (!(lo > 0) || !isfinite(hi) || !(lo >= DBL_MIN))
+    if (!(lo >= 1e-300 && hi <= 1e300)) /* so that the decades around them are normal doubles */
         return mg_set_error(MG_ERR_INVALID,
-                            "mg_plot_log_ticks: range [%g, %g] must be positive and finite", lo,
-                            hi);
+                            "mg_plot_log_ticks: range [%g, %g] must be positive and within "
+                            "1e-300..1e300",
+                            lo, hi);
     target = target < 1 ? 1 : target > 20 ? 20 : target;
     double la = log10(lo), lb = log10(hi);
     if (lb - la < 1e-9) {
@@ -718,15 +726,20 @@ mg_status mg_plot_log_ticks(double lo, double hi, int target, mg_plot_ticks *t) 
         }
         return MG_OK;
     }
-    int k = (d1 - d0 + target - 1) / target;
-    if (k < 1) k = 1;
-    while ((d1 - d0) / k + 1 > MG_PLOT_MAX_TICKS) k++;
-    d0 = (int)floor((double)d0 / k) * k;
-    d1 = (int)ceil((double)d1 / k) * k;
+    /* Every k-th decade, at multiples of k so that 10^0 is a tick; the range grows to the outer
+     * ticks unless that would leave the doubles, and then it stays at the data's decades. */
+    int k = (d1 - d0 + target - 1) / target, a0, a1;
+    for (k = k < 1 ? 1 : k;; k++) {
+        a0 = (int)floor((double)d0 / k) * k;
+        a1 = (int)ceil((double)d1 / k) * k;
+        if ((a1 - a0) / k + 1 <= MG_PLOT_MAX_TICKS) break;
+    }
+    const bool grow = a0 >= -300 && a1 <= 300;
     t->n = 0;
-    for (int d = d0; d <= d1; d += k) t->v[t->n++] = tick_value(1, 1, d);
-    t->lo = t->v[0];
-    t->hi = t->v[t->n - 1];
+    for (int d = a0; d <= a1; d += k)
+        if (grow || (d >= d0 && d <= d1)) t->v[t->n++] = tick_value(1, 1, d);
+    t->lo = tick_value(1, 1, grow ? a0 : d0);
+    t->hi = tick_value(1, 1, grow ? a1 : d1);
     t->step = k;
     return MG_OK;
 }

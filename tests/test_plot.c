@@ -208,6 +208,12 @@ START_TEST(nice_ticks_degenerate_ranges) {
     ck_assert_int_eq(mg_plot_nice_ticks(-2e-7, -2e-7, 5, &t), MG_OK);
     ck_assert(t.lo < -2e-7 && t.hi > -2e-7);
 
+    /* denormal-sized values count as zero rather than producing a zero step */
+    ck_assert_int_eq(mg_plot_nice_ticks(1e-310, 3e-310, 5, &t), MG_OK);
+    ck_assert(t.lo <= -1 && t.hi >= 1 && t.step > 0);
+    ck_assert_int_eq(mg_plot_nice_ticks(0, 1e-280, 5, &t), MG_OK);
+    ck_assert(t.hi >= 1e-280 && t.step > 0 && t.n >= 3);
+
     ck_assert_int_eq(mg_plot_nice_ticks(NAN, 1, 5, &t), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "not finite"));
     ck_assert_int_eq(mg_plot_nice_ticks(0, INFINITY, 5, &t), MG_ERR_INVALID);
@@ -293,6 +299,10 @@ START_TEST(log_ticks) {
     ck_assert_int_eq(mg_plot_log_ticks(-1, 10, 5, &t), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "positive"));
     ck_assert_int_eq(mg_plot_log_ticks(0, 10, 5, &t), MG_ERR_INVALID);
+    ck_assert_int_eq(mg_plot_log_ticks(1, 1e308, 5, &t), MG_ERR_INVALID);
+    ck_assert_int_eq(mg_plot_log_ticks(1e-310, 1, 5, &t), MG_ERR_INVALID);
+    ck_assert_int_eq(mg_plot_log_ticks(1e-300, 1e300, 5, &t), MG_OK);
+    for (int i = 0; i < t.n; i++) ck_assert(isfinite(t.v[i]) && t.v[i] > 0);
 }
 END_TEST
 

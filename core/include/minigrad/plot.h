@@ -136,8 +136,9 @@ typedef struct mg_plot_series {
 mg_status mg_plot_lines(const char *path, const mg_plot_opts *opts, const mg_plot_series *series,
                         int n_series);
 
-/* Heatmap of a rows x cols row-major matrix, row 0 at the top, with a colour bar. NaN cells are
- * grey. */
+/* Heatmap of a rows x cols row-major matrix, row 0 at the top, with a colour bar. NaN and
+ * infinite cells are grey; values outside a fixed range take the colour of its nearer end. A matrix
+ * larger than the plot area is shown by area-averaging its cells. */
 mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
                           int cols);
 
@@ -161,16 +162,18 @@ typedef struct mg_plot_ticks {
 
 /* Ticks at multiples of a "nice" step (1, 2 or 5 x 10^k) giving about `target` (2..20) intervals,
  * with the range widened outwards to whole steps so that it covers [lo, hi]. lo > hi is swapped; a
- * zero-width range is widened around its value. MG_ERR_INVALID for non-finite input. */
+ * zero-width range is widened around its value (values closer to 0 than 1e-290 count as 0).
+ * MG_ERR_INVALID for non-finite input or a range wider than about 1e300. */
 mg_status mg_plot_nice_ticks(double lo, double hi, int target, mg_plot_ticks *out);
 
-/* Log-axis ticks for 0 < lo <= hi: at powers of ten (every k-th decade when there are many), or
- * at 1, 2, 5 x 10^k when the range spans less than about two decades. The range is widened to the
- * outermost ticks. */
+/* Log-axis ticks for 1e-300 <= lo <= hi <= 1e300: at powers of ten (every k-th decade when there
+ * are many), or at 1, 2, 5 x 10^k when the range spans less than about two decades. The range is
+ * widened to the outermost ticks. */
 mg_status mg_plot_log_ticks(double lo, double hi, int target, mg_plot_ticks *out);
 
-/* Label for tick value v: the fewest decimals that tell the ticks apart ("0.25", "1500"), or
- * a short scientific form ("2e-05" style becomes "2e-5") for very large or small values. */
+/* Label for tick value v of the axis t: the step's decimals ("0.25", "-0.50", "1500"); on an axis
+ * reaching 10000 or more, values from 1000 up get a suffix ("5k", "1.5M"); steps below 1e-4 and
+ * values of 1e15 or more use a short scientific form ("2e-5"). */
 void mg_plot_tick_label(const mg_plot_ticks *t, double v, char *buf, size_t cap);
 
 #ifdef __cplusplus
