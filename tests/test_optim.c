@@ -737,6 +737,47 @@ START_TEST(params_initialisers) {
 }
 END_TEST
 
+/* The seed whose first mg_rng_next() returns `out`: SplitMix64's output step is a bijection, so it
+ * can be run backwards (each xor-shift and each odd multiplier has an inverse mod 2^64). */
+static uint64_t unshift(uint64_t y, int s) {
+    uint64_t x = y;
+    for (int k = s; k < 64; k += s) x ^= y >> k;
+    return x;
+}
+
+static uint64_t inverse_odd(uint64_t c) {
+    uint64_t inv = c; /* Newton: each step doubles the correct low bits (3 -> 6 -> ... -> 96) */
+    for (int i = 0; i < 5; i++) inv *= 2 - c * inv;
+    return inv;
+}
+
+static uint64_t seed_for_first_output(uint64_t out) {
+    uint64_t z = unshift(out, 31);
+    z *= inverse_odd(0x94D049BB133111EBULL);
+    z = unshift(z, 27);
+    z *= inverse_odd(0xBF58476D1CE4E5B9ULL);
+    z = unshift(z, 30);
+    return z - 0x9E3779B97F4A7C15ULL;
+}
+
+/* params.h: uniform in [a, b). The largest uniform draw, 1 - 2^-24, must still land below b: for
+ * [1, 2), 1 + (1 - 2^-24) rounds to 2 in float32 (a tie, to even). */
+START_TEST(params_uniform_excludes_upper_bound) {
+    mg_rng probe = mg_rng_make(seed_for_first_output(0xFFFFFF0000000000ULL));
+    ck_assert_float_eq(mg_rng_uniform(&probe), 1.0f - 0x1.0p-24f); /* the crafted seed works */
+    const float lo[] = {1.0f, -0.3f, 0.0f, -2.0f}, hi[] = {2.0f, 0.7f, 1.0f, 2.0f};
+    for (int k = 0; k < 4; k++) {
+        mg_params *P = mg_params_new();
+        mg_tensor *t = mg_params_add(P, "u", 1, (int64_t[]){1}, mg_init_uniform(lo[k], hi[k]), 0);
+        mg_rng r = mg_rng_make(seed_for_first_output(0xFFFFFF0000000000ULL));
+        ck_assert_int_eq(mg_params_alloc(P, &r), MG_OK);
+        ck_assert_msg(t->data[0] >= lo[k] && t->data[0] < hi[k], "uniform [%g, %g) initialised a weight to %.9g",
+                      lo[k], hi[k], t->data[0]);
+        mg_params_free(P);
+    }
+}
+END_TEST
+
 /* A seed fixes every weight; initialisers draw in declaration order from the one generator, so a
  * parameter's values depend only on the seed and the parameters declared before it. */
 static void init_store(uint64_t seed, bool with_a, float *a_out, float *b_out) {
@@ -809,6 +850,7 @@ static Suite *optim_suite(void) {
     tcase_add_test(tp, params_declaration_errors);
     tcase_add_test(tp, params_layout);
     tcase_add_test(tp, params_initialisers);
+    tcase_add_test(tp, params_uniform_excludes_upper_bound);
     tcase_add_test(tp, params_init_order_and_seed);
     tcase_add_test(tp, params_empty_store);
     suite_add_tcase(s, tp);
