@@ -43,6 +43,65 @@ void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int6
                       int64_t ldb, int64_t stride_b, float beta, float *C, int64_t ldc,
                       int64_t stride_c);
 
+/* ==== Fused attention (core/kernels/attention.c) =============================================== *
+ * The kernels behind mg_attention (ops.h), on flat buffers: q (B,H,Tq,D), k and v (B,H,Tk,D),
+ * o (B,H,Tq,D), all contiguous. Logits are s = scale * q.k, then the optional bias callback adds
+ * to them, then the mask hides key j from query i when causal and j > q_pos0 + i.
+ *
+ * The fused forward tiles over keys with an online softmax and keeps only o and the per-row
+ * log-sum-exp `lse` (B,H,Tq): the natural log of the row's softmax denominator, -inf for a row in
+ * which no key is visible (its output is then zero). Backward recomputes the probabilities tile by
+ * tile from q, k and lse. Neither ever holds a Tq x Tk matrix. Work and scratch are split over
+ * (batch, head, tile) items that each write only their own rows, and every sum runs in an order
+ * fixed by the shapes, so results are bit-identical whatever the thread count.
+ *
+ * Memory: the caller passes a workspace (any memory; the op uses its arena) of the size the
+ * *_workspace function returns for the current thread count; a smaller one runs on fewer threads.
+ * None is kept after the call. The bias callback is called concurrently from several threads, on
+ * row segments of at most 64 keys, and again during backward: it must be a pure function. */
+typedef struct mg_attn_desc {
+    int64_t B, H, Tq, Tk, D;
+    float scale;    /* the logit scale itself (the op turns its "0 means 1/sqrt(D)" into a value) */
+    bool causal;    /* key j visible to query i iff j <= q_pos0 + i */
+    int64_t q_pos0; /* absolute position of query 0 (keys start at 0) */
+    /* Optional; same signature as mg_attn_bias_fn in ops.h: adds to logits[0..n) of the query at
+     * position qpos for the keys at kpos0 .. kpos0+n-1, in head `head`. */
+    void (*bias)(const void *user, int64_t head, int64_t qpos, int64_t kpos0, int64_t n,
+                 float *logits);
+    const void *bias_user;
+    /* Backward work split, for tests (0 = automatic): 1 = two passes (keys tiles -> dK, dV, then
+     * query tiles -> dQ), 2 = one (batch, head) per item. Both give the same bits. */
+    int backward_split;
+} mg_attn_desc;
+
+/* Forward. lse may be NULL (inference: nothing for backward to keep). */
+size_t mg_attn_forward_workspace(const mg_attn_desc *a);
+void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                     float *o, float *lse, void *ws, size_t ws_bytes);
+
+/* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
+ * are what mg_attn_forward produced for the same q, k, v. */
+size_t mg_attn_backward_workspace(const mg_attn_desc *a);
+void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                      const float *o, const float *lse, const float *dO, float *dq, float *dk,
+                      float *dv, void *ws, size_t ws_bytes);
+
+/* Reference twin: the straightforward version that materialises the probabilities
+ * p (B,H,Tq,Tk) in forward and keeps them for backward. Same inputs, outputs and conventions. */
+void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                         float *o, float *p);
+size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a);
+void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                          const float *p, const float *dO, float *dq, float *dk, float *dv,
+                          void *ws, size_t ws_bytes);
+
+/* Which implementation mg_attention uses (tests and benchmarks compare them; default fused).
+ * Process-wide, like mg_isa_force; read once per op call, and backward follows its forward. */
+typedef enum mg_attn_impl { MG_ATTN_FUSED = 0, MG_ATTN_REFERENCE = 1 } mg_attn_impl;
+void mg_attn_set_impl(mg_attn_impl impl);
+mg_attn_impl mg_attn_get_impl(void);
+/* ==== end of fused attention ==================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,723 @@
+/* Fused scaled dot-product attention (forward and backward) and its reference twin.
+ *
+ * Forward, per item (batch*head, query tile of AT_BR rows): walk the key tiles of AT_BC keys that
+ * some query of the tile can see (causal: tiles past the diagonal are skipped), with an online
+ * softmax: a running max m and sum l per query, the output accumulator rescaled by exp(m_old - m_new)
+ * whenever the max grows. Keeps o and lse = m + log l per row: O(T) per head.
+ *
+ * Backward recomputes P = exp(logits - lse) tile by tile. With D_i = rowsum(dO_i * O_i):
+ *   dV = P^T dO,  dS = P * (dO V^T - D_i) * scale,  dK = dS^T Q,  dQ = dS K.
+ * Two ways to split it, giving the same bits (each gradient element sums its tile contributions
+ * in the same order through the same code):
+ *  - per head: one item per (batch, head) walks key tiles j in order and, inside, query tiles i in
+ *    order; dK_j and dV_j live in tile accumulators, dQ in a head-sized accumulator. Least work
+ *    (five products per tile pair), parallel over B*H only.
+ *  - two passes: items (batch, head, key tile) produce dK and dV, then items (batch, head, query
+ *    tile) produce dQ; two products are done twice, but there are many more items.
+ * The automatic choice looks at B*H and the thread count; tests force each (desc.backward_split).
+ * Every item writes only its own rows, items are handed out dynamically (most expensive first for
+ * causal masks, whose tiles have very different costs), and nothing is reduced across threads, so
+ * the result never depends on the schedule or the thread count.
+ *
+ * SIMD: attention.h holds the tile code once; it is compiled here for AVX-512, AVX2 (through
+ * target attributes, so -Dnative=false builds keep them) and portable C, and the path is picked at
+ * run time from mg_isa_active() like GEMM's. */
+#include "minigrad/base.h"
+#include "minigrad/kernels.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define AT_BR 64          /* queries per tile */
+#define AT_BC 64          /* keys per tile */
+#define AT_FEW_QUERIES 2  /* at most this many queries in a tile: logits by dot products */
+
+static inline int64_t at_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t at_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t at_round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/* End (exclusive) of the keys any query of rows [i0, i0+m) can see. */
+static inline int64_t at_kend(const mg_attn_desc *a, int64_t i0, int64_t m) {
+    return a->causal ? at_max(0, at_min(a->Tk, a->q_pos0 + i0 + m)) : a->Tk;
+}
+/* How many of the nc keys starting at j0 the query at position qpos sees. */
+static inline int64_t at_nvis(const mg_attn_desc *a, int64_t qpos, int64_t j0, int64_t nc) {
+    return a->causal ? at_max(0, at_min(nc, qpos + 1 - j0)) : nc;
+}
+
+/* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns past m. */
+static void at_pack_t(const float *src, int64_t m, int64_t D, float *dst) {
+    for (int64_t d = 0; d < D; d++) {
+        float *row = dst + d * AT_BR;
+        for (int64_t r = 0; r < m; r++) row[r] = src[r * D + d];
+        for (int64_t r = m; r < AT_BR; r++) row[r] = 0.0f;
+    }
+}
+
+/* rows x D -> rows x dp, zero-padded (only when D is not a multiple of every vector width). */
+static void at_pad_rows(const float *src, int64_t rows, int64_t D, int64_t dp, float *dst) {
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(dst + r * dp, src + r * D, (size_t)D * sizeof(float));
+        memset(dst + r * dp + D, 0, (size_t)(dp - D) * sizeof(float));
+    }
+}
+
+/* ---- work description and scratch layout (in floats, each piece 64-byte aligned) ------------- */
+
+typedef struct at_fwd_layout {
+    size_t qt, st, o, m, l, al, vp, tmp, total;
+} at_fwd_layout;
+
+/* The query side of one head, packed once per backward item: per query tile, its transposed q and
+ * dO (D x AT_BR), its padded rows when needed, and lse and D_i padded to AT_BR. */
+typedef struct at_qpack_layout {
+    size_t qt, dot, qp, dop, lse, di, total;
+} at_qpack_layout;
+
+typedef struct at_bwd_layout {
+    size_t st, dpt, tmp, dk, dv, kp, dq, pack, total;
+} at_bwd_layout;
+
+typedef struct at_job at_job;
+
+typedef struct at_pair {
+    int64_t bh, i0, m, j0, nc;
+    const float *kj, *vj;         /* key tile rows (ld D) */
+    const float *kp;              /* key rows as a product operand (padded when needed), ld ldk */
+    int64_t ldk;
+    const float *qt, *dot;        /* D x AT_BR */
+    const float *qp, *dop;        /* query and dO rows as product operands, ld ldq */
+    int64_t ldq;
+    const float *lse, *di;        /* AT_BR each */
+    float *st, *dpt, *tmp;        /* scratch */
+    float *dq, *dk, *dv;          /* accumulators (ld dp), NULL when not wanted */
+} at_pair;
+
+typedef struct at_isa {
+    void (*fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws);
+    void (*bwd_pair)(const at_job *J, const at_pair *p);
+} at_isa;
+
+struct at_job {
+    const mg_attn_desc *a;
+    int64_t BH, nqt, nkt, dp; /* dp: row stride of padded rows and accumulators */
+    bool pad;                 /* D is not a multiple of 16: product operands need padded copies */
+    const float *q, *k, *v, *oin, *lse_in, *dO;
+    float *o, *lse, *dq, *dk, *dv;
+    at_fwd_layout fl;
+    at_qpack_layout ql;
+    at_bwd_layout bl;
+    float *shared; /* two-pass backward: BH query packs */
+    const at_isa *isa;
+};
+
+static size_t at_take(size_t *off, int64_t floats) {
+    size_t at = *off;
+    *off += (size_t)at_round_up(at_max(floats, 0), 16);
+    return at;
+}
+
+static void at_job_init(at_job *J, const mg_attn_desc *a) {
+    memset(J, 0, sizeof *J);
+    J->a = a;
+    J->BH = a->B * a->H;
+    J->nqt = (a->Tq + AT_BR - 1) / AT_BR;
+    J->nkt = (a->Tk + AT_BC - 1) / AT_BC;
+    J->dp = at_round_up(a->D, 16);
+    J->pad = a->D % 16 != 0;
+    const int64_t D = a->D, dp = J->dp, pad = J->pad;
+    size_t off = 0;
+    at_fwd_layout *f = &J->fl;
+    f->qt = at_take(&off, D * AT_BR);
+    f->st = at_take(&off, AT_BC * AT_BR);
+    f->o = at_take(&off, AT_BR * dp);
+    f->m = at_take(&off, AT_BR);
+    f->l = at_take(&off, AT_BR);
+    f->al = at_take(&off, AT_BR);
+    f->vp = at_take(&off, pad ? AT_BC * dp : 0);
+    f->tmp = at_take(&off, AT_BC);
+    f->total = off;
+    off = 0;
+    at_qpack_layout *ql = &J->ql;
+    ql->qt = at_take(&off, J->nqt * D * AT_BR);
+    ql->dot = at_take(&off, J->nqt * D * AT_BR);
+    ql->qp = at_take(&off, pad ? J->nqt * AT_BR * dp : 0);
+    ql->dop = at_take(&off, pad ? J->nqt * AT_BR * dp : 0);
+    ql->lse = at_take(&off, J->nqt * AT_BR);
+    ql->di = at_take(&off, J->nqt * AT_BR);
+    ql->total = off;
+}
+
+/* Per-thread backward scratch for a split (1: two passes, 2: per head). */
+static void at_bwd_layout_for(at_job *J, int split) {
+    const int64_t dp = J->dp;
+    size_t off = 0;
+    at_bwd_layout *b = &J->bl;
+    b->st = at_take(&off, AT_BC * AT_BR);
+    b->dpt = at_take(&off, AT_BC * AT_BR);
+    b->tmp = at_take(&off, AT_BC);
+    b->dk = at_take(&off, AT_BC * dp);
+    b->dv = at_take(&off, AT_BC * dp);
+    b->kp = at_take(&off, J->pad ? AT_BC * dp : 0);
+    b->dq = at_take(&off, (split == 2 ? J->nqt * AT_BR : AT_BR) * dp);
+    b->pack = off;
+    if (split == 2) off += J->ql.total;
+    b->total = off;
+}
+
+/* ---- ISA instantiations --------------------------------------------------------------------- */
+
+#define AT_ROWS6(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv) X(5, nv) X(6, nv)
+#define AT_ROWS4(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv)
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define AT_HAVE_X86 1
+#include <immintrin.h>
+
+/* -- AVX-512 -- */
+#define AT_SUFFIX avx512
+#define AT_ATTR __attribute__((target("avx512f,avx2,fma")))
+#define AT_W 16
+#define AT_MR 6
+#define AT_NV 4
+#define AT_MK_CASES(X) AT_ROWS6(X, 1) AT_ROWS6(X, 2) AT_ROWS6(X, 3) AT_ROWS6(X, 4)
+typedef __m512 at_v512;
+#define at_v at_v512
+static inline AT_ATTR at_v v_zero(void) { return _mm512_setzero_ps(); }
+static inline AT_ATTR at_v v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline AT_ATTR void v_store(float *p, at_v x) { _mm512_storeu_ps(p, x); }
+static inline AT_ATTR at_v v_set1(float x) { return _mm512_set1_ps(x); }
+static inline AT_ATTR at_v v_fma(at_v a, at_v b, at_v c) { return _mm512_fmadd_ps(a, b, c); }
+static inline AT_ATTR at_v v_add(at_v a, at_v b) { return _mm512_add_ps(a, b); }
+static inline AT_ATTR at_v v_sub(at_v a, at_v b) { return _mm512_sub_ps(a, b); }
+static inline AT_ATTR at_v v_mul(at_v a, at_v b) { return _mm512_mul_ps(a, b); }
+static inline AT_ATTR at_v v_max(at_v a, at_v b) { return _mm512_max_ps(a, b); }
+static inline AT_ATTR at_v v_sel_neginf(at_v x, at_v repl) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), x,
+                                repl);
+}
+static inline AT_ATTR float v_hsum(at_v x) { return _mm512_reduce_add_ps(x); }
+/* exp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-7 polynomial (Cephes' expf coefficients),
+ * scaled by 2^n with vscalefps, which also flushes e^-120 and below (masked logits) to exact 0. */
+static inline AT_ATTR at_v v_exp(at_v x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-120.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(88.5f), x);
+    const at_v n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    at_v r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    at_v p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+#include "attention.h"
+#undef at_v
+#undef AT_SUFFIX
+#undef AT_ATTR
+#undef AT_W
+#undef AT_MR
+#undef AT_NV
+#undef AT_MK_CASES
+
+/* -- AVX2 -- */
+#define AT_SUFFIX avx2
+#define AT_ATTR __attribute__((target("avx2,fma")))
+#define AT_W 8
+#define AT_MR 6
+#define AT_NV 2
+#define AT_MK_CASES(X) AT_ROWS6(X, 1) AT_ROWS6(X, 2)
+typedef __m256 at_v256;
+#define at_v at_v256
+#define v_zero v2_zero
+#define v_load v2_load
+#define v_store v2_store
+#define v_set1 v2_set1
+#define v_fma v2_fma
+#define v_add v2_add
+#define v_sub v2_sub
+#define v_mul v2_mul
+#define v_max v2_max
+#define v_sel_neginf v2_sel_neginf
+#define v_hsum v2_hsum
+#define v_exp v2_exp
+static inline AT_ATTR at_v v_zero(void) { return _mm256_setzero_ps(); }
+static inline AT_ATTR at_v v_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline AT_ATTR void v_store(float *p, at_v x) { _mm256_storeu_ps(p, x); }
+static inline AT_ATTR at_v v_set1(float x) { return _mm256_set1_ps(x); }
+static inline AT_ATTR at_v v_fma(at_v a, at_v b, at_v c) { return _mm256_fmadd_ps(a, b, c); }
+static inline AT_ATTR at_v v_add(at_v a, at_v b) { return _mm256_add_ps(a, b); }
+static inline AT_ATTR at_v v_sub(at_v a, at_v b) { return _mm256_sub_ps(a, b); }
+static inline AT_ATTR at_v v_mul(at_v a, at_v b) { return _mm256_mul_ps(a, b); }
+static inline AT_ATTR at_v v_max(at_v a, at_v b) { return _mm256_max_ps(a, b); }
+static inline AT_ATTR at_v v_sel_neginf(at_v x, at_v repl) {
+    return _mm256_blendv_ps(x, repl, _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
+}
+static inline AT_ATTR float v_hsum(at_v x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+/* exp as above; 2^n built in the exponent field, so arguments below -87 are zeroed explicitly. */
+static inline AT_ATTR at_v v_exp(at_v x0) {
+    const at_v lo = _mm256_set1_ps(-87.0f);
+    at_v x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x0));
+    const at_v n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    at_v r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    at_v p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x0, lo, _CMP_LT_OQ), p);
+}
+#include "attention.h"
+#undef at_v
+#undef v_zero
+#undef v_load
+#undef v_store
+#undef v_set1
+#undef v_fma
+#undef v_add
+#undef v_sub
+#undef v_mul
+#undef v_max
+#undef v_sel_neginf
+#undef v_hsum
+#undef v_exp
+#undef AT_SUFFIX
+#undef AT_ATTR
+#undef AT_W
+#undef AT_MR
+#undef AT_NV
+#undef AT_MK_CASES
+#endif /* x86 */
+
+/* -- portable C: four-float vectors (GCC/Clang vector extension, SSE or NEON registers) -- */
+#define AT_SUFFIX generic
+#define AT_ATTR
+#define AT_W 4
+#define AT_MR 4
+#define AT_NV 2
+#define AT_MK_CASES(X) AT_ROWS4(X, 1) AT_ROWS4(X, 2)
+typedef float at_vg __attribute__((vector_size(16)));
+#define at_v at_vg
+#define v_zero vg_zero
+#define v_load vg_load
+#define v_store vg_store
+#define v_set1 vg_set1
+#define v_fma vg_fma
+#define v_add vg_add
+#define v_sub vg_sub
+#define v_mul vg_mul
+#define v_max vg_max
+#define v_sel_neginf vg_sel_neginf
+#define v_hsum vg_hsum
+#define v_exp vg_exp
+static inline at_v v_zero(void) { return (at_v){0.0f, 0.0f, 0.0f, 0.0f}; }
+static inline at_v v_load(const float *p) {
+    at_v x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+static inline void v_store(float *p, at_v x) { memcpy(p, &x, sizeof x); }
+static inline at_v v_set1(float x) { return (at_v){x, x, x, x}; }
+static inline at_v v_fma(at_v a, at_v b, at_v c) { return a * b + c; }
+static inline at_v v_add(at_v a, at_v b) { return a + b; }
+static inline at_v v_sub(at_v a, at_v b) { return a - b; }
+static inline at_v v_mul(at_v a, at_v b) { return a * b; }
+static inline at_v v_max(at_v a, at_v b) {
+    for (int i = 0; i < 4; i++) a[i] = a[i] > b[i] ? a[i] : b[i];
+    return a;
+}
+static inline at_v v_sel_neginf(at_v x, at_v repl) {
+    for (int i = 0; i < 4; i++) x[i] = x[i] == -INFINITY ? repl[i] : x[i];
+    return x;
+}
+static inline float v_hsum(at_v x) { return (x[0] + x[1]) + (x[2] + x[3]); }
+static inline float at_expf(float x) {
+    if (x != x) return x;
+    if (x < -87.0f) return 0.0f;
+    if (x > 88.0f) x = 88.0f;
+    /* round to nearest by the 1.5 * 2^23 trick (no libm call, vectorisable) */
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + (r + 1.0f);
+    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+static inline at_v v_exp(at_v x) {
+    for (int i = 0; i < 4; i++) x[i] = at_expf(x[i]);
+    return x;
+}
+#include "attention.h"
+#undef at_v
+#undef AT_SUFFIX
+#undef AT_ATTR
+#undef AT_W
+#undef AT_MR
+#undef AT_NV
+#undef AT_MK_CASES
+
+static const at_isa *at_isa_for(mg_isa isa) {
+#ifdef AT_HAVE_X86
+    if (isa == MG_ISA_AVX512) return &at_isa_table_avx512;
+    if (isa == MG_ISA_AVX2) return &at_isa_table_avx2;
+#else
+    (void)isa;
+#endif
+    return &at_isa_table_generic;
+}
+
+/* ---- drivers -------------------------------------------------------------------------------- */
+
+static int at_threads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int at_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+size_t mg_attn_forward_workspace(const mg_attn_desc *a) {
+    at_job J;
+    at_job_init(&J, a);
+    return (size_t)at_threads() * J.fl.total * sizeof(float);
+}
+
+void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                     float *o, float *lse, void *ws, size_t ws_bytes) {
+    at_job J;
+    at_job_init(&J, a);
+    J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
+    J.isa = at_isa_for(mg_isa_active());
+    const size_t per = J.fl.total;
+    int nt = at_threads();
+    while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
+    if (per * sizeof(float) > ws_bytes || !ws) {
+        mg_log(MG_LOG_ERROR, "mg_attn_forward: workspace of %zu bytes is too small (needs %zu)",
+               ws_bytes, per * sizeof(float));
+        return;
+    }
+    float *base = ws;
+    const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
+    const bool causal = a->causal;
+    /* Causal: the last query tiles see the most keys, so they go first. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && items > 1)
+    for (int64_t it = 0; it < items; it++) {
+        const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
+        J.isa->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);
+    }
+}
+
+/* The query side of tile qt of head bh, for backward (see at_qpack_layout). */
+static void at_pack_query_tile(const at_job *J, int64_t bh, int64_t qt, float *pk) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, dp = J->dp;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), row0 = bh * Tq + i0;
+    const float *q = J->q + row0 * D, *dO = J->dO + row0 * D, *o = J->oin + row0 * D;
+    at_pack_t(q, m, D, pk + J->ql.qt + qt * D * AT_BR);
+    at_pack_t(dO, m, D, pk + J->ql.dot + qt * D * AT_BR);
+    if (J->pad) {
+        at_pad_rows(q, m, D, dp, pk + J->ql.qp + qt * AT_BR * dp);
+        at_pad_rows(dO, m, D, dp, pk + J->ql.dop + qt * AT_BR * dp);
+    }
+    float *lse = pk + J->ql.lse + qt * AT_BR, *di = pk + J->ql.di + qt * AT_BR;
+    for (int64_t r = 0; r < AT_BR; r++) {
+        if (r >= m) {
+            lse[r] = di[r] = 0.0f;
+            continue;
+        }
+        const float l = J->lse_in[row0 + r];
+        lse[r] = l == -INFINITY ? INFINITY : l;
+        float s = 0.0f;
+        for (int64_t d = 0; d < D; d++) s += dO[r * D + d] * o[r * D + d];
+        di[r] = s;
+    }
+}
+
+/* The tile pair (qt, kt) of head bh with the operands in place; dq/dk/dv accumulators or NULL. */
+static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, const float *pk,
+                        const float *kp, int64_t ldk, float *scratch, float *dq, float *dk,
+                        float *dv) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, Tk = a->Tk, dp = J->dp;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), j0 = kt * AT_BC;
+    const int64_t row0 = bh * Tq + i0;
+    at_pair p = {
+        .bh = bh, .i0 = i0, .m = m, .j0 = j0, .nc = at_min(AT_BC, at_kend(a, i0, m) - j0),
+        .kj = J->k + (bh * Tk + j0) * D, .vj = J->v + (bh * Tk + j0) * D, .kp = kp, .ldk = ldk,
+        .qt = pk + J->ql.qt + qt * D * AT_BR, .dot = pk + J->ql.dot + qt * D * AT_BR,
+        .qp = J->pad ? pk + J->ql.qp + qt * AT_BR * dp : J->q + row0 * D,
+        .dop = J->pad ? pk + J->ql.dop + qt * AT_BR * dp : J->dO + row0 * D,
+        .ldq = J->pad ? dp : D,
+        .lse = pk + J->ql.lse + qt * AT_BR, .di = pk + J->ql.di + qt * AT_BR,
+        .st = scratch + J->bl.st, .dpt = scratch + J->bl.dpt, .tmp = scratch + J->bl.tmp,
+        .dq = dq, .dk = dk, .dv = dv,
+    };
+    J->isa->bwd_pair(J, &p);
+}
+
+static bool at_pair_visible(const mg_attn_desc *a, int64_t qt, int64_t kt) {
+    const int64_t i0 = qt * AT_BR;
+    return kt * AT_BC < at_kend(a, i0, at_min(AT_BR, a->Tq - i0));
+}
+
+/* Keys of tile kt as a product operand (dQ += dS K): in place, or padded into scratch. */
+static const float *at_key_rows(const at_job *J, int64_t bh, int64_t kt, float *scratch,
+                                int64_t *ld) {
+    const mg_attn_desc *a = J->a;
+    const float *k = J->k + (bh * a->Tk + kt * AT_BC) * a->D;
+    *ld = a->D;
+    if (!J->pad) return k;
+    *ld = J->dp;
+    at_pad_rows(k, at_min(AT_BC, a->Tk - kt * AT_BC), a->D, J->dp, scratch + J->bl.kp);
+    return scratch + J->bl.kp;
+}
+
+static void at_add_rows(float *dst, const float *acc, int64_t rows, int64_t D, int64_t dp) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++) dst[r * D + d] += acc[r * dp + d];
+}
+
+/* dK and dV of key tile kt of head bh, over every query tile that sees it, in order. */
+static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk, float *scratch,
+                        float *dq_head) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, dp = J->dp, j0 = kt * AT_BC;
+    const int64_t rows = at_min(AT_BC, at_kend(a, 0, a->Tq) - j0);
+    float *dk = J->dk ? scratch + J->bl.dk : NULL, *dv = J->dv ? scratch + J->bl.dv : NULL;
+    if (dk) memset(dk, 0, (size_t)(rows * dp) * sizeof(float));
+    if (dv) memset(dv, 0, (size_t)(rows * dp) * sizeof(float));
+    int64_t ldk = 0;
+    const float *kp = dq_head ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+    for (int64_t qt = 0; qt < J->nqt; qt++) {
+        if (!at_pair_visible(a, qt, kt)) continue;
+        at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch,
+                    dq_head ? dq_head + qt * AT_BR * dp : NULL, dk, dv);
+    }
+    const int64_t row0 = bh * a->Tk + j0;
+    if (dk) at_add_rows(J->dk + row0 * D, dk, rows, D, dp);
+    if (dv) at_add_rows(J->dv + row0 * D, dv, rows, D, dp);
+}
+
+static void at_bwd_head(const at_job *J, int64_t bh, float *scratch) {
+    const mg_attn_desc *a = J->a;
+    float *pk = scratch + J->bl.pack, *dq = J->dq ? scratch + J->bl.dq : NULL;
+    for (int64_t qt = 0; qt < J->nqt; qt++) at_pack_query_tile(J, bh, qt, pk);
+    if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
+    const int64_t nkt_vis = (at_kend(a, 0, a->Tq) + AT_BC - 1) / AT_BC;
+    for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq);
+    if (dq) at_add_rows(J->dq + bh * a->Tq * a->D, dq, a->Tq, a->D, J->dp);
+}
+
+/* Two-pass, second pass: dQ of query tile qt of head bh over the key tiles it sees, in order. */
+static void at_bwd_query_tile(const at_job *J, int64_t bh, int64_t qt, float *scratch) {
+    const mg_attn_desc *a = J->a;
+    const float *pk = J->shared + (size_t)bh * J->ql.total;
+    float *dq = scratch + J->bl.dq;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, a->Tq - i0);
+    memset(dq, 0, (size_t)(m * J->dp) * sizeof(float));
+    for (int64_t kt = 0; kt * AT_BC < at_kend(a, i0, m); kt++) {
+        int64_t ldk;
+        const float *kp = at_key_rows(J, bh, kt, scratch, &ldk);
+        at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL);
+    }
+    at_add_rows(J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
+}
+
+static int at_choose_split(const mg_attn_desc *a, int nt) {
+    if (a->backward_split == 1 || a->backward_split == 2) return a->backward_split;
+    const int64_t BH = a->B * a->H;
+    /* Per head does the least work; it needs enough heads to keep every thread busy. */
+    return nt == 1 || BH % nt == 0 || BH >= 4 * (int64_t)nt ? 2 : 1;
+}
+
+static size_t at_bwd_floats(at_job *J, int split, int nt) {
+    at_bwd_layout_for(J, split);
+    const size_t shared = (split == 1 ? (size_t)J->BH * J->ql.total : 0);
+    return shared + (size_t)nt * J->bl.total;
+}
+
+size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
+    at_job J;
+    at_job_init(&J, a);
+    const int nt = at_threads();
+    return at_bwd_floats(&J, at_choose_split(a, nt), nt) * sizeof(float);
+}
+
+void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                      const float *o, const float *lse, const float *dO, float *dq, float *dk,
+                      float *dv, void *ws, size_t ws_bytes) {
+    if (!dq && !dk && !dv) return;
+    at_job J;
+    at_job_init(&J, a);
+    J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
+    J.dq = dq, J.dk = dk, J.dv = dv;
+    J.isa = at_isa_for(mg_isa_active());
+    int nt = at_threads(), split = at_choose_split(a, nt);
+    size_t need = at_bwd_floats(&J, split, nt) * sizeof(float);
+    while (nt > 1 && need > ws_bytes) {
+        nt--;
+        split = at_choose_split(a, nt);
+        need = at_bwd_floats(&J, split, nt) * sizeof(float);
+    }
+    if (need > ws_bytes || !ws) {
+        mg_log(MG_LOG_ERROR, "mg_attn_backward: workspace of %zu bytes is too small (needs %zu)",
+               ws_bytes, need);
+        return;
+    }
+    const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
+    const bool causal = a->causal;
+    float *base = ws;
+    if (split == 2) {
+        const size_t per = J.bl.total;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
+        for (int64_t bh = 0; bh < BH; bh++) at_bwd_head(&J, bh, base + (size_t)at_tid() * per);
+        return;
+    }
+    J.shared = base;
+    float *thread0 = base + (size_t)BH * J.ql.total;
+    const size_t per = J.bl.total;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *scratch = thread0 + (size_t)at_tid() * per;
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < BH * nqt; it++)
+            at_pack_query_tile(&J, it / nqt, it % nqt, J.shared + (size_t)(it / nqt) * J.ql.total);
+        /* (implicit barrier) Causal: early key tiles and late query tiles cost the most. */
+        if (dk || dv) {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < BH * nkt; it++) {
+                const int64_t kt = it / BH, bh = it % BH;
+                if (kt * AT_BC < at_kend(a, 0, a->Tq))
+                    at_key_tile(&J, bh, kt, J.shared + (size_t)bh * J.ql.total, scratch, NULL);
+            }
+        }
+        if (dq) {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < BH * nqt; it++) {
+                const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
+                at_bwd_query_tile(&J, bh, qt, scratch);
+            }
+        }
+    }
+}
+
+/* ---- reference twin: the probabilities materialised ------------------------------------------ */
+
+static void at_softmax_row(float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    if (mx == -INFINITY) { /* no visible key: a row of zeros, not NaN */
+        for (int64_t j = 0; j < n; j++) x[j] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) sum += (x[j] = expf(x[j] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+}
+
+void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                         float *o, float *P) {
+    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, H = a->H, BH = a->B * a->H;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        float *p = P + bh * Tq * Tk;
+        mg_sgemm(false, true, Tq, Tk, D, a->scale, q + bh * Tq * D, D, k + bh * Tk * D, D, 0.0f,
+                 p, Tk);
+        for (int64_t i = 0; i < Tq; i++) {
+            float *row = p + i * Tk;
+            const int64_t visible = at_nvis(a, a->q_pos0 + i, 0, Tk);
+            if (a->bias && visible > 0) a->bias(a->bias_user, bh % H, a->q_pos0 + i, 0, visible, row);
+            for (int64_t j = visible; j < Tk; j++) row[j] = -INFINITY;
+            at_softmax_row(row, Tk);
+        }
+        mg_sgemm(false, false, Tq, D, Tk, 1.0f, p, Tk, v + bh * Tk * D, D, 0.0f, o + bh * Tq * D,
+                 D);
+    }
+}
+
+size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a) {
+    return (size_t)at_threads() * (size_t)(a->Tq * a->Tk) * sizeof(float);
+}
+
+void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+                          const float *P, const float *dO, float *dq, float *dk, float *dv,
+                          void *ws, size_t ws_bytes) {
+    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
+    const size_t per = (size_t)(Tq * Tk);
+    int nt = at_threads();
+    while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
+    if (per * sizeof(float) > ws_bytes || !ws) {
+        mg_log(MG_LOG_ERROR, "mg_attn_backward_ref: workspace of %zu bytes is too small (needs %zu)",
+               ws_bytes, per * sizeof(float));
+        return;
+    }
+    float *scratch = ws;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const float *p = P + bh * Tq * Tk, *go = dO + bh * Tq * D;
+        const float *qs = q + bh * Tq * D, *ks = k + bh * Tk * D, *vs = v + bh * Tk * D;
+        if (dv) mg_sgemm(true, false, Tk, D, Tq, 1.0f, p, Tk, go, D, 1.0f, dv + bh * Tk * D, D);
+        if (!dq && !dk) continue;
+        float *ds = scratch + (size_t)at_tid() * per;
+        mg_sgemm(false, true, Tq, Tk, D, 1.0f, go, D, vs, D, 0.0f, ds, Tk); /* dP */
+        for (int64_t i = 0; i < Tq; i++) {
+            float *r = ds + i * Tk;
+            const float *pr = p + i * Tk;
+            float dot = 0.0f;
+            for (int64_t j = 0; j < Tk; j++) dot += r[j] * pr[j];
+            for (int64_t j = 0; j < Tk; j++) r[j] = pr[j] * (r[j] - dot);
+        }
+        if (dq) mg_sgemm(false, false, Tq, D, Tk, a->scale, ds, Tk, ks, D, 1.0f, dq + bh * Tq * D, D);
+        if (dk) mg_sgemm(true, false, Tk, D, Tq, a->scale, ds, Tk, qs, D, 1.0f, dk + bh * Tk * D, D);
+    }
+}
+
+/* ---- which one mg_attention uses -------------------------------------------------------------- */
+
+static atomic_int at_impl = MG_ATTN_FUSED;
+
+void mg_attn_set_impl(mg_attn_impl impl) {
+    atomic_store_explicit(&at_impl, impl == MG_ATTN_REFERENCE ? MG_ATTN_REFERENCE : MG_ATTN_FUSED,
+                          memory_order_relaxed);
+}
+
+mg_attn_impl mg_attn_get_impl(void) {
+    return (mg_attn_impl)atomic_load_explicit(&at_impl, memory_order_relaxed);
+}
