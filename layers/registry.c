@@ -230,7 +230,15 @@ static mg_status create_named(const char *type, const char *prefix, const char *
     st = vt->create(l, cfg, params);
     l->vt = vt; /* destroy runs on failure too: it must cope with a half-built (zeroed) state */
     if (st == MG_OK) st = mg_config_status(cfg);
-    if (st == MG_OK) st = mg_config_check_used(cfg);
+    if (st == MG_OK) {
+        st = mg_config_check_used(cfg);
+    } else {
+        /* A typo'd key often shows up first as a missing one: name the unknown key too. */
+        char first[1024];
+        snprintf(first, sizeof first, "%s", mg_last_error());
+        if (mg_config_check_used(cfg) != MG_OK) mg_wrap_error(st, "%s; and", first);
+        else mg_set_error(st, "%s", first);
+    }
     mg_config_free(own);
     if (st != MG_OK) {
         mg_layer_free(l);

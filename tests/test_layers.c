@@ -1,0 +1,377 @@
+/* Layers: a finite-difference gradient check through every built-in layer (and the alibi plugin
+ * inside attention), parameter names, the registry, the summary table, and the errors a layer
+ * raises on misuse.
+ *
+ * Tolerances (see layer_check.h for the check itself): h = 1e-2 everywhere; atol 1e-3 and rtol
+ * 1e-2 for single-op layers, atol 3e-3 and rtol 3e-2 for composites (attention, MLP, blocks),
+ * whose float32 forward passes and O(h^2) truncation through softmax/LayerNorm/GELU cost more. */
+#include "layer_check.h"
+
+#include <stdio.h>
+
+typedef struct {
+    const char *name;
+    const char *type, *cfg;
+    const char *pos_type, *pos_cfg; /* optional positional scheme handed to forward in mg_fwd.pos */
+    int ndim;
+    int64_t shape[4];
+    int ids_below; /* > 0: int32 ids input instead of floats */
+    int64_t pos0;
+    bool train;
+    lc_tol tol;
+} lcase;
+
+#define SINGLE {1e-2f, 1e-3f, 1e-2f, 0}
+#define COMPOSITE {1e-2f, 3e-3f, 3e-2f, 0}
+
+static const lcase cases[] = {
+    {"linear", "linear", "in=5,out=3", NULL, NULL, 3, {2, 3, 5}, 0, 0, false, SINGLE},
+    {"linear no bias", "linear", "in=5,out=3,bias=false", NULL, NULL, 2, {4, 5}, 0, 0, false, SINGLE},
+    {"embedding scaled", "embedding", "vocab=7,dim=4,scale=2.5", NULL, NULL, 2, {2, 3}, 7, 0, false, SINGLE},
+    {"segment_embedding", "segment_embedding", "n_segments=3,dim=4", NULL, NULL, 2, {2, 5}, 3, 0, false, SINGLE},
+    {"learned_pos at pos0 1", "learned_pos", "max_len=6,dim=4", NULL, NULL, 3, {2, 4, 4}, 0, 1, false, SINGLE},
+    {"sinusoidal_pos past its table", "sinusoidal_pos", "dim=4,max_len=4", NULL, NULL, 3, {2, 3, 4}, 0, 2, false,
+     SINGLE},
+    {"learned_sinusoidal_pos", "learned_sinusoidal_pos", "max_len=6,dim=4", NULL, NULL, 3, {1, 6, 4}, 0, 0, false,
+     SINGLE},
+    {"layernorm", "layernorm", "dim=6", NULL, NULL, 3, {3, 2, 6}, 0, 0, false, {1e-2f, 2e-3f, 2e-2f, 0}},
+    {"self_attention causal", "self_attention", "dim=8,n_head=2", NULL, NULL, 3, {2, 5, 8}, 0, 0, false, COMPOSITE},
+    {"self_attention bidirectional", "self_attention", "dim=8,n_head=2,causal=false", NULL, NULL, 3, {2, 4, 8}, 0, 0,
+     false, COMPOSITE},
+    {"self_attention + rope at pos0 3", "self_attention", "dim=8,n_head=2", "rope", "head_dim=4", 3, {2, 5, 8}, 0, 3,
+     false, COMPOSITE},
+    {"self_attention + alibi causal", "self_attention", "dim=8,n_head=2", "alibi", "n_head=2", 3, {1, 6, 8}, 0, 0,
+     false, COMPOSITE},
+    {"self_attention + alibi bidirectional", "self_attention", "dim=12,n_head=3,causal=false", "alibi", "n_head=3", 3,
+     {2, 4, 12}, 0, 0, false, COMPOSITE},
+    {"mlp tanh", "mlp", "dim=4,hidden=6", NULL, NULL, 3, {2, 3, 4}, 0, 0, false, COMPOSITE},
+    {"mlp erf", "mlp", "dim=4,gelu=erf", NULL, NULL, 2, {3, 4}, 0, 0, false, COMPOSITE},
+    {"mlp with dropout (fixed mask)", "mlp", "dim=4,hidden=8,dropout=0.3", NULL, NULL, 3, {2, 3, 4}, 0, 0, true,
+     COMPOSITE},
+    {"decoder_block causal + rope", "decoder_block", "dim=8,n_head=2", "rope", "", 3, {2, 4, 8}, 0, 2, false, COMPOSITE},
+    {"decoder_block bidirectional erf + alibi", "decoder_block", "dim=8,n_head=2,causal=false,gelu=erf", "alibi",
+     "n_head=2", 3, {2, 5, 8}, 0, 0, false, COMPOSITE},
+    {"decoder_block + learned+sinusoidal in front", "decoder_block", "dim=8,n_head=4,hidden=16",
+     "learned_sinusoidal_pos", "max_len=8,dim=8", 3, {1, 5, 8}, 0, 0, false, COMPOSITE},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+typedef struct {
+    const lcase *c;
+    mg_layer *l, *pos;
+    float *x;
+    int32_t *ids;
+} runner;
+
+static mg_tensor *run_case(void *user, mg_ctx *ctx, mg_tensor **in_t) {
+    runner *r = user;
+    const lcase *c = r->c;
+    mg_tensor *x;
+    if (c->ids_below) {
+        x = mg_tensor_wrap(ctx, MG_I32, c->ndim, c->shape, r->ids);
+    } else {
+        x = mg_tensor_wrap(ctx, MG_F32, c->ndim, c->shape, r->x);
+        mg_tensor_set_requires_grad(x, true);
+        in_t[0] = x;
+    }
+    mg_rng drop = mg_rng_make(77); /* the same dropout mask on every evaluation */
+    mg_fwd a = {.pos0 = c->pos0, .train = c->train, .rng = &drop, .pos = r->pos};
+    /* A scheme that adds to the embedding acts in front, as a model would run it. */
+    if (r->pos && !mg_layer_vt(r->pos)->rotate_qk && !mg_layer_vt(r->pos)->attn_bias)
+        x = mg_layer_forward(r->pos, ctx, x, &a);
+    return mg_layer_forward(r->l, ctx, x, &a);
+}
+
+static mg_status make_layer(const char *type, const char *prefix, const char *list, mg_params *P, mg_layer **out) {
+    mg_config *cfg = mg_config_new(type);
+    mg_status st = mg_config_set_list(cfg, list);
+    if (st == MG_OK) st = mg_layer_create(type, prefix, cfg, P, out);
+    mg_config_free(cfg);
+    return st;
+}
+
+START_TEST(layer_gradcheck) {
+    const lcase *c = &cases[_i];
+    lc_use_build_plugins();
+    if (c->pos_type && !mg_layer_find(c->pos_type)) ck_assert_msg(mg_plugin_load(c->pos_type) == MG_OK, "%s", mg_last_error());
+    mg_params *P = mg_params_new();
+    runner r = {c, NULL, NULL, NULL, NULL};
+    ck_assert_msg(make_layer(c->type, "blk", c->cfg, P, &r.l) == MG_OK, "%s: %s", c->name, mg_last_error());
+    if (c->pos_type)
+        ck_assert_msg(make_layer(c->pos_type, "pos", c->pos_cfg, P, &r.pos) == MG_OK, "%s: %s", c->name, mg_last_error());
+    mg_rng rng = mg_rng_make(100 + (uint64_t)_i);
+    ck_assert(mg_params_alloc(P, &rng) == MG_OK);
+    /* Random values everywhere (LayerNorm gains and zero biases included) so no path is trivial. */
+    for (int i = 0; i < mg_params_len(P); i++) {
+        mg_tensor *p = mg_params_at(P, i);
+        for (int64_t j = 0; j < p->numel; j++) p->data[j] = mg_rng_range(&rng, -0.8f, 0.8f);
+    }
+    int64_t n = 1;
+    for (int d = 0; d < c->ndim; d++) n *= c->shape[d];
+    lc_input in = {NULL, n};
+    if (c->ids_below) {
+        r.ids = malloc((size_t)n * sizeof *r.ids);
+        for (int64_t j = 0; j < n; j++) r.ids[j] = (int32_t)mg_rng_below(&rng, (uint32_t)c->ids_below);
+    } else {
+        r.x = in.data = malloc((size_t)n * sizeof *r.x);
+        for (int64_t j = 0; j < n; j++) r.x[j] = mg_rng_range(&rng, -1.0f, 1.0f);
+    }
+    int checked = lc_gradcheck(c->name, run_case, &r, P, &in, c->ids_below ? 0 : 1, c->tol, 1000 + (uint64_t)_i);
+    ck_assert_int_gt(checked, 0);
+    free(r.x);
+    free(r.ids);
+    mg_layer_free(r.pos);
+    mg_layer_free(r.l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(every_builtin_layer_has_a_gradcheck) {
+    int n = mg_layer_registered_count();
+    ck_assert_int_ge(n, 12);
+    for (int i = 0; i < n; i++) {
+        const mg_layer_vtable *vt = mg_layer_registered(i);
+        if (strcmp(mg_layer_origin(vt->name), "built-in") != 0) continue;
+        bool found = strcmp(vt->name, "gpt") == 0; /* the whole model: tests/test_gpt.c, every scheme */
+        for (int k = 0; k < N_CASES && !found; k++)
+            found = strcmp(cases[k].type, vt->name) == 0 || (cases[k].pos_type && strcmp(cases[k].pos_type, vt->name) == 0);
+        ck_assert_msg(found, "built-in layer %s has no gradient check", vt->name);
+    }
+}
+END_TEST
+
+/* ---- names, registry, summary, misuse ---- */
+
+typedef struct {
+    char names[64][64];
+    int n;
+} name_list;
+
+static void collect(void *user, const char *name, mg_tensor *t) {
+    (void)t;
+    name_list *l = user;
+    if (l->n < 64) snprintf(l->names[l->n++], 64, "%s", name);
+}
+
+START_TEST(block_parameters_have_gpt2_names) {
+    mg_params *P = mg_params_new();
+    mg_layer *l;
+    ck_assert(make_layer("decoder_block", "h.3", "dim=8,n_head=2", P, &l) == MG_OK);
+    name_list got = {.n = 0};
+    mg_layer_visit_params(l, collect, &got);
+    static const char *const want[] = {
+        "h.3.ln_1.weight",      "h.3.ln_1.bias",        "h.3.attn.c_attn.weight", "h.3.attn.c_attn.bias",
+        "h.3.attn.c_proj.weight", "h.3.attn.c_proj.bias", "h.3.ln_2.weight",        "h.3.ln_2.bias",
+        "h.3.mlp.c_fc.weight",  "h.3.mlp.c_fc.bias",    "h.3.mlp.c_proj.weight",  "h.3.mlp.c_proj.bias",
+    };
+    ck_assert_int_eq(got.n, 12);
+    for (int i = 0; i < 12; i++) ck_assert_str_eq(got.names[i], want[i]);
+    ck_assert_int_eq(mg_params_len(P), 12);
+    mg_tensor *w = mg_params_find(P, "h.3.attn.c_attn.weight");
+    ck_assert_int_eq(w->shape[0], 8);
+    ck_assert_int_eq(w->shape[1], 24);
+    ck_assert(mg_params_find(P, "h.3.mlp.c_fc.weight")->shape[1] == 32);
+    ck_assert(mg_params_find(P, "h.3.ln_1.bias")->flags & MG_NO_DECAY);
+    ck_assert(!(mg_params_find(P, "h.3.mlp.c_fc.weight")->flags & MG_NO_DECAY));
+    ck_assert_int_eq(mg_layer_numel(l), 2 * 16 + 8 * 24 + 24 + 64 + 8 + 8 * 32 + 32 + 32 * 8 + 8);
+    mg_layer_free(l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(registry_lists_builtins_and_schemes) {
+    static const char *const builtin[] = {"linear",   "embedding", "segment_embedding", "learned_pos",
+                                          "sinusoidal_pos", "learned_sinusoidal_pos", "rope", "layernorm",
+                                          "self_attention", "mlp", "decoder_block", "gpt"};
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
+        ck_assert_msg(mg_layer_find(builtin[i]) != NULL, "%s not registered", builtin[i]);
+        ck_assert_str_eq(mg_layer_origin(builtin[i]), "built-in");
+    }
+    ck_assert_str_eq(mg_layer_find_pos("learned")->name, "learned_pos");
+    ck_assert_str_eq(mg_layer_find_pos("sinusoidal")->name, "sinusoidal_pos");
+    ck_assert_str_eq(mg_layer_find_pos("learned+sinusoidal")->name, "learned_sinusoidal_pos");
+    ck_assert_str_eq(mg_layer_find_pos("rope")->name, "rope");
+    ck_assert_ptr_null(mg_layer_find_pos("alibi")); /* a plugin's, not loaded here */
+    ck_assert_ptr_null(mg_layer_find("no_such_layer"));
+}
+END_TEST
+
+static mg_status prog_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    (void)self, (void)cfg, (void)params;
+    return MG_OK;
+}
+static mg_tensor *prog_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    (void)self, (void)args;
+    return mg_scale(ctx, x, 2.0f);
+}
+
+START_TEST(program_registration_and_refusals) {
+    static const mg_layer_vtable twice = {MG_LAYER_ABI_VERSION, sizeof(mg_layer_vtable), .name = "twice",
+                                          .create = prog_create, .forward = prog_forward};
+    ck_assert_int_eq(mg_register_layer(&twice), MG_OK);
+    ck_assert_str_eq(mg_layer_origin("twice"), "program");
+    ck_assert_int_eq(mg_register_layer(&twice), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "'twice' is already registered (by program)"), "%s", mg_last_error());
+
+    mg_layer_vtable v = twice;
+    v.name = "newer";
+    v.abi_version = MG_LAYER_ABI_VERSION + 1;
+    ck_assert_int_eq(mg_register_layer(&v), MG_ERR_ABI);
+    char want[64];
+    snprintf(want, sizeof want, "ABI version %u, host %u", MG_LAYER_ABI_VERSION + 1, MG_LAYER_ABI_VERSION);
+    ck_assert_msg(strstr(mg_last_error(), want), "%s", mg_last_error());
+    v.abi_version = MG_LAYER_ABI_VERSION;
+    v.struct_size = 24;
+    ck_assert_int_eq(mg_register_layer(&v), MG_ERR_ABI);
+    ck_assert_msg(strstr(mg_last_error(), "struct_size 24"), "%s", mg_last_error());
+    v.struct_size = sizeof(mg_layer_vtable);
+    v.forward = NULL;
+    ck_assert_int_eq(mg_register_layer(&v), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "has no forward"), "%s", mg_last_error());
+    v.forward = prog_forward;
+    v.name = "Bad-Name";
+    ck_assert_int_eq(mg_register_layer(&v), MG_ERR_INVALID);
+    v.name = "takes_rope";
+    v.pos_scheme = "rope";
+    ck_assert_int_eq(mg_register_layer(&v), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "'rope' is already provided by layer 'rope'"), "%s", mg_last_error());
+    ck_assert_ptr_null(mg_layer_find("takes_rope"));
+
+    /* a registered program layer is created like any other */
+    mg_params *P = mg_params_new();
+    mg_layer *l;
+    ck_assert_int_eq(make_layer("twice", "t", "", P, &l), MG_OK);
+    mg_ctx *ctx = mg_ctx_new(0);
+    float xs[3] = {1, 2, 3};
+    mg_tensor *y = mg_layer_forward(l, ctx, mg_tensor_wrap(ctx, MG_F32, 1, (int64_t[]){3}, xs), NULL);
+    ck_assert_float_eq(y->data[2], 6.0f);
+    mg_ctx_free(ctx);
+    mg_layer_free(l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(unknown_layer_and_key_errors) {
+    mg_params *P = mg_params_new();
+    mg_layer *l = (mg_layer *)1;
+    ck_assert_int_eq(make_layer("linearr", "x", "", P, &l), MG_ERR_NOT_FOUND);
+    ck_assert_ptr_null(l);
+    ck_assert_msg(strstr(mg_last_error(), "unknown layer 'linearr' (registered: linear, embedding"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("linear", "x", "in=4,out=2,biass=false", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "unknown key 'biass' (known keys: in, out, bias,"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("linear", "x", "in=4", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "missing required key 'out'"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("self_attention", "a", "dim=10,n_head=3", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "dim 10 is not a multiple of n_head 3"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("sinusoidal_pos", "p", "dim=5", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "dim 5 must be even"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("rope", "r", "head_dim=7", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "head dimension 7 is odd"), "%s", mg_last_error());
+    ck_assert_int_eq(make_layer("mlp", "m", "dim=4,gelu=relu", P, &l), MG_ERR_INVALID);
+    ck_assert_msg(strstr(mg_last_error(), "key 'gelu': 'relu' is not one of: tanh, erf"), "%s", mg_last_error());
+    mg_params_free(P);
+}
+END_TEST
+
+typedef struct {
+    char msg[1024];
+} trap;
+static void on_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    trap *t = user;
+    if (!t->msg[0]) snprintf(t->msg, sizeof t->msg, "%s", msg);
+}
+
+START_TEST(misuse_in_forward_names_the_layer) {
+    mg_params *P = mg_params_new();
+    mg_layer *lin, *pos, *attn;
+    ck_assert(make_layer("linear", "h.0.mlp.c_fc", "in=4,out=2", P, &lin) == MG_OK);
+    ck_assert(make_layer("learned_pos", "wpe", "max_len=4,dim=2", P, &pos) == MG_OK);
+    ck_assert(make_layer("self_attention", "h.0.attn", "dim=4,n_head=2", P, &attn) == MG_OK);
+    mg_rng rng = mg_rng_make(1);
+    ck_assert(mg_params_alloc(P, &rng) == MG_OK);
+    mg_ctx *ctx = mg_ctx_new(0);
+    trap t = {""};
+    mg_ctx_set_error_handler(ctx, on_error, &t);
+    mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){3, 5});
+    mg_layer_forward(lin, ctx, x, NULL);
+    ck_assert_msg(strstr(t.msg, "layer 'h.0.mlp.c_fc' (linear): x(3,5): need float32 with last dim in = 4"), "%s", t.msg);
+    mg_ctx_clear_error(ctx);
+    t.msg[0] = 0;
+    mg_fwd a = {.pos0 = 3};
+    mg_layer_forward(pos, ctx, mg_zeros(ctx, 3, (int64_t[]){1, 2, 2}), &a);
+    ck_assert_msg(strstr(t.msg, "layer 'wpe' (learned_pos): positions 3..4 are outside the table's 4 rows"), "%s", t.msg);
+    mg_ctx_clear_error(ctx);
+    t.msg[0] = 0;
+    mg_kv_cache kv = {NULL, NULL, 1, 2, 4, 2, 3};
+    mg_fwd b = {.pos0 = 3, .kv = &kv};
+    mg_layer_forward(attn, ctx, mg_zeros(ctx, 3, (int64_t[]){1, 2, 4}), &b); /* 3 + 2 > cap 4 */
+    ck_assert_msg(strstr(t.msg, "layer 'h.0.attn' (self_attention): KV cache"), "%s", t.msg);
+    mg_ctx_free(ctx);
+    mg_layer_free(attn);
+    mg_layer_free(pos);
+    mg_layer_free(lin);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(summary_table) {
+    mg_params *P = mg_params_new();
+    mg_layer *l;
+    ck_assert(make_layer("decoder_block", "h.0", "dim=8,n_head=2", P, &l) == MG_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mg_layer_print(l, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "h.0.attn.c_attn") && strstr(buf, "weight (8,24), bias (24)"), "%s", buf);
+    ck_assert_msg(strstr(buf, "decoder_block") && strstr(buf, "(B,T,8)"), "%s", buf);
+    ck_assert_msg(strstr(buf, "total: 872 parameters"), "%s", buf);
+    free(buf);
+    mg_layer_free(l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(sinusoidal_values) {
+    /* PE[p,2i] = sin(p / 10000^(2i/C)), PE[p,2i+1] = cos(...), straight from the definition */
+    mg_params *P = mg_params_new();
+    mg_layer *l;
+    ck_assert(make_layer("sinusoidal_pos", "pe", "dim=6,max_len=3", P, &l) == MG_OK);
+    mg_ctx *ctx = mg_ctx_new(0);
+    for (int64_t pos0 = 0; pos0 < 6; pos0 += 2) { /* inside the table and past it */
+        mg_fwd a = {.pos0 = pos0};
+        mg_tensor *y = mg_layer_forward(l, ctx, mg_zeros(ctx, 3, (int64_t[]){1, 2, 6}), &a);
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < 3; i++) {
+                double p = (double)(pos0 + t), w = pow(10000.0, 2.0 * i / 6.0);
+                ck_assert_float_eq_tol(y->data[t * 6 + 2 * i], (float)sin(p / w), 1e-6f);
+                ck_assert_float_eq_tol(y->data[t * 6 + 2 * i + 1], (float)cos(p / w), 1e-6f);
+            }
+    }
+    mg_ctx_free(ctx);
+    mg_layer_free(l);
+    mg_params_free(P);
+}
+END_TEST
+
+static Suite *layers_suite(void) {
+    mg_log_set(lc_quiet_log, NULL);
+    Suite *s = suite_create("layers");
+    TCase *tc = tcase_create("gradcheck");
+    tcase_add_loop_test(tc, layer_gradcheck, 0, N_CASES);
+    tcase_add_test(tc, every_builtin_layer_has_a_gradcheck);
+    suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("registry");
+    tcase_add_test(tr, block_parameters_have_gpt2_names);
+    tcase_add_test(tr, registry_lists_builtins_and_schemes);
+    tcase_add_test(tr, program_registration_and_refusals);
+    tcase_add_test(tr, unknown_layer_and_key_errors);
+    tcase_add_test(tr, misuse_in_forward_names_the_layer);
+    tcase_add_test(tr, summary_table);
+    tcase_add_test(tr, sinusoidal_values);
+    suite_add_tcase(s, tr);
+    return s;
+}
+
+MG_TEST_MAIN(layers_suite)
