@@ -1,6 +1,8 @@
-/* AdamW, SGD with momentum, clipping and the schedule. Updates are elementwise, so splitting them
- * over threads cannot change the result. */
+/* AdamW, SGD with momentum, clipping and the schedule. Updates are elementwise (the vector kernels
+ * mg_adamw_update / mg_sgd_update in minigrad/rowops.h), so splitting them over threads cannot
+ * change the result. */
 #include "minigrad/optim.h"
+#include "minigrad/rowops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -70,24 +72,11 @@ void mg_optim_step(mg_optim *o, float lr) {
         float *w = data + off, *g = grad + off, *m = o->m + off;
         bool decay = !(t->flags & MG_NO_DECAY);
         if (o->kind == OPT_ADAMW) {
-            float *v = o->v + off, b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
-            float wd = decay ? o->cfg.weight_decay : 0.0f;
-#pragma omp parallel for schedule(static) if (len > 65536)
-            for (int64_t i = 0; i < len; i++) {
-                m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-                v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-                float mh = m[i] / bc1, vh = v[i] / bc2;
-                w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
-            }
+            const mg_adamw_hyper h = {lr, o->cfg.beta1, o->cfg.beta2, o->cfg.eps,
+                                      decay ? o->cfg.weight_decay : 0.0f, bc1, bc2};
+            mg_adamw_update(len, w, g, m, o->v + off, &h);
         } else {
-            float mu = o->momentum, wd = decay ? o->weight_decay : 0.0f;
-            bool first = o->t == 1;
-#pragma omp parallel for schedule(static) if (len > 65536)
-            for (int64_t i = 0; i < len; i++) {
-                float d = g[i] + wd * w[i];
-                m[i] = (mu != 0.0f && !first) ? mu * m[i] + d : d;
-                w[i] -= lr * m[i];
-            }
+            mg_sgd_update(len, w, g, m, lr, o->momentum, decay ? o->weight_decay : 0.0f, o->t == 1);
         }
     }
 }
@@ -117,14 +106,14 @@ float mg_clip_grad_norm(mg_params *p, float max_norm) {
         }
         for (int64_t c = c0; c < c1; c++) total += part[c - c0];
     }
-    float norm = (float)sqrt(total);
+    double norm = sqrt(total); /* kept in double: squares of huge finite gradients overflow float */
     if (max_norm > 0.0f && isfinite(norm) && norm > max_norm) {
-        float s = max_norm / norm;
+        float s = (float)(max_norm / norm);
         float *gw = mg_params_grad(p);
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (int64_t i = 0; i < n; i++) gw[i] *= s;
     }
-    return norm;
+    return (float)norm;
 }
 
 float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min) {

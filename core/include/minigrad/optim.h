@@ -48,11 +48,14 @@ const char *mg_optim_name(const mg_optim *o);
 
 /* Global L2 norm of all gradients (accumulated in double, fixed order). If max_norm > 0 and the
  * norm exceeds it, every gradient is scaled by max_norm / norm. Returns the norm before clipping
- * (NaN or inf if some gradient is not finite; gradients are then left as they are). */
+ * (NaN or inf if some gradient is not finite: gradients are then left as they are; a finite norm
+ * beyond float range is returned as inf but still clips). */
 float mg_clip_grad_norm(mg_params *p, float max_norm);
 
-/* Linear warmup from 0 over `warmup` steps, then cosine decay from lr_max to lr_min at step
- * `total`; lr_min after that. step counts from 0. */
+/* Linear warmup over `warmup` steps, then cosine decay from lr_max to lr_min at step `total`;
+ * lr_min after that. step counts from 0; step s < warmup gets lr_max * (s+1) / warmup, so the
+ * first update already moves (a zero learning rate would waste a step) and the last warmup step
+ * trains at lr_max. */
 float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min);
 
 #ifdef __cplusplus

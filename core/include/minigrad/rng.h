@@ -6,6 +6,7 @@
 #ifndef MINIGRAD_RNG_H
 #define MINIGRAD_RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -37,9 +38,11 @@ static inline double mg_rng_double(mg_rng *r) { return (double)(mg_rng_next(r) >
 /* Uniform float in [0, 1) with 24 random bits. */
 static inline float mg_rng_uniform(mg_rng *r) { return (float)(mg_rng_next(r) >> 40) * 0x1.0p-24f; }
 
-/* Uniform float in [lo, hi). */
+/* Uniform float in [lo, hi). lo + (hi-lo)*u can round up to hi itself for u just below 1, so
+ * that one value is mapped to the float below hi. */
 static inline float mg_rng_range(mg_rng *r, float lo, float hi) {
-    return lo + (hi - lo) * mg_rng_uniform(r);
+    float v = lo + (hi - lo) * mg_rng_uniform(r);
+    return v < hi ? v : nextafterf(hi, lo);
 }
 
 /* Standard normal (Box-Muller, one value per call so the state stays a single integer). */
