@@ -116,8 +116,8 @@ mg_status mg_music_corpus_add(mg_music_corpus *c, const char *path, const uint8_
                               size_t len, const mg_music_load_opts *opts) {
     static const mg_music_load_opts defaults = {0};
     if (!opts) opts = &defaults;
-    size_t cap = c->n; /* items grow one by one through the exact-size realloc below */
-    mg_music_item *items = realloc(c->items, (cap + 1) * sizeof *items);
+    /* one realloc per file: a corpus is hundreds or thousands of files, not millions */
+    mg_music_item *items = realloc(c->items, (c->n + 1) * sizeof *items);
     if (!items) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
     c->items = items;
     mg_music_item *it = &items[c->n];
@@ -171,8 +171,9 @@ void mg_music_corpus_free(mg_music_corpus *c) {
 void mg_music_corpus_summary(const mg_music_corpus *c, FILE *out) {
     fprintf(out, "%zu files: %zu used, %zu skipped; %zu notes, %.2f hours, %zu tokens\n", c->n,
             c->n_ok, c->n_skipped, c->notes, c->seconds / 3600.0, c->tokens);
+    /* every error message already starts with the file's path */
     for (size_t i = 0; i < c->n; i++)
         if (c->items[i].status)
-            fprintf(out, "skipped %s: %s\n", c->items[i].path,
+            fprintf(out, "skipped: %s\n",
                     c->items[i].error ? c->items[i].error : mg_status_str(c->items[i].status));
 }

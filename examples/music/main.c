@@ -55,8 +55,8 @@ bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_
 int music_usage_error(const char *cmd, const char *arg) {
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, cmd) == 0)
-            fprintf(stderr, "music %s: unknown argument '%s' (usage: music %s %s)\n", cmd, arg, cmd,
-                    commands[i].usage);
+            fprintf(stderr, "music %s: unknown argument '%s' (usage: music %s %s)\n",
+                    commands[i].name, arg, commands[i].name, commands[i].usage);
     return 2;
 }
 
