@@ -1,0 +1,93 @@
+/* textgen eval: the loss of a checkpoint over every character of a split, in nats and bits. */
+#include "cli.h"
+#include "commands.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "textgen eval"
+
+int textgen_cmd_eval(int argc, char **argv) {
+    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *data = NULL, *split = "val";
+    int64_t batch = 16, threads = 0;
+    const ex_opt table[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint written by textgen train"},
+        {"data", EX_STR, &data, "text to score (more files may follow; default: the run's own corpus)"},
+        {"split", EX_STR, &split, "val (the last 10%), train (the first 90%) or all"},
+        {"batch", EX_INT, &batch, "windows per forward pass"},
+        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+    };
+    const char *files[64];
+    int n_files = 0;
+    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--data FILE] [--split val|train|all] [FILE...]", argc - 1,
+                                  argv + 1, table, (int)(sizeof table / sizeof table[0]), files, 63, &n_files);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    if (strcmp(split, "val") && strcmp(split, "train") && strcmp(split, "all")) {
+        fprintf(stderr, PROG ": --split must be val, train or all, got '%s'\n", split);
+        return 2;
+    }
+    if (batch < 1 || threads < 0) {
+        fprintf(stderr, PROG ": --batch must be at least 1 and --threads at least 0\n");
+        return 2;
+    }
+    mg_set_num_threads((int)threads);
+    if (data) {
+        memmove(files + 1, files, (size_t)n_files * sizeof *files);
+        files[0] = data, n_files++;
+    }
+
+    mg_gpt *g;
+    mg_text_vocab v;
+    mg_st_file *f;
+    if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) return textgen_fail(PROG);
+    int rc = 1;
+    const char **saved = NULL;
+    char *text = NULL, label[512];
+    size_t len;
+    mg_text_data d = {0};
+    mg_text_windows w = {0};
+    mg_text_eval e = {0};
+    if (n_files == 0) { /* the corpus the checkpoint was trained on */
+        const char *list = mg_st_meta_get(f, TEXTGEN_META_DATA);
+        int k = list ? textgen_split_list(list, &saved) : 0;
+        for (int i = 0; i < k && i < 64; i++) files[i] = saved[i];
+        n_files = k < 64 ? k : 64;
+    }
+    int64_t T = mg_gpt_cfg(g)->block_size;
+    if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
+    /* Block 1 accepts any text of two tokens or more: eval scores what there is. */
+    if (mg_text_data_make(&d, &v, text, len, 1, label) != MG_OK) {
+        if (strstr(mg_last_error(), "too short")) mg_set_error(MG_ERR_FORMAT, "%s: too short to evaluate", label);
+        goto out;
+    }
+    const int32_t *ids = strcmp(split, "val") == 0 ? mg_text_val(&d) : d.ids;
+    size_t n = strcmp(split, "val") == 0 ? mg_text_val_len(&d) : strcmp(split, "train") == 0 ? d.n_train : d.n;
+    if (n < 2) {
+        mg_set_error(MG_ERR_FORMAT, "%s: the %s split has %zu tokens: nothing to predict", label, split, n);
+        goto out;
+    }
+    int64_t last;
+    if (mg_text_cover_windows(&w, n, T, &last) != MG_OK || mg_text_eval_init(&e, batch, T) != MG_OK) goto out;
+    mg_text_loss sum = {0};
+    double t0 = mg_time();
+    if (mg_text_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;
+    double dt = mg_time() - t0;
+    printf("data %s\nsplit %s\ntokens %lld\ncharacters %lld\n", label, split, (long long)sum.tokens,
+           (long long)sum.chars);
+    if (v.kind == MG_TOKENIZER_BYTE) printf("nats_per_byte %.6f\n", sum.nats / (double)sum.tokens);
+    printf("val_loss %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n", sum.nats / (double)sum.chars,
+           sum.nats / (double)sum.chars / log(2.0), dt, dt > 0 ? (double)sum.tokens / dt : 0.0);
+    rc = 0;
+out:
+    if (rc) textgen_fail(PROG);
+    mg_text_eval_free(&e);
+    mg_text_windows_free(&w);
+    mg_text_data_free(&d);
+    free(text);
+    free(saved);
+    mg_st_close(f);
+    mg_text_vocab_free(&v);
+    mg_gpt_free(g);
+    return rc;
+}

@@ -1,0 +1,75 @@
+/* textgen sample: streams text from a checkpoint, one token at a time through the KV cache. */
+#include "cli.h"
+#include "commands.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PROG "textgen sample"
+
+int textgen_cmd_sample(int argc, char **argv) {
+    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = "";
+    int64_t tokens = 500, top_k = 0, seed = -1, threads = 0;
+    float temperature = 0.8f, top_p = 1.0f;
+    const ex_opt table[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint written by textgen train"},
+        {"prompt", EX_STR, &prompt, "text to continue (default: a newline)"},
+        {"tokens", EX_INT, &tokens, "tokens (characters) to generate"},
+        {"temperature", EX_FLOAT, &temperature, "sharpness: below 1 more conservative, 0 always the most likely"},
+        {"top-k", EX_INT, &top_k, "sample among the K most likely tokens only (0: all)"},
+        {"top-p", EX_FLOAT, &top_p, "sample among the most likely tokens whose probability reaches P (1: all)"},
+        {"seed", EX_INT, &seed, "random seed (-1: from the clock; the seed used is printed at the end)"},
+        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+    };
+    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt TEXT] [options]", argc - 1, argv + 1, table,
+                                  (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    const char *bad = tokens < 0                                  ? "--tokens must be at least 0"
+                      : top_k < 0                                 ? "--top-k must be at least 0"
+                      : !(temperature >= 0 && temperature <= 100) ? "--temperature must lie in [0, 100]"
+                      : !(top_p >= 0 && top_p <= 1)               ? "--top-p must lie in [0, 1]"
+                      : seed < -1                                 ? "--seed must be -1 or more"
+                      : threads < 0                               ? "--threads must be at least 0"
+                                                                  : NULL;
+    if (bad) {
+        fprintf(stderr, PROG ": %s\n", bad);
+        return 2;
+    }
+    mg_set_num_threads((int)threads);
+    if (seed < 0) seed = (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
+
+    mg_gpt *g;
+    mg_text_vocab v;
+    if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) return textgen_fail(PROG);
+    int rc = 1;
+    size_t pl = strlen(prompt), np = 0;
+    int32_t *ids = malloc((pl + 1) * sizeof *ids);
+    if (!ids) goto out;
+    if (pl == 0) {
+        int32_t nl = mg_text_vocab_id(&v, '\n');
+        ids[0] = nl >= 0 ? nl : 0, np = 1;
+    } else if (mg_text_encode(&v, prompt, pl, ids, &np, "the prompt") != MG_OK) {
+        goto out;
+    }
+    mg_rng rng = mg_rng_make((uint64_t)seed);
+    mg_gen_opts go = {.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                      .on_token = textgen_print_token, .user = &v};
+    if (pl == 0) textgen_print_token(&v, 0, ids[0], NULL, 0);
+    else fwrite(prompt, 1, pl, stdout);
+    double t0 = mg_time();
+    int64_t made = 0;
+    if (mg_gpt_generate(g, ids, (int64_t)np, &go, &rng, NULL, &made) != MG_OK) goto out;
+    double dt = mg_time() - t0;
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "textgen: %lld tokens in %.2fs: %.1f tokens/s (seed %lld, temperature %g)\n", (long long)made, dt,
+            dt > 0 ? (double)made / dt : 0.0, (long long)seed, (double)temperature);
+    rc = 0;
+out:
+    if (rc) textgen_fail(PROG);
+    free(ids);
+    mg_text_vocab_free(&v);
+    mg_gpt_free(g);
+    return rc;
+}

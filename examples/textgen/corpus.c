@@ -1,0 +1,164 @@
+/* Reading corpus files, and making the default corpus from Debian's bible-kjv. */
+#include "textgen.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Appends the whole file to *buf (grown as needed). */
+static mg_status read_one(const char *path, char **buf, size_t *n, size_t *cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return mg_set_error(MG_ERR_IO, "%s: is a directory, not a text file", path);
+    }
+    size_t start = *n;
+    for (;;) {
+        if (*cap - *n < 65536 + 2) {
+            size_t nc = *cap ? *cap * 2 : 1 << 20;
+            if (sb.st_size > 0 && nc < *n + (size_t)sb.st_size + 65536 + 2) nc = *n + (size_t)sb.st_size + 65536 + 2;
+            char *nb = realloc(*buf, nc);
+            if (!nb) {
+                fclose(f);
+                return mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the file", path);
+            }
+            *buf = nb, *cap = nc;
+        }
+        size_t got = fread(*buf + *n, 1, *cap - *n - 2, f);
+        *n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (err) return mg_set_error(MG_ERR_IO, "%s: read error after %zu bytes: %s", path, *n - start, strerror(err));
+    if (*n == start) return mg_set_error(MG_ERR_FORMAT, "%s: the file is empty: there is no text to learn from", path);
+    return MG_OK;
+}
+
+mg_status mg_text_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    if (n_paths < 1) return mg_set_error(MG_ERR_INVALID, "no text file given");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < n_paths; i++) {
+        if (i > 0 && buf[n - 1] != '\n') buf[n++] = '\n'; /* read_one always leaves 2 bytes spare */
+        mg_status st = read_one(paths[i], &buf, &n, &cap);
+        if (st != MG_OK) {
+            free(buf);
+            return st;
+        }
+    }
+    buf[n] = 0;
+    *out = buf;
+    *n_out = n;
+    return MG_OK;
+}
+
+char *mg_text_kjv_path(char *buf, size_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(buf, n, "%s/minigrad/kjv.txt", xdg);
+    else if (home && *home) snprintf(buf, n, "%s/.cache/minigrad/kjv.txt", home);
+    else snprintf(buf, n, "kjv.txt");
+    return buf;
+}
+
+/* Looks for an executable `prog` on PATH. */
+static bool on_path(const char *prog) {
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char dir[4096];
+    while (*path) {
+        size_t len = strcspn(path, ":");
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)len, len ? path : ".", prog);
+        if (access(dir, X_OK) == 0) return true;
+        path += len + (path[len] == ':');
+    }
+    return false;
+}
+
+mg_status mg_text_mkdirs(const char *dir) {
+    char d[4096];
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return mg_set_error(MG_ERR_INVALID, "%.64s...: path too long", dir);
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(d, 0777) != 0 && errno != EEXIST) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", d, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(d, 0777) != 0 && errno != EEXIST) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", d, strerror(errno));
+    struct stat sb;
+    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode)) return mg_set_error(MG_ERR_IO, "%s: exists but is not a directory", d);
+    return MG_OK;
+}
+
+/* mkdir -p of the directory part of path. */
+static mg_status make_parent_dirs(const char *path) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d) return MG_OK;
+    *slash = 0;
+    return mg_text_mkdirs(d);
+}
+
+#define KJV_HINT "install it (sudo apt-get install bible-kjv) or pass --data FILE with any UTF-8 text"
+
+mg_status mg_text_kjv_make(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) return MG_OK;
+    if (!on_path("bible"))
+        return mg_set_error(MG_ERR_NOT_FOUND, "no --data given and the default corpus needs the King James Bible "
+                            "from Debian's bible-kjv package, whose 'bible' program is not on PATH: " KJV_HINT);
+    mg_status st = make_parent_dirs(path);
+    if (st != MG_OK) return st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "wb");
+    if (!out) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    /* Every verse, one per line, each prefixed by its reference ("Ge1:1 In the beginning..."). */
+    FILE *in = popen("bible -f Gen1:1-Rev22:21 </dev/null 2>/dev/null", "r");
+    if (!in) {
+        fclose(out);
+        remove(tmp);
+        return mg_set_error(MG_ERR_IO, "cannot run 'bible': %s", strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0, total = 0, lines = 0;
+    ssize_t len;
+    bool ok = true;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        const char *text = line, *sp = memchr(line, ' ', (size_t)len);
+        if (sp) text = sp + 1; /* drop the reference */
+        size_t m = (size_t)len - (size_t)(text - line);
+        ok = ok && fwrite(text, 1, m, out) == m;
+        total += m, lines++;
+    }
+    free(line);
+    int rc = pclose(in);
+    ok = fflush(out) == 0 && fsync(fileno(out)) == 0 && ok;
+    ok = fclose(out) == 0 && ok;
+    if (!ok) {
+        remove(tmp);
+        return mg_set_error(MG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    if (rc != 0 || lines < 30000) {
+        remove(tmp);
+        return mg_set_error(MG_ERR_IO, "'bible -f Gen1:1-Rev22:21' failed (exit status %d, %zu verses read): "
+                            "is bible-kjv installed completely? " KJV_HINT,
+                            WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, lines);
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return mg_set_error(MG_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
+    }
+    mg_log(MG_LOG_INFO, "made the default corpus %s (%zu verses, %zu bytes) from bible-kjv", path, lines, total);
+    return MG_OK;
+}

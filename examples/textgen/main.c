@@ -1,0 +1,113 @@
+/* `textgen`: a character-level GPT on any text: train, sample, eval. One table of subcommands; each
+ * lives in its own file (see commands.h). */
+#include "commands.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+typedef struct {
+    const char *name, *usage, *summary;
+    int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"train", "[--data FILE] [options] [FILE...]",
+     "train a GPT on text (default: the King James Bible), with a live progress line, checkpoints, a loss "
+     "plot and a sample at the end; --resume continues a run",
+     textgen_cmd_train},
+    {"sample", "[--ckpt FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]",
+     "stream text from a trained checkpoint", textgen_cmd_sample},
+    {"eval", "[--ckpt FILE] [--data FILE] [--split val|train|all]",
+     "validation loss of a checkpoint in nats and bits per character", textgen_cmd_eval},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void help(FILE *out) {
+    fprintf(out, "usage: textgen COMMAND [OPTIONS]    (textgen COMMAND --help lists the options)\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(commands[i].name, argv[1])) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "textgen: unknown command '%s'\n\n", argv[1]);
+    help(stderr);
+    return 2;
+}
+
+/* ---- shared helpers ---- */
+
+int textgen_fail(const char *prog) {
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    return 1;
+}
+
+mg_status textgen_read_corpus(const char *const *files, int n, char **text, size_t *len, char *label,
+                              size_t label_n) {
+    char kjv[4096];
+    const char *one[1];
+    if (n == 0) {
+        one[0] = mg_text_kjv_path(kjv, sizeof kjv);
+        mg_status st = mg_text_kjv_make(kjv);
+        if (st != MG_OK) return st;
+        files = one, n = 1;
+    }
+    const char *base = strrchr(files[0], '/');
+    if (n > 1)
+        snprintf(label, label_n, "%s + %d more", base ? base + 1 : files[0], n - 1);
+    else
+        snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
+    return mg_text_read_files(files, n, text, len);
+}
+
+int textgen_split_list(const char *list, const char ***out) {
+    size_t n = 1, len = strlen(list);
+    if (len == 0) {
+        *out = NULL;
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) n += list[i] == '\n';
+    /* the pointers, then a copy of the text they point into */
+    char **v = malloc(n * sizeof *v + len + 1);
+    if (!v) return -1;
+    char *s = (char *)(v + n);
+    memcpy(s, list, len + 1);
+    int k = 0;
+    for (char *p = s; p;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        if (*p) v[k++] = p;
+        p = nl ? nl + 1 : NULL;
+    }
+    *out = (const char **)v;
+    return k;
+}
+
+size_t textgen_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+char *textgen_fmt_bytes(double b, char *buf, size_t n) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    return buf;
+}
+
+bool textgen_print_token(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
+    (void)step, (void)logits, (void)vocab;
+    char s[4];
+    int n = mg_text_decode_one(user, token, s);
+    fwrite(s, 1, (size_t)n, stdout);
+    fflush(stdout);
+    return true;
+}

@@ -1,0 +1,107 @@
+/* The model side of the text generator: the vocabulary in checkpoints, loading, evaluation. */
+#include "textgen.h"
+
+#include "minigrad/op.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mg_text_vocab_meta(const mg_text_vocab *v, mg_st_meta meta[2]) {
+    meta[0] = (mg_st_meta){MG_TEXT_META_TOKENIZER, mg_tokenizer_name(v->kind)};
+    if (v->kind == MG_TOKENIZER_BYTE) return 1;
+    meta[1] = (mg_st_meta){MG_TEXT_META_CHARS, v->chars};
+    return 2;
+}
+
+mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_file **file_out) {
+    mg_st_file *f = NULL;
+    *g = NULL;
+    memset(v, 0, sizeof *v);
+    if (file_out) *file_out = NULL;
+    mg_status st = mg_gpt_from_checkpoint(path, g, &f);
+    if (st != MG_OK) return st;
+    st = mg_text_vocab_from_meta(v, mg_st_meta_get(f, MG_TEXT_META_TOKENIZER), mg_st_meta_get(f, MG_TEXT_META_CHARS),
+                                 mg_gpt_cfg(*g)->vocab_size, path);
+    if (st != MG_OK) {
+        mg_st_close(f);
+        mg_gpt_free(*g);
+        *g = NULL;
+        return st;
+    }
+    if (file_out) *file_out = f;
+    else mg_st_close(f);
+    return MG_OK;
+}
+
+static void on_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    mg_text_eval *e = user;
+    if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", msg);
+}
+
+mg_status mg_text_eval_init(mg_text_eval *e, int64_t B, int64_t T) {
+    memset(e, 0, sizeof *e);
+    e->B = B, e->T = T;
+    e->ctx = mg_ctx_new(0);
+    e->x = malloc((size_t)(B * T) * sizeof *e->x);
+    e->y = malloc((size_t)(B * T) * sizeof *e->y);
+    if (!e->ctx || !e->x || !e->y) {
+        mg_text_eval_free(e);
+        return mg_set_error(MG_ERR_NOMEM, "out of memory for evaluation batches of %lld x %lld", (long long)B,
+                            (long long)T);
+    }
+    mg_ctx_set_error_handler(e->ctx, on_error, e);
+    mg_ctx_set_grad_enabled(e->ctx, false);
+    return MG_OK;
+}
+
+void mg_text_eval_free(mg_text_eval *e) {
+    mg_ctx_free(e->ctx);
+    free(e->x);
+    free(e->y);
+    memset(e, 0, sizeof *e);
+}
+
+/* One forward pass over nb windows of length len starting at starts[0..nb). */
+static mg_status eval_batch(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
+                            const size_t *starts, int64_t nb, int64_t len, mg_text_loss *sum) {
+    int64_t chars = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(e->x + b * len, ids + starts[b], (size_t)len * sizeof *e->x);
+        memcpy(e->y + b * len, ids + starts[b] + 1, (size_t)len * sizeof *e->y);
+    }
+    if (v->kind == MG_TOKENIZER_BYTE)
+        for (int64_t i = 0; i < nb * len; i++) chars += (e->y[i] & 0xC0) != 0x80;
+    else
+        chars = nb * len;
+    mg_ctx_reset(e->ctx);
+    mg_tensor *x = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, len}, e->x);
+    mg_tensor *y = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, len}, e->y);
+    mg_tensor *loss = mg_gpt_loss(g, e->ctx, x, y, NULL);
+    if (!mg_ctx_ok(e->ctx)) {
+        mg_status st = mg_set_error(MG_ERR_INVALID, "evaluation: %s", e->err[0] ? e->err : mg_ctx_error(e->ctx));
+        mg_ctx_clear_error(e->ctx);
+        e->err[0] = 0;
+        return st;
+    }
+    sum->nats += (double)loss->data[0] * (double)(nb * len);
+    sum->tokens += nb * len;
+    sum->chars += chars;
+    return MG_OK;
+}
+
+mg_status mg_text_eval_windows(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
+                               const mg_text_windows *w, int64_t last_len, mg_text_loss *sum) {
+    if (w->len > e->T)
+        return mg_set_error(MG_ERR_INVALID, "evaluation windows of %lld tokens exceed the %lld the buffers hold",
+                            (long long)w->len, (long long)e->T);
+    size_t full = last_len > 0 && w->count > 0 ? w->count - 1 : w->count;
+    mg_status st = MG_OK;
+    for (size_t i = 0; i < full && st == MG_OK; i += (size_t)e->B) {
+        int64_t nb = full - i < (size_t)e->B ? (int64_t)(full - i) : e->B;
+        st = eval_batch(e, g, v, ids, w->start + i, nb, w->len, sum);
+    }
+    if (st == MG_OK && full < w->count) st = eval_batch(e, g, v, ids, w->start + full, 1, last_len, sum);
+    return st;
+}
