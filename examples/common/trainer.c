@@ -2,6 +2,7 @@
 #include "trainer.h"
 
 #include "minigrad/checkpoint.h"
+#include "minigrad/op.h" /* mg_ctx_ok */
 #include "minigrad/optim.h"
 #include "minigrad/plot.h"
 #include "progress.h"
@@ -191,7 +192,7 @@ mg_status ex_train(mg_gpt *g, const ex_train_cfg *cfg, ex_task *task, ex_train_r
     void (*old_handler)(int) = signal(SIGINT, on_sigint);
     float drop = mg_gpt_cfg(g)->dropout;
     double t_start = mg_time(), ema_dt = 0;
-    int64_t last_good = cfg->resume ? step : -1;
+    int64_t last_good = cfg->resume ? step : -1, first = step;
     while (step < cfg->steps) {
         double t0 = mg_time();
         mg_ctx_reset(ctx);
@@ -236,7 +237,8 @@ mg_status ex_train(mg_gpt *g, const ex_train_cfg *cfg, ex_task *task, ex_train_r
             if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val;
         }
         ex_progress_step(&prog, step, lv, lr, (double)BT / ema_dt, norm, val);
-        bool save = last || interrupted || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
+        bool pause = cfg->stop_after > 0 && step - first >= cfg->stop_after;
+        bool save = last || interrupted || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
         if (save) {
             if ((st = save_all(g, opt, cfg, task, &dropout, &h)) != MG_OK) break;
             last_good = step;
@@ -245,6 +247,11 @@ mg_status ex_train(mg_gpt *g, const ex_train_cfg *cfg, ex_task *task, ex_train_r
             res->interrupted = true;
             ex_progress_note(&prog, "%s: interrupted: saved step %lld to %s (resume with --resume)", cfg->prog,
                              (long long)step, cfg->ckpt);
+            break;
+        }
+        if (pause && !last) {
+            ex_progress_note(&prog, "%s: stopped after %lld steps as asked: saved step %lld to %s (resume with --resume)",
+                             cfg->prog, (long long)cfg->stop_after, (long long)step, cfg->ckpt);
             break;
         }
     }

@@ -27,6 +27,8 @@ typedef struct ex_train_cfg {
     const char *log_path; /* JSON lines (NULL: none) */
     const char *plot_path;/* PNG loss curve at the end (NULL: none) */
     bool resume;          /* continue from ckpt + its state file */
+    int64_t stop_after;   /* stop after this many steps of this invocation, saving a checkpoint that
+                             --resume continues (0: run to `steps`); for training in pieces */
     const char *prog;     /* name in messages */
 } ex_train_cfg;
 
