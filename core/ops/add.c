@@ -1,6 +1,7 @@
 /* c = a + b, b of a's shape or a's trailing dims (bias (C), row table (T,C)) broadcast over the rest.
  * Backward: da += dc; db += dc summed over the broadcast rows (fixed chunk order). */
 #include "internal.h"
+#include "minigrad/rowops.h"
 
 static void add_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *a = n->in[0], *b = n->in[1];
@@ -8,15 +9,15 @@ static void add_backward(mg_ctx *ctx, mg_node *n) {
     if (mg_requires_grad(a)) {
         float *da = mg_grad(ctx, a);
         if (!da) return;
-        mg_acc(da, dc, a->numel);
+        mg_accumulate(a->numel, da, dc);
     }
     if (mg_requires_grad(b)) {
         float *db = mg_grad(ctx, b);
         if (!db) return;
         if (b->numel == a->numel)
-            mg_acc(db, dc, b->numel);
-        else
-            mg_reduce_rows_add(ctx, dc, a->numel / b->numel, b->numel, db);
+            mg_accumulate(b->numel, db, dc);
+        else if (b->numel > 0)
+            mg_sum_rows(a->numel / b->numel, b->numel, dc, db);
     }
 }
 
@@ -32,11 +33,7 @@ mg_tensor *mg_add(mg_ctx *ctx, mg_tensor *a, mg_tensor *b) {
     mg_tensor *c = mg_op_output(ctx, "mg_add", a->ndim, a->shape);
     if (!mg_ctx_ok(ctx)) return c;
     int64_t nb = b->numel, rows = nb ? a->numel / nb : 0;
-    const float *A = a->data, *B = b->data;
-    float *C = c->data;
-#pragma omp parallel for schedule(static) if (a->numel > 65536)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < nb; j++) C[r * nb + j] = A[r * nb + j] + B[j];
+    mg_add_rows(rows, nb, a->data, b->data, c->data);
     mg_op_record(ctx, &mg_op_def_add, c, 2, (mg_tensor *[]){a, b});
     return c;
 }

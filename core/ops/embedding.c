@@ -1,25 +1,15 @@
 /* out[..., :] = W[ids[...], :]. Backward: dW[ids[t], :] += dout[t, :].
- * The scatter-add is split over column blocks, each thread walking all tokens in order: no two
- * threads touch the same element and the order of additions is fixed (race-free, deterministic). */
+ * The scatter-add (mg_embedding_bwd, rowops.h) splits the columns among threads, each walking all
+ * tokens in order: no two threads touch the same element and the order of additions is fixed
+ * (race-free, deterministic, the same bits as a plain loop). */
 #include "internal.h"
-
-enum { EMB_COLS = 16 };
+#include "minigrad/rowops.h"
 
 static void embedding_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *W = n->in[0], *ids = n->in[1];
     float *dW = mg_grad(ctx, W);
     if (!dW) return;
-    const float *dy = n->out->grad;
-    int64_t C = W->shape[1], T = ids->numel, nblk = (C + EMB_COLS - 1) / EMB_COLS;
-#pragma omp parallel for schedule(static) if (T * C > 16384)
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        int64_t c0 = blk * EMB_COLS, c1 = c0 + EMB_COLS < C ? c0 + EMB_COLS : C;
-        for (int64_t t = 0; t < T; t++) {
-            float *dst = dW + (int64_t)ids->i32[t] * C;
-            const float *src = dy + t * C;
-            for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
-        }
-    }
+    mg_embedding_bwd(ids->numel, W->shape[1], ids->i32, n->out->grad, dW);
 }
 
 const mg_op_def mg_op_def_embedding = {"mg_embedding", embedding_backward};
@@ -44,9 +34,7 @@ mg_tensor *mg_embedding(mg_ctx *ctx, mg_tensor *W, mg_tensor *ids) {
     shape[ids->ndim] = C;
     mg_tensor *y = mg_op_output(ctx, "mg_embedding", ids->ndim + 1, shape);
     if (!mg_ctx_ok(ctx)) return y;
-#pragma omp parallel for schedule(static) if (ids->numel * C > 16384)
-    for (int64_t t = 0; t < ids->numel; t++)
-        memcpy(y->data + t * C, W->data + (int64_t)ids->i32[t] * C, (size_t)C * 4);
+    mg_embedding_fwd(ids->numel, C, W->data, ids->i32, y->data);
     mg_op_record(ctx, &mg_op_def_embedding, y, 2, (mg_tensor *[]){W, ids});
     return y;
 }

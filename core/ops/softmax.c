@@ -1,35 +1,19 @@
 /* Softmax over the last dim: y_j = exp(x_j - max) / sum_k exp(x_k - max).
- * Backward: dx_j += y_j (dy_j - sum_k dy_k y_k). The output y is what backward keeps. */
+ * Backward: dx_j += y_j (dy_j - sum_k dy_k y_k). The output y is what backward keeps.
+ * A row that is all -inf (fully masked) gives zeros. Kernels: mg_softmax_fwd/_bwd (rowops.h). */
 #include "internal.h"
+#include "minigrad/rowops.h"
 
 void mg_softmax_row(const float *x, float *y, int64_t n); /* shared with attention */
 
-void mg_softmax_row(const float *x, float *y, int64_t n) {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    if (mx == -INFINITY) { /* every entry masked: a row of zeros, not NaN */
-        for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
-        return;
-    }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) sum += (y[j] = expf(x[j] - mx));
-    float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; j++) y[j] *= inv;
-}
+/* One row on the calling thread (inside a parallel region the kernel does not fork). */
+void mg_softmax_row(const float *x, float *y, int64_t n) { mg_softmax_fwd(1, n, x, y); }
 
 static void softmax_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0];
     float *dx = mg_grad(ctx, x);
     if (!dx) return;
-    const float *y = n->out->data, *dy = n->out->grad;
-    int64_t R = mg_rows(x), C = mg_cols(x);
-#pragma omp parallel for schedule(static) if (x->numel > 16384)
-    for (int64_t r = 0; r < R; r++) {
-        const float *yr = y + r * C, *gr = dy + r * C;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < C; j++) dot += gr[j] * yr[j];
-        for (int64_t j = 0; j < C; j++) dx[r * C + j] += yr[j] * (gr[j] - dot);
-    }
+    mg_softmax_bwd(mg_rows(x), mg_cols(x), n->out->data, n->out->grad, dx);
 }
 
 const mg_op_def mg_op_def_softmax = {"mg_softmax", softmax_backward};
@@ -43,9 +27,7 @@ mg_tensor *mg_softmax(mg_ctx *ctx, mg_tensor *x) {
     }
     mg_tensor *y = mg_op_output(ctx, "mg_softmax", x->ndim, x->shape);
     if (!mg_ctx_ok(ctx)) return y;
-    int64_t R = mg_rows(x), C = mg_cols(x);
-#pragma omp parallel for schedule(static) if (x->numel > 16384)
-    for (int64_t r = 0; r < R; r++) mg_softmax_row(x->data + r * C, y->data + r * C, C);
+    mg_softmax_fwd(mg_rows(x), mg_cols(x), x->data, y->data);
     mg_op_record(ctx, &mg_op_def_softmax, y, 1, (mg_tensor *[]){x});
     return y;
 }

@@ -1,0 +1,866 @@
+/* Row and elementwise kernels (minigrad/rowops.h): plain references, the per-path vector kernels
+ * (rowops_tmpl.h, compiled here once per SIMD path under a target pragma, so one binary carries
+ * all three and uses what the CPU has, as the GEMM does), and the drivers that split the work
+ * among threads.
+ *
+ * A target pragma only adds instructions to the build's own flags, so on a -march=native build of
+ * an AVX-512 host the compiler may use EVEX encodings inside the AVX2 path, and may auto-vectorise
+ * the portable path (GCC cannot inline native-target intrinsics into a function that turns AVX-512
+ * off); with -Dnative=false each path holds only its own instructions.
+ */
+#include "minigrad/rowops.h"
+#include "minigrad/kernels.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define RO_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+#define RO_GELU_C 0.044715f
+#define RO_CB 64 /* columns per block of a column sum (a multiple of every path's lane count) */
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define RO_X86 1
+#include <immintrin.h>
+#else
+#define RO_X86 0
+#endif
+
+/* ==== references: single-threaded loops with libm, what the fast kernels are checked against == */
+
+void mg_layernorm_fwd_ref(int64_t R, int64_t C, const float *x, const float *w, const float *b,
+                          float eps, float *y, float *mean, float *rstd) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C;
+        double m = 0.0, v = 0.0;
+        for (int64_t j = 0; j < C; j++) m += xr[j];
+        m /= (double)C;
+        for (int64_t j = 0; j < C; j++) v += ((double)xr[j] - m) * ((double)xr[j] - m);
+        v /= (double)C;
+        const float mf = (float)m, s = (float)(1.0 / sqrt(v + (double)eps));
+        if (mean) mean[r] = mf;
+        if (rstd) rstd[r] = s;
+        for (int64_t j = 0; j < C; j++)
+            y[r * C + j] = (xr[j] - mf) * s * (w ? w[j] : 1.0f) + (b ? b[j] : 0.0f);
+    }
+}
+
+void mg_layernorm_bwd_ref(int64_t R, int64_t C, const float *x, const float *w, const float *mean,
+                          const float *rstd, const float *dy, float *dx, float *dw, float *db) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C, *gr = dy + r * C;
+        const float m = mean[r], s = rstd[r];
+        float sg = 0.0f, sgx = 0.0f;
+        for (int64_t j = 0; j < C; j++) {
+            const float g = gr[j] * (w ? w[j] : 1.0f), xh = (xr[j] - m) * s;
+            sg += g;
+            sgx += g * xh;
+            if (dw) dw[j] += gr[j] * xh;
+            if (db) db[j] += gr[j];
+        }
+        if (!dx) continue;
+        sg /= (float)C;
+        sgx /= (float)C;
+        for (int64_t j = 0; j < C; j++) {
+            const float g = gr[j] * (w ? w[j] : 1.0f), xh = (xr[j] - m) * s;
+            dx[r * C + j] += s * (g - sg - xh * sgx);
+        }
+    }
+}
+
+static float gelu_tanh_ref(float x) {
+    const float u = RO_GELU_S * (x + RO_GELU_C * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static float gelu_tanh_grad_ref(float x) {
+    const float u = RO_GELU_S * (x + RO_GELU_C * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * RO_GELU_S * (1.0f + 3.0f * RO_GELU_C * x * x);
+}
+static float gelu_erf_ref(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+static float gelu_erf_grad_ref(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+           x * expf(-0.5f * x * x) * 0.3989422804014327f;
+}
+
+void mg_gelu_fwd_ref(mg_gelu_kind kind, int64_t n, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = kind == MG_GELU_ERF ? gelu_erf_ref(x[i]) : gelu_tanh_ref(x[i]);
+}
+
+void mg_gelu_bwd_ref(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+    for (int64_t i = 0; i < n; i++)
+        dx[i] += dy[i] * (kind == MG_GELU_ERF ? gelu_erf_grad_ref(x[i]) : gelu_tanh_grad_ref(x[i]));
+}
+
+void mg_add_rows_ref(int64_t R, int64_t N, const float *a, const float *b, float *c) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < N; j++) c[r * N + j] = a[r * N + j] + b[j];
+}
+
+void mg_add_residual_ref(int64_t R, int64_t N, const float *x, const float *h, const float *b,
+                         float *y) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < N; j++)
+            y[r * N + j] = x[r * N + j] + (h[r * N + j] + (b ? b[j] : 0.0f));
+}
+
+void mg_accumulate_ref(int64_t n, float *dst, const float *src) {
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+void mg_sum_rows_ref(int64_t R, int64_t N, const float *src, float *dst) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < N; j++) dst[j] += src[r * N + j];
+}
+
+void mg_softmax_fwd_ref(int64_t R, int64_t C, const float *x, float *y) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
+        if (mx == -INFINITY) {
+            for (int64_t j = 0; j < C; j++) yr[j] = 0.0f;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < C; j++) sum += (yr[j] = expf(xr[j] - mx));
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < C; j++) yr[j] *= inv;
+    }
+}
+
+void mg_softmax_bwd_ref(int64_t R, int64_t C, const float *y, const float *dy, float *dx) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *yr = y + r * C, *gr = dy + r * C;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < C; j++) dot += gr[j] * yr[j];
+        for (int64_t j = 0; j < C; j++) dx[r * C + j] += yr[j] * (gr[j] - dot);
+    }
+}
+
+void mg_xent_fwd_ref(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
+                     float *mx, float *ls, double *loss) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * V;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < V; j++) m = xr[j] > m ? xr[j] : m;
+        float s = 0.0f;
+        for (int64_t j = 0; j < V; j++) s += expf(xr[j] - m);
+        mx[r] = m;
+        ls[r] = logf(s);
+        loss[r] = t[r] == ignore ? 0.0 : ((double)m - (double)xr[t[r]]) + (double)ls[r];
+    }
+}
+
+void mg_xent_bwd_ref(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
+                     const float *mx, const float *ls, float g, float *dx) {
+    for (int64_t r = 0; r < R; r++) {
+        if (t[r] == ignore) continue;
+        const float *xr = x + r * V;
+        float *dr = dx + r * V;
+        for (int64_t j = 0; j < V; j++) dr[j] += g * expf((xr[j] - mx[r]) - ls[r]);
+        dr[t[r]] -= g;
+    }
+}
+
+void mg_embedding_fwd_ref(int64_t n, int64_t C, const float *W, const int32_t *ids, float *y) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < C; j++) y[i * C + j] = W[(int64_t)ids[i] * C + j];
+}
+
+void mg_embedding_bwd_ref(int64_t n, int64_t C, const int32_t *ids, const float *dy, float *dW) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < C; j++) dW[(int64_t)ids[i] * C + j] += dy[i * C + j];
+}
+
+void mg_adamw_update_ref(int64_t n, float *w, const float *g, float *m, float *v,
+                         const mg_adamw_hyper *h) {
+    const float b1 = h->beta1, b2 = h->beta2;
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        const float mh = m[i] / h->bc1, vh = v[i] / h->bc2;
+        w[i] -= h->lr * (mh / (sqrtf(vh) + h->eps) + h->weight_decay * w[i]);
+    }
+}
+
+void mg_sgd_update_ref(int64_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                       float weight_decay, bool first) {
+    for (int64_t i = 0; i < n; i++) {
+        const float d = g[i] + weight_decay * w[i];
+        buf[i] = (momentum != 0.0f && !first) ? momentum * buf[i] + d : d;
+        w[i] -= lr * buf[i];
+    }
+}
+
+/* ==== per-path kernels ======================================================================== */
+
+typedef struct ro_impl {
+    void (*ln_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, const float *w,
+                   const float *b, float eps, float *y, float *mean, float *rstd);
+    void (*ln_bwd)(int64_t r0, int64_t r1, int64_t C, const float *x, const float *w,
+                   const float *mean, const float *rstd, const float *dy, float *dx, float *pw,
+                   float *pb);
+    void (*gelu_fwd)(int kind, int64_t n, const float *x, float *y);
+    void (*gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx);
+    void (*add2)(int64_t n, const float *a, const float *b, float *c);
+    void (*add3)(int64_t n, const float *x, const float *h, const float *b, float *y);
+    void (*acc)(int64_t n, float *dst, const float *src);
+    void (*colsum)(int64_t nrows, int64_t ld, int64_t nc, const float *src, float *dst);
+    void (*softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, float *y);
+    void (*softmax_bwd)(int64_t r0, int64_t r1, int64_t C, const float *y, const float *dy,
+                        float *dx);
+    void (*xent_fwd)(int64_t r0, int64_t r1, int64_t V, const float *x, const int32_t *t,
+                     int32_t ignore, float *mx, float *ls, double *loss);
+    void (*xent_bwd)(int64_t r0, int64_t r1, int64_t V, const float *x, const int32_t *t,
+                     int32_t ignore, const float *mx, const float *ls, float g, float *dx);
+    void (*adamw)(int64_t n, float *w, const float *g, float *m, float *v, const mg_adamw_hyper *h);
+    void (*sgd)(int64_t n, float *w, const float *g, float *buf, float lr, float mu, float wd,
+                bool first);
+} ro_impl;
+
+/* ---- portable: one lane, plain C ---- */
+#define V float
+#define VL 1
+#define RO(name) name##_generic
+static inline float rog_max(float a, float b) {
+    return a > b ? a : b;
+}
+static inline float rog_min(float a, float b) {
+    return a < b ? a : b;
+}
+static inline float rog_sel(float x, float t, float a, float b) {
+    return x > t ? a : b;
+}
+/* Adding and removing 1.5 * 2^23 rounds to an integer in the current (nearest) mode. */
+static inline float rog_round(float x) {
+    return (x + 12582912.0f) - 12582912.0f;
+}
+static inline float rog_pow2(float n) {
+    const int32_t bits = (int32_t)((uint32_t)((n == n ? (int32_t)n : 0) + 127) << 23);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+#define v_zero() 0.0f
+#define v_set1(f) (f)
+#define v_load(p) (*(p))
+#define v_store(p, x) (*(p) = (x))
+#define v_load_n(p, n) ((n) > 0 ? *(p) : 0.0f)
+#define v_load_n_fill(p, n, f) ((n) > 0 ? *(p) : (f))
+#define v_store_n(p, x, n) ((n) > 0 ? (void)(*(p) = (x)) : (void)0)
+#define v_keep_n(x, n) ((n) > 0 ? (x) : 0.0f)
+#define v_add(a, b) ((a) + (b))
+#define v_sub(a, b) ((a) - (b))
+#define v_mul(a, b) ((a) * (b))
+#define v_div(a, b) ((a) / (b))
+#define v_sqrt(a) sqrtf(a)
+#define v_abs(a) fabsf(a)
+#define v_fma(a, b, c) ((a) * (b) + (c))
+#define v_fnma(a, b, c) ((c) - (a) * (b))
+#define v_max(a, b) rog_max(a, b)
+#define v_min(a, b) rog_min(a, b)
+#define v_hsum(x) (x)
+#define v_hmax(x) (x)
+#define v_round(x) rog_round(x)
+#define v_pow2(n) rog_pow2(n)
+#define v_gt_sel(x, t, a, b) rog_sel(x, t, a, b)
+#include "rowops_tmpl.h"
+#undef V
+#undef VL
+#undef RO
+#undef v_zero
+#undef v_set1
+#undef v_load
+#undef v_store
+#undef v_load_n
+#undef v_load_n_fill
+#undef v_store_n
+#undef v_keep_n
+#undef v_add
+#undef v_sub
+#undef v_mul
+#undef v_div
+#undef v_sqrt
+#undef v_abs
+#undef v_fma
+#undef v_fnma
+#undef v_max
+#undef v_min
+#undef v_hsum
+#undef v_hmax
+#undef v_round
+#undef v_pow2
+#undef v_gt_sel
+
+#if RO_X86
+/* ---- AVX2 + FMA (8 lanes) ---- */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+#define V __m256
+#define VL 8
+#define RO(name) name##_avx2
+static inline __m256i ro2_mask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/* vmaskmov does not fault on the masked-off lanes, so a tail never reads past the buffer. */
+static inline __m256 ro2_load_n(const float *p, int64_t n) {
+    return _mm256_maskload_ps(p, ro2_mask(n));
+}
+static inline __m256 ro2_load_n_fill(const float *p, int64_t n, float f) {
+    const __m256i m = ro2_mask(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(f), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+static inline void ro2_store_n(float *p, __m256 x, int64_t n) {
+    _mm256_maskstore_ps(p, ro2_mask(n), x);
+}
+static inline __m256 ro2_keep_n(__m256 x, int64_t n) {
+    return _mm256_and_ps(x, _mm256_castsi256_ps(ro2_mask(n)));
+}
+static inline float ro2_hsum(__m256 x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline float ro2_hmax(__m256 x) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline __m256 ro2_pow2(__m256 n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+#define v_zero() _mm256_setzero_ps()
+#define v_set1(f) _mm256_set1_ps(f)
+#define v_load(p) _mm256_loadu_ps(p)
+#define v_store(p, x) _mm256_storeu_ps(p, x)
+#define v_load_n(p, n) ro2_load_n(p, n)
+#define v_load_n_fill(p, n, f) ro2_load_n_fill(p, n, f)
+#define v_store_n(p, x, n) ro2_store_n(p, x, n)
+#define v_keep_n(x, n) ro2_keep_n(x, n)
+#define v_add(a, b) _mm256_add_ps(a, b)
+#define v_sub(a, b) _mm256_sub_ps(a, b)
+#define v_mul(a, b) _mm256_mul_ps(a, b)
+#define v_div(a, b) _mm256_div_ps(a, b)
+#define v_sqrt(a) _mm256_sqrt_ps(a)
+#define v_abs(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a)
+#define v_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define v_fnma(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define v_max(a, b) _mm256_max_ps(a, b)
+#define v_min(a, b) _mm256_min_ps(a, b)
+#define v_hsum(x) ro2_hsum(x)
+#define v_hmax(x) ro2_hmax(x)
+#define v_round(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define v_pow2(n) ro2_pow2(n)
+#define v_gt_sel(x, t, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, t, _CMP_GT_OQ))
+#include "rowops_tmpl.h"
+#undef V
+#undef VL
+#undef RO
+#undef v_zero
+#undef v_set1
+#undef v_load
+#undef v_store
+#undef v_load_n
+#undef v_load_n_fill
+#undef v_store_n
+#undef v_keep_n
+#undef v_add
+#undef v_sub
+#undef v_mul
+#undef v_div
+#undef v_sqrt
+#undef v_abs
+#undef v_fma
+#undef v_fnma
+#undef v_max
+#undef v_min
+#undef v_hsum
+#undef v_hmax
+#undef v_round
+#undef v_pow2
+#undef v_gt_sel
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+/* ---- AVX-512F (16 lanes) ---- */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+#define V __m512
+#define VL 16
+#define RO(name) name##_avx512
+static inline __mmask16 ro5_mask(int64_t n) {
+    return (__mmask16)((1u << n) - 1u);
+}
+static inline float ro5_hsum(__m512 x) {
+    /* Halving, in a fixed order (the same on every compiler, unlike a library reduce). */
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline __m512 ro5_pow2(__m512 n) {
+    const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+}
+#define v_zero() _mm512_setzero_ps()
+#define v_set1(f) _mm512_set1_ps(f)
+#define v_load(p) _mm512_loadu_ps(p)
+#define v_store(p, x) _mm512_storeu_ps(p, x)
+#define v_load_n(p, n) _mm512_maskz_loadu_ps(ro5_mask(n), p)
+#define v_load_n_fill(p, n, f) _mm512_mask_loadu_ps(_mm512_set1_ps(f), ro5_mask(n), p)
+#define v_store_n(p, x, n) _mm512_mask_storeu_ps(p, ro5_mask(n), x)
+#define v_keep_n(x, n) _mm512_maskz_mov_ps(ro5_mask(n), x)
+#define v_add(a, b) _mm512_add_ps(a, b)
+#define v_sub(a, b) _mm512_sub_ps(a, b)
+#define v_mul(a, b) _mm512_mul_ps(a, b)
+#define v_div(a, b) _mm512_div_ps(a, b)
+#define v_sqrt(a) _mm512_sqrt_ps(a)
+#define v_abs(a) _mm512_abs_ps(a)
+#define v_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define v_fnma(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define v_max(a, b) _mm512_max_ps(a, b)
+#define v_min(a, b) _mm512_min_ps(a, b)
+#define v_hsum(x) ro5_hsum(x)
+#define v_hmax(x) _mm512_reduce_max_ps(x)
+#define v_round(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define v_pow2(n) ro5_pow2(n)
+#define v_gt_sel(x, t, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, t, _CMP_GT_OQ), b, a)
+#include "rowops_tmpl.h"
+#undef V
+#undef VL
+#undef RO
+#undef v_zero
+#undef v_set1
+#undef v_load
+#undef v_store
+#undef v_load_n
+#undef v_load_n_fill
+#undef v_store_n
+#undef v_keep_n
+#undef v_add
+#undef v_sub
+#undef v_mul
+#undef v_div
+#undef v_sqrt
+#undef v_abs
+#undef v_fma
+#undef v_fnma
+#undef v_max
+#undef v_min
+#undef v_hsum
+#undef v_hmax
+#undef v_round
+#undef v_pow2
+#undef v_gt_sel
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* RO_X86 */
+
+static const ro_impl *ro_active(void) {
+#if RO_X86
+    switch (mg_isa_active()) {
+    case MG_ISA_AVX512:
+        return &impl_avx512;
+    case MG_ISA_AVX2:
+        return &impl_avx2;
+    case MG_ISA_GENERIC:
+        break;
+    }
+#endif
+    return &impl_generic;
+}
+
+/* ==== drivers: split the work among threads =================================================== */
+
+static int ro_threads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+typedef void (*ro_part)(const void *args, int64_t i0, int64_t i1);
+
+/* Runs part over [0, n) cut into one contiguous piece per thread, the cuts at multiples of `align`
+ * (whole cache lines of output for elementwise kernels), each piece at least `grain` items: below
+ * that, waking a thread costs more than it saves. */
+static void ro_run(int64_t n, int64_t align, int64_t grain, ro_part part, const void *args) {
+    if (n <= 0) return;
+    const int64_t units = (n + align - 1) / align, most = n / (grain > 0 ? grain : 1);
+    int nt = ro_threads();
+    if (nt > most) nt = (int)most;
+    if (nt > units) nt = (int)units;
+    if (nt <= 1) {
+        part(args, 0, n);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+    {
+        /* The runtime may grant fewer threads than asked: the pieces are then shared out. */
+        const int got = omp_get_num_threads();
+        for (int t = omp_get_thread_num(); t < nt; t += got) {
+            int64_t i0 = units * t / nt * align, i1 = units * (t + 1) / nt * align;
+            i0 = i0 < n ? i0 : n;
+            i1 = i1 < n ? i1 : n;
+            if (i0 < i1) part(args, i0, i1);
+        }
+    }
+#endif
+}
+
+/* Items of `per_item` elements each that make one thread's worth of `elems` elements. */
+static int64_t ro_grain(int64_t elems, int64_t per_item) {
+    const int64_t g = per_item > 0 ? elems / per_item : elems;
+    return g > 1 ? g : 1;
+}
+
+/* Elements of work below which a kernel stays on one thread (rough costs: adds are pure memory
+ * traffic, the exp-based kernels a few ns per element on the portable path). */
+enum { GRAIN_MEM = 65536, GRAIN_ROW = 32768, GRAIN_EXP = 16384 };
+
+#define CHUNK MG_ROWOPS_CHUNK
+
+/* ---- LayerNorm ---- */
+
+typedef struct {
+    const ro_impl *im;
+    int64_t R, C;
+    const float *x, *w, *b, *mean, *rstd, *dy;
+    float eps, *y, *mean_out, *rstd_out, *dx, *part;
+} ln_args;
+
+static void ln_fwd_part(const void *p, int64_t r0, int64_t r1) {
+    const ln_args *a = p;
+    a->im->ln_fwd(r0, r1, a->C, a->x, a->w, a->b, a->eps, a->y, a->mean_out, a->rstd_out);
+}
+
+void mg_layernorm_fwd(int64_t R, int64_t C, const float *x, const float *w, const float *b,
+                      float eps, float *y, float *mean, float *rstd) {
+    if (R <= 0 || C <= 0) return;
+    const ln_args a = {.im = ro_active(),
+                       .R = R,
+                       .C = C,
+                       .x = x,
+                       .w = w,
+                       .b = b,
+                       .eps = eps,
+                       .y = y,
+                       .mean_out = mean,
+                       .rstd_out = rstd};
+    ro_run(R, 1, ro_grain(GRAIN_ROW, C), ln_fwd_part, &a);
+}
+
+size_t mg_layernorm_bwd_workspace(int64_t R, int64_t C) {
+    if (R <= 0 || C <= 0) return 0;
+    return (size_t)((R + CHUNK - 1) / CHUNK) * 2 * (size_t)C * sizeof(float);
+}
+
+/* Chunks [c0, c1): each chunk's dw/db partials start from zero in its own slot of the scratch. */
+static void ln_bwd_part(const void *p, int64_t c0, int64_t c1) {
+    const ln_args *a = p;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < a->R ? r0 + CHUNK : a->R;
+        float *pw = a->part ? a->part + c * 2 * a->C : NULL;
+        if (pw) memset(pw, 0, (size_t)(2 * a->C) * sizeof(float));
+        a->im->ln_bwd(r0, r1, a->C, a->x, a->w, a->mean, a->rstd, a->dy, a->dx, pw,
+                      pw ? pw + a->C : NULL);
+    }
+}
+
+void mg_layernorm_bwd(int64_t R, int64_t C, const float *x, const float *w, const float *mean,
+                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                      float *ws) {
+    if (R <= 0 || C <= 0 || (!dx && !dw && !db)) return;
+    const ln_args a = {.im = ro_active(),
+                       .R = R,
+                       .C = C,
+                       .x = x,
+                       .w = w,
+                       .mean = mean,
+                       .rstd = rstd,
+                       .dy = dy,
+                       .dx = dx,
+                       .part = (dw || db) ? ws : NULL};
+    const int64_t nchunk = (R + CHUNK - 1) / CHUNK;
+    ro_run(nchunk, 1, ro_grain(GRAIN_ROW, CHUNK * C), ln_bwd_part, &a);
+    for (int64_t c = 0; a.part && c < nchunk; c++) {
+        if (dw) a.im->acc(C, dw, a.part + c * 2 * C);
+        if (db) a.im->acc(C, db, a.part + c * 2 * C + C);
+    }
+}
+
+/* ---- GELU ---- */
+
+typedef struct {
+    const ro_impl *im;
+    int kind;
+    const float *x, *dy;
+    float *y;
+} gelu_args;
+
+static void gelu_fwd_part(const void *p, int64_t i0, int64_t i1) {
+    const gelu_args *a = p;
+    a->im->gelu_fwd(a->kind, i1 - i0, a->x + i0, a->y + i0);
+}
+static void gelu_bwd_part(const void *p, int64_t i0, int64_t i1) {
+    const gelu_args *a = p;
+    a->im->gelu_bwd(a->kind, i1 - i0, a->x + i0, a->dy + i0, a->y + i0);
+}
+
+void mg_gelu_fwd(mg_gelu_kind kind, int64_t n, const float *x, float *y) {
+    const gelu_args a = {ro_active(), (int)kind, x, NULL, y};
+    ro_run(n, 16, GRAIN_EXP, gelu_fwd_part, &a);
+}
+
+void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+    const gelu_args a = {ro_active(), (int)kind, x, dy, dx};
+    ro_run(n, 16, GRAIN_EXP, gelu_bwd_part, &a);
+}
+
+/* ---- adds ---- */
+
+typedef struct {
+    const ro_impl *im;
+    int64_t N;
+    const float *a, *h, *b;
+    float *c;
+} add_args;
+
+/* Flat elements [i0, i1) of R rows of N, one call per row segment so the bias lines up. */
+static void add_part(const void *p, int64_t i0, int64_t i1) {
+    const add_args *a = p;
+    for (int64_t i = i0; i < i1;) {
+        const int64_t j = i % a->N, len = a->N - j < i1 - i ? a->N - j : i1 - i;
+        if (a->h)
+            a->im->add3(len, a->a + i, a->h + i, a->b ? a->b + j : NULL, a->c + i);
+        else
+            a->im->add2(len, a->a + i, a->b + j, a->c + i);
+        i += len;
+    }
+}
+
+void mg_add_rows(int64_t R, int64_t N, const float *a, const float *b, float *c) {
+    if (R <= 0 || N <= 0) return;
+    const add_args args = {ro_active(), N, a, NULL, b, c};
+    ro_run(R * N, 16, GRAIN_MEM, add_part, &args);
+}
+
+void mg_add_residual(int64_t R, int64_t N, const float *x, const float *h, const float *b,
+                     float *y) {
+    if (R <= 0 || N <= 0) return;
+    const add_args args = {ro_active(), N, x, h, b, y};
+    ro_run(R * N, 16, GRAIN_MEM, add_part, &args);
+}
+
+static void acc_part(const void *p, int64_t i0, int64_t i1) {
+    const add_args *a = p;
+    a->im->acc(i1 - i0, a->c + i0, a->a + i0);
+}
+
+void mg_accumulate(int64_t n, float *dst, const float *src) {
+    const add_args args = {.im = ro_active(), .a = src, .c = dst};
+    ro_run(n, 16, GRAIN_MEM, acc_part, &args);
+}
+
+typedef struct {
+    const ro_impl *im;
+    int64_t R, N;
+    const float *src;
+    float *dst;
+} sum_args;
+
+/* Column blocks [b0, b1), a chunk of rows at a time so that the chunk stays in cache while every
+ * block of the piece is summed from it. */
+static void sum_rows_part(const void *p, int64_t b0, int64_t b1) {
+    const sum_args *a = p;
+    for (int64_t r0 = 0; r0 < a->R; r0 += CHUNK) {
+        const int64_t nr = a->R - r0 < CHUNK ? a->R - r0 : CHUNK;
+        for (int64_t blk = b0; blk < b1; blk++) {
+            const int64_t j0 = blk * RO_CB, nc = a->N - j0 < RO_CB ? a->N - j0 : RO_CB;
+            a->im->colsum(nr, a->N, nc, a->src + r0 * a->N + j0, a->dst + j0);
+        }
+    }
+}
+
+void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
+    if (R <= 0 || N <= 0) return;
+    const sum_args a = {ro_active(), R, N, src, dst};
+    ro_run((N + RO_CB - 1) / RO_CB, 1, ro_grain(GRAIN_MEM, R * RO_CB), sum_rows_part, &a);
+}
+
+/* ---- softmax, cross-entropy ---- */
+
+typedef struct {
+    const ro_impl *im;
+    int64_t C;
+    const float *x, *y, *dy, *mx, *ls;
+    const int32_t *t;
+    int32_t ignore;
+    float g, *out, *mx_out, *ls_out;
+    double *loss;
+} sm_args;
+
+static void softmax_fwd_part(const void *p, int64_t r0, int64_t r1) {
+    const sm_args *a = p;
+    a->im->softmax_fwd(r0, r1, a->C, a->x, a->out);
+}
+static void softmax_bwd_part(const void *p, int64_t r0, int64_t r1) {
+    const sm_args *a = p;
+    a->im->softmax_bwd(r0, r1, a->C, a->y, a->dy, a->out);
+}
+
+void mg_softmax_fwd(int64_t R, int64_t C, const float *x, float *y) {
+    if (R <= 0 || C <= 0) return;
+    const sm_args a = {.im = ro_active(), .C = C, .x = x, .out = y};
+    ro_run(R, 1, ro_grain(GRAIN_EXP, C), softmax_fwd_part, &a);
+}
+
+void mg_softmax_bwd(int64_t R, int64_t C, const float *y, const float *dy, float *dx) {
+    if (R <= 0 || C <= 0) return;
+    const sm_args a = {.im = ro_active(), .C = C, .y = y, .dy = dy, .out = dx};
+    ro_run(R, 1, ro_grain(GRAIN_ROW, C), softmax_bwd_part, &a);
+}
+
+static void xent_fwd_part(const void *p, int64_t r0, int64_t r1) {
+    const sm_args *a = p;
+    a->im->xent_fwd(r0, r1, a->C, a->x, a->t, a->ignore, a->mx_out, a->ls_out, a->loss);
+}
+static void xent_bwd_part(const void *p, int64_t r0, int64_t r1) {
+    const sm_args *a = p;
+    a->im->xent_bwd(r0, r1, a->C, a->x, a->t, a->ignore, a->mx, a->ls, a->g, a->out);
+}
+
+void mg_xent_fwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore, float *mx,
+                 float *ls, double *loss) {
+    if (R <= 0) return;
+    if (V <= 0) { /* no classes: only ignored rows can exist, and they cost nothing */
+        for (int64_t r = 0; r < R; r++) mx[r] = ls[r] = -INFINITY, loss[r] = 0.0;
+        return;
+    }
+    const sm_args a = {.im = ro_active(),
+                       .C = V,
+                       .x = x,
+                       .t = t,
+                       .ignore = ignore,
+                       .mx_out = mx,
+                       .ls_out = ls,
+                       .loss = loss};
+    ro_run(R, 1, ro_grain(GRAIN_EXP, V), xent_fwd_part, &a);
+}
+
+void mg_xent_bwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
+                 const float *mx, const float *ls, float g, float *dx) {
+    if (R <= 0 || V <= 0) return;
+    const sm_args a = {.im = ro_active(),
+                       .C = V,
+                       .x = x,
+                       .t = t,
+                       .ignore = ignore,
+                       .mx = mx,
+                       .ls = ls,
+                       .g = g,
+                       .out = dx};
+    ro_run(R, 1, ro_grain(GRAIN_EXP, V), xent_bwd_part, &a);
+}
+
+/* ---- embedding ---- */
+
+typedef struct {
+    const ro_impl *im;
+    int64_t n, C;
+    const float *src;
+    const int32_t *ids;
+    float *dst;
+} emb_args;
+
+static void emb_fwd_part(const void *p, int64_t i0, int64_t i1) {
+    const emb_args *a = p;
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(a->dst + i * a->C, a->src + (int64_t)a->ids[i] * a->C, (size_t)a->C * sizeof(float));
+}
+
+void mg_embedding_fwd(int64_t n, int64_t C, const float *W, const int32_t *ids, float *y) {
+    if (n <= 0 || C <= 0) return;
+    const emb_args a = {ro_active(), n, C, W, ids, y};
+    ro_run(n, 1, ro_grain(GRAIN_MEM, C), emb_fwd_part, &a);
+}
+
+/* Columns [j0, j1) of every row of dW, the ids walked in order. */
+static void emb_bwd_part(const void *p, int64_t j0, int64_t j1) {
+    const emb_args *a = p;
+    for (int64_t i = 0; i < a->n; i++)
+        a->im->acc(j1 - j0, a->dst + (int64_t)a->ids[i] * a->C + j0, a->src + i * a->C + j0);
+}
+
+void mg_embedding_bwd(int64_t n, int64_t C, const int32_t *ids, const float *dy, float *dW) {
+    if (n <= 0 || C <= 0) return;
+    const emb_args a = {ro_active(), n, C, dy, ids, dW};
+    ro_run(C, 16, ro_grain(GRAIN_MEM, n), emb_bwd_part, &a);
+}
+
+/* ---- optimizer updates ---- */
+
+typedef struct {
+    const ro_impl *im;
+    float *w, *m, *v;
+    const float *g;
+    const mg_adamw_hyper *h;
+    float lr, mu, wd;
+    bool first;
+} opt_args;
+
+static void adamw_part(const void *p, int64_t i0, int64_t i1) {
+    const opt_args *a = p;
+    a->im->adamw(i1 - i0, a->w + i0, a->g + i0, a->m + i0, a->v + i0, a->h);
+}
+static void sgd_part(const void *p, int64_t i0, int64_t i1) {
+    const opt_args *a = p;
+    a->im->sgd(i1 - i0, a->w + i0, a->g + i0, a->m + i0, a->lr, a->mu, a->wd, a->first);
+}
+
+void mg_adamw_update(int64_t n, float *w, const float *g, float *m, float *v,
+                     const mg_adamw_hyper *h) {
+    const opt_args a = {.im = ro_active(), .w = w, .m = m, .v = v, .g = g, .h = h};
+    ro_run(n, 16, GRAIN_ROW, adamw_part, &a);
+}
+
+void mg_sgd_update(int64_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                   float weight_decay, bool first) {
+    const opt_args a = {.im = ro_active(),
+                        .w = w,
+                        .m = buf,
+                        .g = g,
+                        .lr = lr,
+                        .mu = momentum,
+                        .wd = weight_decay,
+                        .first = first};
+    ro_run(n, 16, GRAIN_MEM, sgd_part, &a);
+}
