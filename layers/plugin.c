@@ -144,9 +144,11 @@ static mg_status load_path(const char *path) {
     if (st != MG_OK) {
         if (p.err != MG_OK)
             mg_set_error(st, "%s", p.msg);
-        else
-            mg_set_error(st, "%s: %s failed (%s): %s", path, MG_PLUGIN_INIT_SYMBOL, mg_status_str(st),
-                         *mg_last_error() ? mg_last_error() : "no message");
+        else {
+            char why[1024]; /* copied: mg_set_error writes the buffer mg_last_error points into */
+            snprintf(why, sizeof why, "%s", *mg_last_error() ? mg_last_error() : "no message");
+            mg_set_error(st, "%s: %s failed (%s): %s", path, MG_PLUGIN_INIT_SYMBOL, mg_status_str(st), why);
+        }
     } else if (p.err != MG_OK) {
         st = mg_set_error(p.err, "%s", p.msg); /* init ignored a refusal: refuse the whole plugin */
     } else if (p.n == 0) {

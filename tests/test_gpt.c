@@ -1,0 +1,710 @@
+/* The GPT model: gradient checks of the whole model for every positional scheme, the golden
+ * logits of POSENC-TASKS.md section 7 (the bidirectional classifier built from the same layers)
+ * with its permutation (none) and reflection (alibi) equivariances, incremental decoding and
+ * KV-cache generation against full recomputation, sampling rules, checkpoints (bit-exact round
+ * trip, every malformed case at the model level, a good file never harmed), and exact resume.
+ * alibi comes from the plugin in the build tree, loaded on demand as a user's model would. */
+#include "layer_check.h"
+#include "minigrad/checkpoint.h"
+#include "minigrad/gpt.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+static const char *const schemes[] = {"none", "learned", "sinusoidal", "learned+sinusoidal", "rope", "alibi"};
+enum { N_SCHEMES = 6 };
+
+static char tmpdir[64];
+
+static void setup(void) {
+    mg_log_set(lc_quiet_log, NULL);
+    lc_use_build_plugins();
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mg_test_gpt_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name) {
+    static char p[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+#define ASSERT_ERR(expr, code, ...)                                                                \
+    do {                                                                                           \
+        ck_assert_int_eq((expr), (code));                                                          \
+        const char *subs_[] = {__VA_ARGS__};                                                       \
+        for (size_t k_ = 0; k_ < sizeof subs_ / sizeof subs_[0]; k_++)                             \
+            ck_assert_msg(strstr(mg_last_error(), subs_[k_]), "message '%s' lacks '%s'", mg_last_error(), subs_[k_]); \
+    } while (0)
+
+static mg_gpt_config small(const char *pos) {
+    mg_gpt_config c = mg_gpt_config_default();
+    c.vocab_size = 11, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.n_embd = 8;
+    c.init_std = 0.3f; /* larger than GPT-2's so attention and logits are far from uniform */
+    snprintf(c.pos, sizeof c.pos, "%s", pos);
+    return c;
+}
+
+static mg_gpt *make(const mg_gpt_config *c, uint64_t seed) {
+    mg_rng rng = mg_rng_make(seed);
+    mg_gpt *g = NULL;
+    ck_assert_msg(mg_gpt_new(c, &rng, &g) == MG_OK, "%s: %s", c->pos, mg_last_error());
+    return g;
+}
+
+/* ---- gradient check of the whole model ---- */
+
+typedef struct {
+    mg_gpt *g;
+    int32_t ids[2 * 6];
+} gpt_run;
+
+static mg_tensor *gpt_fwd(void *user, mg_ctx *ctx, mg_tensor **in_t) {
+    (void)in_t;
+    gpt_run *r = user;
+    return mg_gpt_forward(r->g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 6}, r->ids), NULL);
+}
+
+/* Every scheme on the causal GPT-2 layout, then the posenc classifier layout (bidirectional, erf,
+ * sqrt(d) embedding scale, untied head with bias) with alibi and rope.
+ * Tolerance: h 3e-3, atol 3e-3, rtol 3e-2, 24 elements per tensor: two blocks deep, h 1e-2 already
+ * shows O(h^2) truncation with the sqrt(d)-scaled embedding, while float32 rounding costs only
+ * about 1e-4 at h 3e-3 (L ~ 10, relative error 6e-8, divided by 2h). */
+START_TEST(gpt_gradcheck) {
+    mg_gpt_config c;
+    if (_i < N_SCHEMES) {
+        c = small(schemes[_i]);
+    } else {
+        c = small(_i == N_SCHEMES ? "alibi" : "rope");
+        c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = sqrtf(8.0f), c.tied_head = false, c.head_bias = true;
+    }
+    gpt_run r = {make(&c, 10 + (uint64_t)_i), {0}};
+    mg_params *P = mg_gpt_params(r.g);
+    mg_rng rng = mg_rng_make(99);
+    for (int i = 0; i < mg_params_len(P); i++) { /* LayerNorm gains and biases off their 1 and 0 */
+        mg_tensor *p = mg_params_at(P, i);
+        if (strstr(p->name, "ln_") || strstr(p->name, "bias"))
+            for (int64_t j = 0; j < p->numel; j++) p->data[j] += mg_rng_range(&rng, -0.3f, 0.3f);
+    }
+    for (int i = 0; i < 12; i++) r.ids[i] = (int32_t)mg_rng_below(&rng, 11);
+    char what[96];
+    snprintf(what, sizeof what, "gpt pos=%s%s", c.pos, c.causal ? "" : " (classifier layout)");
+    int n = lc_gradcheck(what, gpt_fwd, &r, P, NULL, 0, (lc_tol){3e-3f, 3e-3f, 3e-2f, 24}, 7 + (uint64_t)_i);
+    ck_assert_int_gt(n, 200);
+    mg_gpt_free(r.g);
+}
+END_TEST
+
+START_TEST(loss_is_mean_cross_entropy) {
+    mg_gpt_config c = small("learned");
+    mg_gpt *g = make(&c, 3);
+    mg_ctx *ctx = mg_ctx_new(0);
+    int32_t ids[12], tg[12];
+    mg_rng rng = mg_rng_make(4);
+    for (int i = 0; i < 12; i++) ids[i] = (int32_t)mg_rng_below(&rng, 11), tg[i] = (int32_t)mg_rng_below(&rng, 11);
+    tg[5] = -1; /* ignored */
+    mg_tensor *idt = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 6}, ids);
+    mg_tensor *tgt = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 6}, tg);
+    mg_tensor *logits = mg_gpt_forward(g, ctx, idt, NULL);
+    ck_assert_int_eq(logits->shape[0], 2);
+    ck_assert_int_eq(logits->shape[1], 6);
+    ck_assert_int_eq(logits->shape[2], 11);
+    double want = 0.0;
+    for (int p = 0; p < 12; p++) {
+        if (tg[p] < 0) continue;
+        const float *l = logits->data + p * 11;
+        double mx = l[0], s = 0.0;
+        for (int v = 1; v < 11; v++) mx = l[v] > mx ? l[v] : mx;
+        for (int v = 0; v < 11; v++) s += exp(l[v] - mx);
+        want += -(l[tg[p]] - mx - log(s));
+    }
+    want /= 11.0;
+    mg_tensor *loss = mg_gpt_loss(g, ctx, idt, tgt, NULL);
+    ck_assert_double_eq_tol(loss->data[0], want, 1e-5);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* ---- POSENC-TASKS.md section 7 ---- */
+
+typedef struct {
+    double sum, first[4];
+} golden;
+
+static const golden goldens[N_SCHEMES] = {
+    {-42.041883, {-1.453762, 0.425762, -1.162289, 0.571421}}, /* none */
+    {-44.261774, {-1.482104, 0.361975, -1.037306, 0.559513}}, /* learned */
+    {-27.875574, {-1.246886, 0.681284, -0.388223, 0.459728}}, /* sin */
+    {-29.917710, {-1.268311, 0.631044, -0.334061, 0.446623}}, /* learned_sin */
+    {-43.212427, {-1.438766, 0.347271, -1.172973, 0.568156}}, /* rope */
+    {-42.227777, {-1.503081, 0.400652, -1.120994, 0.536787}}, /* alibi */
+};
+
+/* Fills rows x cols values of a PyTorch-layout tensor in row-major order: w = c + a (2u - 1).
+ * transpose: the store holds it [cols][rows] (minigrad's Linear is [in][out]). */
+static void fill(mg_rng *r, mg_tensor *t, int64_t rows, int64_t cols, bool transpose, double c, double a) {
+    ck_assert_int_eq(t->numel, rows * cols);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            double u = mg_rng_double(r);
+            t->data[transpose ? j * rows + i : i * cols + j] = (float)(c + a * (2.0 * u - 1.0));
+        }
+}
+
+static mg_tensor *P_(mg_gpt *g, const char *name) {
+    mg_tensor *t = mg_params_find(mg_gpt_params(g), name);
+    ck_assert_msg(t != NULL, "no parameter %s", name);
+    return t;
+}
+
+static mg_gpt *posenc_model(const char *pos) {
+    mg_gpt_config c = mg_gpt_config_default();
+    c.vocab_size = 16, c.block_size = 32, c.n_layer = 2, c.n_head = 4, c.n_embd = 64;
+    c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = 8.0f, c.tied_head = false, c.head_bias = true;
+    snprintf(c.pos, sizeof c.pos, "%s", pos);
+    mg_gpt *g = make(&c, 1);
+    const int64_t d = 64, dff = 256, V = 16, L = 32;
+    const double s = 1.0 / sqrt((double)d), s2 = 1.0 / sqrt((double)dff);
+    mg_rng r = mg_rng_make(0x601DE0);
+    char n[64];
+    fill(&r, P_(g, "wte.weight"), V, d, false, 0, 0.1);
+    for (int l = 0; l < 2; l++) {
+#define NM(x) (snprintf(n, sizeof n, "h.%d." x, l), n)
+        fill(&r, P_(g, NM("ln_1.weight")), 1, d, false, 1, 0.1);
+        fill(&r, P_(g, NM("ln_1.bias")), 1, d, false, 0, 0.1);
+        fill(&r, P_(g, NM("attn.c_attn.weight")), 3 * d, d, true, 0, s);
+        fill(&r, P_(g, NM("attn.c_attn.bias")), 1, 3 * d, false, 0, s);
+        fill(&r, P_(g, NM("attn.c_proj.weight")), d, d, true, 0, s);
+        fill(&r, P_(g, NM("attn.c_proj.bias")), 1, d, false, 0, s);
+        fill(&r, P_(g, NM("ln_2.weight")), 1, d, false, 1, 0.1);
+        fill(&r, P_(g, NM("ln_2.bias")), 1, d, false, 0, 0.1);
+        fill(&r, P_(g, NM("mlp.c_fc.weight")), dff, d, true, 0, s);
+        fill(&r, P_(g, NM("mlp.c_fc.bias")), 1, dff, false, 0, s);
+        fill(&r, P_(g, NM("mlp.c_proj.weight")), d, dff, true, 0, s2);
+        fill(&r, P_(g, NM("mlp.c_proj.bias")), 1, d, false, 0, s2);
+#undef NM
+    }
+    fill(&r, P_(g, "ln_f.weight"), 1, d, false, 1, 0.1);
+    fill(&r, P_(g, "ln_f.bias"), 1, d, false, 0, 0.1);
+    fill(&r, P_(g, "lm_head.weight"), V, d, true, 0, s);
+    fill(&r, P_(g, "lm_head.bias"), 1, V, false, 0, s);
+    if (strncmp(pos, "learned", 7) == 0) fill(&r, P_(g, "wpe.weight"), L, d, false, 0, 0.1);
+    int n_expected = 1 + 2 * 12 + 2 + 2 + (strncmp(pos, "learned", 7) == 0);
+    ck_assert_int_eq(mg_params_len(mg_gpt_params(g)), n_expected); /* every parameter was filled */
+    ck_assert_int_eq(mg_params_numel(mg_gpt_params(g)), strncmp(pos, "learned", 7) == 0 ? 104208 : 102160);
+    return g;
+}
+
+/* The first two sequences of rev/val (POSENC-TASKS.md section 2). */
+static void rev_val_first2(int32_t x[64]) {
+    mg_rng r = mg_rng_make(0x5EED0001);
+    for (int i = 0; i < 64; i++) x[i] = (int32_t)mg_rng_below(&r, 16);
+    static const int32_t row0[32] = {0, 13, 7, 2, 5, 9, 8, 14, 4, 10, 12, 2, 11, 11, 4, 7,
+                                     3, 0, 14, 15, 2, 11, 7, 10, 14, 0, 0, 10, 0, 12, 4, 5};
+    ck_assert_mem_eq(x, row0, sizeof row0);
+}
+
+static mg_tensor *logits_of(mg_gpt *g, mg_ctx *ctx, int32_t *x, int64_t B) {
+    mg_tensor *y = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, 32}, x), NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    return y;
+}
+
+START_TEST(posenc_golden_logits) {
+    mg_gpt *g = posenc_model(schemes[_i]);
+    int32_t x[64];
+    rev_val_first2(x);
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_tensor *y = logits_of(g, ctx, x, 2);
+    ck_assert_int_eq(y->numel, 2 * 32 * 16);
+    double sum = 0.0;
+    for (int64_t i = 0; i < y->numel; i++) sum += y->data[i];
+    const golden *w = &goldens[_i];
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(fabs(y->data[k] - w->first[k]) < 1e-4, "%s: logits[0,0,%d] = %.6f, golden %.6f", schemes[_i], k,
+                      (double)y->data[k], w->first[k]);
+    ck_assert_msg(fabs(sum - w->sum) < 2e-3, "%s: sum of logits %.6f, golden %.6f", schemes[_i], sum, w->sum);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* max |f(x')[i] - f(x)[map(i)]| over the 32 positions and 16 classes, where x'[i] = x[map(i)]. */
+static double equivariance_gap(const char *pos, const int *map) {
+    mg_gpt *g = posenc_model(pos);
+    int32_t x[64], xp[32];
+    rev_val_first2(x);
+    for (int i = 0; i < 32; i++) xp[i] = x[map[i]];
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_tensor *a = logits_of(g, ctx, x, 1), *b = logits_of(g, ctx, xp, 1);
+    double gap = 0.0;
+    for (int i = 0; i < 32; i++)
+        for (int v = 0; v < 16; v++) gap = fmax(gap, fabs(b->data[i * 16 + v] - a->data[map[i] * 16 + v]));
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+    return gap;
+}
+
+START_TEST(posenc_equivariances) {
+    /* the perm task's pi (POSENC-TASKS.md section 2) as an arbitrary permutation; the reversal */
+    static const int pi[32] = {5, 10, 3, 27, 23, 24, 9, 22, 21, 17, 1, 8, 14, 0, 28, 12,
+                               30, 15, 11, 25, 13, 6, 20, 2, 29, 18, 31, 26, 7, 16, 4, 19};
+    int rev[32];
+    for (int i = 0; i < 32; i++) rev[i] = 31 - i;
+    double none_perm = equivariance_gap("none", pi), alibi_rev = equivariance_gap("alibi", rev);
+    ck_assert_msg(none_perm < 2e-5, "none is not permutation-equivariant: gap %g", none_perm);
+    ck_assert_msg(alibi_rev < 2e-5, "alibi is not reflection-equivariant: gap %g", alibi_rev);
+    /* the property is not trivially true: schemes that see absolute order break it */
+    ck_assert_msg(equivariance_gap("learned", pi) > 1e-2, "learned should not be permutation-equivariant");
+    ck_assert_msg(equivariance_gap("alibi", pi) > 1e-2, "alibi should not be permutation-equivariant");
+    ck_assert_msg(equivariance_gap("sinusoidal", rev) > 1e-2, "sinusoidal should not be reflection-equivariant");
+}
+END_TEST
+
+/* ---- incremental decoding ---- */
+
+/* Logits of a prefix run then one token at a time through KV caches equal the full forward. */
+START_TEST(kv_cache_matches_full_forward) {
+    mg_gpt_config c = small(schemes[_i]);
+    mg_gpt *g = make(&c, 20 + (uint64_t)_i);
+    int32_t ids[7] = {3, 1, 4, 1, 5, 9, 2};
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_tensor *full = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 7}, ids), NULL);
+    int64_t H = c.n_head, D = c.n_embd / c.n_head, cap = 8;
+    float *slab = calloc((size_t)(2 * c.n_layer * H * cap * D), sizeof(float));
+    mg_kv_cache kv[2];
+    for (int l = 0; l < 2; l++) kv[l] = (mg_kv_cache){slab + 2 * l * H * cap * D, slab + (2 * l + 1) * H * cap * D, 1, H, cap, D, 0};
+    int64_t pos = 0;
+    for (int step = 0; pos < 7; step++) {
+        int64_t T = step == 0 ? 3 : 1; /* a 3-token prompt, then one position per token */
+        mg_fwd a = {.pos0 = pos, .kv = kv};
+        mg_tensor *y = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, T}, ids + pos), &a);
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        ck_assert_int_eq(y->shape[1], T);
+        for (int64_t t = 0; t < T; t++)
+            for (int v = 0; v < 11; v++)
+                ck_assert_msg(fabsf(y->data[t * 11 + v] - full->data[(pos + t) * 11 + v]) < 1e-5f,
+                              "pos=%s position %lld token %d: cached %g vs full %g", c.pos, (long long)(pos + t), v,
+                              (double)y->data[t * 11 + v], (double)full->data[(pos + t) * 11 + v]);
+        pos += T;
+        ck_assert_int_eq(kv[1].len, pos);
+    }
+    free(slab);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
+typedef struct {
+    int32_t tok[64];
+    float logits[64][11];
+    int n;
+} gen_rec;
+
+static bool record(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
+    gen_rec *r = user;
+    ck_assert_int_eq(step, r->n);
+    ck_assert_int_eq(vocab, 11);
+    r->tok[r->n] = token;
+    memcpy(r->logits[r->n], logits, sizeof r->logits[0]);
+    r->n++;
+    return true;
+}
+
+/* 3 prompt tokens + 14 new ones: past block_size 8, so learned tables crop and re-run while the
+ * other schemes keep extending their caches. Sampled tokens identical, logits within 1e-5. */
+START_TEST(generation_with_cache_equals_recomputation) {
+    mg_gpt_config c = small(schemes[_i]);
+    mg_gpt *g = make(&c, 30 + (uint64_t)_i);
+    const int32_t prompt[3] = {2, 7, 1};
+    gen_rec a = {.n = 0}, b = {.n = 0};
+    int32_t out[14];
+    int64_t n_out = 0;
+    mg_gen_opts o = {.max_new_tokens = 14, .temperature = 0.9f, .top_k = 6, .top_p = 0.95f, .on_token = record, .user = &a};
+    mg_rng r1 = mg_rng_make(5), r2 = mg_rng_make(5);
+    ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, &r1, out, &n_out) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(n_out, 14);
+    o.no_cache = true, o.user = &b;
+    ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, &r2, NULL, NULL) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(a.n, 14);
+    ck_assert_int_eq(b.n, 14);
+    for (int s = 0; s < 14; s++) {
+        ck_assert_int_eq(out[s], a.tok[s]);
+        ck_assert_msg(a.tok[s] == b.tok[s], "pos=%s step %d: cached drew %d, recomputed %d", c.pos, s, a.tok[s], b.tok[s]);
+        for (int v = 0; v < 11; v++)
+            ck_assert_msg(fabsf(a.logits[s][v] - b.logits[s][v]) < 1e-5f, "pos=%s step %d token %d: %g vs %g", c.pos, s,
+                          v, (double)a.logits[s][v], (double)b.logits[s][v]);
+    }
+    ck_assert(r1.s == r2.s); /* one draw per token on both paths */
+    mg_gpt_free(g);
+}
+END_TEST
+
+static bool stop_after_3(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
+    (void)token, (void)logits, (void)vocab;
+    *(int *)user += 1;
+    return step < 2;
+}
+
+START_TEST(generation_options_and_errors) {
+    mg_gpt_config c = small("learned");
+    mg_gpt *g = make(&c, 40);
+    int32_t prompt[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2}, out[8];
+    int64_t n = -1;
+    int calls = 0;
+    mg_gen_opts o = {.max_new_tokens = 8, .on_token = stop_after_3, .user = &calls};
+    /* a prompt longer than the table is cropped; greedy needs no rng; the callback stops early */
+    ck_assert_msg(mg_gpt_generate(g, prompt, 12, &o, NULL, out, &n) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(calls, 3);
+    ASSERT_ERR(mg_gpt_generate(g, prompt, 0, &o, NULL, out, &n), MG_ERR_INVALID, "at least one token");
+    prompt[1] = 11;
+    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "prompt token 1 is 11, outside [0, 11)");
+    prompt[1] = 2;
+    o.temperature = 1.0f;
+    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "needs an rng");
+    o.max_context = 9;
+    mg_rng r = mg_rng_make(1);
+    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context 9 exceeds the positional table's 8 rows");
+    mg_gpt_free(g);
+}
+END_TEST
+
+START_TEST(sampling_rules) {
+    const float logits[6] = {0.5f, 2.0f, -1.0f, 1.9f, 0.0f, 2.0f};
+    mg_rng r = mg_rng_make(11);
+    ck_assert_int_eq(mg_sample_logits(logits, 6, 0.0f, 0, 0.0f, NULL, NULL), 1); /* greedy: first maximum */
+    uint64_t s0 = r.s;
+    ck_assert_int_eq(mg_sample_logits(logits, 6, 1.0f, 1, 0.0f, &r, NULL), 1); /* top-1 keeps the first max */
+    ck_assert(r.s != s0);                                                     /* and still draws once */
+    int counts[6] = {0};
+    for (int i = 0; i < 20000; i++) counts[mg_sample_logits(logits, 6, 1.0f, 3, 0.0f, &r, NULL)]++;
+    ck_assert_int_eq(counts[0] + counts[2] + counts[4], 0); /* top-3: only 1, 5, 3 */
+    double z = exp(2.0) * 2 + exp(1.9);
+    ck_assert_double_eq_tol(counts[3] / 20000.0, exp(1.9) / z, 0.015);
+    ck_assert_double_eq_tol(counts[1] / 20000.0, exp(2.0) / z, 0.015);
+    /* top-p 0.5: the two tokens at 2.0 already hold more than half of the mass */
+    memset(counts, 0, sizeof counts);
+    for (int i = 0; i < 4000; i++) counts[mg_sample_logits(logits, 6, 1.0f, 0, 0.5f, &r, NULL)]++;
+    ck_assert_int_eq(counts[1] + counts[5], 4000);
+    ck_assert_int_gt(counts[1], 1700);
+    ck_assert_int_gt(counts[5], 1700);
+    /* no filter, very low temperature: practically greedy among the tied maxima */
+    memset(counts, 0, sizeof counts);
+    for (int i = 0; i < 2000; i++) counts[mg_sample_logits(logits, 6, 1.0f, 0, 1.0f, &r, NULL)]++;
+    for (int v = 0; v < 6; v++) ck_assert_int_gt(counts[v], v == 2 ? 10 : 50);
+}
+END_TEST
+
+/* ---- checkpoints ---- */
+
+static void assert_same_params(mg_gpt *a, mg_gpt *b) {
+    mg_params *pa = mg_gpt_params(a), *pb = mg_gpt_params(b);
+    ck_assert_int_eq(mg_params_len(pa), mg_params_len(pb));
+    for (int i = 0; i < mg_params_len(pa); i++) {
+        mg_tensor *x = mg_params_at(pa, i), *y = mg_params_find(pb, x->name);
+        ck_assert_msg(y != NULL, "%s missing", x->name);
+        ck_assert_int_eq(x->numel, y->numel);
+        ck_assert_msg(memcmp(x->data, y->data, (size_t)x->numel * 4) == 0, "%s differs", x->name);
+    }
+}
+
+START_TEST(checkpoint_round_trip_bit_exact) {
+    for (int k = 0; k < 2; k++) {
+        mg_gpt_config c = small(k ? "alibi" : "learned+sinusoidal");
+        if (k) { /* the classifier layout and a positional option survive too */
+            c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = 8.0f, c.tied_head = false, c.head_bias = true;
+            c.dropout = 0.125f;
+        } else {
+            snprintf(c.pos_opts, sizeof c.pos_opts, "base=500,bound=0.25");
+        }
+        mg_gpt *g = make(&c, 50 + (uint64_t)k);
+        const char *path = tmp_path("model.safetensors");
+        mg_st_meta extra[2] = {{"tokenizer", "char"}, {"tokenizer.chars", "\n !abc\xc3\xa9"}};
+        ck_assert_msg(mg_gpt_save(g, path, extra, 2) == MG_OK, "%s", mg_last_error());
+        mg_gpt *h = NULL;
+        mg_st_file *f = NULL;
+        ck_assert_msg(mg_gpt_from_checkpoint(path, &h, &f) == MG_OK, "%s", mg_last_error());
+        assert_same_params(g, h);
+        const mg_gpt_config *hc = mg_gpt_cfg(h);
+        ck_assert_int_eq(hc->n_layer, c.n_layer);
+        ck_assert_str_eq(hc->pos, c.pos);
+        ck_assert_str_eq(hc->pos_opts, c.pos_opts);
+        ck_assert(hc->causal == c.causal && hc->gelu == c.gelu && hc->tied_head == c.tied_head);
+        ck_assert(hc->head_bias == c.head_bias && hc->emb_scale == c.emb_scale && hc->dropout == c.dropout);
+        ck_assert_str_eq(mg_st_meta_get(f, "format"), "minigrad-gpt");
+        ck_assert_str_eq(mg_st_meta_get(f, "n_embd"), "8");
+        ck_assert_str_eq(mg_st_meta_get(f, "tokenizer.chars"), "\n !abc\xc3\xa9");
+        ck_assert_int_ge(mg_st_find(f, "wte.weight"), 0);
+        ck_assert_int_eq(mg_st_find(f, "lm_head.weight") >= 0, !c.tied_head);
+        mg_st_close(f);
+        /* the same logits from both */
+        mg_ctx *ctx = mg_ctx_new(0);
+        int32_t ids[5] = {1, 2, 3, 4, 5};
+        mg_tensor *ya = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 5}, ids), NULL);
+        mg_tensor *yb = mg_gpt_forward(h, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 5}, ids), NULL);
+        ck_assert_mem_eq(ya->data, yb->data, (size_t)ya->numel * 4);
+        mg_ctx_free(ctx);
+        /* loading into an existing model of the same config */
+        mg_gpt *z = make(&c, 999);
+        ck_assert_msg(mg_gpt_load(z, path) == MG_OK, "%s", mg_last_error());
+        assert_same_params(g, z);
+        mg_gpt_free(z);
+        mg_gpt_free(h);
+        mg_gpt_free(g);
+    }
+}
+END_TEST
+
+/* Writes the model's tensors, minus `drop`, with tensor `reshape` given `new_dim0` rows, plus an
+ * `extra` tensor when non-NULL, and the metadata with `key` set to `val` (NULL val: key left out). */
+static void write_variant(mg_gpt *g, const char *path, const char *drop, const char *reshape, int64_t new_dim0,
+                          const char *extra, const char *key, const char *val) {
+    mg_params *P = mg_gpt_params(g);
+    mg_st_entry e[64];
+    int n = 0;
+    static float zeros[1024];
+    for (int i = 0; i < mg_params_len(P); i++) {
+        mg_tensor *t = mg_params_at(P, i);
+        if (drop && strcmp(t->name, drop) == 0) continue;
+        e[n] = (mg_st_entry){t->name, t->ndim, {0}, t->data};
+        for (int d = 0; d < t->ndim; d++) e[n].shape[d] = t->shape[d];
+        if (reshape && strcmp(t->name, reshape) == 0) e[n].shape[0] = new_dim0, e[n].data = zeros;
+        n++;
+    }
+    if (extra) e[n++] = (mg_st_entry){extra, 1, {3}, zeros};
+    mg_st_meta meta[MG_GPT_META_MAX];
+    char buf[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int m = mg_gpt_config_to_meta(mg_gpt_cfg(g), meta, buf), k = 0;
+    mg_st_meta out[MG_GPT_META_MAX];
+    for (int i = 0; i < m; i++) {
+        if (key && strcmp(meta[i].key, key) == 0) {
+            if (val) out[k++] = (mg_st_meta){key, val};
+        } else {
+            out[k++] = meta[i];
+        }
+    }
+    ck_assert_msg(mg_safetensors_write(path, e, n, out, k) == MG_OK, "%s", mg_last_error());
+}
+
+START_TEST(malformed_checkpoints_at_model_level) {
+    mg_gpt_config c = small("learned");
+    mg_gpt *g = make(&c, 60);
+    mg_params *P = mg_gpt_params(g);
+    int64_t slab = mg_params_slab_size(P);
+    float *before = malloc((size_t)slab * 4);
+    memcpy(before, mg_params_data(P), (size_t)slab * 4);
+    mg_gpt *other = make(&c, 61); /* source of the files' (different) values */
+    const char *p = tmp_path("bad.safetensors");
+#define UNTOUCHED() ck_assert_msg(memcmp(before, mg_params_data(P), (size_t)slab * 4) == 0, "a failed load wrote into the model")
+
+    write_variant(other, p, NULL, "ln_f.weight", 7, NULL, NULL, NULL);
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "ln_f.weight: shape in file (7) vs model (8)");
+    UNTOUCHED();
+    write_variant(other, p, "h.1.attn.c_proj.bias", NULL, 0, NULL, NULL, NULL);
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_NOT_FOUND, "missing tensor 'h.1.attn.c_proj.bias'");
+    UNTOUCHED();
+    write_variant(other, p, NULL, NULL, 0, "lm_head.bias", NULL, NULL);
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "unexpected tensor 'lm_head.bias'");
+    UNTOUCHED();
+    write_variant(other, p, NULL, NULL, 0, NULL, "n_layer", "3");
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__ n_layer = '3' but the model has n_layer = '2'");
+    UNTOUCHED();
+    write_variant(other, p, NULL, NULL, 0, NULL, "pos", "rope");
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "pos = 'rope' but the model has pos = 'learned'");
+    write_variant(other, p, NULL, NULL, 0, NULL, "head", "linear");
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "head = 'linear' but the model has head = 'tied'");
+    write_variant(other, p, NULL, NULL, 0, NULL, "n_head", NULL);
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "__metadata__ lacks the key 'n_head'");
+    write_variant(other, p, NULL, NULL, 0, NULL, "format", "gguf");
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "format is 'gguf', expected 'minigrad-gpt'");
+    write_variant(other, p, NULL, NULL, 0, NULL, "n_embd", "eight");
+    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__: key 'n_embd': expected an integer, got 'eight'");
+    write_variant(other, p, NULL, NULL, 0, NULL, "n_head", "3");
+    mg_gpt *h = (mg_gpt *)1;
+    ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "n_embd 8 is not a multiple of n_head 3");
+    ck_assert_ptr_null(h);
+    /* dropout is training, not architecture: a different value loads */
+    write_variant(other, p, NULL, NULL, 0, NULL, "dropout", "0.5");
+    ck_assert_msg(mg_gpt_load(g, p) == MG_OK, "%s", mg_last_error());
+    assert_same_params(g, other);
+    memcpy(mg_params_data(P), before, (size_t)slab * 4);
+
+    /* file-level corruption: a truncated checkpoint and a header length beyond the file */
+    const char *good = tmp_path("good.safetensors");
+    ck_assert_int_eq(mg_gpt_save(other, good, NULL, 0), MG_OK);
+    FILE *f = fopen(good, "rb");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *bytes = malloc((size_t)size);
+    ck_assert_int_eq(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    f = fopen(p, "wb");
+    fwrite(bytes, 1, (size_t)size - 100, f);
+    fclose(f);
+    ck_assert_int_ne(mg_gpt_load(g, p), MG_OK);
+    ck_assert_msg(strstr(mg_last_error(), "bad.safetensors"), "%s", mg_last_error());
+    UNTOUCHED();
+    ck_assert_int_ne(mg_gpt_from_checkpoint(p, &h, NULL), MG_OK);
+    uint64_t huge = 1u << 30;
+    memcpy(bytes, &huge, 8);
+    f = fopen(p, "wb");
+    fwrite(bytes, 1, (size_t)size, f);
+    fclose(f);
+    ck_assert_int_ne(mg_gpt_load(g, p), MG_OK);
+    UNTOUCHED();
+    ASSERT_ERR(mg_gpt_load(g, tmp_path("absent.safetensors")), MG_ERR_IO, "absent.safetensors");
+    /* a save that cannot happen leaves the good file as it was */
+    ck_assert_int_ne(mg_gpt_save(g, tmp_path("no/such/dir/x.safetensors"), NULL, 0), MG_OK);
+    mg_st_meta clash = {"n_layer", "5"};
+    ASSERT_ERR(mg_gpt_save(g, good, &clash, 1), MG_ERR_INVALID, "extra metadata key 'n_layer' is a model config key");
+    mg_gpt *again = NULL;
+    ck_assert_int_eq(mg_gpt_from_checkpoint(good, &again, NULL), MG_OK);
+    assert_same_params(again, other);
+    mg_gpt_free(again);
+#undef UNTOUCHED
+    free(bytes);
+    free(before);
+    mg_gpt_free(other);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* ---- exact resume ---- */
+
+static void train_steps(mg_gpt *g, mg_optim *o, mg_rng *drop, int from, int to) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_params *P = mg_gpt_params(g);
+    for (int step = from; step < to; step++) {
+        mg_rng data = mg_rng_make(5000 + (uint64_t)step); /* batch t depends on t only */
+        int32_t ids[2 * 7];
+        for (int i = 0; i < 14; i++) ids[i] = (int32_t)mg_rng_below(&data, 11);
+        int32_t x[12], y[12];
+        for (int b = 0; b < 2; b++)
+            for (int t = 0; t < 6; t++) x[b * 6 + t] = ids[b * 7 + t], y[b * 6 + t] = ids[b * 7 + t + 1];
+        mg_ctx_reset(ctx);
+        mg_fwd a = {.train = true, .rng = drop};
+        mg_tensor *loss = mg_gpt_loss(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 6}, x),
+                                      mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 6}, y), &a);
+        mg_params_zero_grad(P);
+        mg_backward(ctx, loss);
+        ck_assert(mg_ctx_ok(ctx));
+        mg_optim_step(o, 3e-3f);
+    }
+    mg_ctx_free(ctx);
+}
+
+START_TEST(resume_is_exact) {
+    mg_gpt_config c = small("rope");
+    c.dropout = 0.1f; /* so the dropout generator's state matters */
+    mg_adamw_cfg ac = mg_adamw_defaults();
+
+    mg_gpt *a = make(&c, 70);
+    mg_optim *oa = mg_adamw_new(mg_gpt_params(a), ac);
+    mg_rng da = mg_rng_make(71);
+    train_steps(a, oa, &da, 0, 20);
+
+    mg_gpt *b = make(&c, 70);
+    mg_optim *ob = mg_adamw_new(mg_gpt_params(b), ac);
+    mg_rng db = mg_rng_make(71);
+    train_steps(b, ob, &db, 0, 10);
+    const char *wp = tmp_path("ckpt.safetensors"), *sp = tmp_path("ckpt.state.safetensors");
+    ck_assert_msg(mg_gpt_save(b, wp, NULL, 0) == MG_OK, "%s", mg_last_error());
+    char rs[24];
+    mg_st_meta meta = {"rng.dropout", mg_meta_fmt_u64(rs, db.s)};
+    ck_assert_msg(mg_train_state_save(sp, ob, mg_gpt_params(b), &meta, 1) == MG_OK, "%s", mg_last_error());
+    mg_optim_free(ob);
+    mg_gpt_free(b);
+
+    mg_gpt *r = NULL;
+    ck_assert_msg(mg_gpt_from_checkpoint(wp, &r, NULL) == MG_OK, "%s", mg_last_error());
+    mg_optim *orr = mg_adamw_new(mg_gpt_params(r), ac);
+    mg_st_file *sf = NULL;
+    ck_assert_msg(mg_train_state_load(sp, orr, mg_gpt_params(r), &sf) == MG_OK, "%s", mg_last_error());
+    mg_rng dr;
+    ck_assert_int_eq(mg_meta_get_u64(sf, "rng.dropout", &dr.s), MG_OK);
+    mg_st_close(sf);
+    ck_assert_int_eq(mg_optim_steps(orr), 10);
+    train_steps(r, orr, &dr, 10, 20);
+    ck_assert_int_eq(mg_optim_steps(orr), 20);
+    assert_same_params(a, r);
+    ck_assert(dr.s == da.s);
+    mg_optim_free(orr);
+    mg_gpt_free(r);
+    mg_optim_free(oa);
+    mg_gpt_free(a);
+}
+END_TEST
+
+START_TEST(summary_and_names) {
+    mg_gpt_config c = small("learned");
+    c.n_layer = 1;
+    mg_gpt *g = make(&c, 80);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mg_gpt_print(g, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "(model)") && strstr(buf, "gpt") && strstr(buf, "wte") && strstr(buf, "wpe") &&
+                      strstr(buf, "learned_pos") && strstr(buf, "ln_f"),
+                  "%s", buf);
+    static const char *const names[] = {"wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight",
+                                        "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight", "h.0.ln_2.bias",
+                                        "h.0.mlp.c_fc.weight", "h.0.mlp.c_proj.bias", "ln_f.weight", "ln_f.bias"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(mg_params_find(mg_gpt_params(g), names[i]), "no %s", names[i]);
+    ck_assert_ptr_null(mg_params_find(mg_gpt_params(g), "lm_head.weight")); /* tied */
+    mg_tensor *w = mg_params_find(mg_gpt_params(g), "wpe.weight");
+    ck_assert_int_eq(w->shape[0], 8);
+    for (int64_t i = 0; i < w->numel; i++) ck_assert(w->data[i] >= -0.1f && w->data[i] < 0.1f);
+    char total[32];
+    snprintf(total, sizeof total, "%lld", (long long)mg_params_numel(mg_gpt_params(g)));
+    ck_assert_int_eq(mg_params_numel(mg_gpt_params(g)), 11 * 8 + 8 * 8 + 872 + 16);
+    free(buf);
+    mg_gpt_free(g);
+}
+END_TEST
+
+static Suite *gpt_suite(void) {
+    Suite *s = suite_create("gpt");
+    TCase *tg = tcase_create("gradcheck");
+    tcase_add_checked_fixture(tg, setup, teardown);
+    tcase_add_loop_test(tg, gpt_gradcheck, 0, N_SCHEMES + 2);
+    tcase_add_test(tg, loss_is_mean_cross_entropy);
+    suite_add_tcase(s, tg);
+    TCase *tp = tcase_create("posenc_golden");
+    tcase_add_checked_fixture(tp, setup, teardown);
+    tcase_add_loop_test(tp, posenc_golden_logits, 0, N_SCHEMES);
+    tcase_add_test(tp, posenc_equivariances);
+    suite_add_tcase(s, tp);
+    TCase *tk = tcase_create("generation");
+    tcase_add_checked_fixture(tk, setup, teardown);
+    tcase_add_loop_test(tk, kv_cache_matches_full_forward, 0, N_SCHEMES);
+    tcase_add_loop_test(tk, generation_with_cache_equals_recomputation, 0, N_SCHEMES);
+    tcase_add_test(tk, generation_options_and_errors);
+    tcase_add_test(tk, sampling_rules);
+    suite_add_tcase(s, tk);
+    TCase *tc = tcase_create("checkpoint");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, checkpoint_round_trip_bit_exact);
+    tcase_add_test(tc, malformed_checkpoints_at_model_level);
+    tcase_add_test(tc, resume_is_exact);
+    tcase_add_test(tc, summary_and_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(gpt_suite)
