@@ -12,6 +12,14 @@ struct mg_gpt {
     mg_layer *root;
 };
 
+/* The shortest decimal that reads back as the same float ("0.02", not "0.0199999996"). */
+static void fmt_float(char *buf, size_t n, float v) {
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
 /* The config as key/values, for the layer and for metadata. */
 static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX], char vals[MG_GPT_META_MAX][MG_GPT_META_LEN]) {
     int n = 0;
@@ -23,13 +31,13 @@ static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX
     KV("n_embd", "%lld", (long long)c->n_embd);
     KV("pos", "%s", c->pos);
     if (c->pos_opts[0]) KV("pos_opts", "%s", c->pos_opts);
-    KV("dropout", "%.9g", (double)c->dropout);
+    keys[n] = "dropout", fmt_float(vals[n], MG_GPT_META_LEN, c->dropout), n++;
     KV("causal", "%s", c->causal ? "true" : "false");
     KV("gelu", "%s", c->gelu == MG_GELU_ERF ? "erf" : "tanh");
-    KV("emb_scale", "%.9g", (double)c->emb_scale);
+    keys[n] = "emb_scale", fmt_float(vals[n], MG_GPT_META_LEN, c->emb_scale), n++;
     KV("head", "%s", c->tied_head ? "tied" : "linear");
     KV("head_bias", "%s", c->head_bias ? "true" : "false");
-    KV("init_std", "%.9g", (double)c->init_std);
+    keys[n] = "init_std", fmt_float(vals[n], MG_GPT_META_LEN, c->init_std), n++;
 #undef KV
     return n;
 }

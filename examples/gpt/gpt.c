@@ -1,0 +1,269 @@
+/* gpt: a command-line tool over minigrad GPT checkpoints and token files, used to check minigrad
+ * against other frameworks (check_against_pytorch.py does exactly that).
+ *
+ *   gpt init    --config model.cfg --out model.safetensors [--seed N]
+ *   gpt eval    --ckpt model.safetensors --tokens batch.bin --batch B --seq T [--dump-grads grads.safetensors]
+ *   gpt inspect model.safetensors
+ *
+ * batch.bin holds B rows of T+1 little-endian uint16 tokens: row b's inputs are its first T
+ * tokens and its targets its last T. eval prints `loss <value>` (9 significant digits), the mean
+ * cross-entropy, and --dump-grads writes d(loss)/d(parameter) for every parameter under the
+ * parameter's own name. A positional scheme that comes from a plugin (pos=alibi) is loaded on
+ * demand from MINIGRAD_PLUGIN_PATH, then from the build tree's plugins folder when this binary
+ * runs from the build tree, else from the installed plugins folder. */
+#include "cli.h"
+#include "minigrad/checkpoint.h"
+#include "minigrad/gpt.h"
+#include "minigrad/minigrad.h"
+#include "minigrad/plugin.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef MG_GPT_BUILD_DIR
+#define MG_GPT_BUILD_DIR ""
+#endif
+#ifndef MG_GPT_BUILD_PLUGIN_DIR
+#define MG_GPT_BUILD_PLUGIN_DIR ""
+#endif
+#ifndef MG_GPT_INSTALL_PLUGIN_DIR
+#define MG_GPT_INSTALL_PLUGIN_DIR ""
+#endif
+
+static int fail(const char *what) {
+    fprintf(stderr, "gpt %s: %s\n", what, mg_last_error());
+    return 1;
+}
+
+/* The build tree's plugins when this binary is the one in the build tree, else the installed ones. */
+static void add_plugin_dirs(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    bool in_build = false;
+    if (n > 0 && MG_GPT_BUILD_DIR[0]) {
+        exe[n] = 0;
+        char real[PATH_MAX];
+        in_build = realpath(MG_GPT_BUILD_DIR, real) && strcmp(dirname(exe), real) == 0;
+    }
+    const char *dir = in_build ? MG_GPT_BUILD_PLUGIN_DIR : MG_GPT_INSTALL_PLUGIN_DIR;
+    if (dir[0]) mg_plugin_add_dir(dir);
+}
+
+/* ---- init ---- */
+
+static int cmd_init(int argc, char **argv) {
+    const char *config = NULL, *out = NULL;
+    int64_t seed = 1337;
+    const ex_opt opts[] = {
+        {"config", EX_STR, &config, "model config file with a [gpt] section"},
+        {"out", EX_STR, &out, "checkpoint to write (safetensors)"},
+        {"seed", EX_INT, &seed, "initialisation seed"},
+    };
+    ex_parse_result r = ex_parse("gpt init", "gpt init --config FILE --out FILE [--seed N]", argc, argv, opts, 3, NULL, 0, NULL);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    if (!config || !out) {
+        fprintf(stderr, "gpt init: --config and --out are required (see --help)\n");
+        return 2;
+    }
+    mg_gpt_config c;
+    if (mg_gpt_config_read(config, &c) != MG_OK) return fail("init");
+    mg_rng rng = mg_rng_make((uint64_t)seed);
+    mg_gpt *g;
+    if (mg_gpt_new(&c, &rng, &g) != MG_OK) return fail("init");
+    mg_gpt_print(g, stdout);
+    mg_status st = mg_gpt_save(g, out, NULL, 0);
+    mg_gpt_free(g);
+    if (st != MG_OK) return fail("init");
+    printf("wrote %s\n", out);
+    return 0;
+}
+
+/* ---- eval ---- */
+
+static void on_ctx_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx, (void)user;
+    fprintf(stderr, "gpt eval: %s\n", msg);
+}
+
+/* Reads B rows of T+1 little-endian uint16 into inputs and targets (int32, B*T each). */
+static mg_status read_tokens(const char *path, int64_t B, int64_t T, int64_t vocab, int32_t *x, int32_t *y) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int64_t want = B * (T + 1) * 2;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return mg_set_error(MG_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    }
+    long size = ftell(f);
+    rewind(f);
+    if (size != want) {
+        fclose(f);
+        return mg_set_error(MG_ERR_FORMAT, "%s: %ld bytes, but --batch %lld --seq %lld needs %lld (B rows of T+1 uint16)",
+                            path, size, (long long)B, (long long)T, (long long)want);
+    }
+    unsigned char *buf = malloc((size_t)want);
+    if (!buf) {
+        fclose(f);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(buf, 1, (size_t)want, f);
+    fclose(f);
+    mg_status st = MG_OK;
+    if ((int64_t)got != want) st = mg_set_error(MG_ERR_IO, "%s: short read (%zu of %lld bytes)", path, got, (long long)want);
+    for (int64_t b = 0; b < B && st == MG_OK; b++)
+        for (int64_t t = 0; t <= T; t++) {
+            int64_t off = (b * (T + 1) + t) * 2;
+            int32_t tok = (int32_t)(buf[off] | (buf[off + 1] << 8));
+            if (tok >= vocab) {
+                st = mg_set_error(MG_ERR_INVALID, "%s: byte offset %lld (row %lld, position %lld): token %d >= vocab_size %lld",
+                                  path, (long long)off, (long long)b, (long long)t, tok, (long long)vocab);
+                break;
+            }
+            if (t < T) x[b * T + t] = tok;
+            if (t > 0) y[b * T + t - 1] = tok;
+        }
+    free(buf);
+    return st;
+}
+
+static int cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *tokens = NULL, *dump = NULL;
+    int64_t B = 0, T = 0, threads = 0;
+    const ex_opt opts[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint (safetensors)"},
+        {"tokens", EX_STR, &tokens, "B rows of T+1 little-endian uint16 tokens"},
+        {"batch", EX_INT, &B, "rows B"},
+        {"seq", EX_INT, &T, "sequence length T"},
+        {"dump-grads", EX_STR, &dump, "write d(loss)/d(param) for every parameter to this safetensors file"},
+        {"threads", EX_INT, &threads, "threads (0: all)"},
+    };
+    ex_parse_result r = ex_parse("gpt eval", "gpt eval --ckpt FILE --tokens FILE --batch B --seq T [--dump-grads FILE]",
+                                 argc, argv, opts, 6, NULL, 0, NULL);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    if (!ckpt || !tokens || B < 1 || T < 1) {
+        fprintf(stderr, "gpt eval: --ckpt, --tokens, --batch >= 1 and --seq >= 1 are required (see --help)\n");
+        return 2;
+    }
+    mg_set_num_threads((int)threads);
+    mg_gpt *g;
+    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return fail("eval");
+    const mg_gpt_config *c = mg_gpt_cfg(g);
+    int32_t *x = malloc((size_t)(B * T) * sizeof *x), *y = malloc((size_t)(B * T) * sizeof *y);
+    if (!x || !y || read_tokens(tokens, B, T, c->vocab_size, x, y) != MG_OK) {
+        if (!x || !y) mg_set_error(MG_ERR_NOMEM, "out of memory");
+        free(x), free(y), mg_gpt_free(g);
+        return fail("eval");
+    }
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_error_handler(ctx, on_ctx_error, NULL);
+    mg_ctx_set_grad_enabled(ctx, dump != NULL);
+    mg_tensor *loss = mg_gpt_loss(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, x),
+                                  mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, y), NULL);
+    int rc = 0;
+    if (!mg_ctx_ok(ctx)) {
+        rc = 1;
+    } else {
+        printf("loss %.9g\n", (double)loss->data[0]);
+        if (dump) {
+            mg_params_zero_grad(mg_gpt_params(g));
+            mg_backward(ctx, loss);
+            mg_st_meta meta[MG_GPT_META_MAX + 2];
+            char buf[MG_GPT_META_MAX][MG_GPT_META_LEN], lbuf[32];
+            int n = mg_gpt_config_to_meta(c, meta, buf);
+            snprintf(lbuf, sizeof lbuf, "%.9g", (double)loss->data[0]);
+            meta[n++] = (mg_st_meta){"loss", lbuf};
+            meta[n++] = (mg_st_meta){"contents", "gradients of the mean cross-entropy"};
+            if (!mg_ctx_ok(ctx))
+                rc = 1;
+            else if (mg_checkpoint_save(dump, mg_gpt_params(g), true, meta, n) != MG_OK)
+                rc = fail("eval");
+        }
+    }
+    mg_ctx_free(ctx);
+    free(x), free(y);
+    mg_gpt_free(g);
+    return rc;
+}
+
+/* ---- inspect ---- */
+
+static int cmd_inspect(int argc, char **argv) {
+    const char *pos[1];
+    int n_pos = 0;
+    ex_parse_result r = ex_parse("gpt inspect", "gpt inspect model.safetensors", argc, argv, NULL, 0, pos, 1, &n_pos);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    if (n_pos != 1) {
+        fprintf(stderr, "gpt inspect: give one checkpoint file\n");
+        return 2;
+    }
+    mg_st_file *f;
+    if (mg_safetensors_open(pos[0], &f) != MG_OK) return fail("inspect");
+    printf("%s\n\nmetadata:\n", pos[0]);
+    for (int i = 0; i < mg_st_meta_count(f); i++) {
+        const char *v = mg_st_meta_value(f, i);
+        printf("  %-16s %s%.*s%s\n", mg_st_meta_key(f, i), strlen(v) > 60 ? "(" : "", 60, v,
+               strlen(v) > 60 ? "...)" : "");
+    }
+    printf("\ntensors:\n");
+    int64_t total = 0;
+    for (int i = 0; i < mg_st_count(f); i++) {
+        const mg_st_tensor_info *t = mg_st_info(f, i);
+        char shape[96] = "(";
+        for (int d = 0; d < t->ndim; d++) {
+            size_t l = strlen(shape);
+            snprintf(shape + l, sizeof shape - l, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        }
+        strcat(shape, ")");
+        printf("  %-32s %-6s %-16s %12lld\n", t->name, t->dtype, shape, (long long)t->numel);
+        total += t->numel;
+    }
+    printf("  %d tensors, %lld parameters\n\n", mg_st_count(f), (long long)total);
+    mg_gpt_config c;
+    mg_status st = mg_gpt_config_from_file(f, &c);
+    mg_st_close(f);
+    if (st != MG_OK) return fail("inspect");
+    printf("config: vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, n_embd %lld, pos %s%s%s,\n"
+           "        %s, gelu %s, emb_scale %g, head %s%s, dropout %g\n\n",
+           (long long)c.vocab_size, (long long)c.block_size, (long long)c.n_layer, (long long)c.n_head,
+           (long long)c.n_embd, c.pos, c.pos_opts[0] ? " " : "", c.pos_opts, c.causal ? "causal" : "bidirectional",
+           c.gelu == MG_GELU_ERF ? "erf" : "tanh", (double)c.emb_scale, c.tied_head ? "tied" : "linear",
+           c.head_bias ? " with bias" : "", (double)c.dropout);
+    mg_gpt *g;
+    if (mg_gpt_from_checkpoint(pos[0], &g, NULL) != MG_OK) return fail("inspect");
+    mg_gpt_print(g, stdout);
+    printf("the model this config builds loads the file: OK\n");
+    mg_gpt_free(g);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gpt <command> [options]   (gpt <command> --help for its options)\n"
+               "  init     write a randomly initialised checkpoint from a [gpt] config file\n"
+               "  eval     loss of a token batch (and its gradients with --dump-grads)\n"
+               "  inspect  config, tensors and parameter count of a checkpoint\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    mg_log_set(NULL, NULL);
+    add_plugin_dirs();
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "init")) return cmd_init(argc - 2, argv + 2);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "gpt: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Smoke test of the gpt tool: init / eval (--dump-grads) / inspect for every positional scheme
+# (alibi found in the build tree without MINIGRAD_PLUGIN_PATH), and its errors on bad input.
+set -u
+: "${GPT:?set GPT to the gpt binary}"
+unset MINIGRAD_PLUGIN_PATH
+dir=$(mktemp -d /tmp/mg_gpt_tool_XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+check() { # description, then a command that must succeed
+    d=$1; shift
+    if "$@" >"$dir/out" 2>"$dir/err"; then ok "$d"; else bad "$d: $(cat "$dir/err")"; fi
+}
+refuse() { # description, expected exit code, expected stderr text, command...
+    d=$1; code=$2; text=$3; shift 3
+    "$@" >"$dir/out" 2>"$dir/err"
+    rc=$?
+    if [ "$rc" -eq "$code" ] && grep -qF -- "$text" "$dir/err"; then ok "$d"; else bad "$d: exit $rc, stderr: $(cat "$dir/err")"; fi
+}
+
+# batch.bin: B=2 rows of T+1=9 little-endian uint16 tokens below 50
+i=0
+: >"$dir/batch.bin"
+while [ $i -lt 18 ]; do
+    printf "\\$(printf '%03o' $(( (i * 7 + 3) % 50 )))\\000" >>"$dir/batch.bin"
+    i=$((i + 1))
+done
+
+for pos in none learned sinusoidal learned+sinusoidal rope alibi; do
+    cat >"$dir/$pos.cfg" <<CFG
+[gpt]
+vocab_size = 50
+block_size = 8
+n_layer = 2
+n_head = 2
+n_embd = 16
+pos = $pos
+CFG
+    check "init pos=$pos" "$GPT" init --config "$dir/$pos.cfg" --out "$dir/$pos.safetensors" --seed 7
+    check "eval pos=$pos" "$GPT" eval --ckpt "$dir/$pos.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 \
+        --dump-grads "$dir/$pos.grads.safetensors"
+    if grep -Eq '^loss [0-9]\.[0-9]{8}$' "$dir/out"; then ok "loss line pos=$pos"; else bad "loss line pos=$pos: $(cat "$dir/out")"; fi
+    check "inspect pos=$pos" "$GPT" inspect "$dir/$pos.safetensors"
+    if grep -q "h.1.mlp.c_proj.weight" "$dir/out" && grep -q "pos $pos" "$dir/out"; then ok "inspect lists pos=$pos"; else bad "inspect output pos=$pos"; fi
+    check "gradients carry the parameter names pos=$pos" "$GPT" inspect "$dir/$pos.grads.safetensors"
+done
+loss1=$("$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 --threads 1)
+loss2=$("$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 --threads 2)
+if [ "$loss1" = "$loss2" ]; then ok "same loss on 1 and 2 threads"; else bad "loss differs with threads: $loss1 / $loss2"; fi
+
+refuse "batch of the wrong size" 1 "needs 32" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 7
+printf '\001\000\377\000' >"$dir/big.bin"
+refuse "token beyond the vocabulary" 1 "byte offset 2 (row 0, position 1): token 255 >= vocab_size 50" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/big.bin" --batch 1 --seq 1
+refuse "longer than a learned table" 1 "outside the table's 8 rows" "$GPT" eval --ckpt "$dir/learned.safetensors" --tokens "$dir/batch.bin" --batch 1 --seq 17
+refuse "missing config" 1 "nope.cfg: cannot open" "$GPT" init --config "$dir/nope.cfg" --out "$dir/x.safetensors"
+printf '[gpt]\nn_layers = 2\n' >"$dir/typo.cfg"
+refuse "config typo named with line" 1 "typo.cfg:2: [gpt]: unknown key 'n_layers'" "$GPT" init --config "$dir/typo.cfg" --out "$dir/x.safetensors"
+head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
+refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
+refuse "unknown command" 2 "unknown command 'train'" "$GPT" train
+refuse "missing options" 2 "required" "$GPT" eval --ckpt "$dir/rope.safetensors"
+echo "1..$n"
+[ "$fails" -eq 0 ]
