@@ -1158,6 +1158,12 @@ START_TEST(decode_any_sequence) {
     ck_assert_uint_eq(d.v[2].velocity, mg_perf_bin_velocity(31));
     ck_assert_double_eq_tol(d.v[2].off, 1.1, 1e-9);
     mg_notes_free(&d);
+    /* nothing to play leaves the list empty (and untouched: no pointer arithmetic on NULL) */
+    const int32_t empty[] = {MG_PERF_START, MG_PERF_TIME_SHIFT + 3, MG_PERF_END};
+    OK(mg_perf_decode(empty, 3, &d));
+    OK(mg_perf_decode(empty, 0, &d));
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert_ptr_null(d.v);
     /* a window cut from the middle (no START) is read whole and appended after what is there */
     OK(mg_notes_push(&d, (mg_note){.on = 5, .off = 6, .pitch = 1, .velocity = 1}));
     const int32_t w[] = {MG_PERF_NOTE_OFF + 40, MG_PERF_TIME_SHIFT, 41, MG_PERF_TIME_SHIFT + 2};

@@ -197,7 +197,9 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
                                              .pitch = (uint8_t)p, .velocity = vel[p]});
         }
     if (s) return s;
-    mg_notes tail = {out->v + first, out->n - first, out->n - first};
-    mg_notes_sort(&tail);
+    if (out->n > first) {
+        mg_notes tail = {out->v + first, out->n - first, out->n - first};
+        mg_notes_sort(&tail);
+    }
     return MG_OK;
 }
