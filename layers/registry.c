@@ -415,7 +415,9 @@ void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f) {
         total += mg_layer_numel(layers[i]);
     }
     mg_fmt_count(total, count, sizeof count);
-    snprintf(line, sizeof line, "total: %s parameters (%.1f KiB as float32)", count, (double)total * 4.0 / 1024.0);
+    double kib = (double)total * 4.0 / 1024.0;
+    snprintf(line, sizeof line, "total: %s parameters (%.1f %s as float32)", count, kib >= 1024.0 ? kib / 1024.0 : kib,
+             kib >= 1024.0 ? "MiB" : "KiB");
     emit(f, line);
 }
 
