@@ -14,6 +14,7 @@
 #include "gemm_internal.h"
 #include "minigrad/base.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -44,15 +45,23 @@ void mg_sgemm_ref(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 /* ---- per-thread workspace ---------------------------------------------------------------------- */
 
 /* Grown on demand and kept for the thread's lifetime, so steady-state training makes no allocation
- * here. OpenMP reuses its worker threads, so each holds one buffer. */
+ * here. OpenMP reuses its worker threads; when it retires one (the team shrinks), the key's
+ * destructor frees that thread's buffer. */
 static _Thread_local float *ws_buf;
 static _Thread_local size_t ws_floats;
+static pthread_key_t ws_key;
+static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
+static bool ws_key_ok;
+
+static void ws_key_make(void) { ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0; }
 
 static float *workspace(size_t floats) {
     if (floats > ws_floats) {
+        pthread_once(&ws_key_once, ws_key_make);
         mg_aligned_free(ws_buf);
         ws_buf = mg_aligned_alloc(floats * sizeof(float));
         ws_floats = ws_buf ? floats : 0;
+        if (ws_key_ok) pthread_setspecific(ws_key, ws_buf);
     }
     return ws_buf;
 }
