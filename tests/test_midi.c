@@ -86,9 +86,13 @@ static const char *music_bin(void) {
     return access(buf, X_OK) == 0 ? buf : NULL;
 }
 
-static bool have_midicsv(void) { return system("command -v midicsv >/dev/null 2>&1") == 0; }
+static bool have_midicsv(void) {
+    return system("command -v midicsv >/dev/null 2>&1") == 0;
+}
 
-static void parse_ok(const uint8_t *b, size_t n, mg_midi_file *f) { OK(mg_midi_parse(b, n, "test.mid", f)); }
+static void parse_ok(const uint8_t *b, size_t n, mg_midi_file *f) {
+    OK(mg_midi_parse(b, n, "test.mid", f));
+}
 
 static void encode_ok(const mg_midi_file *f, bool running, uint8_t **b, size_t *n) {
     mg_midi_write_opts o = {.no_running_status = !running};
@@ -113,7 +117,8 @@ static void assert_same_events(const mg_midi_file *f, const mg_midi_file *g) {
             ck_assert_msg(x->tick == y->tick && x->status == y->status && x->type == y->type &&
                               x->d1 == y->d1 && x->d2 == y->d2 && x->len == y->len,
                           "track %zu event %zu: tick %llu/%llu status %02x/%02x", t, i,
-                          (unsigned long long)x->tick, (unsigned long long)y->tick, x->status, y->status);
+                          (unsigned long long)x->tick, (unsigned long long)y->tick, x->status,
+                          y->status);
             if (x->len) ck_assert_mem_eq(mg_midi_payload(f, x), mg_midi_payload(g, y), x->len);
         }
         free(a.ev);
@@ -149,9 +154,9 @@ static void build_feature_file(mg_midi_file *f, int format) {
     OK(mg_midi_add_tempo(f, t0, 3840, 400000));
     OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, "", 0)); /* empty payload */
 
-    OK(mg_midi_add_channel(f, tn, 0, 0xC0, 0, 0));   /* program 0 on channel 0 */
-    OK(mg_midi_add_channel(f, tn, 0, 0xC1, 5, 0));   /* program 5 on channel 1 */
-    OK(mg_midi_add_channel(f, tn, 0, 0xB0, 7, 100)); /* volume */
+    OK(mg_midi_add_channel(f, tn, 0, 0xC0, 0, 0));        /* program 0 on channel 0 */
+    OK(mg_midi_add_channel(f, tn, 0, 0xC1, 5, 0));        /* program 5 on channel 1 */
+    OK(mg_midi_add_channel(f, tn, 0, 0xB0, 7, 100));      /* volume */
     OK(mg_midi_add_channel(f, tn, 10, 0xE1, 0x00, 0x40)); /* pitch bend, centre */
     OK(mg_midi_add_channel(f, tn, 20, 0xD1, 0x30, 0));    /* channel pressure: one data byte */
     OK(mg_midi_add_channel(f, tn, 30, 0xA0, 60, 10));     /* poly pressure */
@@ -178,8 +183,8 @@ static void build_feature_file(mg_midi_file *f, int format) {
     OK(mg_midi_add_channel(f, tn, 2688, 0x90, 69, 41)); /* re-struck while held by the pedal */
     OK(mg_midi_add_channel(f, tn, 2784, 0x90, 69, 0));
     OK(mg_midi_add_channel(f, tn, 3000, 0x90, 71, 30));
-    OK(mg_midi_add_channel(f, tn, 3456, 0x80, 71, 0)); /* key still down when the pedal lifts */
-    OK(mg_midi_add_channel(f, tn, 3500, 0x80, 50, 0)); /* nothing sounding: ignored */
+    OK(mg_midi_add_channel(f, tn, 3456, 0x80, 71, 0));  /* key still down when the pedal lifts */
+    OK(mg_midi_add_channel(f, tn, 3500, 0x80, 50, 0));  /* nothing sounding: ignored */
     OK(mg_midi_add_channel(f, tn, 3600, 0x90, 72, 64)); /* never released */
     f->tracks[tn].end_tick = 4080;
     /* Pedal events last, so that in format 0 they follow the notes of their tick too. */
@@ -195,9 +200,9 @@ typedef struct xnote {
 } xnote;
 
 static const xnote feature_notes[] = {
-    {0.0, 0.5, 60, 100, 0, 0},  {0.25, 0.375, 60, 90, 1, 5}, {0.5, 1.0, 62, 80, 0, 0},
-    {1.0, 1.5, 64, 70, 0, 0},   {1.5, 1.65, 65, 50, 0, 0},   {1.6, 1.75, 65, 60, 0, 0},
-    {1.75, 2.25, 67, 90, 0, 0}, {1.8, 1.9, 69, 40, 0, 0},    {1.9, 2.25, 69, 41, 0, 0},
+    {0.0, 0.5, 60, 100, 0, 0},   {0.25, 0.375, 60, 90, 1, 5}, {0.5, 1.0, 62, 80, 0, 0},
+    {1.0, 1.5, 64, 70, 0, 0},    {1.5, 1.65, 65, 50, 0, 0},   {1.6, 1.75, 65, 60, 0, 0},
+    {1.75, 2.25, 67, 90, 0, 0},  {1.8, 1.9, 69, 40, 0, 0},    {1.9, 2.25, 69, 41, 0, 0},
     {2.0625, 2.3, 71, 30, 0, 0}, {2.375, 2.7, 72, 64, 0, 0},
 };
 #define N_FEATURE_NOTES (sizeof feature_notes / sizeof feature_notes[0])
@@ -223,6 +228,7 @@ static void assert_notes(const mg_notes *n, const xnote *x, size_t nx) {
 START_TEST(writer_golden_bytes) {
     /* Assembled by hand from the SMF 1.0 spec: tempo, note-on, velocity-0 note-off and a second
      * note-on under running status, a delta of 192 (two VLQ bytes), End-of-Track. */
+    /* clang-format off */
     static const uint8_t rs[] = {'M', 'T', 'h', 'd', 0, 0, 0, 6, 0, 0, 0, 1, 0, 0x60,
                                  'M', 'T', 'r', 'k', 0, 0, 0, 25,
                                  0x00, 0xFF, 0x51, 0x03, 0x07, 0xA1, 0x20,
@@ -239,6 +245,7 @@ START_TEST(writer_golden_bytes) {
                                     0x00, 0x90, 0x3E, 0x64,
                                     0x81, 0x40, 0x90, 0x3E, 0x00,
                                     0x00, 0xFF, 0x2F, 0x00};
+    /* clang-format on */
     mg_midi_file f, g;
     mg_midi_init(&f, 0, 96);
     size_t t;
@@ -490,7 +497,8 @@ START_TEST(notes_to_midi_roundtrip) {
     /* times on the tick grid (1/1600 s here), so that sorting both lists gives the same order */
     for (int i = 0; i < 300; i++) {
         double on = round(mg_rng_double(&r) * 60 * 1600) / 1600;
-        mg_note x = {.on = on, .off = on + round((0.01 + mg_rng_double(&r) * 3) * 1600) / 1600,
+        mg_note x = {.on = on,
+                     .off = on + round((0.01 + mg_rng_double(&r) * 3) * 1600) / 1600,
                      .pitch = (uint8_t)(30 + mg_rng_below(&r, 60)),
                      .velocity = (uint8_t)(1 + mg_rng_below(&r, 127)),
                      .channel = (uint8_t)mg_rng_below(&r, 3)};
@@ -505,8 +513,8 @@ START_TEST(notes_to_midi_roundtrip) {
                 in.v[j].off < in.v[i].off)
                 in.v[j].off = in.v[i].off + 16.0 / 1600;
     OK(mg_notes_push(&in, (mg_note){.on = 61, .off = 61.0001, .pitch = 90, .velocity = 5}));
-    mg_notes_midi_opts o = {.format = format, .division = 960, .us_per_quarter = 600000,
-                            .note_off_as_vel0 = vel0};
+    mg_notes_midi_opts o = {
+        .format = format, .division = 960, .us_per_quarter = 600000, .note_off_as_vel0 = vel0};
     mg_midi_file f, g;
     OK(mg_notes_to_midi(&in, &o, &f));
     ck_assert_uint_eq(f.ntracks, format ? 4 : 1);
@@ -517,7 +525,8 @@ START_TEST(notes_to_midi_roundtrip) {
     free(b);
     size_t offs = 0;
     for (size_t t = 0; t < g.ntracks; t++)
-        for (size_t i = 0; i < g.tracks[t].n; i++) offs += (g.tracks[t].ev[i].status & 0xF0) == 0x80;
+        for (size_t i = 0; i < g.tracks[t].n; i++)
+            offs += (g.tracks[t].ev[i].status & 0xF0) == 0x80;
     ck_assert_uint_eq(offs, vel0 ? 0 : in.n);
     mg_midi_info info;
     OK(mg_midi_to_notes(&g, "notes.mid", NULL, &out, &info));
@@ -575,11 +584,11 @@ static void midicsv_read(const char *path, csv_file *c) {
     static const struct {
         const char *name;
         int status, nargs;
-    } kinds[] = {{"Note_on_c", 0x90, 3},          {"Note_off_c", 0x80, 3},
-                 {"Control_c", 0xB0, 3},          {"Program_c", 0xC0, 2},
-                 {"Pitch_bend_c", 0xE0, 2},       {"Channel_aftertouch_c", 0xD0, 2},
-                 {"Poly_aftertouch_c", 0xA0, 3},  {"Tempo", 0x151, 1},
-                 {"System_exclusive", 0x1F0, 0},  {"System_exclusive_packet", 0x1F7, 0}};
+    } kinds[] = {{"Note_on_c", 0x90, 3},         {"Note_off_c", 0x80, 3},
+                 {"Control_c", 0xB0, 3},         {"Program_c", 0xC0, 2},
+                 {"Pitch_bend_c", 0xE0, 2},      {"Channel_aftertouch_c", 0xD0, 2},
+                 {"Poly_aftertouch_c", 0xA0, 3}, {"Tempo", 0x151, 1},
+                 {"System_exclusive", 0x1F0, 0}, {"System_exclusive_packet", 0x1F7, 0}};
     while (fgets(line, sizeof line, p)) {
         unsigned track;
         unsigned long long tick;
@@ -588,7 +597,8 @@ static void midicsv_read(const char *path, csv_file *c) {
         if (sscanf(line, "%u, %llu, %63[^,\n]%n", &track, &tick, type, &used) < 3) continue;
         const char *rest = line + used;
         if (strcmp(type, "Header") == 0) {
-            ck_assert_int_eq(sscanf(rest, ", %d, %d, %d", &c->format, &c->ntracks, &c->division), 3);
+            ck_assert_int_eq(sscanf(rest, ", %d, %d, %d", &c->format, &c->ntracks, &c->division),
+                             3);
             continue;
         }
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -719,6 +729,7 @@ typedef struct corrupt_case {
     const char *says;
 } corrupt_case;
 
+/* clang-format off */
 #define HDR(fmt, ntr, div) 'M', 'T', 'h', 'd', 0, 0, 0, 6, 0, (fmt), 0, (ntr), ((div) >> 8), ((div)&0xFF)
 #define TRK(len) 'M', 'T', 'r', 'k', 0, 0, ((len) >> 8), ((len)&0xFF)
 #define CASE(n, off, msg, ...)                                                                     \
@@ -773,6 +784,7 @@ static const corrupt_case corrupt[] = {
          HDR(1, 2, 96), TRK(4), 0, 0xFF, 0x2F, 0, TRK(4), 0, 0x40, 0x40, 0x40),
 };
 #define N_CORRUPT (sizeof corrupt / sizeof corrupt[0])
+/* clang-format on */
 
 START_TEST(corrupt_files_name_file_and_offset) {
     const corrupt_case *c = &corrupt[_i];
@@ -849,10 +861,16 @@ START_TEST(random_damage_never_crashes) {
         for (int e = 0; e < edits; e++) {
             size_t at = mg_rng_below(&r, (uint32_t)n);
             switch (mg_rng_below(&r, 4)) {
-            case 0: b[at] = (uint8_t)mg_rng_next(&r); break;
-            case 1: b[at] ^= (uint8_t)(1u << mg_rng_below(&r, 8)); break;
-            case 2: n = at; break; /* truncate */
-            default: /* an absurd length or delta in a likely place */
+            case 0:
+                b[at] = (uint8_t)mg_rng_next(&r);
+                break;
+            case 1:
+                b[at] ^= (uint8_t)(1u << mg_rng_below(&r, 8));
+                break;
+            case 2:
+                n = at;
+                break; /* truncate */
+            default:   /* an absurd length or delta in a likely place */
                 if (at + 4 <= n) memcpy(b + at, "\xFF\xFF\xFF\x7F", 4);
             }
         }
@@ -861,7 +879,8 @@ START_TEST(random_damage_never_crashes) {
         free(b);
         mg_midi_file g;
         if (mg_midi_parse(exact, n, "damaged.mid", &g) != MG_OK) {
-            ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: offset ", 20) == 0, "%s", mg_last_error());
+            ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: offset ", 20) == 0, "%s",
+                          mg_last_error());
             failed++;
         } else {
             parsed++;
@@ -876,7 +895,8 @@ START_TEST(random_damage_never_crashes) {
                 mg_notes_free(&back);
                 mg_notes_free(&notes);
             } else {
-                ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: ", 13) == 0, "%s", mg_last_error());
+                ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: ", 13) == 0, "%s",
+                              mg_last_error());
             }
             mg_midi_free(&g);
         }
@@ -900,10 +920,18 @@ START_TEST(vocabulary_layout) {
     static const struct {
         int id;
         const char *name;
-    } names[] = {{0, "NOTE_ON 0"},          {60, "NOTE_ON 60"},       {127, "NOTE_ON 127"},
-                 {128, "NOTE_OFF 0"},       {255, "NOTE_OFF 127"},    {256, "TIME_SHIFT 10ms"},
-                 {355, "TIME_SHIFT 1000ms"}, {356, "VELOCITY 0"},     {387, "VELOCITY 31"},
-                 {388, "START"},            {389, "END"},             {390, "?"},
+    } names[] = {{0, "NOTE_ON 0"},
+                 {60, "NOTE_ON 60"},
+                 {127, "NOTE_ON 127"},
+                 {128, "NOTE_OFF 0"},
+                 {255, "NOTE_OFF 127"},
+                 {256, "TIME_SHIFT 10ms"},
+                 {355, "TIME_SHIFT 1000ms"},
+                 {356, "VELOCITY 0"},
+                 {387, "VELOCITY 31"},
+                 {388, "START"},
+                 {389, "END"},
+                 {390, "?"},
                  {-1, "?"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_str_eq(mg_perf_token_name(names[i].id, b, sizeof b), names[i].name);
@@ -927,6 +955,7 @@ START_TEST(encode_exact_tokens) {
     const mg_note n[] = {{.on = 0.5, .off = 2.75, .pitch = 67, .velocity = 60},
                          {.on = 0.0, .off = 0.5, .pitch = 64, .velocity = 100},
                          {.on = 0.0, .off = 0.5, .pitch = 60, .velocity = 99}};
+    /* clang-format off */
     const int32_t want[] = {MG_PERF_START,
                             MG_PERF_VELOCITY + 24, 60, 64,
                             MG_PERF_TIME_SHIFT + 49,
@@ -935,6 +964,7 @@ START_TEST(encode_exact_tokens) {
                             MG_PERF_TIME_SHIFT + 99, MG_PERF_TIME_SHIFT + 99, MG_PERF_TIME_SHIFT + 24,
                             MG_PERF_NOTE_OFF + 67,
                             MG_PERF_END};
+    /* clang-format on */
     mg_tokens t = {0};
     OK(mg_perf_encode(n, 3, &t));
     ck_assert_uint_eq(t.n, sizeof want / sizeof want[0]);
@@ -980,7 +1010,8 @@ static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
     for (size_t i = 0; i < n; i++) {
         bool has_next = i + 1 < n && a[i + 1].pitch == a[i].pitch;
         bool has_prev = i > 0 && a[i - 1].pitch == a[i].pitch;
-        if ((has_next && a[i + 1].on - a[i].on < 0.02) || (has_prev && a[i].on - a[i - 1].on < 0.02)) {
+        if ((has_next && a[i + 1].on - a[i].on < 0.02) ||
+            (has_prev && a[i].on - a[i - 1].on < 0.02)) {
             close++;
             continue;
         }
@@ -993,11 +1024,14 @@ static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
         while (j < dec.n && (dec.v[j].pitch < a[i].pitch ||
                              (dec.v[j].pitch == a[i].pitch && dec.v[j].on < a[i].on - 0.0101)))
             j++;
-        ck_assert_msg(j < dec.n && dec.v[j].pitch == a[i].pitch && fabs(dec.v[j].on - a[i].on) <= tol,
+        ck_assert_msg(j < dec.n && dec.v[j].pitch == a[i].pitch &&
+                          fabs(dec.v[j].on - a[i].on) <= tol,
                       "note pitch %d at %.4f s lost", a[i].pitch, a[i].on);
-        ck_assert_msg(fabs(dec.v[j].off - off) <= tol_off, "pitch %d at %.4f s: off %.4f, want %.4f",
-                      a[i].pitch, a[i].on, dec.v[j].off, off);
-        ck_assert_int_eq(mg_perf_velocity_bin(dec.v[j].velocity), mg_perf_velocity_bin(a[i].velocity));
+        ck_assert_msg(fabs(dec.v[j].off - off) <= tol_off,
+                      "pitch %d at %.4f s: off %.4f, want %.4f", a[i].pitch, a[i].on, dec.v[j].off,
+                      off);
+        ck_assert_int_eq(mg_perf_velocity_bin(dec.v[j].velocity),
+                         mg_perf_velocity_bin(a[i].velocity));
     }
     if (strict) {
         ck_assert_uint_eq(close, 0);
@@ -1019,19 +1053,23 @@ static void random_piece(mg_rng *r, size_t count, mg_notes *out) {
     for (int p = 0; p < 128; p++) last_on[p] = -1;
     while (out->n < count) {
         uint32_t kind = mg_rng_below(r, 100);
-        double gap = kind < 70 ? mg_rng_double(r) * 0.4 : kind < 97 ? 1 + mg_rng_double(r) * 3
-                                                                    : 60 + mg_rng_double(r) * 200;
+        double gap = kind < 70   ? mg_rng_double(r) * 0.4
+                     : kind < 97 ? 1 + mg_rng_double(r) * 3
+                                 : 60 + mg_rng_double(r) * 200;
         t += gap;
         int chord = mg_rng_below(r, 4) == 0 ? 2 + (int)mg_rng_below(r, 4) : 1;
         for (int c = 0; c < chord; c++) {
             int p = 21 + (int)mg_rng_below(r, 88);
             if (last_on[p] >= 0 && t - last_on[p] < 0.02) continue;
             uint32_t dk = mg_rng_below(r, 100);
-            double dur = dk < 75 ? 0.03 + mg_rng_double(r) : dk < 93 ? 1 + mg_rng_double(r) * 9
-                                                                     : mg_rng_double(r) * 0.015;
+            double dur = dk < 75   ? 0.03 + mg_rng_double(r)
+                         : dk < 93 ? 1 + mg_rng_double(r) * 9
+                                   : mg_rng_double(r) * 0.015;
             double on = t + (mg_rng_below(r, 2) ? 0.003 * mg_rng_double(r) : 0);
             last_on[p] = on;
-            mg_note x = {.on = on, .off = on + dur, .pitch = (uint8_t)p,
+            mg_note x = {.on = on,
+                         .off = on + dur,
+                         .pitch = (uint8_t)p,
                          .velocity = (uint8_t)(1 + mg_rng_below(r, 127))};
             OK(mg_notes_push(out, x));
         }
@@ -1078,7 +1116,9 @@ START_TEST(grid_is_absolute) {
      * the absolute grid keeps the last one within 5 ms. */
     mg_notes n = {0};
     for (int i = 0; i < 3000; i++)
-        OK(mg_notes_push(&n, (mg_note){.on = i / 3.0, .off = i / 3.0 + 0.2, .pitch = (uint8_t)(40 + i % 40),
+        OK(mg_notes_push(&n, (mg_note){.on = i / 3.0,
+                                       .off = i / 3.0 + 0.2,
+                                       .pitch = (uint8_t)(40 + i % 40),
                                        .velocity = 64}));
     check_roundtrip(n.v, n.n, true);
     mg_notes_free(&n);
@@ -1141,10 +1181,21 @@ START_TEST(decode_any_sequence) {
     ck_assert_uint_eq(d.n, 0);
     /* before START: ignored; orphan NOTE_OFF: ignored; NOTE_ON twice in one step: one note;
      * ON then OFF in one step: one step long; unclosed notes end at the time reached; END stops */
-    const int32_t s[] = {64, MG_PERF_TIME_SHIFT + 5, MG_PERF_START,
-                         MG_PERF_NOTE_OFF + 30, 61, 61, MG_PERF_TIME_SHIFT + 9,
-                         62, MG_PERF_NOTE_OFF + 62, MG_PERF_VELOCITY + 31, 63,
-                         MG_PERF_TIME_SHIFT + 99, MG_PERF_END, 65, MG_PERF_TIME_SHIFT + 99};
+    const int32_t s[] = {64,
+                         MG_PERF_TIME_SHIFT + 5,
+                         MG_PERF_START,
+                         MG_PERF_NOTE_OFF + 30,
+                         61,
+                         61,
+                         MG_PERF_TIME_SHIFT + 9,
+                         62,
+                         MG_PERF_NOTE_OFF + 62,
+                         MG_PERF_VELOCITY + 31,
+                         63,
+                         MG_PERF_TIME_SHIFT + 99,
+                         MG_PERF_END,
+                         65,
+                         MG_PERF_TIME_SHIFT + 99};
     OK(mg_perf_decode(s, sizeof s / sizeof s[0], &d));
     ck_assert_uint_eq(d.n, 3);
     ck_assert_int_eq(d.v[0].pitch, 61);
@@ -1207,8 +1258,8 @@ static void span(mg_notes *n, int lo, int hi) {
 START_TEST(transpose_bounds_keep_pitches_in_range) {
     static const struct {
         int lo, hi, want_lo, want_hi;
-    } c[] = {{21, 108, 0, 0},   {60, 72, -3, 3}, {22, 100, -1, 3}, {10, 115, 0, 0},
-             {15, 60, 0, 3},    {100, 127, -3, 0}, {0, 127, 0, 0},  {106, 106, -3, 2}};
+    } c[] = {{21, 108, 0, 0}, {60, 72, -3, 3},   {22, 100, -1, 3}, {10, 115, 0, 0},
+             {15, 60, 0, 3},  {100, 127, -3, 0}, {0, 127, 0, 0},   {106, 106, -3, 2}};
     mg_notes n = {0};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         span(&n, c[i].lo, c[i].hi);
@@ -1242,7 +1293,8 @@ START_TEST(augment_draws_are_safe_and_seeded) {
     mg_rng r = mg_rng_make(77);
     mg_notes base = {0}, n = {0};
     random_piece(&r, 200, &base);
-    for (size_t i = 0; i < base.n; i++) base.v[i].pitch = (uint8_t)(23 + base.v[i].pitch % 60); /* 23..82 */
+    for (size_t i = 0; i < base.n; i++)
+        base.v[i].pitch = (uint8_t)(23 + base.v[i].pitch % 60); /* 23..82 */
     base.v[0].pitch = 23;
     int shifts[7] = {0}, stretches[5] = {0};
     mg_augment_opts o = mg_augment_defaults();
@@ -1327,7 +1379,8 @@ START_TEST(token_augmentation_matches_notes) {
         for (size_t i = 0; i < d1.n; i++) {
             ck_assert_uint_eq(d2.v[i].pitch, d1.v[i].pitch);
             ck_assert_double_le(fabs(d2.v[i].on - d1.v[i].on * f), 0.005 + 1e-9);
-            ck_assert_double_le(fabs(d2.v[i].off - d1.v[i].off * f), 0.005 + 1e-9 + (d1.v[i].off - d1.v[i].on < 0.03 ? 0.01 : 0));
+            ck_assert_double_le(fabs(d2.v[i].off - d1.v[i].off * f),
+                                0.005 + 1e-9 + (d1.v[i].off - d1.v[i].on < 0.03 ? 0.01 : 0));
         }
     }
     ck_assert_int_eq(mg_perf_stretch(t.v, t.n, 0, &s), MG_ERR_INVALID);
@@ -1377,8 +1430,8 @@ START_TEST(find_files_sorted_recursive) {
         ck_assert_int_eq(mkdir(p, 0777), 0);
         free(p);
     }
-    const char *files[] = {"b.mid", "a/z.MID", "a/y.midi", "a/deep/x.Mid", "c.txt", "d.mid.bak",
-                           "mid", "zz/.hidden.mid", "elsewhere/far.mid"};
+    const char *files[] = {"b.mid",     "a/z.MID", "a/y.midi",       "a/deep/x.Mid",     "c.txt",
+                           "d.mid.bak", "mid",     "zz/.hidden.mid", "elsewhere/far.mid"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *p = path_in(dir, files[i]);
         write_bytes(p, "x", 1);
@@ -1396,8 +1449,8 @@ START_TEST(find_files_sorted_recursive) {
     char **paths;
     size_t n;
     OK(mg_music_find_files(dir, &paths, &n));
-    const char *want[] = {"a/deep/x.Mid", "a/y.midi", "a/z.MID", "b.mid", "elsewhere/far.mid",
-                          "zz/.hidden.mid", "zz/link.mid"};
+    const char *want[] = {"a/deep/x.Mid",      "a/y.midi",       "a/z.MID",    "b.mid",
+                          "elsewhere/far.mid", "zz/.hidden.mid", "zz/link.mid"};
     ck_assert_uint_eq(n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < n; i++) {
         char *p = path_in(dir, want[i]);
@@ -1587,7 +1640,8 @@ START_TEST(default_corpus_in_memory) {
     ck_assert_uint_eq(d.n, 6);
     for (size_t i = 0; i < 6; i++) {
         ck_assert_uint_eq(c.items[i].tokens, d.items[i].tokens);
-        ck_assert_mem_eq(c.items[i].encoding.v, d.items[i].encoding.v, c.items[i].tokens * sizeof(int32_t));
+        ck_assert_mem_eq(c.items[i].encoding.v, d.items[i].encoding.v,
+                         c.items[i].tokens * sizeof(int32_t));
     }
     ck_assert_uint_eq(c.notes, d.notes);
     mg_music_corpus_free(&d);
@@ -1644,7 +1698,8 @@ START_TEST(music_command_line) {
     free(p);
     snprintf(cmd, sizeof cmd, "'%s' stats --data '%s/g' 2>/dev/null", bin, dir);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
-    ck_assert_str_eq(strtok(out, "\n"), "path\tformat\ttracks\tnote_ons\ttempo_events\tseconds\ttokens");
+    ck_assert_str_eq(strtok(out, "\n"),
+                     "path\tformat\ttracks\tnote_ons\ttempo_events\tseconds\ttokens");
     char *line = strtok(NULL, "\n");
     ck_assert_ptr_nonnull(strstr(line, "/g/broken.mid\terror\t"));
     ck_assert_ptr_nonnull(strstr(line, "offset 18: unknown chunk length 1000"));
@@ -1656,7 +1711,8 @@ START_TEST(music_command_line) {
         const mg_music_item *it = &c.items[i];
         char want[8192];
         snprintf(want, sizeof want, "%s\t%d\t%zu\t%zu\t%zu\t%.3f\t%zu", it->path, it->info.format,
-                 it->info.ntracks, it->info.note_ons, it->info.tempo_events, it->info.seconds, it->tokens);
+                 it->info.ntracks, it->info.note_ons, it->info.tempo_events, it->info.seconds,
+                 it->tokens);
         ck_assert_str_eq(line, want);
     }
     line = strtok(NULL, "\n");
@@ -1705,7 +1761,9 @@ END_TEST
  * The real files of shared/data/midi
  * ====================================================================================== */
 
-static bool in_folder(const char *path, const char *folder) { return strstr(path, folder) != NULL; }
+static bool in_folder(const char *path, const char *folder) {
+    return strstr(path, folder) != NULL;
+}
 
 START_TEST(real_files_all_parse_and_roundtrip) {
     mg_music_corpus c;
@@ -1748,7 +1806,8 @@ START_TEST(real_files_tricky_cases) {
     mg_music_corpus c;
     mg_music_load_opts o = {.keep_notes = true, .keep_tokens = true};
     OK(mg_music_load_dir(data_dir(), &o, &c));
-    size_t pedal_split = 0, pedal_split_vienna = 0, giant_notes = 0, giant_restrikes = 0, many_tempi = 0;
+    size_t pedal_split = 0, pedal_split_vienna = 0, giant_notes = 0, giant_restrikes = 0,
+           many_tempi = 0;
     bool long_silence = false, mutopia_channels = false;
     for (size_t i = 0; i < c.n; i++) {
         const mg_music_item *it = &c.items[i];

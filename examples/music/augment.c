@@ -5,8 +5,11 @@
 #include <math.h>
 
 mg_augment_opts mg_augment_defaults(void) {
-    return (mg_augment_opts){.max_transpose = 3, .pitch_lo = 21, .pitch_hi = 108,
-                             .max_stretch = 0.05, .stretch_steps = 5};
+    return (mg_augment_opts){.max_transpose = 3,
+                             .pitch_lo = 21,
+                             .pitch_hi = 108,
+                             .max_stretch = 0.05,
+                             .stretch_steps = 5};
 }
 
 /* Shifts in [-max, max] that keep [pmin, pmax] inside the allowed range, which is the piece's own
@@ -26,7 +29,8 @@ static void bounds(int pmin, int pmax, const mg_augment_opts *o, int *lo, int *h
     *hi = H - pmax < m ? H - pmax : m;
 }
 
-void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo, int *hi) {
+void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo,
+                         int *hi) {
     mg_augment_opts d = mg_augment_defaults();
     if (!o) o = &d;
     int pmin = 128, pmax = -1;
@@ -60,7 +64,8 @@ void mg_notes_stretch(mg_notes *n, double factor) {
 static mg_status draw(const mg_augment_opts *o, int lo, int hi, mg_rng *rng, int *shift,
                       double *stretch) {
     if (!(o->max_stretch >= 0 && o->max_stretch < 1))
-        return mg_set_error(MG_ERR_INVALID, "augment: max_stretch %g is not in [0, 1)", o->max_stretch);
+        return mg_set_error(MG_ERR_INVALID, "augment: max_stretch %g is not in [0, 1)",
+                            o->max_stretch);
     *shift = lo + (int)mg_rng_below(rng, (uint32_t)(hi - lo + 1));
     *stretch = 1.0;
     if (o->stretch_steps > 1) {
@@ -88,10 +93,15 @@ mg_status mg_augment_notes(mg_notes *n, const mg_augment_opts *o, mg_rng *rng, i
 
 /* ---- token windows ---- */
 
-static bool is_note(int32_t id) { return id >= MG_PERF_NOTE_ON && id < MG_PERF_TIME_SHIFT; }
-static int pitch_of(int32_t id) { return id < MG_PERF_NOTE_OFF ? id : id - MG_PERF_NOTE_OFF; }
+static bool is_note(int32_t id) {
+    return id >= MG_PERF_NOTE_ON && id < MG_PERF_TIME_SHIFT;
+}
+static int pitch_of(int32_t id) {
+    return id < MG_PERF_NOTE_OFF ? id : id - MG_PERF_NOTE_OFF;
+}
 
-void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo, int *hi) {
+void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo,
+                              int *hi) {
     mg_augment_opts d = mg_augment_defaults();
     if (!o) o = &d;
     int pmin = 128, pmax = -1;
@@ -109,9 +119,10 @@ mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones) {
         if (is_note(tok[i])) {
             int p = pitch_of(tok[i]) + semitones;
             if (p < 0 || p > 127)
-                return mg_set_error(MG_ERR_INVALID,
-                                    "perf transpose: token %zu (pitch %d) shifted by %d leaves 0..127",
-                                    i, pitch_of(tok[i]), semitones);
+                return mg_set_error(
+                    MG_ERR_INVALID,
+                    "perf transpose: token %zu (pitch %d) shifted by %d leaves 0..127", i,
+                    pitch_of(tok[i]), semitones);
         }
     for (size_t i = 0; i < n; i++)
         if (is_note(tok[i])) tok[i] += semitones;
@@ -121,7 +132,8 @@ mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones) {
 static mg_status shift_to(mg_tokens *out, int64_t *emitted, int64_t target) {
     mg_status s = MG_OK;
     while (*emitted < target && !s) {
-        int64_t k = target - *emitted > MG_PERF_SHIFT_STEPS ? MG_PERF_SHIFT_STEPS : target - *emitted;
+        int64_t k =
+            target - *emitted > MG_PERF_SHIFT_STEPS ? MG_PERF_SHIFT_STEPS : target - *emitted;
         s = mg_tokens_push(out, (int32_t)(MG_PERF_TIME_SHIFT + k - 1));
         *emitted += k;
     }

@@ -45,8 +45,8 @@ int music_cmd_stats(int argc, char **argv) {
         note_ons += it->info.note_ons;
         tempo += it->info.tempo_events;
     }
-    printf("total\t%zu files\t%zu\t%zu\t%zu\t%.3f\t%zu\n", c.n_ok, tracks, note_ons, tempo, c.seconds,
-           c.tokens);
+    printf("total\t%zu files\t%zu\t%zu\t%zu\t%.3f\t%zu\n", c.n_ok, tracks, note_ons, tempo,
+           c.seconds, c.tokens);
     fflush(stdout);
     mg_music_corpus_summary(&c, stderr);
     mg_music_corpus_free(&c);

@@ -26,7 +26,8 @@ int music_cmd_tokens(int argc, char **argv);
  * true; a missing VALUE prints an error and stores NULL. */
 bool music_opt(int argc, char **argv, int *i, const char *name, const char **value);
 /* Whole-string unsigned decimal in [0, max]; prints "music CMD: OPT: 'text' is not ..." if not. */
-bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max, uint64_t *out);
+bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
+                     uint64_t *out);
 /* Prints "music CMD: unknown argument 'ARG' (usage: music CMD USAGE)" and returns 2. */
 int music_usage_error(const char *cmd, const char *arg);
 

@@ -34,7 +34,8 @@ static char *join(const char *dir, const char *name) {
 static mg_status walk(const char *dir, pathlist *pl, bool top) {
     DIR *d = opendir(dir);
     if (!d) {
-        if (top) return mg_set_error(MG_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+        if (top)
+            return mg_set_error(MG_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
         mg_log(MG_LOG_WARN, "%s: cannot open directory: %s: skipped", dir, strerror(errno));
         return MG_OK;
     }
@@ -54,7 +55,8 @@ static mg_status walk(const char *dir, pathlist *pl, bool top) {
                 s = walk(p, pl, false);
             } else if (is_midi_name(e->d_name)) {
                 /* a link to a file is a file; a link to a directory is not followed */
-                keep = S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && stat(p, &st) == 0 && S_ISREG(st.st_mode));
+                keep = S_ISREG(st.st_mode) ||
+                       (S_ISLNK(st.st_mode) && stat(p, &st) == 0 && S_ISREG(st.st_mode));
             }
         }
         if (keep && !(s = music_grow((void **)&pl->v, &pl->cap, pl->n + 1, sizeof *pl->v))) {

@@ -40,7 +40,9 @@ static void same_file(const mg_midi_file *a, const mg_midi_file *b) {
 
 /* Undefined behaviour is a finding too: stop at the first report instead of logging on. */
 const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
+const char *__ubsan_default_options(void) {
+    return "halt_on_error=1:print_stacktrace=1";
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

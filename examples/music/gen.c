@@ -32,7 +32,7 @@ typedef struct gnote {
 
 typedef struct gctl {
     double beat;
-    int kind;      /* 0 tempo, 1 pedal */
+    int kind;       /* 0 tempo, 1 pedal */
     uint32_t value; /* us per quarter, or CC value */
 } gctl;
 
@@ -49,7 +49,9 @@ typedef struct piece {
 static const int major_steps[7] = {0, 2, 4, 5, 7, 9, 11};
 static const int minor_steps[7] = {0, 2, 3, 5, 7, 8, 10};
 
-static int floordiv7(int d) { return d >= 0 ? d / 7 : -((-d + 6) / 7); }
+static int floordiv7(int d) {
+    return d >= 0 ? d / 7 : -((-d + 6) / 7);
+}
 
 /* Pitch of scale degree d (0 = the tonic above middle C). In minor, the seventh degree is raised
  * over a dominant chord (harmonic minor), as a leading tone. */
@@ -61,14 +63,21 @@ static int deg_pitch(const piece *p, int d, bool dominant) {
     return pitch < 21 ? 21 : pitch > 108 ? 108 : pitch;
 }
 
-static double normal(mg_rng *r) { return (double)mg_rng_normal(r); }
-static double unif(mg_rng *r, double lo, double hi) { return lo + (hi - lo) * mg_rng_double(r); }
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+static double normal(mg_rng *r) {
+    return (double)mg_rng_normal(r);
+}
+static double unif(mg_rng *r, double lo, double hi) {
+    return lo + (hi - lo) * mg_rng_double(r);
+}
+static int clampi(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 static void add_note(piece *p, double beat, double len, int pitch, int vel, int hand) {
     if (p->s) return;
     p->s = music_grow((void **)&p->notes, &p->cap, p->n + 1, sizeof *p->notes);
-    if (!p->s) p->notes[p->n++] = (gnote){beat, len, clampi(pitch, 21, 108), clampi(vel, 1, 127), hand};
+    if (!p->s)
+        p->notes[p->n++] = (gnote){beat, len, clampi(pitch, 21, 108), clampi(vel, 1, 127), hand};
 }
 
 static void add_ctl(piece *p, double beat, int kind, uint32_t value) {
@@ -79,13 +88,20 @@ static void add_ctl(piece *p, double beat, int kind, uint32_t value) {
 
 static const int prog_major[][4] = {{0, 4, 5, 3}, {0, 5, 3, 4}, {0, 3, 4, 0}, {1, 4, 0, 0},
                                     {0, 5, 1, 4}, {0, 3, 0, 4}, {5, 3, 0, 4}, {0, 2, 3, 4}};
-static const int prog_minor[][4] = {{0, 5, 2, 6}, {0, 3, 4, 0}, {0, 6, 5, 4}, {0, 3, 6, 2}, {5, 6, 0, 4}};
+static const int prog_minor[][4] = {
+    {0, 5, 2, 6}, {0, 3, 4, 0}, {0, 6, 5, 4}, {0, 3, 6, 2}, {5, 6, 0, 4}};
 
 /* Rhythms of one bar, in beats. */
-static const double rhythm4[][8] = {{1, 1, 1, 1},         {2, 1, 1},      {1.5, 0.5, 2},
-                                    {0.5, 0.5, 1, 2},     {3, 1},         {1, 0.5, 0.5, 1, 1},
-                                    {0.5, 0.5, 0.5, 0.5, 1, 1}, {2, 2}};
-static const double rhythm3[][8] = {{1, 1, 1}, {2, 1}, {1.5, 0.5, 1}, {3}, {0.5, 0.5, 1, 1}, {1, 0.5, 0.5, 1}};
+static const double rhythm4[][8] = {{1, 1, 1, 1},
+                                    {2, 1, 1},
+                                    {1.5, 0.5, 2},
+                                    {0.5, 0.5, 1, 2},
+                                    {3, 1},
+                                    {1, 0.5, 0.5, 1, 1},
+                                    {0.5, 0.5, 0.5, 0.5, 1, 1},
+                                    {2, 2}};
+static const double rhythm3[][8] = {{1, 1, 1}, {2, 1},           {1.5, 0.5, 1},
+                                    {3},       {0.5, 0.5, 1, 1}, {1, 0.5, 0.5, 1}};
 
 typedef struct section {
     int texture, vel, pedal;
@@ -104,7 +120,9 @@ static int nearest_chord_tone(int d, int root) {
     return d;
 }
 
-static int phrase_arc(double bar_in_phrase) { return (int)lround(9.0 * sin(M_PI * bar_in_phrase / 4.0)); }
+static int phrase_arc(double bar_in_phrase) {
+    return (int)lround(9.0 * sin(M_PI * bar_in_phrase / 4.0));
+}
 
 static void melody_bar(piece *p, const section *sc, double t0, int root, int *mdeg, int bar) {
     mg_rng *r = p->r;
@@ -185,13 +203,15 @@ static void accompaniment_bar(piece *p, const section *sc, double t0, int root, 
     case TEX_SCALES:
         add_note(p, t0, m * 0.5 * 0.95, deg_pitch(p, bass - 7, dom), vj[0] + 5, LH);
         add_note(p, t0 + m * 0.5, m * 0.5 * 0.95, deg_pitch(p, bass - 3, dom), vj[1], LH);
-        for (int k = 0; k < 3; k++) add_note(p, t0, m * 0.95, deg_pitch(p, bass + 2 * k, dom), vj[2 + k] - 6, LH);
+        for (int k = 0; k < 3; k++)
+            add_note(p, t0, m * 0.95, deg_pitch(p, bass + 2 * k, dom), vj[2 + k] - 6, LH);
         break;
     default: { /* walking bass, detached */
         int nb = next_root - 14 + (next_root > 3 ? -7 : 0);
         int line[4] = {bass - 7, bass - 5, bass - 3, nb - 1};
         if (m == 3) line[2] = nb + 1;
-        for (int i = 0; i < m; i++) add_note(p, t0 + i, 0.6, deg_pitch(p, line[i], dom), vj[i] + (i == 0 ? 5 : 0), LH);
+        for (int i = 0; i < m; i++)
+            add_note(p, t0 + i, 0.6, deg_pitch(p, line[i], dom), vj[i] + (i == 0 ? 5 : 0), LH);
         break;
     }
     }
@@ -210,8 +230,10 @@ static void compose(piece *p) {
     uint32_t nprog = p->minor ? 5 : 8;
     int bar = 0;
     for (int s = 0; s < nsec; s++) {
-        section sc = {.texture = (int)mg_rng_below(r, TEX_COUNT), .vel = 48 + (int)mg_rng_below(r, 45)};
-        sc.pedal = sc.texture == TEX_ARPEGGIO || (sc.texture != TEX_WALKING && mg_rng_below(r, 3) != 0);
+        section sc = {.texture = (int)mg_rng_below(r, TEX_COUNT),
+                      .vel = 48 + (int)mg_rng_below(r, 45)};
+        sc.pedal =
+            sc.texture == TEX_ARPEGGIO || (sc.texture != TEX_WALKING && mg_rng_below(r, 3) != 0);
         sc.legato = sc.texture == TEX_WALKING || mg_rng_below(r, 4) == 0 ? 0.55 : 0.95;
         const int *pr = prog[mg_rng_below(r, nprog)];
         int nbars = 4 * (1 + (int)mg_rng_below(r, 2));
@@ -236,14 +258,17 @@ static void compose(piece *p) {
     }
     /* Cadence: V then I, slowing down over the two bars, the last chord held with a fermata. */
     int v = 70 + (int)mg_rng_below(r, 15);
-    for (int k = 0; k < 4; k++) add_ctl(p, t + k * p->meter * 0.5, 0, (uint32_t)lround(60e6 / (bpm * (0.92 - 0.07 * k))));
-    for (int k = 0; k < 3; k++) add_note(p, t, p->meter * 0.95, deg_pitch(p, 4 + 2 * k - 7, true), v - 8, LH);
+    for (int k = 0; k < 4; k++)
+        add_ctl(p, t + k * p->meter * 0.5, 0, (uint32_t)lround(60e6 / (bpm * (0.92 - 0.07 * k))));
+    for (int k = 0; k < 3; k++)
+        add_note(p, t, p->meter * 0.95, deg_pitch(p, 4 + 2 * k - 7, true), v - 8, LH);
     add_note(p, t, p->meter * 0.95, deg_pitch(p, 4 - 14, true), v - 4, LH);
     add_note(p, t, p->meter * 0.5, deg_pitch(p, 8, true), v, RH);
     add_note(p, t + p->meter * 0.5, p->meter * 0.45, deg_pitch(p, 6, true), v - 3, RH);
     t += p->meter;
     add_ctl(p, t + 0.05, 1, 100);
-    for (int k = 0; k < 3; k++) add_note(p, t, p->meter + 2.0, deg_pitch(p, 2 * k - 7, false), v - 6 + k, LH);
+    for (int k = 0; k < 3; k++)
+        add_note(p, t, p->meter + 2.0, deg_pitch(p, 2 * k - 7, false), v - 6 + k, LH);
     add_note(p, t, p->meter + 2.0, deg_pitch(p, -14, false), v - 2, LH);
     add_note(p, t, p->meter + 2.0, deg_pitch(p, 7, false), v + 4, RH);
     add_ctl(p, t + p->meter + 2.2, 1, 0);
@@ -264,7 +289,8 @@ static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f
     if (!s && format == 1) s = mg_midi_add_track(f, &rh);
     if (!s && format == 1) s = mg_midi_add_track(f, &lh);
     char text[128];
-    snprintf(text, sizeof text, "minigrad music gen: seed %llu, piece %u", (unsigned long long)seed, index);
+    snprintf(text, sizeof text, "minigrad music gen: seed %llu, piece %u", (unsigned long long)seed,
+             index);
     static const uint8_t gm_on[5] = {0x7E, 0x7F, 0x09, 0x01, 0xF7};
     int pc = ((p->tonic % 12) + 12) % 12;
     int8_t sf = sharps_major[p->minor ? (pc + 3) % 12 : pc];
@@ -274,7 +300,8 @@ static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f
     if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_TIME_SIGNATURE, ts, 4);
     if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_KEY_SIGNATURE, ks, 2);
     if (!s) s = mg_midi_add_sysex(f, meta, 0, MG_MIDI_SYSEX, gm_on, 5);
-    if (!s && format == 1) s = mg_midi_add_meta(f, rh, 0, MG_MIDI_META_TRACK_NAME, "right hand", 10);
+    if (!s && format == 1)
+        s = mg_midi_add_meta(f, rh, 0, MG_MIDI_META_TRACK_NAME, "right hand", 10);
     if (!s && format == 1) s = mg_midi_add_meta(f, lh, 0, MG_MIDI_META_TRACK_NAME, "left hand", 9);
     if (!s) s = mg_midi_add_channel(f, rh, 0, MG_MIDI_PROGRAM, 0, 0);
     if (!s && format == 1) s = mg_midi_add_channel(f, lh, 0, MG_MIDI_PROGRAM, 0, 0);
@@ -284,7 +311,8 @@ static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f
         if (c->kind == 0)
             s = mg_midi_add_tempo(f, meta, tick, c->value);
         else
-            s = mg_midi_add_channel(f, lh, tick, MG_MIDI_CONTROL, MG_MIDI_CC_SUSTAIN, (uint8_t)c->value);
+            s = mg_midi_add_channel(f, lh, tick, MG_MIDI_CONTROL, MG_MIDI_CC_SUSTAIN,
+                                    (uint8_t)c->value);
     }
     for (size_t i = 0; i < p->n && !s; i++) {
         const gnote *g = &p->notes[i];

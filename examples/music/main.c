@@ -12,7 +12,8 @@
 static const music_command commands[] = {
     {"stats", "--data DIR [--no-sustain] [--keep-drums]",
      "one tab-separated line per MIDI file under DIR (format, tracks, note-ons, tempo events, "
-     "seconds, tokens), then totals", music_cmd_stats},
+     "seconds, tokens), then totals",
+     music_cmd_stats},
     {"gen", "--out DIR [--pieces N] [--seed S]",
      "write N procedural piano pieces (default 16, seed 1) as MIDI files into DIR", music_cmd_gen},
     {"tokens", "FILE [--limit N]", "print the performance-encoding tokens of one MIDI file",
@@ -39,7 +40,8 @@ bool music_opt(int argc, char **argv, int *i, const char *name, const char **val
     return true;
 }
 
-bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max, uint64_t *out) {
+bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
+                     uint64_t *out) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
@@ -63,7 +65,8 @@ int music_usage_error(const char *cmd, const char *arg) {
 static void help(FILE *out) {
     fprintf(out, "usage: music COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
+        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage,
+                commands[i].summary);
 }
 
 int main(int argc, char **argv) {

@@ -10,10 +10,12 @@ mg_status music_grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return MG_OK;
     size_t c = *cap ? *cap : 16;
     while (c < need) {
-        if (c > SIZE_MAX / 2) return mg_set_error(MG_ERR_NOMEM, "music: %zu elements overflow", need);
+        if (c > SIZE_MAX / 2)
+            return mg_set_error(MG_ERR_NOMEM, "music: %zu elements overflow", need);
         c *= 2;
     }
-    if (c > SIZE_MAX / elem) return mg_set_error(MG_ERR_NOMEM, "music: %zu elements overflow", need);
+    if (c > SIZE_MAX / elem)
+        return mg_set_error(MG_ERR_NOMEM, "music: %zu elements overflow", need);
     void *q = realloc(*p, c * elem);
     if (!q) return mg_set_error(MG_ERR_NOMEM, "music: out of memory for %zu bytes", c * elem);
     *p = q;
@@ -36,7 +38,8 @@ void mg_midi_free(mg_midi_file *f) {
 }
 
 mg_status mg_midi_add_track(mg_midi_file *f, size_t *index) {
-    mg_status s = music_grow((void **)&f->tracks, &f->tracks_cap, f->ntracks + 1, sizeof *f->tracks);
+    mg_status s =
+        music_grow((void **)&f->tracks, &f->tracks_cap, f->ntracks + 1, sizeof *f->tracks);
     if (s) return s;
     memset(&f->tracks[f->ntracks], 0, sizeof *f->tracks);
     if (index) *index = f->ntracks;
@@ -75,24 +78,29 @@ mg_status mg_midi_add_channel(mg_midi_file *f, size_t track, uint64_t tick, uint
                             d1, d2);
     uint8_t kind = status & 0xF0;
     if (kind == MG_MIDI_PROGRAM || kind == MG_MIDI_CHANNEL_PRESSURE) d2 = 0;
-    return push_event(f, track, (mg_midi_event){.tick = tick, .status = status, .d1 = d1, .d2 = d2});
+    return push_event(f, track,
+                      (mg_midi_event){.tick = tick, .status = status, .d1 = d1, .d2 = d2});
 }
 
 mg_status mg_midi_add_meta(mg_midi_file *f, size_t track, uint64_t tick, uint8_t type,
                            const void *data, uint32_t len) {
-    if (type > 127) return mg_set_error(MG_ERR_INVALID, "midi: meta type 0x%02x is not valid", type);
+    if (type > 127)
+        return mg_set_error(MG_ERR_INVALID, "midi: meta type 0x%02x is not valid", type);
     if (type == MG_MIDI_META_END_OF_TRACK)
-        return mg_set_error(MG_ERR_INVALID, "midi: End-of-Track is written by the writer (set end_tick)");
+        return mg_set_error(MG_ERR_INVALID,
+                            "midi: End-of-Track is written by the writer (set end_tick)");
     uint32_t off = 0;
     mg_status s = push_payload(f, data, len, &off);
     if (s) return s;
-    return push_event(f, track,
-                      (mg_midi_event){.tick = tick, .status = 0xFF, .type = type, .len = len, .off = off});
+    return push_event(
+        f, track,
+        (mg_midi_event){.tick = tick, .status = 0xFF, .type = type, .len = len, .off = off});
 }
 
 mg_status mg_midi_add_tempo(mg_midi_file *f, size_t track, uint64_t tick, uint32_t us) {
     if (us == 0 || us > 0xFFFFFF)
-        return mg_set_error(MG_ERR_INVALID, "midi: tempo %u us per quarter out of range 1..16777215", us);
+        return mg_set_error(MG_ERR_INVALID,
+                            "midi: tempo %u us per quarter out of range 1..16777215", us);
     uint8_t b[3] = {(uint8_t)(us >> 16), (uint8_t)(us >> 8), (uint8_t)us};
     return mg_midi_add_meta(f, track, tick, MG_MIDI_META_TEMPO, b, 3);
 }
@@ -100,11 +108,13 @@ mg_status mg_midi_add_tempo(mg_midi_file *f, size_t track, uint64_t tick, uint32
 mg_status mg_midi_add_sysex(mg_midi_file *f, size_t track, uint64_t tick, uint8_t status,
                             const void *data, uint32_t len) {
     if (status != MG_MIDI_SYSEX && status != MG_MIDI_SYSEX_ESCAPE)
-        return mg_set_error(MG_ERR_INVALID, "midi: sysex status 0x%02x is not 0xF0 or 0xF7", status);
+        return mg_set_error(MG_ERR_INVALID, "midi: sysex status 0x%02x is not 0xF0 or 0xF7",
+                            status);
     uint32_t off = 0;
     mg_status s = push_payload(f, data, len, &off);
     if (s) return s;
-    return push_event(f, track, (mg_midi_event){.tick = tick, .status = status, .len = len, .off = off});
+    return push_event(f, track,
+                      (mg_midi_event){.tick = tick, .status = status, .len = len, .off = off});
 }
 
 /* Bottom-up merge sort: stable, O(n log n), and a single pass when the track is already sorted,

@@ -133,7 +133,8 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
     if (info) *info = inf;
     if (f->format == 2)
         return mg_set_error(MG_ERR_INVALID,
-                            "%s: format 2 holds independent songs, not one piece: not supported", name);
+                            "%s: format 2 holds independent songs, not one piece: not supported",
+                            name);
     if (f->division == 0) return mg_set_error(MG_ERR_INVALID, "%s: division 0", name);
 
     size_t total = 0;
@@ -188,8 +189,12 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
                 inf.restrikes++;
                 end_released(&pl, ch, e->d1, t);
             }
-            s = start_note(&pl, (mg_note){.on = t, .off = t, .pitch = e->d1, .velocity = e->d2,
-                                          .channel = (uint8_t)ch, .program = program[ch]});
+            s = start_note(&pl, (mg_note){.on = t,
+                                          .off = t,
+                                          .pitch = e->d1,
+                                          .velocity = e->d2,
+                                          .channel = (uint8_t)ch,
+                                          .program = program[ch]});
         } else if (kind == MG_MIDI_NOTE_OFF || kind == MG_MIDI_NOTE_ON) {
             if (drum) continue;
             size_t prev = NONE, i = pl.head[ch][e->d1];
@@ -253,7 +258,8 @@ static int cmp_wev(const void *pa, const void *pb) {
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts, mg_midi_file *out) {
+mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts,
+                           mg_midi_file *out) {
     static const mg_notes_midi_opts defaults = {0};
     if (!opts) opts = &defaults;
     int division = opts->division ? opts->division : 480;
@@ -268,12 +274,13 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
     for (size_t i = 0; i < notes->n; i++) {
         const mg_note *n = &notes->v[i];
         if (!isfinite(n->on) || !isfinite(n->off) || n->on < 0 || n->off < n->on ||
-            n->off * tps > 0x0FFFFFFF || n->pitch > 127 || n->velocity < 1 ||
-            n->velocity > 127 || n->channel > 15)
-            return mg_set_error(MG_ERR_INVALID,
-                                "notes to midi: note %zu (on %g s, off %g s, pitch %u, velocity %u, "
-                                "channel %u) cannot be written",
-                                i, n->on, n->off, n->pitch, n->velocity, n->channel);
+            n->off * tps > 0x0FFFFFFF || n->pitch > 127 || n->velocity < 1 || n->velocity > 127 ||
+            n->channel > 15)
+            return mg_set_error(
+                MG_ERR_INVALID,
+                "notes to midi: note %zu (on %g s, off %g s, pitch %u, velocity %u, "
+                "channel %u) cannot be written",
+                i, n->on, n->off, n->pitch, n->velocity, n->channel);
         if (!used[n->channel]++) program[n->channel] = n->program;
     }
     mg_midi_init(out, opts->format, division);
@@ -285,8 +292,9 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
         if (!used[c]) continue;
         track_of[c] = t0;
         if (opts->format == 1) s = mg_midi_add_track(out, &track_of[c]);
-        if (!s) s = mg_midi_add_channel(out, track_of[c], 0, (uint8_t)(MG_MIDI_PROGRAM | c),
-                                        (uint8_t)program[c], 0);
+        if (!s)
+            s = mg_midi_add_channel(out, track_of[c], 0, (uint8_t)(MG_MIDI_PROGRAM | c),
+                                    (uint8_t)program[c], 0);
     }
     wev *ev = s ? NULL : malloc((2 * notes->n + 1) * sizeof *ev);
     if (!s && !ev) s = mg_set_error(MG_ERR_NOMEM, "notes to midi: out of memory");
@@ -301,10 +309,12 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
         qsort(ev, 2 * notes->n, sizeof *ev, cmp_wev);
         for (size_t i = 0; i < 2 * notes->n && !s; i++) {
             const wev *w = &ev[i];
-            uint8_t status = w->kind ? MG_MIDI_NOTE_ON : opts->note_off_as_vel0 ? MG_MIDI_NOTE_ON
-                                                                                : MG_MIDI_NOTE_OFF;
+            uint8_t status = w->kind                  ? MG_MIDI_NOTE_ON
+                             : opts->note_off_as_vel0 ? MG_MIDI_NOTE_ON
+                                                      : MG_MIDI_NOTE_OFF;
             uint8_t vel = w->kind ? w->vel : opts->note_off_as_vel0 ? 0 : 64;
-            s = mg_midi_add_channel(out, track_of[w->ch], w->tick, (uint8_t)(status | w->ch), w->pitch, vel);
+            s = mg_midi_add_channel(out, track_of[w->ch], w->tick, (uint8_t)(status | w->ch),
+                                    w->pitch, vel);
         }
     }
     free(ev);

@@ -39,8 +39,9 @@ static mg_status read_vlq(reader *r, size_t *p, size_t end, size_t track, const 
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
         if (*p >= end)
-            return FAIL(start, "%s (variable-length quantity) runs past the end of track %zu, which "
-                               "ends at offset %zu",
+            return FAIL(start,
+                        "%s (variable-length quantity) runs past the end of track %zu, which "
+                        "ends at offset %zu",
                         what, track, end);
         uint8_t b = r->buf[(*p)++];
         v = v << 7 | (b & 0x7F);
@@ -86,36 +87,41 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
             if (status < 0xF0) running = status;
         } else {
             if (!running)
-                return FAIL(p, "data byte 0x%02x in track %zu with no running status to use", status,
-                            track);
+                return FAIL(p, "data byte 0x%02x in track %zu with no running status to use",
+                            status, track);
             status = running;
         }
         if (status < 0xF0) {
             uint8_t kind = status & 0xF0;
             int ndata = (kind == MG_MIDI_PROGRAM || kind == MG_MIDI_CHANNEL_PRESSURE) ? 1 : 2;
             if (end - p < (size_t)ndata)
-                return FAIL(ev_off, "channel message 0x%02x needs %d data bytes; track %zu ends at "
-                                    "offset %zu",
+                return FAIL(ev_off,
+                            "channel message 0x%02x needs %d data bytes; track %zu ends at "
+                            "offset %zu",
                             status, ndata, track, end);
             uint8_t d[2] = {b[p], ndata == 2 ? b[p + 1] : 0};
             for (int i = 0; i < ndata; i++)
                 if (d[i] & 0x80)
-                    return FAIL(p + (size_t)i, "data byte 0x%02x of channel message 0x%02x has its "
-                                               "top bit set",
+                    return FAIL(p + (size_t)i,
+                                "data byte 0x%02x of channel message 0x%02x has its "
+                                "top bit set",
                                 d[i], status);
             p += (size_t)ndata;
-            s = add_event(r, track, (mg_midi_event){.tick = tick, .status = status, .d1 = d[0], .d2 = d[1]},
+            s = add_event(r, track,
+                          (mg_midi_event){.tick = tick, .status = status, .d1 = d[0], .d2 = d[1]},
                           NULL);
             if (s) return s;
         } else if (status == MG_MIDI_META) {
-            if (p >= end) return FAIL(ev_off, "meta event with no type byte at the end of track %zu", track);
+            if (p >= end)
+                return FAIL(ev_off, "meta event with no type byte at the end of track %zu", track);
             uint8_t type = b[p++];
             if (type & 0x80) return FAIL(p - 1, "meta event type 0x%02x has its top bit set", type);
             s = read_vlq(r, &p, end, track, "meta event length", &len);
             if (s) return s;
             if (len > end - p)
-                return FAIL(ev_off, "meta event 0x%02x of %u bytes runs past the end of track %zu, "
-                                    "which ends at offset %zu",
+                return FAIL(ev_off,
+                            "meta event 0x%02x of %u bytes runs past the end of track %zu, "
+                            "which ends at offset %zu",
                             type, len, track, end);
             if (type == MG_MIDI_META_END_OF_TRACK) {
                 t->end_tick = tick;
@@ -130,15 +136,18 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
             s = read_vlq(r, &p, end, track, "sysex length", &len);
             if (s) return s;
             if (len > end - p)
-                return FAIL(ev_off, "sysex event of %u bytes runs past the end of track %zu, which "
-                                    "ends at offset %zu",
+                return FAIL(ev_off,
+                            "sysex event of %u bytes runs past the end of track %zu, which "
+                            "ends at offset %zu",
                             len, track, end);
-            s = add_event(r, track, (mg_midi_event){.tick = tick, .status = status, .len = len}, b + p);
+            s = add_event(r, track, (mg_midi_event){.tick = tick, .status = status, .len = len},
+                          b + p);
             if (s) return s;
             p += len;
         } else {
-            return FAIL(ev_off, "status byte 0x%02x is a real-time or system-common message, which "
-                                "a MIDI file cannot hold",
+            return FAIL(ev_off,
+                        "status byte 0x%02x is a real-time or system-common message, which "
+                        "a MIDI file cannot hold",
                         status);
         }
         t->end_tick = tick;
@@ -155,7 +164,8 @@ static mg_status parse(reader *r) {
     uint32_t hlen = music_be32(b + 4);
     if (hlen < 6) return FAIL(4, "header chunk length %u is shorter than 6", hlen);
     if (hlen > len - 8)
-        return FAIL(4, "header chunk length %u runs past the end of the file (%zu bytes)", hlen, len);
+        return FAIL(4, "header chunk length %u runs past the end of the file (%zu bytes)", hlen,
+                    len);
     int format = music_be16(b + 8);
     size_t ntracks = music_be16(b + 10);
     uint16_t div = music_be16(b + 12);
@@ -175,18 +185,21 @@ static mg_status parse(reader *r) {
     /* Each track takes at least its 8-byte chunk header: refuse an absurd count before
      * allocating anything for it. */
     if (ntracks > (len - p) / 8)
-        return FAIL(10, "header declares %zu tracks but only %zu bytes follow it (a track takes at "
-                        "least 8)",
+        return FAIL(10,
+                    "header declares %zu tracks but only %zu bytes follow it (a track takes at "
+                    "least 8)",
                     ntracks, len - p);
     mg_midi_init(r->f, format, (int)(int16_t)div);
-    mg_status s = music_grow((void **)&r->f->tracks, &r->f->tracks_cap, ntracks, sizeof *r->f->tracks);
+    mg_status s =
+        music_grow((void **)&r->f->tracks, &r->f->tracks_cap, ntracks, sizeof *r->f->tracks);
     if (s) return mg_wrap_error(s, "%s", r->name);
     while (r->f->ntracks < ntracks) {
         if (len - p < 8) {
             if (p == len)
                 return FAIL(p, "file ends after %zu of the %zu tracks its header declares",
                             r->f->ntracks, ntracks);
-            return FAIL(p, "truncated chunk header (%zu bytes left) where track %zu of %zu should be",
+            return FAIL(p,
+                        "truncated chunk header (%zu bytes left) where track %zu of %zu should be",
                         len - p, r->f->ntracks, ntracks);
         }
         uint32_t clen = music_be32(b + p + 4);

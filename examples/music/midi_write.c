@@ -17,7 +17,9 @@ static mg_status put(bytes *b, const void *src, size_t n) {
     return MG_OK;
 }
 
-static mg_status put_byte(bytes *b, uint8_t v) { return put(b, &v, 1); }
+static mg_status put_byte(bytes *b, uint8_t v) {
+    return put(b, &v, 1);
+}
 
 static mg_status put_be(bytes *b, uint32_t v, int n) {
     uint8_t t[4];
@@ -69,22 +71,25 @@ static mg_status write_track(bytes *b, const mg_midi_file *f, size_t ti, bool ru
         if (e->status >= 0x80 && e->status < 0xF0) {
             uint8_t kind = e->status & 0xF0;
             if (e->d1 > 127 || e->d2 > 127) {
-                s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: data byte over 127", ti, i);
+                s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: data byte over 127",
+                                 ti, i);
                 break;
             }
             if (!running_status || e->status != running) s = put_byte(b, e->status);
             running = e->status;
             if (!s) s = put_byte(b, e->d1);
-            if (!s && kind != MG_MIDI_PROGRAM && kind != MG_MIDI_CHANNEL_PRESSURE) s = put_byte(b, e->d2);
+            if (!s && kind != MG_MIDI_PROGRAM && kind != MG_MIDI_CHANNEL_PRESSURE)
+                s = put_byte(b, e->d2);
         } else if (e->status == MG_MIDI_META || e->status == MG_MIDI_SYSEX ||
                    e->status == MG_MIDI_SYSEX_ESCAPE) {
             if (e->len > 0x0FFFFFFF || (size_t)e->off + e->len > f->blob_len) {
                 s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: bad payload", ti, i);
                 break;
             }
-            if (e->status == MG_MIDI_META && (e->type > 127 || e->type == MG_MIDI_META_END_OF_TRACK)) {
-                s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: meta type 0x%02x", ti, i,
-                                 e->type);
+            if (e->status == MG_MIDI_META &&
+                (e->type > 127 || e->type == MG_MIDI_META_END_OF_TRACK)) {
+                s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: meta type 0x%02x", ti,
+                                 i, e->type);
                 break;
             }
             s = put_byte(b, e->status);

@@ -139,8 +139,8 @@ mg_status mg_midi_write(const char *path, const mg_midi_file *f, const mg_midi_w
  * ====================================================================================== */
 
 typedef struct mg_note {
-    double on, off; /* seconds from the start of the file, off >= on */
-    uint8_t pitch;  /* 0..127 */
+    double on, off;   /* seconds from the start of the file, off >= on */
+    uint8_t pitch;    /* 0..127 */
     uint8_t velocity; /* 1..127 */
     uint8_t channel;  /* 0..15 */
     uint8_t program;  /* the channel's program at the onset (0 = Acoustic Grand Piano) */
@@ -203,7 +203,8 @@ typedef struct mg_notes_midi_opts {
 /* Builds a file that plays the notes (one Set Tempo, a program change per channel used). Times
  * are rounded to ticks; each note lasts at least one tick, and at equal ticks note-offs come
  * before note-ons so a re-struck pitch reads back as two notes. opts may be NULL. */
-mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts, mg_midi_file *out);
+mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts,
+                           mg_midi_file *out);
 
 /* ======================================================================================
  * Performance encoding (Oore et al. 2018, "This time with feeling"; Huang et al. 2018, Music
@@ -276,7 +277,9 @@ const char *mg_perf_token_name(int32_t id, char *buf, size_t cap);
 static inline int mg_perf_velocity_bin(int velocity) {
     return velocity <= 1 ? 0 : velocity >= 127 ? 31 : (velocity - 1) / 4;
 }
-static inline int mg_perf_bin_velocity(int bin) { return 4 * bin + 2; }
+static inline int mg_perf_bin_velocity(int bin) {
+    return 4 * bin + 2;
+}
 
 /* ======================================================================================
  * Data augmentation (Music Transformer: transpose by up to 3 semitones, stretch time by
@@ -300,7 +303,8 @@ mg_augment_opts mg_augment_defaults(void);
  *  - mg_notes_transpose, given an explicit shift, drops the notes that would leave 0..127 and
  *    returns how many (a caller that must not lose notes checks mg_transpose_bounds first). */
 size_t mg_notes_transpose(mg_notes *n, int semitones);
-void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo, int *hi);
+void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo,
+                         int *hi);
 /* Multiplies every onset and offset by factor (> 0). */
 void mg_notes_stretch(mg_notes *n, double factor);
 /* Draws a shift and a stretch with rng and applies them. shift / stretch may be NULL. */
@@ -312,7 +316,8 @@ mg_status mg_augment_notes(mg_notes *n, const mg_augment_opts *o, mg_rng *rng, i
  *    a pitch would leave 0..127 (use mg_perf_transpose_bounds to pick a safe shift);
  *  - stretch retimes on the absolute grid (a token at step t moves to round(t * factor)), so
  *    errors do not add up; the result is appended to *out and may be shorter or longer. */
-void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo, int *hi);
+void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo,
+                              int *hi);
 mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones);
 mg_status mg_perf_stretch(const int32_t *tok, size_t n, double factor, mg_tokens *out);
 /* Draws a safe shift and a stretch, writes the augmented window to *out (cleared first). */
@@ -336,7 +341,7 @@ typedef struct mg_music_item {
     mg_status status; /* MG_OK, or why the file is skipped */
     char *error;      /* the message when status != MG_OK ("no notes" is an error too) */
     mg_midi_info info;
-    size_t tokens; /* length of the encoding, START and END included */
+    size_t tokens;      /* length of the encoding, START and END included */
     mg_notes notes;     /* filled when opts.keep_notes */
     mg_tokens encoding; /* filled when opts.keep_tokens */
 } mg_music_item;

@@ -12,7 +12,9 @@ mg_status music_grow(void **p, size_t *cap, size_t need, size_t elem);
 static inline uint32_t music_be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
-static inline uint16_t music_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint16_t music_be16(const uint8_t *p) {
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
 
 /* Reads a whole file (at most max_bytes) into a malloc'ed buffer. MG_ERR_IO names the path. */
 mg_status music_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);

@@ -100,7 +100,8 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
                              i, a->on, a->off, a->pitch, a->velocity);
             goto done;
         }
-        int64_t on = llround(a->on / MG_PERF_STEP_SECONDS), off = llround(a->off / MG_PERF_STEP_SECONDS);
+        int64_t on = llround(a->on / MG_PERF_STEP_SECONDS),
+                off = llround(a->off / MG_PERF_STEP_SECONDS);
         if (off <= on) { /* too short for the grid: keep it one step long, within 10 ms */
             on = (int64_t)floor(a->on / MG_PERF_STEP_SECONDS);
             off = on + 1;
@@ -117,7 +118,8 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
                 q[i] = q[i - 1];
                 continue;
             }
-            if (q[i - 1].off > q[i].on) ev[ne - 1].t = q[i].on; /* re-strike ends the earlier note */
+            if (q[i - 1].off > q[i].on)
+                ev[ne - 1].t = q[i].on; /* re-strike ends the earlier note */
         }
         ev[ne++] = (gev){q[i].on, 1, q[i].pitch, q[i].bin};
         ev[ne++] = (gev){q[i].off, 0, q[i].pitch, 0};
@@ -135,7 +137,9 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
             bin = ev[i].bin;
             s = mg_tokens_push(out, MG_PERF_VELOCITY + bin);
         }
-        if (!s) s = mg_tokens_push(out, (ev[i].kind ? MG_PERF_NOTE_ON : MG_PERF_NOTE_OFF) + ev[i].pitch);
+        if (!s)
+            s = mg_tokens_push(out,
+                               (ev[i].kind ? MG_PERF_NOTE_ON : MG_PERF_NOTE_OFF) + ev[i].pitch);
     }
     if (!s) s = mg_tokens_push(out, MG_PERF_END);
 done:
@@ -181,7 +185,8 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
             int64_t off = now > sounding[p] ? now : sounding[p] + 1;
             s = mg_notes_push(out, (mg_note){.on = (double)sounding[p] * MG_PERF_STEP_SECONDS,
                                              .off = (double)off * MG_PERF_STEP_SECONDS,
-                                             .pitch = (uint8_t)p, .velocity = vel[p]});
+                                             .pitch = (uint8_t)p,
+                                             .velocity = vel[p]});
             sounding[p] = -1;
         }
         if (id < MG_PERF_NOTE_OFF) {
@@ -194,7 +199,8 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
             int64_t off = now > sounding[p] ? now : sounding[p] + 1;
             s = mg_notes_push(out, (mg_note){.on = (double)sounding[p] * MG_PERF_STEP_SECONDS,
                                              .off = (double)off * MG_PERF_STEP_SECONDS,
-                                             .pitch = (uint8_t)p, .velocity = vel[p]});
+                                             .pitch = (uint8_t)p,
+                                             .velocity = vel[p]});
         }
     if (s) return s;
     if (out->n > first) {
