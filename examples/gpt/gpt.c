@@ -45,12 +45,14 @@ static void add_plugin_dirs(void) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     bool in_build = false;
-    if (n > 0 && MG_GPT_BUILD_DIR[0]) {
+    static const char build_dir[] = MG_GPT_BUILD_DIR;
+    if (n > 0 && build_dir[0]) {
         exe[n] = 0;
         char real[PATH_MAX];
-        in_build = realpath(MG_GPT_BUILD_DIR, real) && strcmp(dirname(exe), real) == 0;
+        in_build = realpath(build_dir, real) && strcmp(dirname(exe), real) == 0;
     }
-    const char *dir = in_build ? MG_GPT_BUILD_PLUGIN_DIR : MG_GPT_INSTALL_PLUGIN_DIR;
+    static const char build_plugins[] = MG_GPT_BUILD_PLUGIN_DIR, installed[] = MG_GPT_INSTALL_PLUGIN_DIR;
+    const char *dir = in_build ? build_plugins : installed;
     if (dir[0]) mg_plugin_add_dir(dir);
 }
 
