@@ -1,0 +1,421 @@
+/* bench_train: GPT training and generation speed of minigrad, side by side with PyTorch.
+ *
+ * For each configuration (textgen, music) and thread count (1 and all), it starts a minigrad
+ * worker (this program with --worker) and, where /usr/bin/python3 can import torch, a PyTorch
+ * worker (bench/pytorch_reference.py --worker), warms both up, then alternates them round by
+ * round so that noise from the rest of the machine falls on both alike, and reports medians:
+ * ms/step, tokens/s, model FLOPs utilisation against the FMA peak it measures itself, peak RSS;
+ * then the same for greedy generation at batch 1 (minigrad with its KV cache against PyTorch
+ * re-running the context, and the other two combinations for information). See bench/README.md.
+ */
+#include "bench_train.h"
+
+#include "minigrad/base.h"
+#include "minigrad/kernels.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef BENCH_PYTORCH_SCRIPT
+#define BENCH_PYTORCH_SCRIPT "bench/pytorch_reference.py"
+#endif
+
+typedef struct options {
+    bool quick, pytorch;
+    const char *json, *png, *python, *script, *blas_core;
+    bool configs[8];
+    int threads[8], n_threads;
+    int steps, warmup, gen_runs; /* 0: per configuration defaults */
+    uint64_t seed;
+} options;
+
+/* One implementation's worker and the samples it has given. */
+typedef struct side {
+    bt_proc p;
+    bool up;
+    double *s;
+    int n, cap;
+} side;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench_train [--quick] [--configs textgen,music] [--threads 1,all] [--json FILE] [--png FILE]\n"
+            "                   [--steps N] [--warmup N] [--gen-runs N] [--seed N]\n"
+            "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
+            "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
+            "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
+            "  --steps N       timed training steps per implementation (default 12 textgen, 4 music)\n"
+            "  --warmup N      untimed steps first (default 2 textgen, 1 music)\n"
+            "  --gen-runs N    timed generation runs per implementation and mode (default 3 textgen, 2 music)\n"
+            "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
+            "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n");
+}
+
+static bool push(side *sd, double v) {
+    if (sd->n == sd->cap) {
+        const int cap = sd->cap ? 2 * sd->cap : 16;
+        double *s = realloc(sd->s, (size_t)cap * sizeof *s);
+        if (!s) return false;
+        sd->s = s, sd->cap = cap;
+    }
+    sd->s[sd->n++] = v;
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double num(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Gives OpenMP and OpenBLAS threads of the worker that just ran time to stop spinning, so that
+ * they do not steal cycles from the other one's first step. */
+static void settle(void) { usleep(200 * 1000); }
+
+static bool start_worker(side *sd, const options *o, int impl, const char *mode, const bt_config *c, int threads) {
+    char name[64], thr[16], seed[32];
+    snprintf(name, sizeof name, "%s %s %s %dt", impl == BT_MINIGRAD ? "minigrad" : "pytorch", mode, c->name, threads);
+    snprintf(thr, sizeof thr, "%d", threads);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    memset(sd, 0, sizeof *sd);
+    if (impl == BT_MINIGRAD) {
+        char *argv[] = {"/proc/self/exe", "--worker", (char *)mode, "--config", (char *)c->name,
+                        "--threads", thr, "--seed", seed, NULL};
+        sd->up = bt_proc_start(&sd->p, name, argv);
+    } else {
+        char *argv[] = {(char *)o->python, (char *)o->script, "--worker", (char *)mode, "--config",
+                        (char *)c->name, "--threads", thr, "--seed", seed, "--openblas-core",
+                        (char *)(o->blas_core ? o->blas_core : "default"), NULL};
+        sd->up = bt_proc_start(&sd->p, name, argv);
+    }
+    return sd->up;
+}
+
+static void stop_worker(side *sd) {
+    if (sd->up) bt_proc_close(&sd->p);
+    sd->up = false;
+    free(sd->s);
+    sd->s = NULL;
+    sd->n = sd->cap = 0;
+}
+
+/* "train k": appends each step's seconds. A failed worker is shut down (the other goes on). */
+static void train_round(side *sd, int k, bool timed) {
+    if (!sd->up) return;
+    cJSON *r = bt_proc_ask(&sd->p, "train %d", k);
+    const cJSON *t = r ? cJSON_GetObjectItemCaseSensitive(r, "times") : NULL;
+    if (!cJSON_IsArray(t)) {
+        if (r) fprintf(stderr, "bench_train: %s worker: no step times in its answer\n", sd->p.name);
+        bt_proc_close(&sd->p);
+        sd->up = false;
+    } else if (timed) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, t) if (cJSON_IsNumber(x)) push(sd, x->valuedouble);
+    }
+    cJSON_Delete(r);
+    settle();
+}
+
+static double gen_run(side *sd, int64_t n, bool cache) {
+    if (!sd->up) return NAN;
+    cJSON *r = bt_proc_ask(&sd->p, "gen %lld %s", (long long)n, cache ? "cache" : "nocache");
+    double s = r ? num(r, "seconds") : NAN;
+    if (!r || !isfinite(s) || num(r, "tokens") != (double)n) {
+        if (r) fprintf(stderr, "bench_train: %s worker: generation gave no time or fewer tokens\n", sd->p.name);
+        bt_proc_close(&sd->p);
+        sd->up = false;
+        s = NAN;
+    }
+    cJSON_Delete(r);
+    settle();
+    return s;
+}
+
+/* Peak RSS and the arena from "mem" into r; then the worker is shut down. */
+static void finish(side *sd, bt_result *r) {
+    r->n_params = (int64_t)num(sd->p.hello, "n_params");
+    r->base_rss_mb = num(sd->p.hello, "base_rss_mb");
+    snprintf(r->backend, sizeof r->backend, "%s",
+             r->impl == BT_MINIGRAD ? str(sd->p.hello, "isa") : str(sd->p.hello, "openblas_core"));
+    cJSON *m = sd->up ? bt_proc_ask(&sd->p, "mem") : NULL;
+    if (m) {
+        r->peak_rss_mb = num(m, "peak_rss_mb");
+        if (r->impl == BT_MINIGRAD) r->arena_peak_mb = num(m, "arena_peak_mb"), r->state_mb = num(m, "state_mb");
+    }
+    cJSON_Delete(m);
+}
+
+static void measure_train(bt_report *rep, const options *o, const bt_config *c, int threads) {
+    const bool big = c->T * c->C > 256 * 1024;
+    const int warm = o->warmup > 0 ? o->warmup : big || o->quick ? 1 : 2;
+    const int steps = o->steps > 0 ? o->steps : o->quick ? (big ? 2 : 4) : (big ? 4 : 12);
+    const int per_round = big ? 1 : steps >= 12 ? 3 : 2;
+    const int n_impl = rep->have_pytorch ? 2 : 1;
+    side sd[2];
+    memset(sd, 0, sizeof sd);
+    for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, i, "train", c, threads);
+    for (int i = 0; i < n_impl; i++) train_round(&sd[i], warm, false);
+    /* Rounds alternate which implementation goes first. */
+    for (int done = 0, round = 0; done < steps; round++) {
+        const int k = steps - done < per_round ? steps - done : per_round;
+        for (int j = 0; j < n_impl; j++) train_round(&sd[(j + round) % n_impl], k, true);
+        done += k;
+    }
+    for (int i = 0; i < n_impl; i++) {
+        bt_result *r = bt_report_add(rep);
+        if (!r) break;
+        r->cfg = c, r->threads = threads, r->impl = i;
+        if (sd[i].p.hello) finish(&sd[i], r);
+        r->n = sd[i].n;
+        r->seconds = median(sd[i].s, sd[i].n);
+        r->tokens_per_s = (double)(c->B * c->T) / r->seconds;
+        r->valid = sd[i].up && sd[i].n > 0;
+        stop_worker(&sd[i]);
+        if (r->valid)
+            printf("  %-8s %-7s %dt train: %8.1f ms/step  %9.0f tokens/s  (%d steps)\n", i ? "pytorch" : "minigrad",
+                   c->name, threads, 1e3 * r->seconds, r->tokens_per_s, r->n);
+    }
+    fflush(stdout);
+}
+
+static void measure_gen(bt_report *rep, const options *o, const bt_config *c, int threads) {
+    const bool big = c->T * c->C > 256 * 1024;
+    const int runs = o->gen_runs > 0 ? o->gen_runs : o->quick ? 1 : big ? 2 : 3;
+    const int64_t n = bt_gen_tokens(c);
+    const int n_impl = rep->have_pytorch ? 2 : 1;
+    side sd[2];
+    memset(sd, 0, sizeof sd);
+    double *s[2][2]; /* [impl][cache] */
+    int ns[2][2] = {{0}};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) s[i][k] = calloc((size_t)runs, sizeof(double));
+    for (int i = 0; i < n_impl; i++) {
+        start_worker(&sd[i], o, i, "gen", c, threads);
+        gen_run(&sd[i], 4, true);
+        gen_run(&sd[i], 4, false);
+    }
+    /* The issue's pair first in each round (minigrad cached, PyTorch uncached), the other two after
+     * it, with the leading implementation alternating. */
+    for (int r = 0; r < runs; r++)
+        for (int j = 0; j < 2 * n_impl; j++) {
+            const int impl = n_impl == 1 ? 0 : (j + r) % 2;
+            const bool cache = n_impl == 1 ? j == 0 : (j < 2) == (impl == BT_MINIGRAD);
+            const double t = gen_run(&sd[impl], n, cache);
+            if (isfinite(t) && s[impl][cache]) s[impl][cache][ns[impl][cache]++] = t;
+        }
+    for (int i = 0; i < n_impl; i++) {
+        for (int k = 1; k >= 0; k--) {
+            bt_result *r = bt_report_add(rep);
+            if (!r) break;
+            r->gen = true, r->cache = k == 1, r->cfg = c, r->threads = threads, r->impl = i, r->new_tokens = n;
+            if (sd[i].p.hello) finish(&sd[i], r);
+            r->arena_peak_mb = NAN; /* mg_gpt_generate makes its own arena */
+            r->n = ns[i][k];
+            r->seconds = median(s[i][k], ns[i][k]);
+            r->tokens_per_s = (double)n / r->seconds;
+            r->valid = ns[i][k] > 0;
+            if (r->valid)
+                printf("  %-8s %-7s %dt gen %-8s %8.2f ms/token %9.1f tokens/s  (%d runs of %lld tokens)\n",
+                       i ? "pytorch" : "minigrad", c->name, threads, k ? "cache" : "no cache",
+                       1e3 * r->seconds / (double)n, r->tokens_per_s, r->n, (long long)n);
+        }
+        stop_worker(&sd[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) free(s[i][k]);
+    fflush(stdout);
+}
+
+static bool parse_list(const char *arg, const char *what, int *out, int max, int *n, int all) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", arg);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        const long v = strcmp(t, "all") == 0 ? all : strtol(t, &end, 10);
+        if ((strcmp(t, "all") != 0 && (*end || end == t)) || v < 1 || v > 1024 || *n == max) {
+            fprintf(stderr, "bench_train: %s: '%s' is not a thread count (1..1024 or 'all', at most %d)\n", what, t,
+                    max);
+            return false;
+        }
+        bool dup = false;
+        for (int i = 0; i < *n; i++) dup |= out[i] == (int)v;
+        if (!dup) out[(*n)++] = (int)v;
+    }
+    if (*n == 0) fprintf(stderr, "bench_train: %s: empty list\n", what);
+    return *n > 0;
+}
+
+static bool parse_configs(const char *arg, bool *on) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", arg);
+    bool any = false;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const bt_config *c = bt_config_find(t);
+        if (!c) {
+            fprintf(stderr, "bench_train: --configs: unknown configuration '%s' (known:", t);
+            for (int i = 0; i < bt_n_configs; i++) fprintf(stderr, " %s", bt_configs[i].name);
+            fprintf(stderr, ")\n");
+            return false;
+        }
+        on[c - bt_configs] = any = true;
+    }
+    if (!any) fprintf(stderr, "bench_train: --configs: empty list\n");
+    return any;
+}
+
+static bool parse_int(const char *opt, const char *v, int lo, int *out) {
+    char *end;
+    const long x = strtol(v, &end, 10);
+    if (*end || end == v || x < lo || x > 1000000) {
+        fprintf(stderr, "bench_train: %s: '%s' is not a whole number >= %d\n", opt, v, lo);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+static int worker_main(int argc, char **argv) {
+    const char *mode = NULL, *config = NULL;
+    int threads = 0;
+    unsigned long long seed = 1234;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--worker")) mode = argv[i + 1];
+        else if (!strcmp(argv[i], "--config")) config = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
+    }
+    const bt_config *c = config ? bt_config_find(config) : NULL;
+    if (!mode || !c || threads < 1) {
+        printf("{\"error\":\"worker: need --worker train|gen --config NAME --threads N\"}\n");
+        return 2;
+    }
+    return bt_worker_main(mode, c, threads, seed);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--worker")) return worker_main(argc, argv);
+    signal(SIGPIPE, SIG_IGN); /* a dead worker shows as a failed write, not as our death */
+
+    const int all = mg_set_num_threads(0);
+    options o = {.python = "/usr/bin/python3", .script = BENCH_PYTORCH_SCRIPT, .pytorch = true, .seed = 1234};
+    o.threads[0] = 1, o.threads[1] = all, o.n_threads = all > 1 ? 2 : 1;
+    for (int i = 0; i < bt_n_configs; i++) o.configs[i] = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) o.quick = true, takes = false;
+        else if (!strcmp(a, "--no-pytorch")) o.pytorch = false, takes = false;
+        else if (!v) ok = false;
+        else if (!strcmp(a, "--json")) o.json = v;
+        else if (!strcmp(a, "--png")) o.png = v;
+        else if (!strcmp(a, "--python")) o.python = v;
+        else if (!strcmp(a, "--pytorch-script")) o.script = v;
+        else if (!strcmp(a, "--openblas-core")) o.blas_core = v;
+        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--configs")) {
+            memset(o.configs, 0, sizeof o.configs);
+            if (!parse_configs(v, o.configs)) return 2;
+        } else if (!strcmp(a, "--threads")) {
+            if (!parse_list(v, "--threads", o.threads, 8, &o.n_threads, all)) return 2;
+        } else if (!strcmp(a, "--steps")) {
+            if (!parse_int(a, v, 1, &o.steps)) return 2;
+        } else if (!strcmp(a, "--warmup")) {
+            if (!parse_int(a, v, 1, &o.warmup)) return 2;
+        } else if (!strcmp(a, "--gen-runs")) {
+            if (!parse_int(a, v, 1, &o.gen_runs)) return 2;
+        } else ok = false;
+        if (!ok) {
+            fprintf(stderr, "bench_train: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
+    }
+
+    bt_report rep = {.n_threads = o.n_threads};
+    memcpy(rep.threads, o.threads, sizeof o.threads);
+    double load[3];
+    rep.load_before = getloadavg(load, 1) == 1 ? load[0] : NAN;
+    if (o.pytorch) {
+        char *probe[] = {(char *)o.python, "-c", "import torch", NULL};
+        if (access(o.script, R_OK) != 0)
+            printf("pytorch: %s not readable: minigrad only (--pytorch-script PATH)\n", o.script);
+        else if (bt_run_quiet(probe) != 0)
+            printf("pytorch: `%s -c 'import torch'` failed: minigrad only (Debian: apt-get install "
+                   "python3-torch)\n", o.python);
+        else
+            rep.have_pytorch = true;
+    }
+    printf("minigrad: %s kernels, %d threads available; pytorch: %s\n", mg_isa_name(mg_isa_active()), all,
+           rep.have_pytorch ? o.script : "not used");
+    for (int t = 0; t < o.n_threads; t++) rep.peak[t] = bt_measure_peak(o.threads[t], 5);
+    printf("FMA peak (%s register loop, best of 5):", bt_peak_kind());
+    for (int t = 0; t < o.n_threads; t++) printf(" %.1f GFLOP/s on %d thread%s", rep.peak[t], o.threads[t],
+                                                 o.threads[t] > 1 ? "s" : "");
+    printf("\n");
+    if (isfinite(rep.load_before) && rep.load_before > 0.5 * all)
+        printf("warning: load average %.1f on %d cores: other processes share the machine, timings are noisy\n",
+               rep.load_before, all);
+    fflush(stdout);
+
+    for (int ci = 0; ci < bt_n_configs; ci++) {
+        if (!o.configs[ci]) continue;
+        for (int t = 0; t < o.n_threads; t++) {
+            measure_train(&rep, &o, &bt_configs[ci], o.threads[t]);
+            measure_gen(&rep, &o, &bt_configs[ci], o.threads[t]);
+        }
+    }
+
+    /* The peak once more now that the run is over: the better of the two is the machine's. */
+    for (int t = 0; t < o.n_threads; t++) {
+        const double p = bt_measure_peak(o.threads[t], 3);
+        rep.peak[t] = p > rep.peak[t] ? p : rep.peak[t];
+    }
+    rep.load_after = getloadavg(load, 1) == 1 ? load[0] : NAN;
+    for (int i = 0; i < rep.n; i++) {
+        bt_result *r = &rep.r[i];
+        for (int t = 0; t < o.n_threads; t++)
+            if (o.threads[t] == r->threads) r->peak_gflops = rep.peak[t];
+        const double flops = r->gen ? bt_gen_flops(r->cfg, BT_PROMPT_LEN, r->new_tokens)
+                                    : bt_train_flops_per_token(r->cfg) * (double)(r->cfg->B * r->cfg->T);
+        r->mfu = flops / r->seconds / (r->peak_gflops * 1e9);
+    }
+    printf("\nFMA peak used for MFU:");
+    for (int t = 0; t < o.n_threads; t++) printf(" %.1f GFLOP/s (%dt)", rep.peak[t], o.threads[t]);
+    printf("; load average %.2f before, %.2f after\n", rep.load_before, rep.load_after);
+    bt_print_table(&rep, stdout);
+
+    int rc = 0;
+    for (int i = 0; i < rep.n; i++)
+        if (!rep.r[i].valid) rc = 1;
+    if (rc) fprintf(stderr, "bench_train: some measurements failed (see the messages above)\n");
+    if (o.json && !bt_write_json(&rep, o.json)) rc = 1;
+    if (o.png && !bt_write_png(&rep, o.png)) rc = 1;
+    if (o.json) printf("wrote %s\n", o.json);
+    if (o.png && rc == 0) printf("wrote %s\n", o.png);
+    free(rep.r);
+    return rc;
+}

@@ -1,0 +1,285 @@
+/* Results: the terminal table with minigrad / PyTorch ratios and the issue's targets, JSON lines,
+ * and the PNG chart (three panels: textgen training, music training, generation). */
+#include "bench_train.h"
+
+#include "minigrad/plot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const impl_name[2] = {"minigrad", "pytorch"};
+
+bt_result *bt_report_add(bt_report *rep) {
+    if (rep->n == rep->cap) {
+        const int cap = rep->cap ? 2 * rep->cap : 32;
+        bt_result *r = realloc(rep->r, (size_t)cap * sizeof *r);
+        if (!r) return NULL;
+        rep->r = r, rep->cap = cap;
+    }
+    bt_result *r = &rep->r[rep->n++];
+    memset(r, 0, sizeof *r);
+    r->mfu = r->peak_rss_mb = r->base_rss_mb = r->arena_peak_mb = r->state_mb = NAN;
+    r->tokens_per_s = r->seconds = r->peak_gflops = NAN;
+    return r;
+}
+
+const bt_result *bt_report_find(const bt_report *rep, bool gen, bool cache, const char *cfg, int threads,
+                                int impl) {
+    for (int i = 0; i < rep->n; i++) {
+        const bt_result *r = &rep->r[i];
+        if (r->valid && r->gen == gen && (!gen || r->cache == cache) && r->threads == threads &&
+            r->impl == impl && strcmp(r->cfg->name, cfg) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* The measurement a minigrad result is compared with: PyTorch at the same thread count, for
+ * generation PyTorch without a cache (the issue's baseline). */
+static const bt_result *baseline(const bt_report *rep, const bt_result *r) {
+    if (r->impl != BT_MINIGRAD) return NULL;
+    return bt_report_find(rep, r->gen, false, r->cfg->name, r->threads, BT_PYTORCH);
+}
+
+static double ratio(const bt_report *rep, const bt_result *r) {
+    const bt_result *b = baseline(rep, r);
+    return b ? r->tokens_per_s / b->tokens_per_s : NAN;
+}
+
+static void fmt_num(char *buf, size_t n, const char *fmt, double v) {
+    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    else snprintf(buf, n, "-");
+}
+
+static int max_threads(const bt_report *rep) {
+    int m = 1;
+    for (int i = 0; i < rep->n_threads; i++) m = rep->threads[i] > m ? rep->threads[i] : m;
+    return m;
+}
+
+static void print_target(FILE *f, const char *what, double value, const char *unit, double target, bool at_least) {
+    char v[32];
+    fmt_num(v, sizeof v, "%.2f", value);
+    const char *verdict = !isfinite(value) ? "not measured"
+                          : (at_least ? value >= target : value <= target) ? "met"
+                                                                           : "NOT MET";
+    fprintf(f, "  %-62s %8s%s  (target %s %.2f%s)  %s\n", what, v, unit, at_least ? ">=" : "<=", target, unit,
+            verdict);
+}
+
+static double tps(const bt_report *rep, bool gen, bool cache, const char *cfg, int threads, int impl) {
+    const bt_result *r = bt_report_find(rep, gen, cache, cfg, threads, impl);
+    return r ? r->tokens_per_s : NAN;
+}
+
+void bt_print_table(const bt_report *rep, FILE *f) {
+    fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
+    fprintf(f, "%-8s %3s %-9s %5s %10s %10s %7s %9s %9s %9s %8s\n", "config", "thr", "impl", "steps", "ms/step",
+            "tokens/s", "MFU", "peak RSS", "base RSS", "arena", "ratio");
+    for (int i = 0; i < rep->n; i++) {
+        const bt_result *r = &rep->r[i];
+        if (!r->valid || r->gen) continue;
+        char mfu[16], rss[16], base[16], arena[16], rt[16];
+        fmt_num(mfu, sizeof mfu, "%.1f%%", 100.0 * r->mfu);
+        fmt_num(rss, sizeof rss, "%.0fM", r->peak_rss_mb);
+        fmt_num(base, sizeof base, "%.0fM", r->base_rss_mb);
+        fmt_num(arena, sizeof arena, "%.0fM", r->arena_peak_mb);
+        fmt_num(rt, sizeof rt, "%.2fx", ratio(rep, r));
+        fprintf(f, "%-8s %3d %-9s %5d %10.1f %10.0f %7s %9s %9s %9s %8s\n", r->cfg->name, r->threads,
+                impl_name[r->impl], r->n, 1e3 * r->seconds, r->tokens_per_s, mfu, rss, base, arena, rt);
+    }
+    fprintf(f, "\ngeneration: batch 1, greedy, %d-token prompt; tokens/s = new tokens / wall time; median of runs\n",
+            BT_PROMPT_LEN);
+    fprintf(f, "%-8s %3s %-9s %-8s %4s %4s %10s %10s %7s %9s %8s\n", "config", "thr", "impl", "kv", "new", "runs",
+            "ms/token", "tokens/s", "MFU", "peak RSS", "ratio");
+    for (int i = 0; i < rep->n; i++) {
+        const bt_result *r = &rep->r[i];
+        if (!r->valid || !r->gen) continue;
+        char mfu[16], rss[16], rt[16];
+        fmt_num(mfu, sizeof mfu, "%.2f%%", 100.0 * r->mfu);
+        fmt_num(rss, sizeof rss, "%.0fM", r->peak_rss_mb);
+        fmt_num(rt, sizeof rt, "%.1fx", r->cache ? ratio(rep, r) : NAN);
+        fprintf(f, "%-8s %3d %-9s %-8s %4lld %4d %10.3f %10.1f %7s %9s %8s\n", r->cfg->name, r->threads,
+                impl_name[r->impl], r->cache ? "cache" : "no cache", (long long)r->new_tokens, r->n,
+                1e3 * r->seconds / (double)r->new_tokens, r->tokens_per_s, mfu, rss, rt);
+    }
+    fprintf(f, "ratio: minigrad tokens/s over PyTorch's at the same thread count (generation: over PyTorch "
+               "without a cache)\n");
+
+    const int all = max_threads(rep);
+    const int two = 2 <= all ? 2 : all; /* the issue's 1 -> 2 threads scaling */
+    fprintf(f, "\ntargets (issue 4), all threads = %d:\n", all);
+    const bt_result *tg = bt_report_find(rep, false, false, "textgen", all, BT_MINIGRAD);
+    const bt_result *mu = bt_report_find(rep, false, false, "music", all, BT_MINIGRAD);
+    const bt_result *mu_pt = bt_report_find(rep, false, false, "music", all, BT_PYTORCH);
+    print_target(f, "textgen training tokens/s, minigrad / PyTorch", tg ? ratio(rep, tg) : NAN, "x", 1.5, true);
+    print_target(f, "textgen training MFU (%)", tg ? 100.0 * tg->mfu : NAN, "", 60.0, true);
+    print_target(f, "music training tokens/s, minigrad / PyTorch", mu ? ratio(rep, mu) : NAN, "x", 4.0, true);
+    print_target(f, "music peak RSS, minigrad / PyTorch", mu && mu_pt ? mu->peak_rss_mb / mu_pt->peak_rss_mb : NAN,
+                 "", 0.5, false);
+    for (int c = 0; c < bt_n_configs; c++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s training scaling, 1 -> %d threads (minigrad)", bt_configs[c].name, two);
+        print_target(f, what,
+                     tps(rep, false, false, bt_configs[c].name, two, BT_MINIGRAD) /
+                         tps(rep, false, false, bt_configs[c].name, 1, BT_MINIGRAD),
+                     "x", 1.85, true);
+    }
+    for (int c = 0; c < bt_n_configs; c++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s generation, minigrad KV cache / PyTorch no cache", bt_configs[c].name);
+        print_target(f, what,
+                     tps(rep, true, true, bt_configs[c].name, all, BT_MINIGRAD) /
+                         tps(rep, true, false, bt_configs[c].name, all, BT_PYTORCH),
+                     "x", 20.0, true);
+    }
+}
+
+static void json_num(FILE *f, const char *key, double v, const char *fmt) {
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+bool bt_write_json(const bt_report *rep, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return false;
+    }
+    for (int i = 0; i < rep->n; i++) {
+        const bt_result *r = &rep->r[i];
+        if (!r->valid) continue;
+        const bt_config *c = r->cfg;
+        fprintf(f, "{\"bench\":\"%s\",\"config\":\"%s\",\"threads\":%d,\"impl\":\"%s\"", r->gen ? "gen" : "train",
+                c->name, r->threads, impl_name[r->impl]);
+        if (r->gen) {
+            fprintf(f, ",\"cache\":%s,\"prompt_tokens\":%d,\"new_tokens\":%lld,\"runs\":%d",
+                    r->cache ? "true" : "false", BT_PROMPT_LEN, (long long)r->new_tokens, r->n);
+            json_num(f, "ms_per_token", 1e3 * r->seconds / (double)r->new_tokens, "%.6g");
+            json_num(f, "gen_tokens_per_s", r->tokens_per_s, "%.6g");
+        } else {
+            fprintf(f, ",\"steps\":%d", r->n);
+            json_num(f, "ms_per_step", 1e3 * r->seconds, "%.6g");
+            json_num(f, "model_gflop_per_step", bt_train_flops_per_token(c) * (double)(c->B * c->T) / 1e9, "%.6g");
+        }
+        json_num(f, "tokens_per_s", r->tokens_per_s, "%.6g");
+        json_num(f, "mfu", r->mfu, "%.5f");
+        json_num(f, "peak_gflops", r->peak_gflops, "%.2f");
+        json_num(f, "peak_rss_mb", r->peak_rss_mb, "%.1f");
+        json_num(f, "base_rss_mb", r->base_rss_mb, "%.1f");
+        json_num(f, "arena_peak_mb", r->arena_peak_mb, "%.1f");
+        json_num(f, "state_mb", r->state_mb, "%.1f");
+        const double rt = r->gen && !r->cache ? NAN : ratio(rep, r);
+        if (isfinite(rt)) json_num(f, "ratio_vs_pytorch", rt, "%.4f");
+        fprintf(f, ",\"n_params\":%lld,\"backend\":\"%s\",\"V\":%lld,\"T\":%lld,\"C\":%lld,\"L\":%lld,\"H\":%lld,"
+                   "\"B\":%lld",
+                (long long)r->n_params, r->backend, (long long)c->V, (long long)c->T, (long long)c->C,
+                (long long)c->L, (long long)c->H, (long long)(r->gen ? 1 : c->B));
+        json_num(f, "load_before", rep->load_before, "%.2f");
+        json_num(f, "load_after", rep->load_after, "%.2f");
+        fputs("}\n", f);
+    }
+    if (fclose(f) != 0) {
+        perror(path);
+        return false;
+    }
+    return true;
+}
+
+/* ---- PNG: each panel is drawn by mg_plot_bars into a temporary file, then the panels are
+ * pasted side by side onto one canvas (each keeps its own value axis: the two configurations'
+ * throughputs differ by an order of magnitude). ---- */
+
+enum { PANEL_W = 560, PANEL_H = 480 };
+
+static bool paste(mg_canvas *dst, const char *tmp, int x0) {
+    mg_canvas *src = NULL;
+    if (mg_canvas_load_png(tmp, &src) != MG_OK) return false;
+    const int w = mg_canvas_width(src), h = mg_canvas_height(src);
+    uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
+    const int dw = mg_canvas_width(dst);
+    for (int y = 0; y < h && y < mg_canvas_height(dst); y++)
+        memcpy(d + ((size_t)y * (size_t)dw + (size_t)x0) * 3, s + (size_t)y * (size_t)w * 3, (size_t)w * 3);
+    mg_canvas_free(src);
+    return true;
+}
+
+bool bt_write_png(const bt_report *rep, const char *path) {
+    const char *thr_label[8];
+    char thr_buf[8][24];
+    for (int t = 0; t < rep->n_threads; t++) {
+        snprintf(thr_buf[t], sizeof thr_buf[t], "%d thread%s", rep->threads[t], rep->threads[t] > 1 ? "s" : "");
+        thr_label[t] = thr_buf[t];
+    }
+    const char *train_series[2] = {"minigrad", "PyTorch 1.13"};
+    const char *gen_series[3] = {"minigrad, KV cache", "PyTorch, no cache", "PyTorch, own cache"};
+    char tmp[3][4200], title[3][128];
+    int panels = 0;
+    bool ok = true;
+    const int n_impl = rep->have_pytorch ? 2 : 1;
+    for (int c = 0; c < bt_n_configs && ok; c++) {
+        const bt_config *cfg = &bt_configs[c];
+        double v[8 * 2];
+        bool any = false;
+        for (int t = 0; t < rep->n_threads; t++)
+            for (int i = 0; i < n_impl; i++) {
+                v[t * n_impl + i] = tps(rep, false, false, cfg->name, rep->threads[t], i);
+                any |= isfinite(v[t * n_impl + i]);
+            }
+        if (!any) continue;
+        snprintf(title[panels], sizeof title[panels], "%s training (B=%lld, T=%lld)", cfg->name, (long long)cfg->B,
+                 (long long)cfg->T);
+        snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
+        mg_plot_opts o = {.title = title[panels], .ylabel = "tokens/s", .width = PANEL_W, .height = PANEL_H,
+                          .bar_values = true};
+        ok = mg_plot_bars(tmp[panels], &o, thr_label, rep->n_threads, train_series, n_impl, v) == MG_OK;
+        panels++;
+    }
+    /* generation: groups are configuration x thread count */
+    const char *glabel[16];
+    char gbuf[16][32];
+    double gv[16 * 3];
+    int ng = 0;
+    const int n_gen = rep->have_pytorch ? 3 : 1;
+    for (int c = 0; c < bt_n_configs && ok; c++)
+        for (int t = 0; t < rep->n_threads && ng < 16; t++) {
+            const char *name = bt_configs[c].name;
+            const int th = rep->threads[t];
+            double row[3] = {tps(rep, true, true, name, th, BT_MINIGRAD), tps(rep, true, false, name, th, BT_PYTORCH),
+                             tps(rep, true, true, name, th, BT_PYTORCH)};
+            if (!isfinite(row[0]) && !isfinite(row[1])) continue;
+            snprintf(gbuf[ng], sizeof gbuf[ng], "%s %dt", name, th);
+            glabel[ng] = gbuf[ng];
+            memcpy(gv + ng * n_gen, row, (size_t)n_gen * sizeof(double));
+            ng++;
+        }
+    if (ok && ng > 0) {
+        snprintf(title[panels], sizeof title[panels], "generation, batch 1 (%d-token prompt)", BT_PROMPT_LEN);
+        snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
+        mg_plot_opts o = {.title = title[panels], .ylabel = "new tokens/s", .width = PANEL_W, .height = PANEL_H,
+                          .bar_values = true};
+        ok = mg_plot_bars(tmp[panels], &o, glabel, ng, gen_series, n_gen, gv) == MG_OK;
+        panels++;
+    }
+    if (!ok) fprintf(stderr, "bench_train: chart: %s\n", mg_last_error());
+    mg_canvas *all = ok && panels > 0 ? mg_canvas_new(PANEL_W * panels, PANEL_H, 0xFFFFFF) : NULL;
+    for (int p = 0; p < panels && all; p++)
+        if (!paste(all, tmp[p], p * PANEL_W)) {
+            fprintf(stderr, "bench_train: chart: %s\n", mg_last_error());
+            ok = false;
+        }
+    if (ok && all && mg_canvas_save_png(all, path) != MG_OK) {
+        fprintf(stderr, "bench_train: %s\n", mg_last_error());
+        ok = false;
+    }
+    if (ok && panels == 0) {
+        fprintf(stderr, "bench_train: chart: nothing was measured\n");
+        ok = false;
+    }
+    for (int p = 0; p < panels; p++) unlink(tmp[p]);
+    mg_canvas_free(all);
+    return ok;
+}
