@@ -181,6 +181,42 @@ START_TEST(example_plugin_layer_works_and_is_differentiable) {
 }
 END_TEST
 
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* The README shows scale.c verbatim (from its #include on): keep the two in step. */
+START_TEST(readme_shows_the_example_verbatim) {
+    const char *src = getenv("MINIGRAD_SOURCE_ROOT");
+    if (!src) return;
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/plugins/example_scale/scale.c", src);
+    char *code = slurp(p);
+    snprintf(p, sizeof p, "%s/plugins/README.md", src);
+    char *readme = slurp(p);
+    const char *inc = "#include \"minigrad/plugin.h\"";
+    char *c0 = strstr(code, inc), *r0 = strstr(readme, "```c\n#include \"minigrad/plugin.h\"");
+    ck_assert_ptr_nonnull(c0);
+    ck_assert_ptr_nonnull(r0);
+    r0 += 5;
+    char *r1 = strstr(r0, "```");
+    ck_assert_ptr_nonnull(r1);
+    ck_assert_msg(strlen(c0) == (size_t)(r1 - r0) && memcmp(c0, r0, strlen(c0)) == 0,
+                  "plugins/README.md's code block differs from plugins/example_scale/scale.c");
+    free(code);
+    free(readme);
+}
+END_TEST
+
 /* ---- the GPT asks for schemes by name ---- */
 
 static mg_gpt_config tiny(const char *pos) {
@@ -240,6 +276,7 @@ static Suite *plugins_suite(void) {
     tcase_add_test(tc, half_bad_plugin_registers_nothing);
     tcase_add_test(tc, clash_with_builtin);
     tcase_add_test(tc, example_plugin_layer_works_and_is_differentiable);
+    tcase_add_test(tc, readme_shows_the_example_verbatim);
     tcase_add_test(tc, gpt_loads_alibi_on_demand);
     tcase_add_test(tc, gpt_unknown_scheme_explained);
     suite_add_tcase(s, tc);
