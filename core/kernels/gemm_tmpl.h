@@ -33,15 +33,17 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
         const int mm = (int)mgk_min(MGK_MR, m - i);
         float *d = dst + i * kc;
         if (ta) {
-            /* op(A) row r of the panel is column i + r of the stored K x M matrix: each k is a short
-             * contiguous run. */
+            /* op(A) row r of the panel is column i + r of the stored K x M matrix: each k is one
+             * contiguous run of mm floats, loaded as a (partial) vector; the zero lanes of a partial
+             * load pad the panel. */
             const float *s = A + i;
             for (int64_t k = 0; k < kc; k++) {
-                const float *sk = s + k * lda;
-                float *dk = d + k * MGK_MR;
-                int r = 0;
-                for (; r < mm; r++) dk[r] = alpha * sk[r];
-                for (; r < MGK_MR; r++) dk[r] = 0.0f;
+#if MGK_MR == MGK_VLEN
+                const mgk_v x = mm == MGK_MR ? v_load(s + k * lda) : v_load_n(s + k * lda, mm);
+                v_store(d + k * MGK_MR, v_mul(va, x));
+#else
+                v_store_n(d + k * MGK_MR, v_mul(va, v_load_n(s + k * lda, mm)), MGK_MR);
+#endif
             }
             continue;
         }
@@ -124,6 +126,12 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, 
 MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *restrict b,
                              float beta, float *restrict c, int64_t ldc, int mm, int nn) {
     _Alignas(64) float tile[MGK_MR][MGK_NR];
+    /* C is usually out in L3 (it is revisited once per K slice): start fetching it now so the
+     * update after the k-loop does not wait. */
+    MGK_UNROLL for (int i = 0; i < MGK_MR; i++) {
+        if (i >= mm) break;
+        MGK_UNROLL for (int q = 0; q < MGK_NR; q += 16) __builtin_prefetch(c + i * ldc + q, 1, 3);
+    }
     {
         mgk_v acc[MGK_MR][MGK_NV];
         MGK_UNROLL for (int i = 0; i < MGK_MR; i++) MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
