@@ -12,7 +12,7 @@ int textgen_cmd_train(int argc, char **argv);
 int textgen_cmd_sample(int argc, char **argv);
 int textgen_cmd_eval(int argc, char **argv);
 
-#define TEXTGEN_DEFAULT_OUT "runs/textgen"
+#define TEXTGEN_DEFAULT_OUT "out/textgen"
 #define TEXTGEN_DEFAULT_CKPT TEXTGEN_DEFAULT_OUT "/model.safetensors"
 
 /* Checkpoint metadata the train command adds (besides the model config and the vocabulary). */

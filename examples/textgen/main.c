@@ -2,9 +2,13 @@
  * lives in its own file (see commands.h). */
 #include "commands.h"
 
+#include "minigrad/plugin.h"
+
+#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name, *usage, *summary;
@@ -29,7 +33,23 @@ static void help(FILE *out) {
         fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
 }
 
+/* Positional schemes from plugins (--pos alibi) are found beside this program without setting
+ * MINIGRAD_PLUGIN_PATH: in the build tree (<build>/examples/textgen/textgen -> <build>/plugins) and
+ * once installed (<prefix>/bin/textgen -> <prefix>/lib/minigrad/plugins). */
+static void add_plugin_dirs(void) {
+    char exe[4096], dir[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    const char *d = dirname(exe);
+    snprintf(dir, sizeof dir, "%s/../../plugins", d);
+    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
+    snprintf(dir, sizeof dir, "%s/../lib/minigrad/plugins", d);
+    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
+}
+
 int main(int argc, char **argv) {
+    add_plugin_dirs();
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
