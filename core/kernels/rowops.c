@@ -123,8 +123,9 @@ void mg_softmax_fwd_ref(int64_t R, int64_t C, const float *x, float *y) {
         const float *xr = x + r * C;
         float *yr = y + r * C;
         float mx = -INFINITY;
-        for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
-        if (mx == -INFINITY) {
+        bool nan = false;
+        for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx, nan |= isnan(xr[j]);
+        if (mx == -INFINITY && !nan) {
             for (int64_t j = 0; j < C; j++) yr[j] = 0.0f;
             continue;
         }

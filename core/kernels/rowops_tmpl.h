@@ -347,10 +347,15 @@ static void RO(softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, f
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * C;
         float *yr = y + r * C;
-        const float mx = RO(row_max)(xr, C);
-        if (mx == -INFINITY) { /* every entry masked: a row of zeros, not NaN */
-            memset(yr, 0, (size_t)C * sizeof(float));
-            continue;
+        float mx = RO(row_max)(xr, C);
+        if (mx == -INFINITY) {
+            /* Every entry masked: a row of zeros, not NaN. A max can drop a NaN, though, so a row
+             * of -inf and NaN is told apart by its sum; its NaN then flows through exp. */
+            mx = RO(row_sum)(xr, C);
+            if (mx == -INFINITY) {
+                memset(yr, 0, (size_t)C * sizeof(float));
+                continue;
+            }
         }
         const V inv = v_set1(1.0f / RO(exp_sum)(xr, mx, yr, C));
         int64_t j = 0;

@@ -78,7 +78,8 @@ void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst);
 void mg_sum_rows_ref(int64_t R, int64_t N, const float *src, float *dst);
 
 /* ---- softmax over rows of C ---------------------------------------------------------------------
- * A row that is all -inf gives zeros (a fully masked row), not NaN. */
+ * A row that is all -inf gives zeros (a fully masked row), not NaN; a NaN anywhere in a row makes
+ * the whole row NaN. */
 void mg_softmax_fwd(int64_t R, int64_t C, const float *x, float *y);
 void mg_softmax_fwd_ref(int64_t R, int64_t C, const float *x, float *y);
 /* dx += y * (dy - sum_j dy_j y_j), from the forward output y. */
