@@ -60,8 +60,8 @@ mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out) {
                             (long long)c.n_embd, (long long)c.n_head);
     if (c.tied_head && c.head_bias)
         return mg_set_error(MG_ERR_INVALID, "%s: head_bias needs an untied head (head = linear)", name);
-    snprintf(c.pos, sizeof c.pos, "%s", pos);
-    snprintf(c.pos_opts, sizeof c.pos_opts, "%s", pos_opts);
+    if (pos != c.pos) memcpy(c.pos, pos, strlen(pos) + 1); /* absent keys point into c itself */
+    if (pos_opts != c.pos_opts) memcpy(c.pos_opts, pos_opts, strlen(pos_opts) + 1);
     st = mg_config_check_used(kv);
     if (st != MG_OK) return st;
     *out = c;

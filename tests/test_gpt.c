@@ -470,6 +470,8 @@ END_TEST
 
 /* Writes the model's tensors, minus `drop`, with tensor `reshape` given `new_dim0` rows, plus an
  * `extra` tensor when non-NULL, and the metadata with `key` set to `val` (NULL val: key left out). */
+static const char zeros_for_files[8];
+
 static void write_variant(mg_gpt *g, const char *path, const char *drop, const char *reshape, int64_t new_dim0,
                           const char *extra, const char *key, const char *val) {
     mg_params *P = mg_gpt_params(g);
@@ -566,6 +568,27 @@ START_TEST(malformed_checkpoints_at_model_level) {
     fclose(f);
     ck_assert_int_ne(mg_gpt_load(g, p), MG_OK);
     UNTOUCHED();
+    /* hand-made headers: malformed JSON, a dtype other than F32, tensors overlapping */
+    static const char *const headers[3] = {
+        "{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]",
+        "{\"wte.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}",
+        "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+        " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+    };
+    static const char *const why[3] = {"bad.safetensors", "unsupported dtype F16", "overlap"};
+    for (int k = 0; k < 3; k++) {
+        uint64_t n = strlen(headers[k]);
+        f = fopen(p, "wb");
+        fwrite(&n, 8, 1, f); /* little-endian on the machines we run on */
+        fwrite(headers[k], 1, n, f);
+        fwrite(zeros_for_files, 1, 8, f);
+        fclose(f);
+        ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "bad.safetensors", why[k]);
+        UNTOUCHED();
+        h = (mg_gpt *)1;
+        ck_assert_int_eq(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT);
+        ck_assert_ptr_null(h);
+    }
     ASSERT_ERR(mg_gpt_load(g, tmp_path("absent.safetensors")), MG_ERR_IO, "absent.safetensors");
     /* a save that cannot happen leaves the good file as it was */
     ck_assert_int_ne(mg_gpt_save(g, tmp_path("no/such/dir/x.safetensors"), NULL, 0), MG_OK);
