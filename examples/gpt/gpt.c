@@ -4,6 +4,8 @@
  *   gpt init    --config model.cfg --out model.safetensors [--seed N]
  *   gpt eval    --ckpt model.safetensors --tokens batch.bin --batch B --seq T [--dump-grads grads.safetensors]
  *   gpt inspect model.safetensors
+ *   gpt sample  --ckpt model.safetensors --prompt "1 2 3" [--n 50] [--temperature 1] [--top-k 0] [--top-p 1]
+ *               [--seed 1] [--no-cache]
  *
  * batch.bin holds B rows of T+1 little-endian uint16 tokens: row b's inputs are its first T
  * tokens and its targets its last T. eval prints `loss <value>` (9 significant digits), the mean
@@ -243,11 +245,74 @@ static int cmd_inspect(int argc, char **argv) {
     return 0;
 }
 
+/* ---- sample ---- */
+
+static int cmd_sample(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = NULL;
+    int64_t n = 50, top_k = 0, seed = 1;
+    float temperature = 1.0f, top_p = 1.0f;
+    bool no_cache = false;
+    const ex_opt opts[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint (safetensors)"},
+        {"prompt", EX_STR, &prompt, "prompt token ids, separated by spaces or commas"},
+        {"n", EX_INT, &n, "tokens to generate"},
+        {"temperature", EX_FLOAT, &temperature, "0: greedy"},
+        {"top-k", EX_INT, &top_k, "keep the k most likely tokens (0: all)"},
+        {"top-p", EX_FLOAT, &top_p, "nucleus: keep the smallest set reaching this probability (1: all)"},
+        {"seed", EX_INT, &seed, "sampling seed"},
+        {"no-cache", EX_FLAG, &no_cache, "recompute the context for every token (no KV cache)"},
+    };
+    ex_parse_result r = ex_parse("gpt sample", "gpt sample --ckpt FILE --prompt \"IDS\" [options]", argc, argv, opts, 8,
+                                 NULL, 0, NULL);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    if (!ckpt || !prompt || n < 0) {
+        fprintf(stderr, "gpt sample: --ckpt and --prompt are required (see --help)\n");
+        return 2;
+    }
+    int32_t ids[4096];
+    int64_t np = 0;
+    for (const char *p = prompt; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            if (*p == ' ' || *p == ',') {
+                p++;
+                continue;
+            }
+            fprintf(stderr, "gpt sample: --prompt: '%s' is not a list of token ids\n", p);
+            return 2;
+        }
+        if (np == 4096 || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "gpt sample: --prompt: token %ld out of range (or more than 4096 tokens)\n", v);
+            return 2;
+        }
+        ids[np++] = (int32_t)v;
+        p = end;
+    }
+    mg_gpt *g;
+    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return fail("sample");
+    int32_t *out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    int64_t made = 0;
+    mg_rng rng = mg_rng_make((uint64_t)seed);
+    mg_gen_opts o = {.max_new_tokens = n, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                     .no_cache = no_cache};
+    double t0 = mg_time();
+    mg_status st = out ? mg_gpt_generate(g, ids, np, &o, &rng, out, &made) : mg_set_error(MG_ERR_NOMEM, "out of memory");
+    double dt = mg_time() - t0;
+    for (int64_t i = 0; i < made; i++) printf("%s%d", i ? " " : "", out[i]);
+    printf("\n");
+    if (st == MG_OK) fprintf(stderr, "%lld tokens in %.3f s (%s)\n", (long long)made, dt, no_cache ? "no cache" : "KV cache");
+    free(out);
+    mg_gpt_free(g);
+    return st == MG_OK ? 0 : fail("sample");
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: gpt <command> [options]   (gpt <command> --help for its options)\n"
                "  init     write a randomly initialised checkpoint from a [gpt] config file\n"
                "  eval     loss of a token batch (and its gradients with --dump-grads)\n"
-               "  inspect  config, tensors and parameter count of a checkpoint\n");
+               "  inspect  config, tensors and parameter count of a checkpoint\n"
+               "  sample   generate token ids from a prompt (KV cache, temperature, top-k, top-p)\n");
 }
 
 int main(int argc, char **argv) {
@@ -261,6 +326,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "init")) return cmd_init(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage(stdout);
         return 0;

@@ -51,6 +51,11 @@ loss1=$("$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --b
 loss2=$("$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 --threads 2)
 if [ "$loss1" = "$loss2" ]; then ok "same loss on 1 and 2 threads"; else bad "loss differs with threads: $loss1 / $loss2"; fi
 
+a=$("$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 2,3" --n 12 --top-k 5 --seed 3 2>/dev/null)
+b=$("$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 2,3" --n 12 --top-k 5 --seed 3 --no-cache 2>/dev/null)
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(echo "$a" | wc -w)" -eq 12 ]; then ok "sample: KV cache = no cache past block_size"; else bad "sample: '$a' vs '$b'"; fi
+refuse "sample a bad prompt" 2 "not a list of token ids" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 x"
+refuse "sample a token beyond the vocabulary" 1 "prompt token 0 is 60" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "60"
 refuse "batch of the wrong size" 1 "needs 32" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 7
 printf '\001\000\377\000' >"$dir/big.bin"
 refuse "token beyond the vocabulary" 1 "byte offset 2 (row 0, position 1): token 255 >= vocab_size 50" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/big.bin" --batch 1 --seq 1
