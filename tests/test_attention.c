@@ -83,7 +83,7 @@ static const acase cases[] = {
     {"Tq=3 Tk=17 q_pos0=7 full alibi", 1, 2, 3, 17, 5, false, 7, ALIBI, 0},
     {"Tq=130 Tk=65 full", 1, 1, 130, 65, 64, false, 0, NO_BIAS, 0},
     {"Tq=70 Tk=200 q_pos0=100 causal D=100", 1, 1, 70, 200, 100, true, 100, NO_BIAS, 1.5f},
-    {"T=128 D=64 B*H=8 causal scale 1", 2, 4, 128, 128, 64, true, 0, NO_BIAS, 1.0f},
+    {"T=128 D=64 B*H=8 causal scale 1", 2, SANITIZED ? 1 : 4, 128, 128, 64, true, 0, NO_BIAS, 1.0f},
     {"T=65 D=16 causal -inf holes", 1, 2, 65, 65, 16, true, 0, HOLES, 0},
     {"Tq=17 Tk=33 D=8 full -inf holes", 1, 1, 17, 33, 8, false, 0, HOLES, 0},
 };
@@ -99,9 +99,19 @@ typedef struct result {
     float *o, *lse, *dq, *dk, *dv;
 } result;
 
+/* Allocation failure is not what these tests are about (and the benchmark runs outside Check). */
+static void *need(void *p) {
+    if (!p) {
+        fprintf(stderr, "test_attention: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+static void *xmalloc(size_t bytes) { return need(malloc(bytes ? bytes : 1)); }
+
 static float *randn(mg_rng *r, int64_t n, float s) {
-    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    ck_assert_ptr_nonnull(x);
+    float *x = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     for (int64_t i = 0; i < n; i++) x[i] = s * mg_rng_normal(r);
     return x;
 }
@@ -130,12 +140,11 @@ static void free_inputs(inputs *in) {
 static void alloc_result(const inputs *in, result *res) {
     const mg_attn_desc *a = &in->a;
     const int64_t BH = a->B * a->H, nq = BH * a->Tq * a->D, nk = BH * a->Tk * a->D;
-    res->o = malloc((size_t)(nq + 1) * sizeof(float));
-    res->lse = malloc((size_t)(BH * a->Tq + 1) * sizeof(float));
-    res->dq = malloc((size_t)(nq + 1) * sizeof(float));
-    res->dk = malloc((size_t)(nk + 1) * sizeof(float));
-    res->dv = malloc((size_t)(nk + 1) * sizeof(float));
-    ck_assert(res->o && res->lse && res->dq && res->dk && res->dv);
+    res->o = xmalloc((size_t)nq * sizeof(float));
+    res->lse = xmalloc((size_t)(BH * a->Tq) * sizeof(float));
+    res->dq = xmalloc((size_t)nq * sizeof(float));
+    res->dk = xmalloc((size_t)nk * sizeof(float));
+    res->dv = xmalloc((size_t)nk * sizeof(float));
     memcpy(res->dq, in->g0, (size_t)nq * sizeof(float));
     memcpy(res->dk, in->g0, (size_t)nk * sizeof(float));
     memcpy(res->dv, in->g0, (size_t)nk * sizeof(float));
@@ -147,8 +156,7 @@ static void run_fused(const inputs *in, result *res) {
     const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
     size_t fb = mg_attn_forward_workspace(a), bb = mg_attn_backward_workspace(a);
-    void *ws = mg_aligned_alloc(fb > bb ? fb : bb);
-    ck_assert_ptr_nonnull(ws);
+    void *ws = need(mg_aligned_alloc(fb > bb ? fb : bb));
     mg_attn_forward(a, in->q, in->k, in->v, res->o, res->lse, ws, fb);
     mg_attn_backward(a, in->q, in->k, in->v, res->o, res->lse, in->dO, res->dq, res->dk, res->dv, ws,
                      bb);
@@ -158,10 +166,9 @@ static void run_fused(const inputs *in, result *res) {
 static void run_ref(const inputs *in, result *res) {
     const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
-    float *p = malloc((size_t)(a->B * a->H * a->Tq * a->Tk + 1) * sizeof(float));
+    float *p = xmalloc((size_t)(a->B * a->H * a->Tq * a->Tk) * sizeof(float));
     size_t bb = mg_attn_backward_ref_workspace(a);
-    void *ws = mg_aligned_alloc(bb + 64);
-    ck_assert(p && ws);
+    void *ws = need(mg_aligned_alloc(bb + 64));
     mg_attn_forward_ref(a, in->q, in->k, in->v, res->o, p);
     mg_attn_backward_ref(a, in->q, in->k, in->v, p, in->dO, res->dq, res->dk, res->dv, ws, bb + 64);
     free(p);
@@ -307,9 +314,8 @@ START_TEST(decoding_one_query_at_a_time_matches_full) {
     make_inputs(&full, 11, &in);
     result f;
     run_fused(&in, &f);
-    float *q1 = malloc((size_t)(H * D) * sizeof(float)), *kk = malloc((size_t)(H * T * D) * sizeof(float));
-    float *vv = malloc((size_t)(H * T * D) * sizeof(float)), *o1 = malloc((size_t)(H * D) * sizeof(float));
-    ck_assert(q1 && kk && vv && o1);
+    float *q1 = xmalloc((size_t)(H * D) * sizeof(float)), *kk = xmalloc((size_t)(H * T * D) * sizeof(float));
+    float *vv = xmalloc((size_t)(H * T * D) * sizeof(float)), *o1 = xmalloc((size_t)(H * D) * sizeof(float));
     for (int64_t t = 0; t < T; t++) {
         mg_attn_desc a = in.a;
         a.Tq = 1, a.Tk = t + 1, a.q_pos0 = t;
@@ -364,7 +370,7 @@ static void op_once(const acase *c, uint64_t seed, mg_attn_impl impl, const bool
     mg_tensor *loss = mg_sum(ctx, mg_mul(ctx, y, R));
     for (int p = 0; p < passes; p++) mg_backward(ctx, loss);
     ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-    res->out = malloc((size_t)y->numel * sizeof(float));
+    res->out = xmalloc((size_t)y->numel * sizeof(float));
     memcpy(res->out, y->data, (size_t)y->numel * sizeof(float));
     float **g[3] = {&res->gq, &res->gk, &res->gv};
     for (int i = 0; i < 3; i++) {
@@ -374,7 +380,7 @@ static void op_once(const acase *c, uint64_t seed, mg_attn_impl impl, const bool
             continue;
         }
         ck_assert_ptr_nonnull(x[i]->grad);
-        *g[i] = malloc((size_t)x[i]->numel * sizeof(float));
+        *g[i] = xmalloc((size_t)x[i]->numel * sizeof(float));
         memcpy(*g[i], x[i]->grad, (size_t)x[i]->numel * sizeof(float));
     }
     mg_ctx_free(ctx);
@@ -459,7 +465,7 @@ static size_t attention_arena_bytes(int64_t B, int64_t H, int64_t T, int64_t D, 
 }
 
 START_TEST(arena_use_is_linear_in_T) {
-    const int64_t B = 1, H = 2, D = 16, T = SANITIZED ? 512 : 1024;
+    const int64_t B = 1, H = 2, D = 16, T = 1024;
     mg_set_num_threads(2);
     const size_t fused = attention_arena_bytes(B, H, T, D, MG_ATTN_FUSED);
     const size_t half = attention_arena_bytes(B, H, T / 2, D, MG_ATTN_FUSED);
@@ -575,16 +581,22 @@ END_TEST
 
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
-    TCase *tc = tcase_create("attention");
+    TCase *tc = tcase_create("against_reference");
     tcase_add_loop_test(tc, fused_matches_reference, 0, N_CASES);
-    tcase_add_loop_test(tc, backward_splits_agree_bit_for_bit, 0, N_CASES);
-    tcase_add_loop_test(tc, thread_count_does_not_change_bits, 0, N_CASES);
     tcase_add_test(tc, row_with_every_key_hidden_is_zero);
     tcase_add_test(tc, decoding_one_query_at_a_time_matches_full);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("determinism");
+    tcase_add_loop_test(tc, backward_splits_agree_bit_for_bit, 0, N_CASES);
+    tcase_add_loop_test(tc, thread_count_does_not_change_bits, 0, N_CASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("op");
     tcase_add_test(tc, op_uses_fused_and_matches_reference_switch);
     tcase_add_test(tc, second_backward_adds_the_same_again);
     tcase_add_test(tc, arena_use_is_linear_in_T);
     tcase_add_test(tc, no_grad_forward_is_the_same);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
     tcase_add_test(tc, negative_q_pos0_is_an_error);
     tcase_add_test(tc, short_workspace_is_reported_not_overrun);
     tcase_add_test(tc, impl_switch_round_trips);
@@ -592,4 +604,91 @@ static Suite *attention_suite(void) {
     return s;
 }
 
-MG_TEST_MAIN(attention_suite)
+/* ---- benchmark (not a test): MG_ATTN_BENCH=1 build/tests/test_attention ----------------------
+ * Kernel time of forward and backward for the model configurations, fused and reference, on 1 and
+ * 2 threads. FLOPs counted are the useful ones, the same for both implementations: 4*D per visible
+ * (query, key) pair forward (Q K^T and P V), 8*D backward (dV, dP, dQ, dK; not the recomputation of
+ * the logits). Causal attention has T(T+1)/2 visible pairs per head, about half of T^2. */
+
+typedef struct bench_cfg {
+    const char *name;
+    int64_t B, H, T, D;
+    int reps_fused, reps_ref;
+} bench_cfg;
+
+static double bench_once(const mg_attn_desc *a, const inputs *in, result *res, bool fused, double *bwd_s) {
+    const int64_t BH = a->B * a->H;
+    float *p = NULL;
+    size_t fb = fused ? mg_attn_forward_workspace(a) : 0;
+    size_t bb = fused ? mg_attn_backward_workspace(a) : mg_attn_backward_ref_workspace(a);
+    void *ws = mg_aligned_alloc((fb > bb ? fb : bb) + 64);
+    if (!fused) p = mg_aligned_alloc((size_t)(BH * a->Tq * a->Tk) * sizeof(float));
+    if (!ws || (!fused && !p)) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    const double t0 = mg_time();
+    if (fused) mg_attn_forward(a, in->q, in->k, in->v, res->o, res->lse, ws, fb);
+    else mg_attn_forward_ref(a, in->q, in->k, in->v, res->o, p);
+    const double t1 = mg_time();
+    if (fused)
+        mg_attn_backward(a, in->q, in->k, in->v, res->o, res->lse, in->dO, res->dq, res->dk, res->dv, ws, bb);
+    else mg_attn_backward_ref(a, in->q, in->k, in->v, p, in->dO, res->dq, res->dk, res->dv, ws, bb);
+    *bwd_s = mg_time() - t1;
+    mg_aligned_free(ws);
+    mg_aligned_free(p);
+    return t1 - t0;
+}
+
+static int bench(const char *only) {
+    const bench_cfg cfgs[] = {
+        {"music", 2, 8, 2048, 64, 5, 1},
+        {"textgen", 32, 4, 128, 64, 20, 10},
+    };
+    printf("isa %s; FLOPs: 4*D (forward) and 8*D (backward) per visible query-key pair\n",
+           mg_isa_name(mg_isa_active()));
+    printf("%-8s %3s %-9s %9s %9s %9s %8s %8s %8s\n", "config", "thr", "impl", "fwd ms", "bwd ms",
+           "total ms", "fwd GF/s", "bwd GF/s", "tot GF/s");
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const bench_cfg *b = &cfgs[ci];
+        if (only && strcmp(only, b->name) != 0) continue;
+        const acase c = {b->name, b->B, b->H, b->T, b->T, b->D, true, 0, NO_BIAS, 0};
+        inputs in;
+        make_inputs(&c, 1, &in);
+        const double pairs = (double)(b->B * b->H) * (double)b->T * (double)(b->T + 1) / 2.0;
+        const double ff = 4.0 * (double)b->D * pairs, bf = 8.0 * (double)b->D * pairs;
+        for (int nt = 1; nt <= 2; nt++) {
+            mg_set_num_threads(nt);
+            for (int fused = 1; fused >= 0; fused--) {
+                const int reps = fused ? b->reps_fused : b->reps_ref;
+                double fbest = 1e30, bbest = 1e30;
+                for (int r = 0; r <= reps; r++) { /* the first run warms up */
+                    result res;
+                    alloc_result(&in, &res);
+                    double bs, fs = bench_once(&in.a, &in, &res, fused, &bs);
+                    free_result(&res);
+                    if (r == 0 && reps > 1) continue;
+                    fbest = fmin(fbest, fs), bbest = fmin(bbest, bs);
+                }
+                printf("%-8s %3d %-9s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f\n", b->name, nt,
+                       fused ? "fused" : "reference", fbest * 1e3, bbest * 1e3, (fbest + bbest) * 1e3,
+                       ff / fbest * 1e-9, bf / bbest * 1e-9, (ff + bf) / (fbest + bbest) * 1e-9);
+                fflush(stdout);
+            }
+        }
+        free_inputs(&in);
+    }
+    mg_set_num_threads(0);
+    return 0;
+}
+
+int main(void) {
+    const char *b = getenv("MG_ATTN_BENCH");
+    if (b && *b) return bench(strcmp(b, "1") == 0 ? NULL : b);
+    SRunner *sr = srunner_create(attention_suite());
+    srunner_set_tap(sr, "-");
+    srunner_run_all(sr, CK_SILENT);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

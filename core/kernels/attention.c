@@ -50,6 +50,9 @@ static inline int64_t at_nvis(const mg_attn_desc *a, int64_t qpos, int64_t j0, i
     return a->causal ? at_max(0, at_min(nc, qpos + 1 - j0)) : nc;
 }
 
+/* Parts of a tile product a causal mask zeroes, which gemm may skip (attention.h). */
+enum { AT_COLS_FROM = 1, AT_K_FROM = 2, AT_K_TO = 3 };
+
 /* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns past m. */
 static void at_pack_t(const float *src, int64_t m, int64_t D, float *dst) {
     for (int64_t d = 0; d < D; d++) {
@@ -101,6 +104,7 @@ typedef struct at_pair {
 typedef struct at_isa {
     void (*fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws);
     void (*bwd_pair)(const at_job *J, const at_pair *p);
+    void (*pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk);
 } at_isa;
 
 struct at_job {
@@ -220,7 +224,49 @@ static inline AT_ATTR at_v v_exp(at_v x) {
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
 }
+/* 16 x 16 transpose in registers: pairs (unpack), quads (shuffle within 128-bit lanes), then the
+ * 4 x 4 arrangement of 128-bit lanes (two rounds of shuffle_f32x4). r[c] ends up as column c. */
+static inline AT_ATTR void at_tr16(at_v r[16]) {
+    at_v t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int j = 0; j < 4; j++) { /* u[4j + c] lane L: column 4L + c of rows 4j .. 4j+3 */
+        u[4 * j] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
+        u[4 * j + 1] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
+        u[4 * j + 2] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
+        u[4 * j + 3] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        const at_v v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        const at_v v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        const at_v v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        const at_v v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+/* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns from m up to a multiple of 16. */
+static AT_ATTR void at_pack_tile_avx512(const float *src, int64_t m, int64_t D, float *dst) {
+    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+        const int64_t dw = at_min(16, D - d0);
+        const __mmask16 km = (__mmask16)((1u << dw) - 1u);
+        for (int64_t r0 = 0; r0 < m; r0 += 16) {
+            at_v x[16];
+            for (int i = 0; i < 16; i++)
+                x[i] = r0 + i < m ? _mm512_maskz_loadu_ps(km, src + (r0 + i) * D + d0)
+                                  : _mm512_setzero_ps();
+            at_tr16(x);
+            for (int64_t c = 0; c < dw; c++) _mm512_storeu_ps(dst + (d0 + c) * AT_BR + r0, x[c]);
+        }
+    }
+}
+#define at_pack_tile at_pack_tile_avx512
 #include "attention.h"
+#undef at_pack_tile
 #undef at_v
 #undef AT_SUFFIX
 #undef AT_ATTR
@@ -288,7 +334,42 @@ static inline AT_ATTR at_v v_exp(at_v x0) {
     p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_andnot_ps(_mm256_cmp_ps(x0, lo, _CMP_LT_OQ), p);
 }
+/* 8 x 8 transpose in registers (as at_tr16, with one 128-bit lane swap at the end). */
+static inline AT_ATTR void at_tr8(at_v r[8]) {
+    at_v t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int j = 0; j < 2; j++) {
+        u[4 * j] = _mm256_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
+        u[4 * j + 1] = _mm256_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
+        u[4 * j + 2] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
+        u[4 * j + 3] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+static AT_ATTR void at_pack_tile_avx2(const float *src, int64_t m, int64_t D, float *dst) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t d0 = 0; d0 < D; d0 += 8) {
+        const int64_t dw = at_min(8, D - d0);
+        const __m256i km = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)dw), lane);
+        for (int64_t r0 = 0; r0 < m; r0 += 8) {
+            at_v x[8];
+            for (int i = 0; i < 8; i++)
+                x[i] = r0 + i < m ? _mm256_maskload_ps(src + (r0 + i) * D + d0, km)
+                                  : _mm256_setzero_ps();
+            at_tr8(x);
+            for (int64_t c = 0; c < dw; c++) _mm256_storeu_ps(dst + (d0 + c) * AT_BR + r0, x[c]);
+        }
+    }
+}
+#define at_pack_tile at_pack_tile_avx2
 #include "attention.h"
+#undef at_pack_tile
 #undef at_v
 #undef v_zero
 #undef v_load
@@ -375,7 +456,9 @@ static inline at_v v_exp(at_v x) {
     for (int i = 0; i < 4; i++) x[i] = at_expf(x[i]);
     return x;
 }
+#define at_pack_tile at_pack_t
 #include "attention.h"
+#undef at_pack_tile
 #undef at_v
 #undef AT_SUFFIX
 #undef AT_ATTR
@@ -440,32 +523,6 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     for (int64_t it = 0; it < items; it++) {
         const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
         J.isa->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);
-    }
-}
-
-/* The query side of tile qt of head bh, for backward (see at_qpack_layout). */
-static void at_pack_query_tile(const at_job *J, int64_t bh, int64_t qt, float *pk) {
-    const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, Tq = a->Tq, dp = J->dp;
-    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), row0 = bh * Tq + i0;
-    const float *q = J->q + row0 * D, *dO = J->dO + row0 * D, *o = J->oin + row0 * D;
-    at_pack_t(q, m, D, pk + J->ql.qt + qt * D * AT_BR);
-    at_pack_t(dO, m, D, pk + J->ql.dot + qt * D * AT_BR);
-    if (J->pad) {
-        at_pad_rows(q, m, D, dp, pk + J->ql.qp + qt * AT_BR * dp);
-        at_pad_rows(dO, m, D, dp, pk + J->ql.dop + qt * AT_BR * dp);
-    }
-    float *lse = pk + J->ql.lse + qt * AT_BR, *di = pk + J->ql.di + qt * AT_BR;
-    for (int64_t r = 0; r < AT_BR; r++) {
-        if (r >= m) {
-            lse[r] = di[r] = 0.0f;
-            continue;
-        }
-        const float l = J->lse_in[row0 + r];
-        lse[r] = l == -INFINITY ? INFINITY : l;
-        float s = 0.0f;
-        for (int64_t d = 0; d < D; d++) s += dO[r * D + d] * o[r * D + d];
-        di[r] = s;
     }
 }
 
@@ -537,7 +594,7 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
 static void at_bwd_head(const at_job *J, int64_t bh, float *scratch) {
     const mg_attn_desc *a = J->a;
     float *pk = scratch + J->bl.pack, *dq = J->dq ? scratch + J->bl.dq : NULL;
-    for (int64_t qt = 0; qt < J->nqt; qt++) at_pack_query_tile(J, bh, qt, pk);
+    for (int64_t qt = 0; qt < J->nqt; qt++) J->isa->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
     const int64_t nkt_vis = (at_kend(a, 0, a->Tq) + AT_BC - 1) / AT_BC;
     for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq);
@@ -617,7 +674,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
         float *scratch = thread0 + (size_t)at_tid() * per;
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < BH * nqt; it++)
-            at_pack_query_tile(&J, it / nqt, it % nqt, J.shared + (size_t)(it / nqt) * J.ql.total);
+            J.isa->pack_query_tile(&J, it / nqt, it % nqt, J.shared + (size_t)(it / nqt) * J.ql.total);
         /* (implicit barrier) Causal: early key tiles and late query tiles cost the most. */
         if (dk || dv) {
 #pragma omp for schedule(dynamic, 1)
