@@ -17,10 +17,13 @@ const char *mg_last_error(void) { return last_error; }
 void mg_clear_error(void) { last_error[0] = 0; }
 
 mg_status mg_set_error(mg_status code, const char *fmt, ...) {
+    /* Format into a temporary first: an argument may be mg_last_error() itself. */
+    char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
     return code;
 }
 

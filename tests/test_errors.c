@@ -237,6 +237,15 @@ START_TEST(bad_tensor_shapes) {
 }
 END_TEST
 
+START_TEST(set_error_may_quote_the_last_error) {
+    mg_set_error(MG_ERR_IO, "inner problem at offset %d", 12);
+    mg_set_error(MG_ERR_FORMAT, "outer: %s", mg_last_error());
+    ck_assert_str_eq(mg_last_error(), "outer: inner problem at offset 12");
+    mg_wrap_error(MG_ERR_FORMAT, "file.bin");
+    ck_assert_str_eq(mg_last_error(), "file.bin: outer: inner problem at offset 12");
+}
+END_TEST
+
 static Suite *errors_suite(void) {
     Suite *s = suite_create("errors");
     TCase *tc = tcase_create("errors");
@@ -249,6 +258,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, backward_without_grad_path);
     tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
     tcase_add_test(tc, bad_tensor_shapes);
+    tcase_add_test(tc, set_error_may_quote_the_last_error);
     suite_add_tcase(s, tc);
     return s;
 }
