@@ -194,14 +194,14 @@ static char *slurp(const char *path) {
     return buf;
 }
 
-/* The README shows scale.c verbatim (from its #include on): keep the two in step. */
+/* README.md ("Writing a new layer as a plugin") shows scale.c verbatim (from its #include on): keep the two in step. */
 START_TEST(readme_shows_the_example_verbatim) {
     const char *src = getenv("MINIGRAD_SOURCE_ROOT");
     if (!src) return;
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/plugins/example_scale/scale.c", src);
     char *code = slurp(p);
-    snprintf(p, sizeof p, "%s/plugins/README.md", src);
+    snprintf(p, sizeof p, "%s/README.md", src);
     char *readme = slurp(p);
     const char *inc = "#include \"minigrad/plugin.h\"";
     char *c0 = strstr(code, inc), *r0 = strstr(readme, "```c\n#include \"minigrad/plugin.h\"");
@@ -211,7 +211,7 @@ START_TEST(readme_shows_the_example_verbatim) {
     char *r1 = strstr(r0, "```");
     ck_assert_ptr_nonnull(r1);
     ck_assert_msg(strlen(c0) == (size_t)(r1 - r0) && memcmp(c0, r0, strlen(c0)) == 0,
-                  "plugins/README.md's code block differs from plugins/example_scale/scale.c");
+                  "README.md's plugin code block differs from plugins/example_scale/scale.c");
     free(code);
     free(readme);
 }
