@@ -45,6 +45,7 @@ static mg_tensor *f_matmul_nt(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)
 static mg_tensor *f_add(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_add(c, x[0], x[1]); }
 static mg_tensor *f_mul(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mul(c, x[0], x[1]); }
 static mg_tensor *f_scale(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_scale(c, x[0], g->farg[0]); }
+static mg_tensor *f_linear(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_linear(c, x[0], x[1], g->n_in > 2 ? x[2] : NULL); }
 static mg_tensor *f_gelu(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_gelu(c, x[0], (mg_gelu_kind)g->iarg[0]); }
 static mg_tensor *f_softmax(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_softmax(c, x[0]); }
 static mg_tensor *f_layernorm(mg_ctx *c, mg_tensor **x, const gcase *g) {
@@ -98,6 +99,9 @@ static const gcase cases[] = {
     {"mul same shape", "mg_mul", f_mul, 2, {F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
     {"mul broadcast", "mg_mul", f_mul, 2, {F(S3(2, 3, 7)), F(S1(7))}, 1e-2f, 1e-3f, 1e-2f},
     {"scale", "mg_scale", f_scale, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .farg = {-1.7f}},
+    {"linear bias", "mg_linear", f_linear, 3, {F(S3(2, 70, 5)), F(S2(5, 7)), F(S1(7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"linear no bias", "mg_linear", f_linear, 2, {F(S2(3, 19)), F(S2(19, 4))}, 1e-2f, 1e-3f, 1e-2f},
+    {"linear 1-d x", "mg_linear", f_linear, 3, {F(S1(6)), F(S2(6, 3)), F(S1(3))}, 1e-2f, 1e-3f, 1e-2f},
     {"gelu tanh", "mg_gelu", f_gelu, 1, {F(S2(5, 19))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {MG_GELU_TANH}},
     {"gelu erf", "mg_gelu", f_gelu, 1, {F(S2(5, 19))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {MG_GELU_ERF}},
     {"softmax", "mg_softmax", f_softmax, 1, {F(S3(2, 3, 17))}, 1e-2f, 1e-3f, 1e-2f},

@@ -3,7 +3,8 @@
  * widths 1, 7, 17, 63, 65, 257, 1000: every tail length of both vector widths turns up), forward
  * and backward, plus the promises the header makes: bit-identical results for 1 and 2 threads,
  * pure adds and the scatter-add equal to the reference bit for bit, the documented order of the
- * column sums, masked rows, NaN propagation, empty inputs.
+ * column sums, masked rows, NaN propagation, empty inputs. Last, the fused op mg_linear against
+ * mg_matmul + mg_add (values and gradients), its thread invariance and its error messages.
  *
  * Tolerances, stated once: kernels that sum over a row are held to a bound proportional to the
  * row length times FLT_EPSILON times the same sum over absolute values (the worst-case error of a
@@ -13,6 +14,7 @@
  */
 #include "harness.h"
 #include "minigrad/kernels.h"
+#include "minigrad/minigrad.h"
 #include "minigrad/rng.h"
 #include "minigrad/rowops.h"
 
@@ -765,6 +767,172 @@ START_TEST(empty_inputs_touch_nothing) {
 }
 END_TEST
 
+/* ---- the fused linear op
+ * ------------------------------------------------------------------------- */
+
+static mg_tensor *rand_tensor(mg_ctx *ctx, mg_rng *r, int ndim, const int64_t *shape, bool grad) {
+    mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_range(r, -1.0f, 1.0f);
+    if (grad) t->flags |= MG_REQUIRES_GRAD;
+    return t;
+}
+
+static mg_tensor *copy_tensor(mg_ctx *ctx, const mg_tensor *t) {
+    mg_tensor *c = mg_tensor_new(ctx, MG_F32, t->ndim, t->shape);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    memcpy(c->data, t->data, (size_t)t->numel * sizeof(float));
+    c->flags |= t->flags & MG_REQUIRES_GRAD;
+    return c;
+}
+
+/* sum_i y_i r_i, so that backward sees dy = r */
+static void backward_weighted(mg_ctx *ctx, mg_tensor *y, mg_tensor *r) {
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, r)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+}
+
+/* out[i, j] = sum_k |a[i, k]| |b[k, j]| (+ |c[j]|): the scale of a product's rounding error. */
+static float *abs_product(const float *a, const float *b, const float *c, int64_t M, int64_t K,
+                          int64_t N, bool ta, bool tb) {
+    float *out = fbuf(M * N);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = c ? fabs(c[j]) : 0.0;
+            for (int64_t k = 0; k < K; k++)
+                s +=
+                    fabs(ta ? a[k * M + i] : a[i * K + k]) * fabs(tb ? b[j * K + k] : b[k * N + j]);
+            out[i * N + j] = (float)((double)(K + 4) * FLT_EPSILON * s);
+        }
+    return out;
+}
+
+START_TEST(linear_op_matches_matmul_plus_add) {
+    const int64_t Ms[] = {1, 3, 130}, Ks[] = {1, 7, 65}, Ns[] = {1, 17, 63};
+    mg_rng rng = mg_rng_make(12);
+    char what[160];
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 3; k++)
+            for (int c = 0; c < 3; c++)
+                for (int bias = 0; bias < 2; bias++) {
+                    const int64_t M = Ms[a], K = Ks[k], N = Ns[c];
+                    mg_ctx *ctx = mg_ctx_new(0);
+                    ck_assert_ptr_nonnull(ctx);
+                    /* x as (2, M, K) for the batch fold; W and b leaves that want gradients */
+                    mg_tensor *x = rand_tensor(ctx, &rng, 3, (int64_t[]){2, M, K}, true);
+                    mg_tensor *w = rand_tensor(ctx, &rng, 2, (int64_t[]){K, N}, true);
+                    mg_tensor *b = bias ? rand_tensor(ctx, &rng, 1, (int64_t[]){N}, true) : NULL;
+                    mg_tensor *r = rand_tensor(ctx, &rng, 3, (int64_t[]){2, M, N}, false);
+                    mg_tensor *x2 = copy_tensor(ctx, x), *w2 = copy_tensor(ctx, w),
+                              *b2 = b ? copy_tensor(ctx, b) : NULL;
+                    mg_tensor *y = mg_linear(ctx, x, w, b);
+                    mg_tensor *y2 = mg_matmul(ctx, x2, w2);
+                    if (b2) y2 = mg_add(ctx, y2, b2);
+                    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+                    ck_assert_int_eq(y->ndim, 3);
+                    ck_assert(y->shape[0] == 2 && y->shape[1] == M && y->shape[2] == N);
+                    snprintf(what, sizeof what, "mg_linear (2,%lld,%lld) @ (%lld,%lld)%s",
+                             (long long)M, (long long)K, (long long)K, (long long)N,
+                             bias ? " + bias" : "");
+                    if (!bias) /* no bias: exactly the product */
+                        expect_same_bits(what, y->data, y2->data, (size_t)y->numel * sizeof(float));
+                    float *ty = abs_product(x->data, w->data, b ? b->data : NULL, 2 * M, K, N,
+                                            false, false);
+                    expect_close(what, y->data, y2->data, ty, 0.0f, y->numel);
+                    backward_weighted(ctx, y, r);
+                    backward_weighted(ctx, y2, r);
+                    /* dx = r W^T (sum over N), dW = x^T r (sum over 2M rows), db = column sums of r
+                     */
+                    float *tx = abs_product(r->data, w->data, NULL, 2 * M, N, K, false, true);
+                    float *tw = abs_product(x->data, r->data, NULL, K, 2 * M, N, true, false);
+                    expect_close(what, x->grad, x2->grad, tx, 0.0f, x->numel);
+                    expect_close(what, w->grad, w2->grad, tw, 0.0f, w->numel);
+                    if (b) {
+                        float *ones = fbuf(2 * M);
+                        for (int64_t i = 0; i < 2 * M; i++) ones[i] = 1.0f;
+                        float *tb = abs_product(ones, r->data, NULL, 1, 2 * M, N, false, false);
+                        expect_close(what, b->grad, b2->grad, tb, 0.0f, N);
+                        free(ones), free(tb);
+                    }
+                    free(ty), free(tx), free(tw);
+                    mg_ctx_free(ctx);
+                }
+}
+END_TEST
+
+/* Forward and backward of one mg_linear with `threads` threads; the results copied to out. */
+static void linear_run(int threads, float *out, int64_t M, int64_t K, int64_t N) {
+    set_threads(threads);
+    mg_rng rng = mg_rng_make(13);
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    mg_tensor *x = rand_tensor(ctx, &rng, 2, (int64_t[]){M, K}, true);
+    mg_tensor *w = rand_tensor(ctx, &rng, 2, (int64_t[]){K, N}, true);
+    mg_tensor *b = rand_tensor(ctx, &rng, 1, (int64_t[]){N}, true);
+    mg_tensor *r = rand_tensor(ctx, &rng, 2, (int64_t[]){M, N}, false);
+    mg_tensor *y = mg_linear(ctx, x, w, b);
+    backward_weighted(ctx, y, r);
+    memcpy(out, y->data, (size_t)(M * N) * sizeof(float));
+    memcpy(out + M * N, x->grad, (size_t)(M * K) * sizeof(float));
+    memcpy(out + M * N + M * K, w->grad, (size_t)(K * N) * sizeof(float));
+    memcpy(out + M * N + M * K + K * N, b->grad, (size_t)N * sizeof(float));
+    mg_ctx_free(ctx);
+}
+
+START_TEST(linear_op_thread_invariant) {
+    const int64_t M = 1000, K = 96, N = 200, n = M * N + M * K + K * N + N;
+    float *one = fbuf(n), *two = fbuf(n);
+    linear_run(1, one, M, K, N);
+    linear_run(2, two, M, K, N);
+    set_threads(2);
+    expect_same_bits("mg_linear forward and backward, 1 vs 2 threads", one, two,
+                     (size_t)n * sizeof(float));
+    free(one), free(two);
+}
+END_TEST
+
+typedef struct caught {
+    int count;
+    char msg[512];
+} caught;
+
+static void catch_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    caught *c = user;
+    c->count++;
+    snprintf(c->msg, sizeof c->msg, "%s", msg);
+}
+
+/* One bad call on a fresh context: exactly one error whose message holds every word given. */
+static void expect_linear_error(int64_t xk, int64_t wk, int64_t wn, int64_t bn, bool int_x,
+                                const char *w1, const char *w2, const char *w3) {
+    caught c = {0};
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    mg_ctx_set_error_handler(ctx, catch_error, &c);
+    mg_tensor *x = mg_tensor_new(ctx, int_x ? MG_I32 : MG_F32, 2, (int64_t[]){3, xk});
+    mg_tensor *w = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){wk, wn});
+    mg_tensor *b = bn ? mg_tensor_new(ctx, MG_F32, 1, (int64_t[]){bn}) : NULL;
+    mg_tensor *y = mg_linear(ctx, x, w, b);
+    ck_assert_ptr_nonnull(y); /* the placeholder, never NULL */
+    ck_assert_msg(c.count == 1, "expected one error, got %d", c.count);
+    const char *words[] = {w1, w2, w3};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(strstr(c.msg, words[i]) != NULL, "error message '%s' lacks '%s'", c.msg,
+                      words[i]);
+    /* the context is sticky: later ops are no-ops and raise nothing new */
+    mg_linear(ctx, x, w, b);
+    ck_assert_int_eq(c.count, 1);
+    mg_ctx_free(ctx);
+}
+
+START_TEST(linear_op_errors_name_op_and_shapes) {
+    expect_linear_error(5, 4, 6, 0, false, "mg_linear", "x(3,5)", "weight(4,6)");
+    expect_linear_error(5, 5, 6, 7, false, "mg_linear", "bias(7)", "must be (6)");
+    expect_linear_error(5, 5, 6, 0, true, "mg_linear", "x(3,5)", "float32");
+}
+END_TEST
+
 static Suite *rowops_suite(void) {
     Suite *s = suite_create("rowops");
     TCase *tc = tcase_create("rowops");
@@ -783,6 +951,9 @@ static Suite *rowops_suite(void) {
     tcase_add_test(tc, thread_count_invariance);
     tcase_add_test(tc, inside_a_parallel_region_runs_on_the_caller);
     tcase_add_test(tc, empty_inputs_touch_nothing);
+    tcase_add_test(tc, linear_op_matches_matmul_plus_add);
+    tcase_add_test(tc, linear_op_thread_invariant);
+    tcase_add_test(tc, linear_op_errors_name_op_and_shapes);
     suite_add_tcase(s, tc);
     return s;
 }

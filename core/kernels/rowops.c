@@ -19,7 +19,7 @@
 
 #define RO_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define RO_GELU_C 0.044715f
-#define RO_CB 64 /* columns per block of a column sum (a multiple of every path's lane count) */
+#define RO_SLAB 2048 /* columns per slab of a column sum: its partial sums stay in L1 */
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define RO_X86 1
@@ -213,7 +213,6 @@ typedef struct ro_impl {
     void (*add2)(int64_t n, const float *a, const float *b, float *c);
     void (*add3)(int64_t n, const float *x, const float *h, const float *b, float *y);
     void (*acc)(int64_t n, float *dst, const float *src);
-    void (*colsum)(int64_t nrows, int64_t ld, int64_t nc, const float *src, float *dst);
     void (*softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, float *y);
     void (*softmax_bwd)(int64_t r0, int64_t r1, int64_t C, const float *y, const float *dy,
                         float *dx);
@@ -698,15 +697,18 @@ typedef struct {
     float *dst;
 } sum_args;
 
-/* Column blocks [b0, b1), a chunk of rows at a time so that the chunk stays in cache while every
- * block of the piece is summed from it. */
-static void sum_rows_part(const void *p, int64_t b0, int64_t b1) {
+/* Columns [j0, j1) in slabs whose chunk partials live in a buffer on the stack: each row segment is
+ * streamed once and added to the partial (which stays in L1), the partial then to dst. */
+static void sum_rows_part(const void *p, int64_t j0, int64_t j1) {
     const sum_args *a = p;
-    for (int64_t r0 = 0; r0 < a->R; r0 += CHUNK) {
-        const int64_t nr = a->R - r0 < CHUNK ? a->R - r0 : CHUNK;
-        for (int64_t blk = b0; blk < b1; blk++) {
-            const int64_t j0 = blk * RO_CB, nc = a->N - j0 < RO_CB ? a->N - j0 : RO_CB;
-            a->im->colsum(nr, a->N, nc, a->src + r0 * a->N + j0, a->dst + j0);
+    float part[RO_SLAB];
+    for (int64_t s0 = j0; s0 < j1; s0 += RO_SLAB) {
+        const int64_t nc = j1 - s0 < RO_SLAB ? j1 - s0 : RO_SLAB;
+        for (int64_t r0 = 0; r0 < a->R; r0 += CHUNK) {
+            const int64_t r1 = a->R - r0 < CHUNK ? a->R : r0 + CHUNK;
+            memset(part, 0, (size_t)nc * sizeof(float));
+            for (int64_t r = r0; r < r1; r++) a->im->acc(nc, part, a->src + r * a->N + s0);
+            a->im->acc(nc, a->dst + s0, part);
         }
     }
 }
@@ -714,7 +716,7 @@ static void sum_rows_part(const void *p, int64_t b0, int64_t b1) {
 void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
     if (R <= 0 || N <= 0) return;
     const sum_args a = {ro_active(), R, N, src, dst};
-    ro_run((N + RO_CB - 1) / RO_CB, 1, ro_grain(GRAIN_MEM, R * RO_CB), sum_rows_part, &a);
+    ro_run(N, 16, ro_grain(GRAIN_MEM, R), sum_rows_part, &a);
 }
 
 /* ---- softmax, cross-entropy ---- */

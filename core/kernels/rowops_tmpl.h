@@ -290,31 +290,6 @@ static void RO(acc)(int64_t n, float *dst, const float *src) {
     RO(add2)(n, dst, src, dst);
 }
 
-/* dst[0:nc] += the column sums of rows [0, nrows) of src (leading dimension ld), nc <= RO_CB. Each
- * column is summed from 0 in row order, then added to dst: the same bits on every path. */
-static void RO(colsum)(int64_t nrows, int64_t ld, int64_t nc, const float *src, float *dst) {
-    if (nc == RO_CB) { /* the common case, with the accumulators in registers */
-        V acc[RO_CB / VL];
-        for (int k = 0; k < RO_CB / VL; k++) acc[k] = v_zero();
-        for (int64_t r = 0; r < nrows; r++)
-            for (int k = 0; k < RO_CB / VL; k++)
-                acc[k] = v_add(acc[k], v_load(src + r * ld + k * VL));
-        for (int k = 0; k < RO_CB / VL; k++)
-            v_store(dst + k * VL, v_add(v_load(dst + k * VL), acc[k]));
-        return;
-    }
-    V acc[RO_CB / VL + 1];
-    const int64_t nv = nc / VL, tail = nc - nv * VL;
-    for (int64_t k = 0; k <= nv; k++) acc[k] = v_zero();
-    for (int64_t r = 0; r < nrows; r++) {
-        const float *s = src + r * ld;
-        for (int64_t k = 0; k < nv; k++) acc[k] = v_add(acc[k], v_load(s + k * VL));
-        if (tail) acc[nv] = v_add(acc[nv], v_load_n(s + nv * VL, tail));
-    }
-    for (int64_t k = 0; k < nv; k++) v_store(dst + k * VL, v_add(v_load(dst + k * VL), acc[k]));
-    if (tail) v_store_n(dst + nv * VL, v_add(v_load_n(dst + nv * VL, tail), acc[nv]), tail);
-}
-
 /* ---- softmax and cross-entropy --------------------------------------------------------------- */
 
 /* Writes e^(x - mx) to y (when y is given) and returns their sum; tail lanes load as -inf (e = 0).
@@ -485,7 +460,6 @@ static const ro_impl RO(impl) = {
     .add2 = RO(add2),
     .add3 = RO(add3),
     .acc = RO(acc),
-    .colsum = RO(colsum),
     .softmax_fwd = RO(softmax_fwd),
     .softmax_bwd = RO(softmax_bwd),
     .xent_fwd = RO(xent_fwd),

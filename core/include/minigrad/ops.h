@@ -79,6 +79,11 @@ mg_tensor *mg_dropout(mg_ctx *ctx, mg_tensor *x, float p, mg_rng *rng);
 mg_tensor *mg_sum(mg_ctx *ctx, mg_tensor *x);
 mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
 
+/* Fused linear layer: x (...,K) @ weight (K,N) + bias (N) -> (...,N); bias may be NULL. The value
+ * of mg_add(mg_matmul(x, weight), bias) up to rounding, without the intermediate tensor and its
+ * gradient (less arena memory) or the separate bias pass. */
+mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
+
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;
 extern const mg_op_def *const mg_op_table[];
