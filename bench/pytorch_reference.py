@@ -49,6 +49,7 @@ CONFIGS = {
     # name: vocab, block (T), n_embd (C), n_layer (L), n_head (H), batch (B)
     "textgen": dict(V=256, T=128, C=256, L=3, H=4, B=32),
     "music": dict(V=390, T=2048, C=512, L=6, H=8, B=2),
+    "tiny": dict(V=37, T=24, C=32, L=2, H=2, B=3),  # bench_train's own test only
 }
 PROMPT_LEN = 16
 GEN_TOKENS = 256
@@ -330,7 +331,7 @@ def standalone(args):
     for c in configs:
         cfg = CONFIGS[c]
         big = cfg["T"] * cfg["C"] > 256 * 1024
-        warm, steps = (1, 2 if args.quick else 4) if big else (1 if args.quick else 2, 3 if args.quick else 10)
+        warm, steps = 2, (1 if args.quick else 2) if big else (4 if args.quick else 12)
         for ti, th in enumerate(threads):
             peak = peaks[ti] if ti < len(peaks) else None
             w = Worker("train", c, th, args.seed, args.openblas_core)
@@ -379,7 +380,7 @@ def main():
     ap.add_argument("--worker", choices=["train", "gen"])
     ap.add_argument("--config", choices=sorted(CONFIGS))
     ap.add_argument("--threads", help="worker: one count; standalone: a list, e.g. 1,2 (default 1 and all)")
-    ap.add_argument("--configs", default="textgen,music")
+    ap.add_argument("--configs", default="textgen,music", help="from: %s" % ", ".join(CONFIGS))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--peak-gflops", help="measured FMA peak per thread count, e.g. 250,500 (for MFU)")

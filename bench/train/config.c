@@ -7,8 +7,9 @@
 #include <sys/resource.h>
 
 const bt_config bt_configs[] = {
-    {"textgen", 256, 128, 256, 3, 4, 32},
-    {"music", 390, 2048, 512, 6, 8, 2},
+    {"textgen", 256, 128, 256, 3, 4, 32, false},
+    {"music", 390, 2048, 512, 6, 8, 2, false},
+    {"tiny", 37, 24, 32, 2, 2, 3, true},
 };
 const int bt_n_configs = (int)(sizeof bt_configs / sizeof bt_configs[0]);
 

@@ -120,6 +120,7 @@ void bt_print_table(const bt_report *rep, FILE *f) {
     print_target(f, "music peak RSS, minigrad / PyTorch", mu && mu_pt ? mu->peak_rss_mb / mu_pt->peak_rss_mb : NAN,
                  "", 0.5, false);
     for (int c = 0; c < bt_n_configs; c++) {
+        if (bt_configs[c].test_only) continue;
         char what[96];
         snprintf(what, sizeof what, "%s training scaling, 1 -> %d threads (minigrad)", bt_configs[c].name, two);
         print_target(f, what,
@@ -128,6 +129,7 @@ void bt_print_table(const bt_report *rep, FILE *f) {
                      "x", 1.85, true);
     }
     for (int c = 0; c < bt_n_configs; c++) {
+        if (bt_configs[c].test_only) continue;
         char what[96];
         snprintf(what, sizeof what, "%s generation, minigrad KV cache / PyTorch no cache", bt_configs[c].name);
         print_target(f, what,

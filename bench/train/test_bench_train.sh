@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The bench_train tool itself, on the "tiny" configuration (seconds, no PyTorch needed): argument
+# errors, the worker protocol, a whole run's JSON lines and PNG, and that the C program and
+# pytorch_reference.py count model FLOPs alike. Not the benchmark: `meson test --benchmark` runs that.
+#   test_bench_train.sh BENCH_TRAIN PYTORCH_REFERENCE_PY
+set -uo pipefail
+bench=$1
+ref=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '# %s\n' "$2"; }
+
+# expect_usage_error NAME GREP ARGS...: exit status 2 and a message containing GREP on stderr
+expect_usage_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$bench" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -qF -- "$pattern" "$tmp/err"; then ok "$name"
+  else not_ok "$name" "exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
+}
+expect_usage_error "unknown option is named" "'--bogus'" --bogus
+expect_usage_error "option without its value" "'--json'" --json
+expect_usage_error "zero threads refused" "'0' is not a thread count" --threads 0
+expect_usage_error "thread list with garbage refused" "'2x' is not a thread count" --threads 1,2x
+expect_usage_error "unknown configuration lists the known ones" "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
+expect_usage_error "steps must be positive" "--steps: '0' is not a whole number >= 1" --steps 0
+
+# The worker protocol: greeting, steps, memory, errors as JSON, clean exit on quit.
+printf 'train 2\nmem\nfly 3\ngen 2 cache\nquit\n' |
+  "$bench" --worker train --config tiny --threads 1 >"$tmp/worker" 2>"$tmp/werr"
+rc=$?
+python3 - "$tmp/worker" <<'EOF' >"$tmp/check" 2>&1
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 5, lines
+hello, steps, mem, bad, wrong_mode = lines
+assert hello["ready"] and hello["impl"] == "minigrad" and hello["n_params"] > 0, hello
+assert len(steps["times"]) == 2 and all(t > 0 for t in steps["times"]), steps
+assert 0 < steps["loss"] < 10, steps
+assert mem["peak_rss_mb"] > 0 and mem["arena_peak_mb"] > 0 and mem["state_mb"] > 0, mem
+assert bad == {"error": "unknown command 'fly 3'"}, bad
+assert "unknown command 'gen 2 cache'" in wrong_mode["error"], wrong_mode
+EOF
+if [ $rc -eq 0 ] && [ ! -s "$tmp/check" ]; then ok "train worker answers each command with one JSON line"
+else not_ok "train worker answers each command with one JSON line" "exit $rc: $(cat "$tmp/check" "$tmp/werr" | head -c 600)"; fi
+
+printf 'gen 5 cache\ngen 5 nocache\nquit\n' | "$bench" --worker gen --config tiny --threads 1 >"$tmp/gen" 2>&1
+python3 - "$tmp/gen" <<'EOF' >"$tmp/check" 2>&1
+import json, sys
+hello, c, nc = [json.loads(l) for l in open(sys.argv[1])]
+assert c["tokens"] == 5 and nc["tokens"] == 5 and c["seconds"] > 0, (c, nc)
+assert c["last"] == nc["last"], ("greedy tokens with and without the cache differ", c, nc)
+EOF
+if [ ! -s "$tmp/check" ]; then ok "gen worker: cached and uncached greedy generation agree"
+else not_ok "gen worker: cached and uncached greedy generation agree" "$(head -c 600 "$tmp/check")"; fi
+
+"$bench" --worker train --config nope --threads 1 </dev/null >"$tmp/bad" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q '"error":"worker: need --worker train|gen' "$tmp/bad"; then ok "worker refuses an unknown configuration"
+else not_ok "worker refuses an unknown configuration" "exit $rc: $(head -c 300 "$tmp/bad")"; fi
+
+# A whole run, minigrad only, on 1 and 2 threads.
+"$bench" --configs tiny --threads 1,2 --no-pytorch --steps 3 --warmup 1 --gen-runs 1 \
+  --json "$tmp/r.json" --png "$tmp/r.png" >"$tmp/run" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then ok "tiny run exits 0"; else not_ok "tiny run exits 0" "exit $rc: $(tail -c 800 "$tmp/run")"; fi
+python3 - "$tmp/r.json" "$ref" <<'EOF' >"$tmp/check" 2>&1
+import importlib.util, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+need = {"bench", "config", "threads", "tokens_per_s", "mfu", "peak_rss_mb", "impl"}
+for r in recs:
+    assert need <= set(r), (need - set(r), r)
+    assert r["impl"] == "minigrad" and r["config"] == "tiny", r
+train = [r for r in recs if r["bench"] == "train"]
+gen = [r for r in recs if r["bench"] == "gen"]
+assert sorted(r["threads"] for r in train) == [1, 2], train
+assert len(gen) == 4 and {(r["threads"], r["cache"]) for r in gen} == {(1, True), (1, False), (2, True), (2, False)}, gen
+for r in train:
+    assert r["steps"] == 3 and r["ms_per_step"] > 0 and 0 < r["mfu"] < 1, r
+    assert abs(r["tokens_per_s"] - 3 * 24 / (r["ms_per_step"] / 1e3)) < 1e-3 * r["tokens_per_s"], r
+    assert r["peak_rss_mb"] > r["arena_peak_mb"] > 0, r
+for r in gen:
+    assert r["new_tokens"] == 8 and r["gen_tokens_per_s"] > 0, r
+# the C driver and the PyTorch reference count model FLOPs the same way
+spec = importlib.util.spec_from_file_location("ref", sys.argv[2])
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+cfg = ref.CONFIGS["tiny"]
+want = ref.model_flops_per_token(cfg) * cfg["B"] * cfg["T"] / 1e9
+for r in train:
+    assert abs(r["model_gflop_per_step"] - want) < 1e-5 * want, (r["model_gflop_per_step"], want)
+# the formula itself, by hand for textgen: 6 (12*3*256^2 + 256*256) + 6*3*128*256 per token
+assert ref.model_flops_per_token(ref.CONFIGS["textgen"]) == 6 * (12 * 3 * 256**2 + 256 * 256) + 6 * 3 * 128 * 256
+EOF
+if [ ! -s "$tmp/check" ]; then ok "JSON lines carry the schema, consistent numbers and the shared FLOP formula"
+else not_ok "JSON lines carry the schema, consistent numbers and the shared FLOP formula" "$(head -c 800 "$tmp/check")"; fi
+if [ "$(head -c 8 "$tmp/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && [ ! -e "$tmp/r.png.panel0.png" ]; then
+  ok "PNG written, temporary panels removed"
+else not_ok "PNG written, temporary panels removed" "$(ls -l "$tmp")"; fi
+if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run"; then ok "table printed"
+else not_ok "table printed" "$(head -c 800 "$tmp/run")"; fi
+
+# A PyTorch that cannot be imported is reported and the run goes on with minigrad alone.
+"$bench" --configs tiny --threads 1 --python /bin/false --steps 1 --warmup 1 --gen-runs 1 >"$tmp/nopt" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "failed: minigrad only" "$tmp/nopt"; then ok "missing PyTorch: minigrad only"
+else not_ok "missing PyTorch: minigrad only" "exit $rc: $(head -c 600 "$tmp/nopt")"; fi
+
+# A PyTorch worker that dies is reported by name; the run fails but finishes.
+cat >"$tmp/fake.py" <<'EOF'
+import sys
+sys.exit(3)
+EOF
+"$bench" --configs tiny --threads 1 --python /usr/bin/python3 --pytorch-script "$tmp/fake.py" --steps 1 --warmup 1 \
+  --gen-runs 1 >"$tmp/dead" 2>&1
+rc=$?
+if [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  ok "dead PyTorch worker # SKIP no torch: the fake worker is never started"
+elif [ $rc -eq 1 ] && grep -q "pytorch train tiny 1t worker exited with status 3" "$tmp/dead" &&
+  grep -q "minigrad tiny .*1t train:" "$tmp/dead"; then ok "dead PyTorch worker: named, minigrad still measured, exit 1"
+else not_ok "dead PyTorch worker: named, minigrad still measured, exit 1" "exit $rc: $(head -c 800 "$tmp/dead")"; fi
+
+echo "1..$n"
+[ $fails -eq 0 ]
