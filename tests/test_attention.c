@@ -304,6 +304,32 @@ START_TEST(row_with_every_key_hidden_is_zero) {
 }
 END_TEST
 
+/* Degenerate shapes do not crash: no queries, or no keys at all (non-causal), where every row is
+ * empty and the output is zero as in the reference. */
+START_TEST(empty_shapes) {
+    const acase list[] = {
+        {"no queries", 1, 2, 0, 5, 8, false, 0, NO_BIAS, 0},
+        {"no keys", 1, 2, 3, 0, 8, false, 0, ALIBI, 0},
+        {"no queries causal", 2, 1, 0, 0, 4, true, 0, NO_BIAS, 0},
+    };
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        const acase *c = &list[i];
+        inputs in;
+        make_inputs(c, 3, &in);
+        result f, r;
+        run_fused(&in, &f);
+        run_ref(&in, &r);
+        const int64_t nq = c->B * c->H * c->Tq * c->D, nk = c->B * c->H * c->Tk * c->D;
+        for (int64_t j = 0; j < nq; j++) ck_assert(f.o[j] == 0.0f && r.o[j] == 0.0f);
+        for (int64_t j = 0; j < c->B * c->H * c->Tq; j++) ck_assert(f.lse[j] == -INFINITY);
+        ck_assert(same_bits(f.dq, in.g0, nq) && same_bits(r.dq, in.g0, nq));
+        ck_assert(same_bits(f.dk, in.g0, nk) && same_bits(f.dv, in.g0, nk));
+        free_result(&f), free_result(&r);
+        free_inputs(&in);
+    }
+}
+END_TEST
+
 /* ---- incremental decoding ---------------------------------------------------------------------- */
 
 /* One query at a time against the keys so far (a KV cache) gives the rows of full causal attention. */
@@ -584,6 +610,7 @@ static Suite *attention_suite(void) {
     TCase *tc = tcase_create("against_reference");
     tcase_add_loop_test(tc, fused_matches_reference, 0, N_CASES);
     tcase_add_test(tc, row_with_every_key_hidden_is_zero);
+    tcase_add_test(tc, empty_shapes);
     tcase_add_test(tc, decoding_one_query_at_a_time_matches_full);
     suite_add_tcase(s, tc);
     tc = tcase_create("determinism");
