@@ -196,13 +196,15 @@ START_TEST(odd_shapes_all_variants) {
 }
 END_TEST
 
-/* Sizes that cross every cache block (K > kc, M > mc, N > nc on all paths: kc 256, mc <= 512,
- * nc <= 512), so several K slices accumulate into C and every edge tile appears. Each problem
- * is long in one direction only, to keep the reference cheap. */
+/* Sizes that cross every cache block (K > kc = 256, M > mc <= 2048, N > nc <= 512 on all paths),
+ * so several K slices accumulate into C and every edge tile appears. One thread, so that M is not
+ * split below mc. Each problem is long in one direction only, to keep the reference cheap. */
 START_TEST(large_shapes_cross_blocks) {
     static const struct { int64_t M, N, K; float alpha, beta; } shapes[] = {
-        {523, 37, 301, 0.5f, 1.0f}, {21, 531, 300, 1.0f, 0.0f}, {45, 70, 777, -1.0f, 0.5f}};
+        {2061, 13, 301, 0.5f, 1.0f}, {21, 531, 300, 1.0f, 0.0f}, {45, 70, 777, -1.0f, 0.5f}};
     const int variant = _i;
+    const int saved = mg_get_num_threads();
+    mg_set_num_threads(1);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         problem p = problem_make(variant & 2, variant & 1, shapes[s].M, shapes[s].N, shapes[s].K,
                                  (int64_t)s * 4, shapes[s].alpha, shapes[s].beta,
@@ -210,6 +212,7 @@ START_TEST(large_shapes_cross_blocks) {
         check_all_paths(&p);
         problem_free(&p);
     }
+    mg_set_num_threads(saved);
 }
 END_TEST
 

@@ -12,8 +12,8 @@ typedef __m512 mgk_v;
 #define MGK_MR 8
 #define MGK_NV 2
 #define MGK_KC 256
-#define MGK_MC 512
-#define MGK_NC 512
+#define MGK_MC 2048
+#define MGK_NC 256
 #define MGK_SMALL_M 4
 #define MGK_ISA MG_ISA_AVX512
 #define MGK_GETTER mg_gemm_avx512_impl

@@ -29,14 +29,15 @@ static inline int64_t mgk_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
                    float *dst) {
     const mgk_v va = v_set1(alpha);
-    for (int64_t i = 0; i < m; i += MGK_MR) {
-        const int mm = (int)mgk_min(MGK_MR, m - i);
-        float *d = dst + i * kc;
-        if (ta) {
-            /* op(A) row r of the panel is column i + r of the stored K x M matrix: each k is one
-             * contiguous run of mm floats, loaded as a (partial) vector; the zero lanes of a partial
-             * load pad the panel. */
+    if (ta) {
+        /* op(A) is stored K x M: each k is one contiguous run of mm floats, loaded as a (partial)
+         * vector whose zero lanes pad the last panel. Panel by panel keeps the writes sequential
+         * (dealing whole rows out to all panels was slower: the writes, a power of two apart,
+         * fight over L1 sets). */
+        for (int64_t i = 0; i < m; i += MGK_MR) {
+            const int mm = (int)mgk_min(MGK_MR, m - i);
             const float *s = A + i;
+            float *d = dst + i * kc;
             for (int64_t k = 0; k < kc; k++) {
 #if MGK_MR == MGK_VLEN
                 const mgk_v x = mm == MGK_MR ? v_load(s + k * lda) : v_load_n(s + k * lda, mm);
@@ -45,8 +46,12 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
                 v_store_n(d + k * MGK_MR, v_mul(va, v_load_n(s + k * lda, mm)), MGK_MR);
 #endif
             }
-            continue;
         }
+        return;
+    }
+    for (int64_t i = 0; i < m; i += MGK_MR) {
+        const int mm = (int)mgk_min(MGK_MR, m - i);
+        float *d = dst + i * kc;
         /* Rows of A are contiguous in k: transpose MGK_VLEN x MGK_VLEN blocks in registers. */
         const float *s = A + i * lda;
         int64_t k = 0;
