@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "textgen eval"
 
@@ -40,7 +41,11 @@ int textgen_cmd_eval(int argc, char **argv) {
     mg_gpt *g;
     mg_text_vocab v;
     mg_st_file *f;
-    if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) return textgen_fail(PROG);
+    if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) {
+        textgen_fail(PROG);
+        if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
+        return 1;
+    }
     int rc = 1;
     const char **saved = NULL;
     char *text = NULL, label[512];

@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PROG "textgen sample"
 
 int textgen_cmd_sample(int argc, char **argv) {
-    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = "";
+    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = NULL;
     int64_t tokens = 500, top_k = 0, seed = -1, threads = 0;
     float temperature = 0.8f, top_p = 1.0f;
     const ex_opt table[] = {
@@ -37,11 +38,16 @@ int textgen_cmd_sample(int argc, char **argv) {
         return 2;
     }
     mg_set_num_threads((int)threads);
+    if (!prompt) prompt = "";
     if (seed < 0) seed = (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
 
     mg_gpt *g;
     mg_text_vocab v;
-    if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) return textgen_fail(PROG);
+    if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) {
+        textgen_fail(PROG);
+        if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
+        return 1;
+    }
     int rc = 1;
     size_t pl = strlen(prompt), np = 0;
     int32_t *ids = malloc((pl + 1) * sizeof *ids);

@@ -71,11 +71,11 @@ static const char *const USAGE = "[--data FILE] [options] [FILE...]\n\n"
                                  "(Debian package bible-kjv).\nThe defaults finish in about 5 minutes on 2 cores.";
 
 static train_opts defaults(void) {
-    return (train_opts){.tokenizer = "char", .out = TEXTGEN_DEFAULT_OUT, .pos = "learned", .pos_opts = "",
+    return (train_opts){.tokenizer = "char", .out = TEXTGEN_DEFAULT_OUT, .pos = "learned",
                         .steps = 400, .batch = 32, .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4,
                         .warmup = 50, .eval_every = 50, .eval_windows = 64, .ckpt_every = 100, .seed = 1,
                         .sample_tokens = 400, .lr = 2e-3f, .lr_min = 1e-4f, .weight_decay = 0.1f, .clip = 1.0f,
-                        .temperature = 0.8f, .prompt = "\n"};
+                        .temperature = 0.8f};
 }
 
 /* ---- what the trainer calls ---- */
@@ -252,6 +252,8 @@ int textgen_cmd_train(int argc, char **argv) {
                         "(replacing it), or another --out\n", o.out, ckpt);
         return 1;
     }
+    if (!o.pos_opts) o.pos_opts = "";
+    if (!o.prompt) o.prompt = "";
     if (!check_opts(&o)) {
         rc = 2;
         goto out;
@@ -279,7 +281,7 @@ int textgen_cmd_train(int argc, char **argv) {
     size_t len;
     char label[512];
     if (n_files == 0)
-        printf("textgen: no --data given: learning the King James Bible (bible-kjv)\n");
+        printf("textgen: no --data given: learning the King James Bible (bible-kjv)\n"), fflush(stdout);
     if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
     mg_status st = saved ? mg_text_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, MG_TEXT_META_TOKENIZER),
                                                    mg_st_meta_get(saved, MG_TEXT_META_CHARS),
