@@ -1,6 +1,7 @@
 /* `music`: the MIDI side of the music Transformer example. One table of subcommands; each
  * lives in its own file (see commands.h). */
 #include "commands.h"
+#include "cmd_model.h"
 
 #include "minigrad/base.h"
 
@@ -18,6 +19,17 @@ static const music_command commands[] = {
      "write N procedural piano pieces (default 16, seed 1) as MIDI files into DIR", music_cmd_gen},
     {"tokens", "FILE [--limit N]", "print the performance-encoding tokens of one MIDI file",
      music_cmd_tokens},
+    {"train", "[--data DIR] [--out DIR] [options]",
+     "train a GPT on MIDI performances (default: generated piano pieces), with a live progress "
+     "line, checkpoints, a loss plot and a sample at the end; --resume continues a run",
+     music_cmd_train},
+    {"sample",
+     "[--ckpt FILE] [--prompt FILE.mid] [--tokens N] [--out FILE.mid] [--png FILE.png] "
+     "[--wav FILE.wav] [options]",
+     "continue a MIDI file (or start a piece) with a trained model: MIDI, piano roll, audio",
+     music_cmd_sample},
+    {"eval", "[--ckpt FILE] [--data DIR]",
+     "mean loss (nats/token) of a checkpoint on the validation windows", music_cmd_eval},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,89 @@
+/* music eval: the mean loss of a checkpoint on the validation windows of a corpus. */
+#include "cli.h"
+#include "cmd_model.h"
+
+#include "minigrad/checkpoint.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "music eval"
+
+int music_cmd_eval(int argc, char **argv) {
+    music_add_plugin_dirs();
+    const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
+    int64_t windows = -1, batch = 1, threads = 0, pieces = -1;
+    const ex_opt table[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
+        {"data", EX_STR, &data, "directory of MIDI files (default: the run's own corpus)"},
+        {"pieces", EX_INT, &pieces, "pieces of the generated corpus (default: the run's)"},
+        {"windows", EX_INT, &windows,
+         "validation windows to score (default: the run's --eval-windows; 0: all)"},
+        {"batch", EX_INT, &batch, "windows per forward pass"},
+        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+    };
+    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--data DIR] [options]", argc - 1, argv + 1,
+                                  table, (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    const char *bad = batch < 1      ? "--batch must be at least 1"
+                      : threads < 0  ? "--threads must be at least 0"
+                      : windows < -1 ? "--windows must be 0 or more"
+                      : pieces != -1 && (pieces < 1 || pieces > 100000)
+                          ? "--pieces must lie in [1, 100000]"
+                          : NULL;
+    if (bad) {
+        fprintf(stderr, PROG ": %s\n", bad);
+        return 2;
+    }
+    mg_set_num_threads((int)threads);
+
+    mg_gpt *g;
+    mg_st_file *f;
+    if (mg_music_load(ckpt, &g, &f) != MG_OK) return music_fail(PROG);
+    int rc = 1;
+    mg_music_corpus c = {0};
+    mg_music_data d = {0};
+    mg_music_windows w = {0};
+    mg_music_eval e = {0};
+    /* by default the corpus, its size and the window count the run was trained with */
+    if (!data) data = mg_st_meta_get(f, MUSIC_META_DATA);
+    if (pieces < 0 && (mg_st_meta_get(f, MUSIC_META_PIECES) == NULL ||
+                       mg_meta_get_i64(f, MUSIC_META_PIECES, &pieces) != MG_OK))
+        pieces = 128;
+    if (windows < 0 && (mg_st_meta_get(f, "music.eval_windows") == NULL ||
+                        mg_meta_get_i64(f, "music.eval_windows", &windows) != MG_OK))
+        windows = 0;
+    int64_t T = mg_gpt_cfg(g)->block_size;
+    char label[4200];
+    if (music_load_corpus("music", data, pieces, stderr, &c, label, sizeof label) != MG_OK ||
+        mg_music_data_make(&d, &c, label) != MG_OK)
+        goto out;
+    if (d.n_val == 0) {
+        mg_set_error(MG_ERR_INVALID,
+                     "%s: %zu piece%s: no validation split to evaluate (it takes 2 pieces or more)",
+                     label, d.n, d.n == 1 ? "" : "s");
+        goto out;
+    }
+    if (mg_music_val_windows(&d, T, (size_t)windows, &w) != MG_OK ||
+        mg_music_eval_init(&e, batch, T) != MG_OK)
+        goto out;
+    double nats, t0 = mg_time();
+    int64_t tokens;
+    if (mg_music_eval_windows(&e, g, &d, &w, &nats, &tokens) != MG_OK) goto out;
+    double dt = mg_time() - t0, loss = nats / (double)tokens;
+    printf("data %s\npieces %zu\nvalidation_pieces %zu\nwindows %zu\nwindow_length %lld\n"
+           "tokens %lld\nval_loss %.6f\nbits_per_token %.6f\nseconds %.2f\ntokens_per_s %.0f\n",
+           label, d.n, d.n_val, w.count, (long long)T, (long long)tokens, loss, loss / log(2.0), dt,
+           dt > 0 ? (double)(w.count * (size_t)T) / dt : 0.0);
+    rc = 0;
+out:
+    if (rc) music_fail(PROG);
+    mg_music_eval_free(&e);
+    mg_music_windows_free(&w);
+    mg_music_data_free(&d);
+    mg_music_corpus_free(&c);
+    mg_st_close(f);
+    mg_gpt_free(g);
+    return rc;
+}

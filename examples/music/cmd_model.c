@@ -1,0 +1,218 @@
+/* Helpers the model subcommands share: plugins, the corpus, generation into MIDI / PNG / WAV. */
+#include "cmd_model.h"
+
+#include "minigrad/plugin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+void music_add_plugin_dirs(void) {
+    char exe[4096], dir[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    const char *d = dirname(exe);
+    snprintf(dir, sizeof dir, "%s/../../plugins", d); /* <build>/examples/music/music */
+    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
+    snprintf(dir, sizeof dir, "%s/../lib/minigrad/plugins", d); /* <prefix>/bin/music */
+    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
+}
+
+mg_status music_load_corpus(const char *prog, const char *dir, int64_t pieces, FILE *out,
+                            mg_music_corpus *c, char *label, size_t label_n) {
+    mg_music_load_opts lo = {.keep_tokens = true};
+    mg_status st;
+    if (dir && dir[0]) {
+        snprintf(label, label_n, "%s", dir);
+        st = mg_music_load_dir(dir, &lo, c);
+    } else {
+        snprintf(label, label_n, "generated corpus (%lld pieces)", (long long)pieces);
+        st = mg_music_generate_corpus((uint32_t)pieces, MUSIC_GEN_SEED, &lo, c);
+    }
+    if (st != MG_OK) return st;
+    if (out) {
+        fprintf(out, "%s: %s: ", prog, label);
+        mg_music_corpus_summary(c, out);
+        fflush(out);
+    }
+    return MG_OK;
+}
+
+/* ---- generation ---- */
+
+typedef struct {
+    const music_gen_req *req;
+    int64_t made, steps; /* tokens so far; 10 ms steps of music so far */
+    bool ended, tty;
+    double t0, last;
+} gen_state;
+
+static void progress_line(gen_state *s, bool final) {
+    double dt = mg_time() - s->t0;
+    fprintf(stderr, "\r%s: %lld/%lld tokens, %.1f s of music, %.1f tokens/s%s", s->req->prog,
+            (long long)s->made, (long long)s->req->tokens, (double)s->steps * MG_PERF_STEP_SECONDS,
+            dt > 0 ? (double)s->made / dt : 0.0, final ? "\n" : "\033[K");
+    fflush(stderr);
+}
+
+static bool on_token(void *user, int64_t step, int32_t tok, const float *logits, int64_t vocab) {
+    (void)step, (void)logits, (void)vocab;
+    gen_state *s = user;
+    s->made++;
+    if (tok >= MG_PERF_TIME_SHIFT && tok < MG_PERF_VELOCITY)
+        s->steps += tok - MG_PERF_TIME_SHIFT + 1;
+    if (s->tty && mg_time() - s->last > 0.2) {
+        s->last = mg_time();
+        progress_line(s, false);
+    }
+    if (tok == MG_PERF_END) s->ended = true;
+    return !s->ended;
+}
+
+bool music_have_timidity(void) {
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char buf[4200];
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(buf, sizeof buf, "%.*s/timidity", (int)len, len ? p : ".");
+        if (access(buf, X_OK) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+/* timidity renders to a temporary file that is renamed over `wav`, so a failure leaves no half
+ * file. Its own output goes to /dev/null: it is chatty even when all is well. */
+static mg_status render_wav(const char *mid, const char *wav) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", wav);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {"timidity", "-Ow", "-o", tmp, (char *)mid, NULL};
+    pid_t pid;
+    int err = posix_spawnp(&pid, "timidity", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err != 0) return mg_set_error(MG_ERR_IO, "%s: cannot run timidity: %s", wav, strerror(err));
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return mg_set_error(MG_ERR_IO, "%s: timidity: %s", wav, strerror(errno));
+    struct stat sb;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp, &sb) != 0 || sb.st_size <= 44) {
+        unlink(tmp);
+        return mg_set_error(MG_ERR_IO, "%s: timidity failed to render %s (exit status %d)", wav,
+                            mid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    if (rename(tmp, wav) != 0) {
+        mg_status st =
+            mg_set_error(MG_ERR_IO, "%s: cannot rename %s: %s", wav, tmp, strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return MG_OK;
+}
+
+/* Time reached at the end of tokens (the prompt's length in seconds). */
+static double tokens_seconds(const int32_t *t, int64_t n) {
+    int64_t steps = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (t[i] >= MG_PERF_TIME_SHIFT && t[i] < MG_PERF_VELOCITY)
+            steps += t[i] - MG_PERF_TIME_SHIFT + 1;
+    return (double)steps * MG_PERF_STEP_SECONDS;
+}
+
+mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
+                         const music_gen_req *req, mg_rng *rng, music_gen_result *res) {
+    memset(res, 0, sizeof *res);
+    int64_t block = mg_gpt_cfg(g)->block_size, keep = block / 2 > 0 ? block / 2 : 1;
+    int64_t cap = n_prompt + req->tokens;
+    int32_t *hist = malloc((size_t)cap * sizeof *hist);
+    mg_notes notes = {0};
+    mg_midi_file mf = {0};
+    if (!hist) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", req->prog);
+    memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
+    gen_state gs = {.req = req, .tty = !req->quiet && isatty(2), .t0 = mg_time()};
+    gs.last = gs.t0;
+    mg_status st = MG_OK;
+    int64_t n = n_prompt;
+    while (gs.made < req->tokens && !gs.ended && st == MG_OK) {
+        /* the context: everything while it fits with room to grow, else the last half block */
+        int64_t start = n < block ? 0 : n - keep, len = n - start;
+        int64_t chunk = block - len < req->tokens - gs.made ? block - len : req->tokens - gs.made;
+        mg_gen_opts go = {.max_new_tokens = chunk,
+                          .temperature = req->temperature,
+                          .top_k = req->top_k,
+                          .top_p = req->top_p,
+                          .max_context = block,
+                          .on_token = on_token,
+                          .user = &gs};
+        int64_t k = 0;
+        st = mg_gpt_generate(g, hist + start, len, &go, rng, hist + n, &k);
+        n += k;
+    }
+    res->gen_seconds = mg_time() - gs.t0;
+    res->made = gs.made, res->ended = gs.ended;
+    if (gs.tty) progress_line(&gs, true);
+    if (st != MG_OK) goto out;
+    /* Decoding stops at the first END and restarts at a START: a START the model produced
+     * mid-piece is dropped so the prompt survives. */
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (hist[i] != MG_PERF_START || i == 0) hist[m++] = hist[i];
+    if ((st = mg_perf_decode(hist, (size_t)m, &notes)) != MG_OK) goto out;
+    res->prompt_seconds = n_prompt > 1 ? tokens_seconds(prompt, n_prompt) : 0;
+    res->notes = notes.n;
+    for (size_t i = 0; i < notes.n; i++) {
+        res->prompt_notes += notes.v[i].on < res->prompt_seconds;
+        res->seconds = notes.v[i].off > res->seconds ? notes.v[i].off : res->seconds;
+    }
+    if ((st = mg_notes_to_midi(&notes, NULL, &mf)) != MG_OK) goto out;
+    if ((st = mg_midi_write(req->mid, &mf, NULL)) != MG_OK) goto out;
+    if (req->png) {
+        mg_pianoroll_opts po = {.prompt_end = res->prompt_seconds, .title = req->title};
+        if ((st = mg_music_pianoroll(req->png, &notes, &po)) != MG_OK) goto out;
+    }
+    if (req->wav) st = render_wav(req->mid, req->wav);
+out:
+    mg_midi_free(&mf);
+    mg_notes_free(&notes);
+    free(hist);
+    return st;
+}
+
+size_t music_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+char *music_fmt_bytes(double b, char *buf, size_t n) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    return buf;
+}
+
+int music_fail(const char *prog) {
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    return 1;
+}

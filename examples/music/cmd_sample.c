@@ -1,0 +1,134 @@
+/* music sample: continues a prompt MIDI file (or starts from nothing) with a trained model and
+ * writes the piece as MIDI, a piano roll and, with timidity, audio. */
+#include "cli.h"
+#include "cmd_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PROG "music sample"
+
+/* The prompt as tokens: START and the encoded file, without its END so the model continues. */
+static mg_status prompt_tokens(const char *path, mg_tokens *out, size_t *notes) {
+    mg_midi_file f;
+    mg_notes n = {0};
+    mg_status st = mg_midi_read(path, &f);
+    if (st != MG_OK) return st;
+    st = mg_midi_to_notes(&f, path, NULL, &n, NULL);
+    mg_midi_free(&f);
+    if (st == MG_OK && n.n == 0) st = mg_set_error(MG_ERR_FORMAT, "%s: no notes to continue", path);
+    if (st == MG_OK) st = mg_perf_encode(n.v, n.n, out);
+    if (st == MG_OK && out->n > 0 && out->v[out->n - 1] == MG_PERF_END) out->n--;
+    *notes = n.n;
+    mg_notes_free(&n);
+    return st;
+}
+
+int music_cmd_sample(int argc, char **argv) {
+    music_add_plugin_dirs();
+    const char *ckpt = MUSIC_DEFAULT_CKPT, *prompt = NULL,
+               *out_mid = MUSIC_DEFAULT_OUT "/sample.mid";
+    const char *png = NULL, *wav = NULL;
+    int64_t tokens = 1024, top_k = 0, seed = -1, threads = 0;
+    float temperature = 1.0f, top_p = 1.0f;
+    bool quiet = false;
+    const ex_opt table[] = {
+        {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
+        {"prompt", EX_STR, &prompt, "MIDI file to continue (default: start a new piece)"},
+        {"tokens", EX_INT, &tokens, "new tokens at most (the model may end the piece sooner)"},
+        {"temperature", EX_FLOAT, &temperature,
+         "sharpness: below 1 more conservative, 0 always the most likely"},
+        {"top-k", EX_INT, &top_k, "sample among the K most likely tokens only (0: all)"},
+        {"top-p", EX_FLOAT, &top_p,
+         "sample among the most likely tokens whose probability reaches P (1: all)"},
+        {"seed", EX_INT, &seed, "random seed (-1: from the clock; the seed used is printed)"},
+        {"out", EX_STR, &out_mid, "the piece (prompt + continuation) as a MIDI file"},
+        {"png", EX_STR, &png, "also draw its piano roll into this PNG"},
+        {"wav", EX_STR, &wav, "also render it to this WAV file with timidity (if installed)"},
+        {"quiet", EX_FLAG, &quiet, "no live progress line"},
+        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+    };
+    ex_parse_result pr =
+        ex_parse(PROG, "[--ckpt FILE] [--prompt FILE.mid] [options]", argc - 1, argv + 1, table,
+                 (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    const char *bad = tokens < 1 || tokens > (1 << 24) ? "--tokens must lie in [1, 16777216]"
+                      : top_k < 0                      ? "--top-k must be at least 0"
+                      : !(temperature >= 0 && temperature <= 100)
+                          ? "--temperature must lie in [0, 100]"
+                      : !(top_p >= 0 && top_p <= 1) ? "--top-p must lie in [0, 1]"
+                      : seed < -1                   ? "--seed must be -1 or more"
+                      : threads < 0                 ? "--threads must be at least 0"
+                      : !out_mid[0]                 ? "--out must name a file"
+                                                    : NULL;
+    if (bad) {
+        fprintf(stderr, PROG ": %s\n", bad);
+        return 2;
+    }
+    /* before any work: --wav without the program that renders it */
+    if (wav && !music_have_timidity()) {
+        fprintf(stderr,
+                PROG ": --wav needs timidity, which is not installed (Debian: apt-get install "
+                     "timidity); leave out --wav to get the MIDI file and the piano roll only\n");
+        return 1;
+    }
+    mg_set_num_threads((int)threads);
+    if (seed < 0) seed = (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
+
+    mg_gpt *g = NULL;
+    mg_tokens pt = {0};
+    int rc = 1;
+    size_t prompt_notes = 0;
+    if (prompt) {
+        if (prompt_tokens(prompt, &pt, &prompt_notes) != MG_OK) return music_fail(PROG);
+    } else if (mg_tokens_push(&pt, MG_PERF_START) != MG_OK) {
+        return music_fail(PROG);
+    }
+    if (mg_music_load(ckpt, &g, NULL) != MG_OK) goto out;
+    int64_t block = mg_gpt_cfg(g)->block_size;
+    if (prompt) {
+        fprintf(stderr, "music: prompt %s: %zu notes, %zu tokens", prompt, prompt_notes, pt.n);
+        if ((int64_t)pt.n >= block)
+            fprintf(stderr, "; the model sees its last %lld (context %lld)", (long long)(block / 2),
+                    (long long)block);
+        fprintf(stderr, "\n");
+    }
+    char title[512];
+    snprintf(title, sizeof title, "music sample: %s%s (seed %lld, temperature %g)",
+             prompt ? "continuing " : "a new piece", prompt ? prompt : "", (long long)seed,
+             (double)temperature);
+    mg_rng rng = mg_rng_make((uint64_t)seed);
+    music_gen_req req = {.prog = "music",
+                         .tokens = tokens,
+                         .temperature = temperature,
+                         .top_k = top_k,
+                         .top_p = top_p,
+                         .mid = out_mid,
+                         .png = png,
+                         .wav = wav,
+                         .title = title,
+                         .quiet = quiet};
+    music_gen_result res;
+    if (music_generate(g, pt.v, (int64_t)pt.n, &req, &rng, &res) != MG_OK) goto out;
+    printf("music: %lld tokens in %.2fs: %.1f tokens/s (seed %lld, temperature %g)%s\n",
+           (long long)res.made, res.gen_seconds,
+           res.gen_seconds > 0 ? (double)res.made / res.gen_seconds : 0.0, (long long)seed,
+           (double)temperature, res.ended ? "; the model ended the piece" : "");
+    if (prompt)
+        printf("music: %zu notes, %.1f s: the prompt's %zu notes (%.1f s), then %zu new\n",
+               res.notes, res.seconds, res.prompt_notes, res.prompt_seconds,
+               res.notes - res.prompt_notes);
+    else
+        printf("music: %zu notes, %.1f s\n", res.notes, res.seconds);
+    printf("music: wrote %s", out_mid);
+    if (png) printf(", %s", png);
+    if (wav) printf(", %s", wav);
+    printf("\n");
+    rc = 0;
+out:
+    if (rc) music_fail(PROG);
+    mg_tokens_free(&pt);
+    mg_gpt_free(g);
+    return rc;
+}

@@ -1,0 +1,109 @@
+/* Music checkpoints (a GPT that speaks the performance encoding) and the validation loss. */
+#include "music_model.h"
+
+#include "minigrad/op.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mg_status mg_music_load(const char *path, mg_gpt **g, mg_st_file **file_out) {
+    *g = NULL;
+    if (file_out) *file_out = NULL;
+    mg_st_file *f = NULL;
+    mg_status st = mg_gpt_from_checkpoint(path, g, &f);
+    if (st != MG_OK) return st;
+    const char *tok = mg_st_meta_get(f, MG_MUSIC_META_TOKENIZER);
+    if (!tok || strcmp(tok, MG_MUSIC_TOKENIZER) != 0) {
+        if (tok)
+            st = mg_set_error(MG_ERR_FORMAT,
+                              "%s: not a music model: metadata '%s' is '%s'%s, a music checkpoint "
+                              "has '%s' (written by music train)",
+                              path, MG_MUSIC_META_TOKENIZER, tok,
+                              strcmp(tok, "char") == 0 || strcmp(tok, "byte") == 0
+                                  ? " (a textgen checkpoint?)"
+                                  : "",
+                              MG_MUSIC_TOKENIZER);
+        else
+            st = mg_set_error(MG_ERR_FORMAT,
+                              "%s: not a music model: metadata '%s' is missing, a music checkpoint "
+                              "has '%s' (written by music train)",
+                              path, MG_MUSIC_META_TOKENIZER, MG_MUSIC_TOKENIZER);
+    } else if (mg_gpt_cfg(*g)->vocab_size != MG_PERF_VOCAB) {
+        st = mg_set_error(MG_ERR_FORMAT,
+                          "%s: metadata 'vocab_size' is %lld, the performance encoding has %d",
+                          path, (long long)mg_gpt_cfg(*g)->vocab_size, MG_PERF_VOCAB);
+    }
+    if (st != MG_OK) {
+        mg_st_close(f);
+        mg_gpt_free(*g);
+        *g = NULL;
+        return st;
+    }
+    if (file_out)
+        *file_out = f;
+    else
+        mg_st_close(f);
+    return MG_OK;
+}
+
+static void on_error(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    mg_music_eval *e = user;
+    if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", msg);
+}
+
+mg_status mg_music_eval_init(mg_music_eval *e, int64_t B, int64_t T) {
+    memset(e, 0, sizeof *e);
+    e->B = B, e->T = T;
+    e->ctx = mg_ctx_new(0);
+    e->x = malloc((size_t)(B * T) * sizeof *e->x);
+    e->y = malloc((size_t)(B * T) * sizeof *e->y);
+    if (!e->ctx || !e->x || !e->y) {
+        mg_music_eval_free(e);
+        return mg_set_error(MG_ERR_NOMEM, "out of memory for evaluation batches of %lld x %lld",
+                            (long long)B, (long long)T);
+    }
+    mg_ctx_set_error_handler(e->ctx, on_error, e);
+    mg_ctx_set_grad_enabled(e->ctx, false);
+    return MG_OK;
+}
+
+void mg_music_eval_free(mg_music_eval *e) {
+    mg_ctx_free(e->ctx);
+    free(e->x);
+    free(e->y);
+    memset(e, 0, sizeof *e);
+}
+
+mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data *d,
+                                const mg_music_windows *w, double *nats, int64_t *tokens) {
+    double sum = 0;
+    int64_t count = 0;
+    for (size_t i = 0; i < w->count; i += (size_t)e->B) {
+        int64_t nb = w->count - i < (size_t)e->B ? (int64_t)(w->count - i) : e->B, scored = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            const mg_music_piece *p = &d->pieces[w->piece[i + (size_t)b]];
+            mg_status st = mg_music_window(p->tok, p->n, w->start[i + (size_t)b], e->T, NULL, NULL,
+                                           NULL, e->x + b * e->T, e->y + b * e->T);
+            if (st != MG_OK) return st;
+        }
+        for (int64_t k = 0; k < nb * e->T; k++) scored += e->y[k] >= 0;
+        mg_ctx_reset(e->ctx);
+        mg_tensor *x = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, e->T}, e->x);
+        mg_tensor *y = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, e->T}, e->y);
+        mg_tensor *loss = mg_gpt_loss(g, e->ctx, x, y, NULL);
+        if (!mg_ctx_ok(e->ctx)) {
+            mg_status st = mg_set_error(MG_ERR_INVALID, "evaluation: %s",
+                                        e->err[0] ? e->err : mg_ctx_error(e->ctx));
+            mg_ctx_clear_error(e->ctx);
+            e->err[0] = 0;
+            return st;
+        }
+        sum += (double)loss->data[0] * (double)scored;
+        count += scored;
+    }
+    if (nats) *nats = sum;
+    if (tokens) *tokens = count;
+    return MG_OK;
+}
