@@ -64,9 +64,9 @@ static AT_ATTR void FN(mk_any)(int mr, int nv, int64_t K, const float *A, int64_
 }
 
 /* C[0:m, 0:n] (= or +=) A(m x K) B(K x n); n a multiple of AT_W, B rows hold n readable floats.
- * rs: see mk. band/off skip what a causal mask zeroes (see at_band): with AT_COLS_FROM the columns
- * of row i below i + off (rounded down to a vector) are set to 0 instead of computed; with AT_K_FROM
- * and AT_K_TO row i sums only k >= i + off, or k <= i + off, the terms whose A entries are nonzero.
+ * rs: see mk. band and off skip what a causal mask zeroes: with AT_COLS_FROM the columns of row i
+ * below i + off (rounded down to a vector) are set to 0 instead of computed; with AT_K_FROM and
+ * AT_K_TO row i sums only k >= i + off, or k <= i + off, the terms whose A entries can be nonzero.
  * A register block of rows takes the widest range any of its rows needs. */
 static AT_ATTR void FN(gemm_rs)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                                 int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc,
