@@ -7,7 +7,8 @@
  *   (name of the getter to define), and static inline functions v_zero, v_load, v_store, v_set1,
  *   v_fma (a*b + c), v_add, v_mul, v_load_n / v_store_n (first n lanes, 0 < n < MGK_VLEN; the other
  *   lanes of a load are 0 and their memory is not touched), v_sum (sum of the lanes, fixed order)
- *   and v_transpose (in-place transpose of MGK_VLEN vectors).
+ *   and v_transpose (in-place transpose of MGK_VLEN vectors). Optionally MGK_PACK_A_BLOCK(s, lda,
+ *   va, d): packs a full MGK_MR x MGK_VLEN block of row-major A, scaled by va, into d.
  * See gemm_internal.h for the packed layouts and the determinism argument.
  */
 #include "gemm_internal.h"
@@ -55,6 +56,10 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
         /* Rows of A are contiguous in k: transpose MGK_VLEN x MGK_VLEN blocks in registers. */
         const float *s = A + i * lda;
         int64_t k = 0;
+#ifdef MGK_PACK_A_BLOCK
+        if (mm == MGK_MR)
+            for (; k + MGK_VLEN <= kc; k += MGK_VLEN) MGK_PACK_A_BLOCK(s + k, lda, va, d + k * MGK_MR);
+#endif
         for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
             mgk_v t[MGK_VLEN];
             MGK_UNROLL for (int r = 0; r < MGK_VLEN; r++) t[r] =
