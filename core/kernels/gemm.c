@@ -248,12 +248,13 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
     const mg_gemm_impl *im = mg_gemm_impl_active();
     const int nt = max_threads();
     /* One matrix per thread when the batch shares out evenly or is long enough that the last
-     * round's imbalance is small, or when each matrix is too small to split well. A shared C
-     * (stride 0) accumulates in batch order, so those run one after another. */
+     * round's imbalance is small, or when a matrix is too small to split among the threads;
+     * otherwise each matrix in turn uses every thread. A shared C (stride 0) accumulates in batch
+     * order, so those run one after another. */
     const double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
     const bool per_matrix = nt > 1 && sc != 0 && batch > 1 &&
                             (batch % nt == 0 || batch >= 4 * (int64_t)nt ||
-                             flops < 8.0 * MIN_FLOPS_PER_THREAD * nt);
+                             flops < 2.0 * MIN_FLOPS_PER_THREAD * nt);
     if (!per_matrix) {
         for (int64_t b = 0; b < batch; b++)
             gemm(im, nt, ta, tb, M, N, K, alpha, A + b * sa, lda, B + b * sb, ldb, beta,
