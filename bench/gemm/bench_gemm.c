@@ -298,7 +298,8 @@ int main(int argc, char **argv) {
 
     openblas ob = {0};
     bool have_ob = false;
-    if (use_openblas) {
+    if (!use_openblas) printf("openblas: skipped (--no-openblas)\n");
+    else {
         const char *core = ob_core;
 #ifdef BENCH_X86
         if (!core && __builtin_cpu_supports("avx512f") &&
