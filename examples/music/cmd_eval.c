@@ -40,7 +40,11 @@ int music_cmd_eval(int argc, char **argv) {
 
     mg_gpt *g;
     mg_st_file *f;
-    if (mg_music_load(ckpt, &g, &f) != MG_OK) return music_fail(PROG);
+    if (mg_music_load(ckpt, &g, &f) != MG_OK) {
+        music_fail(PROG);
+        music_no_ckpt_hint(PROG, ckpt);
+        return 1;
+    }
     int rc = 1;
     mg_music_corpus c = {0};
     mg_music_data d = {0};

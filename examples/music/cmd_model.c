@@ -95,29 +95,45 @@ bool music_have_timidity(void) {
 }
 
 /* timidity renders to a temporary file that is renamed over `wav`, so a failure leaves no half
- * file. Its own output goes to /dev/null: it is chatty even when all is well. */
+ * file. It is chatty even when all is well: its output is kept aside, and quoted only when it
+ * fails (a missing sound font is the usual reason). */
 static mg_status render_wav(const char *mid, const char *wav) {
-    char tmp[4200];
+    char tmp[4200], log[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", wav);
+    snprintf(log, sizeof log, "%s.timidity.log", wav);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     char *argv[] = {"timidity", "-Ow", "-o", tmp, (char *)mid, NULL};
     pid_t pid;
     int err = posix_spawnp(&pid, "timidity", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (err != 0) return mg_set_error(MG_ERR_IO, "%s: cannot run timidity: %s", wav, strerror(err));
+    if (err != 0) {
+        unlink(log);
+        return mg_set_error(MG_ERR_IO, "%s: cannot run timidity: %s", wav, strerror(err));
+    }
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return mg_set_error(MG_ERR_IO, "%s: timidity: %s", wav, strerror(errno));
     struct stat sb;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp, &sb) != 0 || sb.st_size <= 44) {
+        char said[600] = "";
+        FILE *f = fopen(log, "r");
+        size_t k = f ? fread(said, 1, sizeof said - 1, f) : 0;
+        if (f) fclose(f);
+        said[k] = 0;
+        for (char *c = said; *c; c++)
+            if (*c == '\n') *c = ' ';
         unlink(tmp);
-        return mg_set_error(MG_ERR_IO, "%s: timidity failed to render %s (exit status %d)", wav,
-                            mid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        unlink(log);
+        return mg_set_error(
+            MG_ERR_IO, "%s: timidity failed to render %s (exit status %d)%s%s%s", wav, mid,
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1, said[0] ? ": " : "", said,
+            strstr(said, "cfg") ? " (Debian: apt-get install fluid-soundfont-gm)" : "");
     }
+    unlink(log);
     if (rename(tmp, wav) != 0) {
         mg_status st =
             mg_set_error(MG_ERR_IO, "%s: cannot rename %s: %s", wav, tmp, strerror(errno));
@@ -215,4 +231,9 @@ int music_fail(const char *prog) {
     fflush(stdout);
     fprintf(stderr, "%s: %s\n", prog, mg_last_error());
     return 1;
+}
+
+void music_no_ckpt_hint(const char *prog, const char *ckpt) {
+    if (access(ckpt, F_OK) != 0)
+        fprintf(stderr, "%s: train a model first (music train) or pass --ckpt FILE\n", prog);
 }

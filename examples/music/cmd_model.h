@@ -68,5 +68,7 @@ size_t music_peak_rss(void);
 char *music_fmt_bytes(double bytes, char *buf, size_t n);
 /* Prints "PROG: message" for the last error and returns 1. */
 int music_fail(const char *prog);
+/* After a checkpoint failed to load: when the file does not exist, says how to make one. */
+void music_no_ckpt_hint(const char *prog, const char *ckpt);
 
 #endif

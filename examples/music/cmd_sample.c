@@ -85,7 +85,12 @@ int music_cmd_sample(int argc, char **argv) {
     } else if (mg_tokens_push(&pt, MG_PERF_START) != MG_OK) {
         return music_fail(PROG);
     }
-    if (mg_music_load(ckpt, &g, NULL) != MG_OK) goto out;
+    if (mg_music_load(ckpt, &g, NULL) != MG_OK) {
+        music_fail(PROG);
+        music_no_ckpt_hint(PROG, ckpt);
+        rc = 1;
+        goto out_quiet;
+    }
     int64_t block = mg_gpt_cfg(g)->block_size;
     if (prompt) {
         fprintf(stderr, "music: prompt %s: %zu notes, %zu tokens", prompt, prompt_notes, pt.n);
@@ -128,6 +133,7 @@ int music_cmd_sample(int argc, char **argv) {
     rc = 0;
 out:
     if (rc) music_fail(PROG);
+out_quiet:
     mg_tokens_free(&pt);
     mg_gpt_free(g);
     return rc;

@@ -326,6 +326,7 @@ int music_cmd_train(int argc, char **argv) {
                 o.out, ckpt);
         return 1;
     }
+    if (!o.pos_opts) o.pos_opts = "";
     if (!check_opts(&o)) {
         rc = 2;
         goto out;
@@ -346,10 +347,12 @@ int music_cmd_train(int argc, char **argv) {
 
     /* the corpus, its split, the validation windows */
     char label[4200];
-    if (!o.data || !o.data[0])
+    if (!o.data || !o.data[0]) {
         printf("music: no --data given: learning %lld generated piano pieces (music gen --seed "
                "%d)\n",
                (long long)o.pieces, MUSIC_GEN_SEED);
+        fflush(stdout);
+    }
     if (music_load_corpus("music", o.data, o.pieces, stdout, &corpus, label, sizeof label) != MG_OK)
         goto out;
     if (mg_music_data_make(&j.data, &corpus, label) != MG_OK) goto out;

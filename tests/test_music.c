@@ -1,0 +1,998 @@
+/* The music example's model half: the split by piece, padded and augmented windows, uniform batch
+ * starts, the validation windows, the piano roll, music checkpoints; then the `music` program end
+ * to end (a subprocess per command): a short run that learns, exact resume, deterministic sampling
+ * with and without a prompt, evaluation against a plain reference, the alibi plugin, audio through
+ * timidity when it is installed, and every bad input giving a clear message and no crash. */
+#include "harness.h"
+#include "music_model.h"
+
+#include "minigrad/safetensors.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stb_image.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ======================================================================================
+ * helpers
+ * ====================================================================================== */
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        mg_status st_ = (expr);                                                                    \
+        ck_assert_msg(st_ == MG_OK, "%s -> %d: %s", #expr, st_, mg_last_error());                  \
+    } while (0)
+
+static char tmpdir[256];
+
+static void make_tmpdir(void) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/mg_music_XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0) remove_tree(p);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+static const char *tmp_path(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint8_t *read_bytes(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)len + 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void assert_error_has(const char *part) {
+    const char *e = mg_last_error();
+    ck_assert_msg(strstr(e, part) != NULL, "error message '%s' lacks '%s'", e, part);
+}
+
+static bool is_shift(int32_t t) {
+    return t >= MG_PERF_TIME_SHIFT && t < MG_PERF_VELOCITY;
+}
+
+static bool is_note(int32_t t) {
+    return t >= 0 && t < MG_PERF_TIME_SHIFT;
+}
+
+/* The first `n` pieces of the generated corpus, with their tokens. */
+static void gen_corpus(uint32_t n, mg_music_corpus *c) {
+    mg_music_load_opts lo = {.keep_tokens = true};
+    OK(mg_music_generate_corpus(n, 1, &lo, c));
+    ck_assert_uint_eq(c->n_ok, n);
+}
+
+/* ======================================================================================
+ * training data
+ * ====================================================================================== */
+
+START_TEST(split_is_by_piece_deterministic_and_spread) {
+    mg_music_corpus c;
+    gen_corpus(25, &c);
+    mg_music_data d;
+    OK(mg_music_data_make(&d, &c, "gen"));
+    ck_assert_uint_eq(d.n, 25);
+    /* 25 pieces: round(2.5) = 3 validation pieces, at i where floor((i+1)3/25) > floor(3i/25) */
+    ck_assert_uint_eq(d.n_val, 3);
+    ck_assert_uint_eq(d.n_train, 22);
+    for (size_t i = 0; i < d.n; i++) {
+        ck_assert_msg(d.pieces[i].val == (i == 8 || i == 16 || i == 24), "piece %zu", i);
+        ck_assert_str_eq(d.pieces[i].name, c.items[i].path);
+        ck_assert_uint_eq(d.pieces[i].n, c.items[i].encoding.n);
+        ck_assert_mem_eq(d.pieces[i].tok, c.items[i].encoding.v, d.pieces[i].n * sizeof(int32_t));
+        ck_assert_int_eq(d.pieces[i].tok[0], MG_PERF_START);
+        ck_assert_int_eq(d.pieces[i].tok[d.pieces[i].n - 1], MG_PERF_END);
+    }
+    ck_assert_uint_eq(d.train_tokens + d.val_tokens, c.tokens);
+    /* the prefix sums count every start that has a target: n - 1 per train piece */
+    uint64_t starts = 0;
+    for (size_t k = 0; k < d.n_train; k++) {
+        ck_assert(!d.pieces[d.train_idx[k]].val);
+        ck_assert_uint_eq(d.train_cum[k], starts);
+        starts += d.pieces[d.train_idx[k]].n - 1;
+    }
+    ck_assert_uint_eq(d.train_cum[d.n_train], starts);
+    ck_assert_uint_eq(starts, d.train_tokens - d.n_train);
+    mg_music_data_free(&d);
+    mg_music_corpus_free(&c);
+
+    /* small corpora: 1 piece has no validation, up to 14 give 1 (the last), 15 give 2 (the 8th
+     * and the last) */
+    static const struct {
+        uint32_t n;
+        size_t val, val_at;
+    } small[] = {{1, 0, 99}, {2, 1, 1}, {10, 1, 9}, {14, 1, 13}, {15, 2, 7}};
+    for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+        gen_corpus(small[k].n, &c);
+        OK(mg_music_data_make(&d, &c, "gen"));
+        ck_assert_uint_eq(d.n_val, small[k].val);
+        if (small[k].val_at < d.n) ck_assert(d.pieces[small[k].val_at].val);
+        mg_music_data_free(&d);
+        mg_music_corpus_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(data_make_names_what_is_missing) {
+    mg_music_corpus c = {0};
+    mg_music_data d;
+    ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
+    assert_error_has("songs/: no MIDI files (.mid or .midi) found");
+    static const uint8_t junk[] = "MThd\0\0\0\6\0\1\0\5";
+    OK(mg_music_corpus_add(&c, "songs/bad.mid", junk, sizeof junk - 1, NULL));
+    ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
+    assert_error_has(
+        "songs/: none of the 1 MIDI files found could be used (the first: songs/bad.mid");
+    mg_music_corpus_free(&c);
+    /* a corpus loaded without its tokens is a programming error, named */
+    OK(mg_music_generate_corpus(2, 1, NULL, &c));
+    ck_assert_int_eq(mg_music_data_make(&d, &c, "gen"), MG_ERR_INVALID);
+    assert_error_has("loaded without its tokens");
+    mg_music_corpus_free(&c);
+}
+END_TEST
+
+START_TEST(windows_pad_past_the_end_of_a_piece) {
+    const int32_t tok[] = {MG_PERF_START, 10, 300, 140, MG_PERF_END};
+    int32_t ids[8], tg[8];
+    OK(mg_music_window(tok, 5, 0, 3, NULL, NULL, NULL, ids, tg));
+    ck_assert_mem_eq(ids, ((int32_t[]){MG_PERF_START, 10, 300}), 3 * sizeof(int32_t));
+    ck_assert_mem_eq(tg, ((int32_t[]){10, 300, 140}), 3 * sizeof(int32_t));
+    OK(mg_music_window(tok, 5, 2, 8, NULL, NULL, NULL, ids, tg));
+    static const int32_t want_ids[8] = {300,         140,         MG_PERF_END, MG_PERF_END,
+                                        MG_PERF_END, MG_PERF_END, MG_PERF_END, MG_PERF_END};
+    static const int32_t want_tg[8] = {140, MG_PERF_END, -1, -1, -1, -1, -1, -1};
+    ck_assert_mem_eq(ids, want_ids, sizeof want_ids);
+    ck_assert_mem_eq(tg, want_tg, sizeof want_tg);
+    /* the last start with a target: the END is predicted, nothing after it */
+    OK(mg_music_window(tok, 5, 3, 2, NULL, NULL, NULL, ids, tg));
+    ck_assert_mem_eq(ids, ((int32_t[]){140, MG_PERF_END}), 2 * sizeof(int32_t));
+    ck_assert_mem_eq(tg, ((int32_t[]){MG_PERF_END, -1}), 2 * sizeof(int32_t));
+    ck_assert_int_eq(mg_music_window(tok, 5, 4, 2, NULL, NULL, NULL, ids, tg), MG_ERR_INVALID);
+    assert_error_has("start 4 of a 5-token piece leaves nothing to predict");
+}
+END_TEST
+
+/* The T + 1 tokens a window holds (ids, then the last target unless it is padding). */
+static size_t window_tokens(const int32_t *ids, const int32_t *tg, int64_t T, int32_t *out) {
+    size_t m = 0;
+    for (int64_t i = 0; i < T; i++)
+        if (i == 0 || tg[i - 1] >= 0) out[m++] = ids[i];
+    if (tg[T - 1] >= 0) out[m++] = tg[T - 1];
+    return m;
+}
+
+START_TEST(augmented_windows_transpose_and_stretch_the_piece) {
+    mg_music_corpus c;
+    gen_corpus(1, &c);
+    const int32_t *tok = c.items[0].encoding.v;
+    size_t n = c.items[0].encoding.n;
+    enum { T = 96 };
+    int32_t ids[T], tg[T], ids2[T], tg2[T], win[T + 1];
+    mg_augment_opts aug = mg_augment_defaults();
+    mg_music_scratch s = {0};
+    int shifts[7] = {0}, stretches[5] = {0};
+    const double factors[5] = {0.95, 0.975, 1.0, 1.025, 1.05};
+    for (int trial = 0; trial < 120; trial++) {
+        size_t start = (size_t)(trial * 37) % (n - 1);
+        mg_rng r = mg_rng_make(1000 + (uint64_t)trial), r2 = r;
+        OK(mg_music_window(tok, n, start, T, &aug, &r, &s, ids, tg));
+        /* the window depends only on the generator's state */
+        OK(mg_music_window(tok, n, start, T, &aug, &r2, &s, ids2, tg2));
+        ck_assert_mem_eq(ids, ids2, sizeof ids);
+        ck_assert_mem_eq(tg, tg2, sizeof tg);
+        ck_assert_uint_eq(r.s, r2.s);
+        size_t m = window_tokens(ids, tg, T, win);
+        for (size_t i = 0; i < m; i++) ck_assert(win[i] >= 0 && win[i] < MG_PERF_VOCAB);
+        /* the events are the piece's from `start` on, notes shifted by one d, and each sits at
+         * round(f * its original time) for one factor f */
+        int d = 99;
+        int64_t t_aug = 0, t_raw = 0;
+        size_t j = start;
+        bool f_ok[5] = {true, true, true, true, true};
+        for (size_t i = 0; i < m; i++) {
+            if (is_shift(win[i])) {
+                t_aug += win[i] - MG_PERF_TIME_SHIFT + 1;
+                continue;
+            }
+            while (is_shift(tok[j])) t_raw += tok[j++] - MG_PERF_TIME_SHIFT + 1;
+            int32_t raw = tok[j++];
+            if (is_note(raw)) {
+                ck_assert(is_note(win[i]) &&
+                          (raw < MG_PERF_NOTE_OFF) == (win[i] < MG_PERF_NOTE_OFF));
+                if (d == 99) d = win[i] - raw;
+                ck_assert_int_eq(win[i] - raw, d);
+            } else {
+                ck_assert_int_eq(win[i], raw);
+            }
+            for (int k = 0; k < 5; k++) f_ok[k] &= t_aug == llround((double)t_raw * factors[k]);
+        }
+        int nf = 0;
+        for (int k = 0; k < 5; k++) nf += f_ok[k];
+        ck_assert_msg(nf >= 1, "trial %d: no stretch factor explains the timing", trial);
+        if (d != 99) {
+            ck_assert(d >= -3 && d <= 3);
+            shifts[d + 3]++;
+        }
+        if (nf == 1)
+            for (int k = 0; k < 5; k++) stretches[k] += f_ok[k];
+        /* full windows unless the piece ended */
+        ck_assert(m == T + 1 || win[m - 1] == MG_PERF_END);
+    }
+    for (int k = 0; k < 7; k++) ck_assert_msg(shifts[k] > 0, "shift %d never drawn", k - 3);
+    for (int k = 0; k < 5; k++)
+        ck_assert_msg(stretches[k] > 0, "stretch %g never seen", factors[k]);
+    mg_music_scratch_free(&s);
+    mg_music_corpus_free(&c);
+}
+END_TEST
+
+START_TEST(batches_draw_every_train_start_alike) {
+    int32_t a[] = {MG_PERF_START, 10, 11, MG_PERF_END};
+    int32_t v[] = {MG_PERF_START, 20, MG_PERF_END};
+    int32_t b[] = {MG_PERF_START, 30, 31, 32, 33, MG_PERF_END};
+    mg_music_piece pieces[3] = {{a, 4, "a", false}, {v, 3, "v", true}, {b, 6, "b", false}};
+    size_t train_idx[2] = {0, 2};
+    uint64_t cum[3] = {0, 3, 8};
+    mg_music_data d = {.pieces = pieces,
+                       .n = 3,
+                       .n_train = 2,
+                       .n_val = 1,
+                       .train_idx = train_idx,
+                       .train_cum = cum};
+    enum { B = 8000 };
+    static int32_t ids[B * 2], tg[B * 2];
+    mg_rng r = mg_rng_make(5);
+    OK(mg_music_batch(&d, B, 2, NULL, &r, NULL, ids, tg));
+    /* without augmentation: one draw per window */
+    ck_assert_uint_eq(r.s, 5 + (uint64_t)B * 0x9E3779B97F4A7C15ULL);
+    int count[8] = {0};
+    for (int i = 0; i < B; i++) {
+        int32_t x = ids[2 * i], y = ids[2 * i + 1];
+        ck_assert_int_ne(x, 20);
+        ck_assert_int_ne(y, 20);
+        int k = x == MG_PERF_START ? (y == 10 ? 0 : 3) : x == 10 ? 1 : x == 11 ? 2 : 4 + (x - 30);
+        ck_assert(k >= 0 && k < 8);
+        count[k]++;
+        /* targets are the next tokens, -1 past the end */
+        if (x == 11) ck_assert_int_eq(tg[2 * i + 1], -1);
+        if (x == 33) ck_assert_int_eq(tg[2 * i + 1], -1);
+        if (x == MG_PERF_START) ck_assert_int_eq(tg[2 * i], y);
+    }
+    for (int k = 0; k < 8; k++)
+        ck_assert_msg(count[k] > 850 && count[k] < 1150, "start %d: %d", k, count[k]);
+    /* no train pieces: an error, not a hang or a crash */
+    d.n_train = 0;
+    ck_assert_int_eq(mg_music_batch(&d, 1, 2, NULL, &r, NULL, ids, tg), MG_ERR_INVALID);
+    assert_error_has("no training pieces");
+}
+END_TEST
+
+START_TEST(validation_windows_cover_each_target_once) {
+    int32_t t1[] = {MG_PERF_START, 1, 2, MG_PERF_END};
+    int32_t t2[] = {MG_PERF_START, 3, 4, 5, 6, MG_PERF_END};
+    int32_t t3[] = {MG_PERF_START, 7, MG_PERF_END};
+    mg_music_piece pieces[3] = {{t1, 4, "a", true}, {t3, 3, "t", false}, {t2, 6, "b", true}};
+    mg_music_data d = {.pieces = pieces, .n = 3, .n_val = 2};
+    mg_music_windows w;
+    OK(mg_music_val_windows(&d, 2, 0, &w));
+    /* 3 targets in 2 windows, 5 targets in 3 windows; the train piece has none */
+    ck_assert_uint_eq(w.count, 5);
+    ck_assert_uint_eq(w.targets, 8);
+    const size_t piece[5] = {0, 0, 2, 2, 2}, start[5] = {0, 2, 0, 2, 4};
+    ck_assert_mem_eq(w.piece, piece, sizeof piece);
+    ck_assert_mem_eq(w.start, start, sizeof start);
+    mg_music_windows_free(&w);
+    /* at most 2: the first and the third (floor(k * 5 / 2)) */
+    OK(mg_music_val_windows(&d, 2, 2, &w));
+    ck_assert_uint_eq(w.count, 2);
+    ck_assert_uint_eq(w.piece[0], 0);
+    ck_assert_uint_eq(w.start[0], 0);
+    ck_assert_uint_eq(w.piece[1], 2);
+    ck_assert_uint_eq(w.start[1], 0);
+    ck_assert_uint_eq(w.targets, 4);
+    mg_music_windows_free(&w);
+    /* one window per piece when T is long */
+    OK(mg_music_val_windows(&d, 2048, 16, &w));
+    ck_assert_uint_eq(w.count, 2);
+    ck_assert_uint_eq(w.targets, 8);
+    mg_music_windows_free(&w);
+    d.pieces[0].val = d.pieces[2].val = false;
+    OK(mg_music_val_windows(&d, 2, 0, &w));
+    ck_assert_uint_eq(w.count, 0);
+    mg_music_windows_free(&w);
+}
+END_TEST
+
+/* ======================================================================================
+ * the piano roll
+ * ====================================================================================== */
+
+START_TEST(piano_roll_png_decodes_with_both_parts) {
+    make_tmpdir();
+    mg_notes notes = {0};
+    for (int i = 0; i < 40; i++) {
+        mg_note n = {.on = i * 0.25,
+                     .off = i * 0.25 + 0.4,
+                     .pitch = (uint8_t)(48 + (i * 7) % 24),
+                     .velocity = (uint8_t)(30 + 2 * i)};
+        OK(mg_notes_push(&notes, n));
+    }
+    mg_pianoroll_opts o = {.prompt_end = 5.0, .title = "test roll"};
+    OK(mg_music_pianoroll(tmp_path("roll.png"), &notes, &o));
+    int w, h, ch;
+    unsigned char *px = stbi_load(tmp_path("roll.png"), &w, &h, &ch, 3);
+    ck_assert_ptr_nonnull(px);
+    ck_assert_int_eq(w, 1200);
+    ck_assert_int_eq(h, 600);
+    /* prompt notes (before 5 s, left half of the roll) blue, the continuation orange */
+    int blue_left = 0, blue_right = 0, orange_left = 0, orange_right = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const unsigned char *p = px + 3 * (y * w + x);
+            bool blue = p[2] > p[0] + 40, orange = p[0] > p[2] + 80 && p[1] > p[2];
+            /* the time axis ends between 10 and 12 s: the boundary lies between x 530 and 624 */
+            bool left = (x < 300);
+            bool right = (x > 900);
+            blue_left += blue && left, blue_right += blue && right && y > 60;
+            orange_left += orange && left && y > 60, orange_right += orange && right;
+        }
+    ck_assert_int_gt(blue_left, 300);
+    ck_assert_int_gt(orange_right, 300);
+    ck_assert_int_lt(blue_right, 20);
+    ck_assert_int_lt(orange_left, 20);
+    stbi_image_free(px);
+    /* other sizes, no prompt, no notes */
+    o = (mg_pianoroll_opts){.width = 640, .height = 320};
+    mg_notes none = {0};
+    OK(mg_music_pianoroll(tmp_path("empty.png"), &none, &o));
+    px = stbi_load(tmp_path("empty.png"), &w, &h, &ch, 3);
+    ck_assert_ptr_nonnull(px);
+    ck_assert_int_eq(w, 640);
+    ck_assert_int_eq(h, 320);
+    stbi_image_free(px);
+    o.width = 100;
+    ck_assert_int_eq(mg_music_pianoroll(tmp_path("small.png"), &notes, &o), MG_ERR_INVALID);
+    assert_error_has("small.png: piano roll size 100 x 320 is outside 300..8192");
+    ck_assert_int_ne(access(tmp_path("small.png"), F_OK), 0);
+    ck_assert_int_ne(mg_music_pianoroll("/nonexistent/dir/r.png", &notes, NULL), MG_OK);
+    assert_error_has("/nonexistent/dir/r.png");
+    mg_notes_free(&notes);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+/* ======================================================================================
+ * checkpoints
+ * ====================================================================================== */
+
+static void save_model(const char *path, int64_t vocab, const mg_st_meta *meta, int n_meta) {
+    mg_gpt_config cfg = mg_gpt_config_default();
+    cfg.vocab_size = vocab, cfg.block_size = 16, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16;
+    mg_rng r = mg_rng_make(1);
+    mg_gpt *g;
+    OK(mg_gpt_new(&cfg, &r, &g));
+    OK(mg_gpt_save(g, path, meta, n_meta));
+    mg_gpt_free(g);
+}
+
+START_TEST(load_refuses_what_is_not_a_music_model) {
+    make_tmpdir();
+    mg_gpt *g;
+    mg_st_file *f;
+    save_model(tmp_path("text.safetensors"), 4,
+               (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);
+    ck_assert_int_eq(mg_music_load(tmp_path("text.safetensors"), &g, &f), MG_ERR_FORMAT);
+    ck_assert_ptr_null(g);
+    ck_assert_ptr_null(f);
+    assert_error_has("text.safetensors: not a music model: metadata 'tokenizer' is 'char' (a "
+                     "textgen checkpoint?), a music checkpoint has 'midi-performance'");
+    save_model(tmp_path("bare.safetensors"), MG_PERF_VOCAB, NULL, 0);
+    ck_assert_int_eq(mg_music_load(tmp_path("bare.safetensors"), &g, NULL), MG_ERR_FORMAT);
+    assert_error_has("bare.safetensors: not a music model: metadata 'tokenizer' is missing");
+    save_model(tmp_path("v.safetensors"), 100, (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}},
+               1);
+    ck_assert_int_eq(mg_music_load(tmp_path("v.safetensors"), &g, NULL), MG_ERR_FORMAT);
+    assert_error_has(
+        "v.safetensors: metadata 'vocab_size' is 100, the performance encoding has 390");
+    write_bytes(tmp_path("junk.safetensors"), "not a checkpoint at all", 23);
+    ck_assert_int_ne(mg_music_load(tmp_path("junk.safetensors"), &g, NULL), MG_OK);
+    assert_error_has("junk.safetensors");
+    ck_assert_int_ne(mg_music_load(tmp_path("none.safetensors"), &g, NULL), MG_OK);
+    assert_error_has("none.safetensors");
+    /* and a real one loads, with its file */
+    save_model(tmp_path("m.safetensors"), MG_PERF_VOCAB,
+               (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}}, 1);
+    OK(mg_music_load(tmp_path("m.safetensors"), &g, &f));
+    ck_assert_int_eq(mg_gpt_cfg(g)->vocab_size, MG_PERF_VOCAB);
+    ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), MG_MUSIC_TOKENIZER);
+    mg_st_close(f);
+    mg_gpt_free(g);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+/* ======================================================================================
+ * the music program, end to end
+ * ====================================================================================== */
+
+static char music_bin[1024];
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void find_binary(void) {
+    const char *root = getenv("MINIGRAD_BUILD_ROOT");
+    snprintf(music_bin, sizeof music_bin, "%s/examples/music/music", root && *root ? root : ".");
+    ck_assert_msg(access(music_bin, X_OK) == 0, "%s not built (MINIGRAD_BUILD_ROOT=%s)", music_bin,
+                  root ? root : "(unset)");
+}
+
+static void read_into(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* Runs `music ARGS` in tmpdir with stdout and stderr captured. Returns the exit status; a crash
+ * (signal) fails the test. */
+static int run_env(const char *env, const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env,
+             music_bin, args, tmpdir, tmpdir);
+    int st = system(cmd);
+    read_into(tmp_path("stdout"), out_text, sizeof out_text);
+    read_into(tmp_path("stderr"), err_text, sizeof err_text);
+    ck_assert_msg(st != -1 && WIFEXITED(st),
+                  "music %s: did not exit normally (status %d); stderr: %.1500s", args, st,
+                  err_text);
+    int rc = WEXITSTATUS(st);
+    ck_assert_msg(rc != 127 && (rc <= 128 || rc == 130),
+                  "music %s: killed or not found (%d): %.1500s", args, rc, err_text);
+    return rc;
+}
+static int run(const char *args) {
+    return run_env("", args);
+}
+
+static void assert_stdout_has(const char *part) {
+    ck_assert_msg(strstr(out_text, part) != NULL, "stdout '%.2000s' lacks '%s'", out_text, part);
+}
+static void assert_stderr_has(const char *part) {
+    ck_assert_msg(strstr(err_text, part) != NULL, "stderr '%.1500s' lacks '%s'", err_text, part);
+}
+
+/* A model small enough to train in well under a second per hundred steps on one thread. */
+#define TINY                                                                                       \
+    "--pieces 16 --block-size 64 --n-embd 32 --n-layer 1 --n-head 2 --batch 8 --lr 1e-2 "          \
+    "--warmup 10 --threads 1"
+
+typedef struct {
+    int n, nv;
+    long step[512], val_step[512];
+    double loss[512], val[512];
+} run_log;
+
+static void read_log(const char *path, run_log *lg) {
+    memset(lg, 0, sizeof *lg);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no log at %s", path);
+    char line[1024];
+    while (fgets(line, sizeof line, f) && lg->n < 512) {
+        const char *s = strstr(line, "\"step\": "), *l = strstr(line, "\"loss\": "),
+                   *v = strstr(line, "\"val_loss\": ");
+        ck_assert_msg(s && l && strstr(line, "\"tokens_per_s\": "), "log line: %s", line);
+        lg->step[lg->n] = strtol(s + 8, NULL, 10);
+        lg->loss[lg->n++] = strtod(l + 8, NULL);
+        if (v) lg->val_step[lg->nv] = lg->step[lg->n - 1], lg->val[lg->nv++] = strtod(v + 12, NULL);
+    }
+    fclose(f);
+}
+
+/* Reads a MIDI file back into notes through the library's reader. */
+static void read_notes(const char *path, mg_notes *n) {
+    mg_midi_file f;
+    OK(mg_midi_read(path, &f));
+    OK(mg_midi_to_notes(&f, path, NULL, n, NULL));
+    mg_midi_free(&f);
+}
+
+static void png_size(const char *path, int *w, int *h) {
+    int ch;
+    unsigned char *px = stbi_load(path, w, h, &ch, 3);
+    ck_assert_msg(px != NULL, "%s does not decode: %s", path, stbi_failure_reason());
+    stbi_image_free(px);
+}
+
+START_TEST(training_learns_the_generated_corpus) {
+    find_binary();
+    make_tmpdir();
+    ck_assert_int_eq(
+        run("train --out run " TINY " --steps 300 --eval-every 100 --sample-tokens 64"), 0);
+    run_log lg;
+    read_log(tmp_path("run/log.jsonl"), &lg);
+    ck_assert_int_eq(lg.n, 300);
+    for (int i = 0; i < lg.n; i++) ck_assert_int_eq(lg.step[i], i + 1);
+    /* an untrained model guesses among 390 tokens: ln 390 = 5.97 */
+    ck_assert_double_gt(lg.loss[0], 5.7);
+    ck_assert_double_lt(lg.loss[0], 6.2);
+    /* The stated bound: below the corpus's unigram entropy (5.02 nats) by a margin, on held-out
+     * pieces and on the last 20 training steps (seeds 1-5 end at val 4.2-4.3). */
+    double tail = 0;
+    for (int i = lg.n - 20; i < lg.n; i++) tail += lg.loss[i] / 20;
+    ck_assert_double_lt(tail, 4.6);
+    ck_assert_int_eq(lg.nv, 3);
+    ck_assert_int_eq(lg.val_step[2], 300);
+    ck_assert_double_lt(lg.val[2], 4.6);
+    ck_assert_double_lt(lg.val[2], lg.val[0]);
+    assert_stdout_has("no --data given: learning 16 generated piano pieces");
+    assert_stdout_has("14 train pieces");
+    assert_stdout_has("2 validation pieces");
+    assert_stdout_has("context 64, pos rope, vocabulary 390");
+    assert_stdout_has("tokens/s");
+    assert_stdout_has("peak RSS");
+    assert_stdout_has("activations (arena peak)");
+    assert_stdout_has("run/sample.mid");
+    assert_stdout_has("run/loss.png");
+    int w, h;
+    png_size(tmp_path("run/loss.png"), &w, &h);
+    ck_assert_int_eq(w, 800);
+    ck_assert_int_eq(h, 500);
+    png_size(tmp_path("run/sample.png"), &w, &h);
+    ck_assert_int_eq(w, 1200);
+    ck_assert_int_eq(h, 600);
+    mg_notes notes = {0};
+    read_notes(tmp_path("run/sample.mid"), &notes);
+    mg_notes_free(&notes);
+    /* the checkpoint says what it is and how it was trained */
+    mg_st_file *f;
+    OK(mg_safetensors_open(tmp_path("run/model.safetensors"), &f));
+    ck_assert_str_eq(mg_st_meta_get(f, "format"), "minigrad-gpt");
+    ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), "midi-performance");
+    ck_assert_str_eq(mg_st_meta_get(f, "vocab_size"), "390");
+    ck_assert_str_eq(mg_st_meta_get(f, "pos"), "rope");
+    ck_assert_str_eq(mg_st_meta_get(f, "music.pieces"), "16");
+    ck_assert_str_eq(mg_st_meta_get(f, "music.data"), "");
+    ck_assert_str_eq(mg_st_meta_get(f, "music.steps"), "300");
+    mg_st_close(f);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+/* Every tensor of two safetensors files, bit for bit, and the metadata values named. */
+static void assert_same_file(const char *a, const char *b, const char *const *keys) {
+    mg_st_file *fa, *fb;
+    OK(mg_safetensors_open(a, &fa));
+    OK(mg_safetensors_open(b, &fb));
+    ck_assert_int_eq(mg_st_count(fa), mg_st_count(fb));
+    for (int i = 0; i < mg_st_count(fa); i++) {
+        const mg_st_tensor_info *ia = mg_st_info(fa, i);
+        int j = mg_st_find(fb, ia->name);
+        ck_assert_msg(j >= 0, "%s lacks %s", b, ia->name);
+        ck_assert_int_eq(mg_st_info(fb, j)->numel, ia->numel);
+        float *x = malloc((size_t)ia->numel * 4), *y = malloc((size_t)ia->numel * 4);
+        OK(mg_st_read_f32(fa, i, x, ia->numel));
+        OK(mg_st_read_f32(fb, j, y, ia->numel));
+        ck_assert_msg(memcmp(x, y, (size_t)ia->numel * 4) == 0, "%s differs between %s and %s",
+                      ia->name, a, b);
+        free(x);
+        free(y);
+    }
+    for (int k = 0; keys && keys[k]; k++) {
+        const char *va = mg_st_meta_get(fa, keys[k]), *vb = mg_st_meta_get(fb, keys[k]);
+        ck_assert_msg(va && vb && strcmp(va, vb) == 0, "metadata %s: '%s' vs '%s'", keys[k],
+                      va ? va : "(none)", vb ? vb : "(none)");
+    }
+    mg_st_close(fa);
+    mg_st_close(fb);
+}
+
+START_TEST(resume_continues_exactly) {
+    find_binary();
+    make_tmpdir();
+    /* augmentation and dropout on, so the data generator and the dropout one must both resume */
+    const char *common =
+        TINY " --steps 24 --eval-every 5 --ckpt-every 0 --dropout 0.1 --sample-tokens 0";
+    char args[1024];
+    snprintf(args, sizeof args, "train --out straight %s", common);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "train --out pieces %s --stop-after 12", common);
+    ck_assert_int_eq(run(args), 0);
+    assert_stdout_has("stopped after 12 steps");
+    assert_stdout_has("music train --resume --out pieces");
+    ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 2"), 0);
+    assert_stdout_has("resumed at step 12");
+    static const char *const wkeys[] = {"tokenizer",    "vocab_size", "music.steps",
+                                        "music.pieces", "music.data", NULL};
+    assert_same_file(tmp_path("straight/model.safetensors"), tmp_path("pieces/model.safetensors"),
+                     wkeys);
+    static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout",
+                                        NULL};
+    assert_same_file(tmp_path("straight/model.state.safetensors"),
+                     tmp_path("pieces/model.state.safetensors"), skeys);
+    run_log a, b;
+    read_log(tmp_path("straight/log.jsonl"), &a);
+    read_log(tmp_path("pieces/log.jsonl"), &b);
+    ck_assert_int_eq(a.n, 24);
+    ck_assert_int_eq(b.n, 24);
+    ck_assert_mem_eq(a.loss, b.loss, sizeof a.loss);
+    ck_assert_mem_eq(a.val, b.val, sizeof a.val);
+    ck_assert_int_eq(b.step[12], 13);
+    /* a finished run has nothing left to do; a contradicting model size is named */
+    ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0"), 0);
+    ck_assert_int_eq(run("train --out pieces --resume --steps 30 --n-embd 64 --sample-tokens 0"),
+                     1);
+    assert_stderr_has("n_embd");
+    remove_tree(tmpdir);
+}
+END_TEST
+
+/* A generated piece written as a MIDI file, to be a prompt. */
+static void write_prompt(const char *path, uint32_t index) {
+    mg_midi_file f;
+    OK(mg_music_generate(9, index, &f));
+    OK(mg_midi_write(path, &f, NULL));
+    mg_midi_free(&f);
+}
+
+START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
+    find_binary();
+    make_tmpdir();
+    ck_assert_int_eq(run("train --out run " TINY " --steps 40 --sample-tokens 0"), 0);
+    const char *args = "sample --ckpt run/model.safetensors --tokens 150 --seed 7 --threads 1 "
+                       "--out a.mid --png a.png";
+    ck_assert_int_eq(run(args), 0);
+    assert_stdout_has("(seed 7, temperature 1)");
+    assert_stdout_has("wrote a.mid, a.png");
+    size_t na, nb;
+    uint8_t *ma = read_bytes(tmp_path("a.mid"), &na);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 150 --seed 7 --threads 2 "
+                         "--out b.mid --quiet"),
+                     0);
+    uint8_t *mb = read_bytes(tmp_path("b.mid"), &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(ma, mb, na);
+    free(mb);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 150 --seed 8 --out c.mid"),
+                     0);
+    mb = read_bytes(tmp_path("c.mid"), &nb);
+    ck_assert(nb != na || memcmp(ma, mb, na) != 0);
+    free(mb);
+    free(ma);
+    /* what was written parses back, with the note count reported */
+    mg_notes notes = {0};
+    read_notes(tmp_path("a.mid"), &notes);
+    char want[64];
+    snprintf(want, sizeof want, "music: %zu notes", notes.n);
+    ck_assert_int_eq(run(args), 0);
+    assert_stdout_has(want);
+    mg_notes_free(&notes);
+    int w, h;
+    png_size(tmp_path("a.png"), &w, &h);
+    ck_assert_int_eq(w, 1200);
+    ck_assert_int_eq(h, 600);
+
+    /* a prompt: its notes come first, unchanged but for the 10 ms grid; it is longer than the
+     * context (64 tokens), so the model sees its last half block */
+    write_prompt(tmp_path("prompt.mid"), 0);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt prompt.mid --tokens 100 "
+                         "--seed 1 --out p.mid --png p.png"),
+                     0);
+    assert_stderr_has("the model sees its last 32 (context 64)");
+    mg_notes prompt = {0}, q = {0}, piece = {0};
+    mg_tokens pt = {0};
+    read_notes(tmp_path("prompt.mid"), &prompt);
+    OK(mg_perf_encode(prompt.v, prompt.n, &pt));
+    OK(mg_perf_decode(pt.v, pt.n, &q));
+    read_notes(tmp_path("p.mid"), &piece);
+    ck_assert_uint_ge(piece.n, q.n);
+    snprintf(want, sizeof want, "the prompt's %zu notes", q.n);
+    assert_stdout_has(want);
+    double prompt_end = 0;
+    for (size_t i = 0; i < q.n; i++) prompt_end = q.v[i].off > prompt_end ? q.v[i].off : prompt_end;
+    size_t in_prompt = 0;
+    for (size_t i = 0; i < piece.n; i++) in_prompt += piece.v[i].on < prompt_end - 0.005;
+    ck_assert_uint_ge(in_prompt, q.n);
+    for (size_t i = 0, j = 0; i < q.n; i++) {
+        /* each prompt note is there (ticks of 480 per quarter at 120 bpm: ~1 ms) */
+        while (j < piece.n &&
+               !(piece.v[j].pitch == q.v[i].pitch && fabs(piece.v[j].on - q.v[i].on) < 0.002))
+            j++;
+        ck_assert_msg(j < piece.n, "prompt note %zu (pitch %d at %.3f s) is missing", i,
+                      q.v[i].pitch, q.v[i].on);
+    }
+    mg_notes_free(&prompt);
+    mg_notes_free(&q);
+    mg_notes_free(&piece);
+    mg_tokens_free(&pt);
+    png_size(tmp_path("p.png"), &w, &h);
+    ck_assert_int_eq(w, 1200);
+
+    /* greedy decoding ignores the seed */
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 60 --temperature 0 --seed 1 "
+                         "--out g1.mid"),
+                     0);
+    ck_assert_int_eq(
+        run("sample --ckpt run/model.safetensors --tokens 60 --top-k 1 --seed 2 --out g2.mid"), 0);
+    ma = read_bytes(tmp_path("g1.mid"), &na);
+    mb = read_bytes(tmp_path("g2.mid"), &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(ma, mb, na);
+    free(ma);
+    free(mb);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+START_TEST(long_samples_and_every_positional_scheme) {
+    find_binary();
+    make_tmpdir();
+    /* a learned table of 64 rows: 300 tokens go on past it from the last half block; alibi comes
+     * from the plugin beside the program */
+    static const char *const schemes[] = {"learned", "alibi", "none", "sinusoidal",
+                                          "learned+sinusoidal"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "train --out r%zu " TINY " --steps 8 --pos %s --sample-tokens 0 "
+                 "--eval-every 0",
+                 i, schemes[i]);
+        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
+        snprintf(args, sizeof args,
+                 "sample --ckpt r%zu/model.safetensors --tokens 300 --seed 3 "
+                 "--out s%zu.mid --temperature 0.7",
+                 i, i);
+        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
+        snprintf(args, sizeof args, "eval --ckpt r%zu/model.safetensors", i);
+        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
+        assert_stdout_has("val_loss ");
+    }
+    remove_tree(tmpdir);
+}
+END_TEST
+
+/* The loss of every validation target, one window at a time, from the token arrays directly. */
+static double reference_val_loss(const char *ckpt, uint32_t pieces, int64_t *count) {
+    mg_gpt *g;
+    OK(mg_music_load(ckpt, &g, NULL));
+    int64_t T = mg_gpt_cfg(g)->block_size;
+    mg_music_corpus c;
+    gen_corpus(pieces, &c);
+    mg_music_data d;
+    OK(mg_music_data_make(&d, &c, "gen"));
+    mg_ctx *ctx = mg_ctx_new(0);
+    double sum = 0;
+    *count = 0;
+    for (size_t p = 0; p < d.n; p++) {
+        if (!d.pieces[p].val) continue;
+        const int32_t *t = d.pieces[p].tok;
+        int64_t n = (int64_t)d.pieces[p].n;
+        for (int64_t s = 0; s + 1 < n; s += T) {
+            int64_t len = n - 1 - s < T ? n - 1 - s : T;
+            mg_ctx_reset(ctx);
+            mg_tensor *x = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, len}, (void *)(t + s));
+            mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, len}, (void *)(t + s + 1));
+            sum += (double)mg_gpt_loss(g, ctx, x, y, NULL)->data[0] * (double)len;
+            *count += len;
+        }
+    }
+    mg_ctx_free(ctx);
+    mg_music_data_free(&d);
+    mg_music_corpus_free(&c);
+    mg_gpt_free(g);
+    return sum / (double)*count;
+}
+
+START_TEST(eval_reports_the_validation_loss) {
+    find_binary();
+    make_tmpdir();
+    ck_assert_int_eq(run("train --out run " TINY " --steps 30 --sample-tokens 0"), 0);
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --windows 0 --batch 3 --threads 1"), 0);
+    const char *vl = strstr(out_text, "\nval_loss "), *bits = strstr(out_text, "\nbits_per_token "),
+               *tok = strstr(out_text, "\ntokens ");
+    ck_assert_msg(vl && bits && tok, "%.1500s", out_text);
+    double loss = strtod(vl + 10, NULL);
+    ck_assert_double_eq_tol(strtod(bits + 16, NULL), loss / log(2.0), 1e-5);
+    int64_t count;
+    double ref = reference_val_loss(tmp_path("run/model.safetensors"), 16, &count);
+    ck_assert_double_eq_tol(loss, ref, 2e-5);
+    ck_assert_int_eq(strtoll(tok + 8, NULL, 10), count);
+    assert_stdout_has("data generated corpus (16 pieces)\npieces 16\nvalidation_pieces 2\n");
+    /* the run's own window count by default (8), and the same loss in any batch size (up to the
+     * order of float sums) */
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 1"), 0);
+    assert_stdout_has("\nwindows 8\n");
+    double one = strtod(strstr(out_text, "\nval_loss ") + 10, NULL);
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 5"), 0);
+    ck_assert_double_eq_tol(strtod(strstr(out_text, "\nval_loss ") + 10, NULL), one, 1e-5);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+START_TEST(wav_through_timidity_when_installed) {
+    find_binary();
+    make_tmpdir();
+    ck_assert_int_eq(run("train --out run " TINY " --steps 5 --sample-tokens 0 --eval-every 0"), 0);
+    /* without timidity on PATH: a clear message before any work, nothing written */
+    ck_assert_int_eq(run_env("env PATH=/nonexistent",
+                             "sample --ckpt run/model.safetensors --out x.mid --wav x.wav"),
+                     1);
+    assert_stderr_has(
+        "--wav needs timidity, which is not installed (Debian: apt-get install timidity)");
+    ck_assert_int_ne(access(tmp_path("x.mid"), F_OK), 0);
+    /* with it (and a sound font it can use), a WAV file */
+    char probe[1024];
+    ck_assert_int_eq(run("gen --out g --pieces 1"), 0);
+    snprintf(probe, sizeof probe,
+             "timidity -Ow -o '%s/probe.wav' '%s/g/gen_1_0000.mid' >/dev/null 2>&1", tmpdir,
+             tmpdir);
+    if (system(probe) != 0) {
+        fprintf(stderr,
+                "# timidity with a sound font is not installed: WAV rendering not tested\n");
+        remove_tree(tmpdir);
+        return;
+    }
+    ck_assert_int_eq(
+        run("sample --ckpt run/model.safetensors --tokens 80 --seed 2 --out w.mid --wav w.wav"), 0);
+    assert_stdout_has("wrote w.mid, w.wav");
+    size_t n;
+    uint8_t *b = read_bytes(tmp_path("w.wav"), &n);
+    ck_assert_uint_gt(n, 44);
+    ck_assert_mem_eq(b, "RIFF", 4);
+    ck_assert_mem_eq(b + 8, "WAVE", 4);
+    free(b);
+    ck_assert_int_ne(access(tmp_path("w.wav.tmp"), F_OK), 0);
+    remove_tree(tmpdir);
+}
+END_TEST
+
+START_TEST(bad_inputs_give_clear_errors) {
+    find_binary();
+    make_tmpdir();
+    ck_assert_int_eq(mkdir(tmp_path("empty"), 0777), 0);
+    ck_assert_int_eq(mkdir(tmp_path("junk"), 0777), 0);
+    ck_assert_int_eq(mkdir(tmp_path("one"), 0777), 0);
+    write_bytes(tmp_path("empty/notes.txt"), "not music", 9);
+    /* a header chunk that claims 6 bytes and stops after 2 */
+    write_bytes(tmp_path("junk/broken.mid"), "MThd\0\0\0\6\0\1", 10);
+    write_bytes(tmp_path("corrupt.mid"), "MThd\0\0\0\6\0\0\0\1\0\x60MTrk\0\0\x10\0\0\x90", 25);
+    write_prompt(tmp_path("one/only.mid"), 1);
+    /* a well-formed file with no notes */
+    mg_midi_file silent;
+    mg_midi_init(&silent, 0, 480);
+    size_t tr;
+    OK(mg_midi_add_track(&silent, &tr));
+    OK(mg_midi_add_tempo(&silent, tr, 0, 500000));
+    OK(mg_midi_write(tmp_path("silent.mid"), &silent, NULL));
+    mg_midi_free(&silent);
+    /* a checkpoint of another kind: a textgen-style character model */
+    save_model(tmp_path("text.safetensors"), 4,
+               (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);
+    ck_assert_int_eq(mkdir(tmp_path("textrun"), 0777), 0);
+    save_model(tmp_path("textrun/model.safetensors"), 4,
+               (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);
+    ck_assert_int_eq(run("train --out run " TINY " --steps 3 --sample-tokens 0 --eval-every 0"), 0);
+    struct {
+        const char *args;
+        int rc;
+        const char *msg;
+    } cases[] = {
+        {"train --data missing --out r", 1,
+         "missing: cannot open directory: No such file or directory"},
+        {"train --data empty --out r", 1, "empty: no MIDI files (.mid or .midi) found"},
+        {"train --data junk --out r", 1,
+         "junk: none of the 1 MIDI files found could be used (the first: junk/broken.mid: offset"},
+        {"train --out r --nope", 2, "unknown option '--nope'"},
+        {"train --out r --steps many", 2, "--steps expects an integer, got 'many'"},
+        {"train --out r --steps 0", 2, "--steps must lie in [1,"},
+        {"train --out r --lr -1", 2, "--lr must lie in"},
+        {"train --out r --stretch 0.9", 2, "--stretch must lie in [0, 0.5], got 0.9"},
+        {"train --out r " TINY " --n-head 3", 2, "n_head"},
+        {"train --out r " TINY " --pos nosuchscheme", 1, "nosuchscheme"},
+        {"train --out nothing --resume", 1, "nothing holds no checkpoint"},
+        {"train --out textrun --resume", 1, "textrun/model.safetensors: not a music model"},
+        {"train --out run " TINY " --steps 3", 1, "run already holds a run"},
+        {"sample --ckpt missing.safetensors", 1,
+         "train a model first (music train) or pass --ckpt FILE"},
+        {"sample --ckpt corrupt.mid", 1, "corrupt.mid"},
+        {"sample --ckpt text.safetensors --out t.mid", 1,
+         "text.safetensors: not a music model: metadata 'tokenizer' is 'char' (a textgen "
+         "checkpoint?)"},
+        {"sample --ckpt run/model.safetensors --prompt corrupt.mid", 1, "corrupt.mid: offset"},
+        {"sample --ckpt run/model.safetensors --prompt nope.mid", 1, "nope.mid"},
+        {"sample --ckpt run/model.safetensors --prompt silent.mid", 1,
+         "silent.mid: no notes to continue"},
+        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p must lie in [0, 1]"},
+        {"sample --ckpt run/model.safetensors --tokens 0", 2, "--tokens must lie in [1,"},
+        {"sample --ckpt run/model.safetensors --out nodir/x.mid", 1, "nodir/x.mid"},
+        {"sample --ckpt run/model.safetensors --out x.mid --png nodir/x.png", 1, "nodir/x.png"},
+        {"eval --ckpt text.safetensors", 1, "not a music model"},
+        {"eval --ckpt missing.safetensors", 1, "train a model first"},
+        {"eval --ckpt run/model.safetensors --data empty", 1, "empty: no MIDI files"},
+        {"eval --ckpt run/model.safetensors --data missing", 1, "missing: cannot open directory"},
+        {"eval --ckpt run/model.safetensors --data one", 1,
+         "one: 1 piece: no validation split to evaluate"},
+        {"eval --ckpt run/model.safetensors --batch 0", 2, "--batch must be at least 1"},
+        {"frobnicate", 2, "unknown command 'frobnicate'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(cases[i].args);
+        ck_assert_msg(rc == cases[i].rc, "music %s: exit %d, expected %d; stderr: %.1500s",
+                      cases[i].args, rc, cases[i].rc, err_text);
+        assert_stderr_has(cases[i].msg);
+    }
+    /* nothing half-written by the failures */
+    ck_assert_int_ne(access(tmp_path("nodir"), F_OK), 0);
+    ck_assert_int_ne(access(tmp_path("t.mid"), F_OK), 0);
+    /* --force replaces a run; --help lists the options */
+    ck_assert_int_eq(run("train --out run " TINY " --steps 3 --force --sample-tokens 0"), 0);
+    ck_assert_int_eq(run("train --help"), 0);
+    assert_stdout_has("--block-size");
+    assert_stdout_has("--no-augment");
+    assert_stdout_has("(default rope)");
+    ck_assert_int_eq(run("help"), 0);
+    assert_stdout_has("sample [--ckpt FILE] [--prompt FILE.mid]");
+    remove_tree(tmpdir);
+}
+END_TEST
+
+Suite *music_suite(void) {
+    Suite *s = suite_create("music_model");
+    TCase *tc = tcase_create("data");
+    tcase_add_test(tc, split_is_by_piece_deterministic_and_spread);
+    tcase_add_test(tc, data_make_names_what_is_missing);
+    tcase_add_test(tc, windows_pad_past_the_end_of_a_piece);
+    tcase_add_test(tc, augmented_windows_transpose_and_stretch_the_piece);
+    tcase_add_test(tc, batches_draw_every_train_start_alike);
+    tcase_add_test(tc, validation_windows_cover_each_target_once);
+    tcase_add_test(tc, piano_roll_png_decodes_with_both_parts);
+    tcase_add_test(tc, load_refuses_what_is_not_a_music_model);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("program");
+    tcase_add_test(tc, training_learns_the_generated_corpus);
+    tcase_add_test(tc, resume_continues_exactly);
+    tcase_add_test(tc, sampling_is_deterministic_and_continues_a_prompt);
+    tcase_add_test(tc, long_samples_and_every_positional_scheme);
+    tcase_add_test(tc, eval_reports_the_validation_loss);
+    tcase_add_test(tc, wav_through_timidity_when_installed);
+    tcase_add_test(tc, bad_inputs_give_clear_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(music_suite)
