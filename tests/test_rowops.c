@@ -4,7 +4,9 @@
  * and backward, plus the promises the header makes: bit-identical results for 1 and 2 threads,
  * pure adds and the scatter-add equal to the reference bit for bit, the documented order of the
  * column sums, masked rows, NaN propagation, empty inputs. Last, the fused op mg_linear against
- * mg_matmul + mg_add (values and gradients), its thread invariance and its error messages.
+ * mg_matmul + mg_add (values and gradients), its thread invariance and its error messages; and a
+ * small model's loss and gradients with the fast kernels (every path) against the references
+ * (mg_rowops_set_impl).
  *
  * Tolerances, stated once: kernels that sum over a row are held to a bound proportional to the
  * row length times FLT_EPSILON times the same sum over absolute values (the worst-case error of a
@@ -933,6 +935,104 @@ START_TEST(linear_op_errors_name_op_and_shapes) {
 }
 END_TEST
 
+/* ---- a whole small model: fast kernels against the references
+ * ------------------------------------ */
+
+enum { TM_B = 2, TM_T = 9, TM_C = 24, TM_V = 13, TM_NP = 10 };
+
+typedef struct tiny_model {
+    float *p[TM_NP];
+    int64_t shape[TM_NP][2];
+    int ndim[TM_NP];
+    int32_t ids[TM_B * TM_T], tgt[TM_B * TM_T];
+} tiny_model;
+
+static void tiny_init(tiny_model *m) {
+    static const int64_t shapes[TM_NP][2] = {
+        {TM_V, TM_C},  {TM_T, TM_C},     {TM_C, 0}, {TM_C, 0}, {TM_C, 4 * TM_C},
+        {4 * TM_C, 0}, {4 * TM_C, TM_C}, {TM_C, 0}, {TM_C, 0}, {TM_C, 0}};
+    mg_rng r = mg_rng_make(14);
+    for (int i = 0; i < TM_NP; i++) {
+        m->ndim[i] = shapes[i][1] ? 2 : 1;
+        m->shape[i][0] = shapes[i][0];
+        m->shape[i][1] = shapes[i][1];
+        const int64_t n = shapes[i][0] * (shapes[i][1] ? shapes[i][1] : 1);
+        /* layer-norm gains around 1, everything else small */
+        const bool gain = i == 2 || i == 8;
+        m->p[i] = frand(n, &r, gain ? 0.8f : -0.3f, gain ? 1.2f : 0.3f);
+    }
+    for (int i = 0; i < TM_B * TM_T; i++) {
+        m->ids[i] = (int32_t)mg_rng_below(&r, TM_V);
+        m->tgt[i] = i % 7 == 3 ? -1 : (int32_t)mg_rng_below(&r, TM_V);
+    }
+}
+
+/* Loss and every parameter gradient of one step, into grads (concatenated). */
+static float tiny_step(const tiny_model *m, float *grads) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    mg_tensor *P[TM_NP];
+    for (int i = 0; i < TM_NP; i++) {
+        P[i] = mg_tensor_wrap(ctx, MG_F32, m->ndim[i], m->shape[i], m->p[i]);
+        P[i]->flags |= MG_REQUIRES_GRAD;
+    }
+    mg_tensor *ids = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){TM_B, TM_T}, (void *)m->ids);
+    mg_tensor *tgt = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){TM_B, TM_T}, (void *)m->tgt);
+    mg_tensor *x = mg_add(ctx, mg_embedding(ctx, P[0], ids), P[1]);
+    mg_tensor *h = mg_layernorm(ctx, x, P[2], P[3], 1e-5f);
+    h = mg_linear(ctx, mg_gelu(ctx, mg_linear(ctx, h, P[4], P[5]), MG_GELU_TANH), P[6], P[7]);
+    x = mg_add(ctx, x, h);
+    x = mg_mul(ctx, x, mg_softmax(ctx, x)); /* a softmax gate, to have softmax in the graph */
+    x = mg_layernorm(ctx, x, P[8], P[9], 1e-5f);
+    mg_tensor *loss = mg_cross_entropy(ctx, mg_matmul_nt(ctx, x, P[0]), tgt, -1);
+    mg_backward(ctx, loss);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    for (int i = 0; i < TM_NP; i++) {
+        memcpy(grads, P[i]->grad, (size_t)P[i]->numel * sizeof(float));
+        grads += P[i]->numel;
+    }
+    const float l = loss->data[0];
+    mg_ctx_free(ctx);
+    return l;
+}
+
+START_TEST(model_loss_and_gradients_fast_vs_reference) {
+    tiny_model m;
+    tiny_init(&m);
+    int64_t n = 0;
+    for (int i = 0; i < TM_NP; i++) n += m.shape[i][0] * (m.shape[i][1] ? m.shape[i][1] : 1);
+    float *gref = fbuf(n), *gfast = fbuf(n);
+    mg_rowops_set_impl(MG_ROWOPS_REFERENCE);
+    ck_assert_int_eq(mg_rowops_get_impl(), MG_ROWOPS_REFERENCE);
+    const float lref = tiny_step(&m, gref);
+    mg_rowops_set_impl(MG_ROWOPS_FAST);
+    ck_assert_int_eq(mg_rowops_get_impl(), MG_ROWOPS_FAST);
+    float gmax = 0.0f;
+    for (int64_t i = 0; i < n; i++) gmax = fabsf(gref[i]) > gmax ? fabsf(gref[i]) : gmax;
+    ck_assert(gmax > 0.0f && isfinite(lref));
+    mg_isa isas[3];
+    const int ni = usable_isas(isas);
+    bool differs = false;
+    for (int ii = 0; ii < ni; ii++) {
+        ck_assert(mg_isa_force(isas[ii]));
+        const float lfast = tiny_step(&m, gfast);
+        ck_assert_msg(fabsf(lfast - lref) <= 1e-5f * lref, "%s: loss %.9g, reference kernels %.9g",
+                      mg_isa_name(isas[ii]), lfast, lref);
+        char what[96];
+        snprintf(what, sizeof what, "%s: model gradients, fast vs reference kernels",
+                 mg_isa_name(isas[ii]));
+        expect_close(what, gfast, gref, NULL, 1e-4f * gmax, n);
+        /* the switch really routes: float rounding tells the two sets of kernels apart */
+        differs |= memcmp(gfast, gref, (size_t)n * sizeof(float)) != 0 || lfast != lref;
+    }
+    ck_assert_msg(differs,
+                  "fast and reference kernels gave the same bits everywhere: is the switch wired?");
+    mg_isa_force(mg_isa_detected());
+    for (int i = 0; i < TM_NP; i++) free(m.p[i]);
+    free(gref), free(gfast);
+}
+END_TEST
+
 static Suite *rowops_suite(void) {
     Suite *s = suite_create("rowops");
     TCase *tc = tcase_create("rowops");
@@ -954,6 +1054,7 @@ static Suite *rowops_suite(void) {
     tcase_add_test(tc, linear_op_matches_matmul_plus_add);
     tcase_add_test(tc, linear_op_thread_invariant);
     tcase_add_test(tc, linear_op_errors_name_op_and_shapes);
+    tcase_add_test(tc, model_loss_and_gradients_fast_vs_reference);
     suite_add_tcase(s, tc);
     return s;
 }

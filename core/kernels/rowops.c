@@ -12,6 +12,7 @@
 #include "minigrad/kernels.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -498,6 +499,22 @@ static const ro_impl *ro_active(void) {
 
 /* ==== drivers: split the work among threads =================================================== */
 
+static atomic_int ro_impl_choice = MG_ROWOPS_FAST;
+
+void mg_rowops_set_impl(mg_rowops_impl impl) {
+    atomic_store_explicit(&ro_impl_choice,
+                          impl == MG_ROWOPS_REFERENCE ? MG_ROWOPS_REFERENCE : MG_ROWOPS_FAST,
+                          memory_order_relaxed);
+}
+
+mg_rowops_impl mg_rowops_get_impl(void) {
+    return (mg_rowops_impl)atomic_load_explicit(&ro_impl_choice, memory_order_relaxed);
+}
+
+static bool ro_use_ref(void) {
+    return mg_rowops_get_impl() == MG_ROWOPS_REFERENCE;
+}
+
 static int ro_threads(void) {
 #ifdef _OPENMP
     return omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -564,6 +581,10 @@ static void ln_fwd_part(const void *p, int64_t r0, int64_t r1) {
 
 void mg_layernorm_fwd(int64_t R, int64_t C, const float *x, const float *w, const float *b,
                       float eps, float *y, float *mean, float *rstd) {
+    if (ro_use_ref()) {
+        mg_layernorm_fwd_ref(R, C, x, w, b, eps, y, mean, rstd);
+        return;
+    }
     if (R <= 0 || C <= 0) return;
     const ln_args a = {.im = ro_active(),
                        .R = R,
@@ -598,6 +619,10 @@ static void ln_bwd_part(const void *p, int64_t c0, int64_t c1) {
 void mg_layernorm_bwd(int64_t R, int64_t C, const float *x, const float *w, const float *mean,
                       const float *rstd, const float *dy, float *dx, float *dw, float *db,
                       float *ws) {
+    if (ro_use_ref()) {
+        mg_layernorm_bwd_ref(R, C, x, w, mean, rstd, dy, dx, dw, db);
+        return;
+    }
     if (R <= 0 || C <= 0 || (!dx && !dw && !db)) return;
     const ln_args a = {.im = ro_active(),
                        .R = R,
@@ -636,11 +661,19 @@ static void gelu_bwd_part(const void *p, int64_t i0, int64_t i1) {
 }
 
 void mg_gelu_fwd(mg_gelu_kind kind, int64_t n, const float *x, float *y) {
+    if (ro_use_ref()) {
+        mg_gelu_fwd_ref(kind, n, x, y);
+        return;
+    }
     const gelu_args a = {ro_active(), (int)kind, x, NULL, y};
     ro_run(n, 16, GRAIN_EXP, gelu_fwd_part, &a);
 }
 
 void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+    if (ro_use_ref()) {
+        mg_gelu_bwd_ref(kind, n, x, dy, dx);
+        return;
+    }
     const gelu_args a = {ro_active(), (int)kind, x, dy, dx};
     ro_run(n, 16, GRAIN_EXP, gelu_bwd_part, &a);
 }
@@ -668,6 +701,10 @@ static void add_part(const void *p, int64_t i0, int64_t i1) {
 }
 
 void mg_add_rows(int64_t R, int64_t N, const float *a, const float *b, float *c) {
+    if (ro_use_ref()) {
+        mg_add_rows_ref(R, N, a, b, c);
+        return;
+    }
     if (R <= 0 || N <= 0) return;
     const add_args args = {ro_active(), N, a, NULL, b, c};
     ro_run(R * N, 16, GRAIN_MEM, add_part, &args);
@@ -675,6 +712,10 @@ void mg_add_rows(int64_t R, int64_t N, const float *a, const float *b, float *c)
 
 void mg_add_residual(int64_t R, int64_t N, const float *x, const float *h, const float *b,
                      float *y) {
+    if (ro_use_ref()) {
+        mg_add_residual_ref(R, N, x, h, b, y);
+        return;
+    }
     if (R <= 0 || N <= 0) return;
     const add_args args = {ro_active(), N, x, h, b, y};
     ro_run(R * N, 16, GRAIN_MEM, add_part, &args);
@@ -686,6 +727,10 @@ static void acc_part(const void *p, int64_t i0, int64_t i1) {
 }
 
 void mg_accumulate(int64_t n, float *dst, const float *src) {
+    if (ro_use_ref()) {
+        mg_accumulate_ref(n, dst, src);
+        return;
+    }
     const add_args args = {.im = ro_active(), .a = src, .c = dst};
     ro_run(n, 16, GRAIN_MEM, acc_part, &args);
 }
@@ -714,6 +759,10 @@ static void sum_rows_part(const void *p, int64_t j0, int64_t j1) {
 }
 
 void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
+    if (ro_use_ref()) {
+        mg_sum_rows_ref(R, N, src, dst);
+        return;
+    }
     if (R <= 0 || N <= 0) return;
     const sum_args a = {ro_active(), R, N, src, dst};
     ro_run(N, 16, ro_grain(GRAIN_MEM, R), sum_rows_part, &a);
@@ -741,12 +790,20 @@ static void softmax_bwd_part(const void *p, int64_t r0, int64_t r1) {
 }
 
 void mg_softmax_fwd(int64_t R, int64_t C, const float *x, float *y) {
+    if (ro_use_ref()) {
+        mg_softmax_fwd_ref(R, C, x, y);
+        return;
+    }
     if (R <= 0 || C <= 0) return;
     const sm_args a = {.im = ro_active(), .C = C, .x = x, .out = y};
     ro_run(R, 1, ro_grain(GRAIN_EXP, C), softmax_fwd_part, &a);
 }
 
 void mg_softmax_bwd(int64_t R, int64_t C, const float *y, const float *dy, float *dx) {
+    if (ro_use_ref()) {
+        mg_softmax_bwd_ref(R, C, y, dy, dx);
+        return;
+    }
     if (R <= 0 || C <= 0) return;
     const sm_args a = {.im = ro_active(), .C = C, .y = y, .dy = dy, .out = dx};
     ro_run(R, 1, ro_grain(GRAIN_ROW, C), softmax_bwd_part, &a);
@@ -763,6 +820,10 @@ static void xent_bwd_part(const void *p, int64_t r0, int64_t r1) {
 
 void mg_xent_fwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore, float *mx,
                  float *ls, double *loss) {
+    if (ro_use_ref()) {
+        mg_xent_fwd_ref(R, V, x, t, ignore, mx, ls, loss);
+        return;
+    }
     if (R <= 0) return;
     if (V <= 0) { /* no classes: only ignored rows can exist, and they cost nothing */
         for (int64_t r = 0; r < R; r++) mx[r] = ls[r] = -INFINITY, loss[r] = 0.0;
@@ -781,6 +842,10 @@ void mg_xent_fwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t
 
 void mg_xent_bwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
                  const float *mx, const float *ls, float g, float *dx) {
+    if (ro_use_ref()) {
+        mg_xent_bwd_ref(R, V, x, t, ignore, mx, ls, g, dx);
+        return;
+    }
     if (R <= 0 || V <= 0) return;
     const sm_args a = {.im = ro_active(),
                        .C = V,
@@ -811,6 +876,10 @@ static void emb_fwd_part(const void *p, int64_t i0, int64_t i1) {
 }
 
 void mg_embedding_fwd(int64_t n, int64_t C, const float *W, const int32_t *ids, float *y) {
+    if (ro_use_ref()) {
+        mg_embedding_fwd_ref(n, C, W, ids, y);
+        return;
+    }
     if (n <= 0 || C <= 0) return;
     const emb_args a = {ro_active(), n, C, W, ids, y};
     ro_run(n, 1, ro_grain(GRAIN_MEM, C), emb_fwd_part, &a);
@@ -824,6 +893,10 @@ static void emb_bwd_part(const void *p, int64_t j0, int64_t j1) {
 }
 
 void mg_embedding_bwd(int64_t n, int64_t C, const int32_t *ids, const float *dy, float *dW) {
+    if (ro_use_ref()) {
+        mg_embedding_bwd_ref(n, C, ids, dy, dW);
+        return;
+    }
     if (n <= 0 || C <= 0) return;
     const emb_args a = {ro_active(), n, C, dy, ids, dW};
     ro_run(C, 16, ro_grain(GRAIN_MEM, n), emb_bwd_part, &a);
@@ -851,12 +924,20 @@ static void sgd_part(const void *p, int64_t i0, int64_t i1) {
 
 void mg_adamw_update(int64_t n, float *w, const float *g, float *m, float *v,
                      const mg_adamw_hyper *h) {
+    if (ro_use_ref()) {
+        mg_adamw_update_ref(n, w, g, m, v, h);
+        return;
+    }
     const opt_args a = {.im = ro_active(), .w = w, .m = m, .v = v, .g = g, .h = h};
     ro_run(n, 16, GRAIN_ROW, adamw_part, &a);
 }
 
 void mg_sgd_update(int64_t n, float *w, const float *g, float *buf, float lr, float momentum,
                    float weight_decay, bool first) {
+    if (ro_use_ref()) {
+        mg_sgd_update_ref(n, w, g, buf, lr, momentum, weight_decay, first);
+        return;
+    }
     const opt_args a = {.im = ro_active(),
                         .w = w,
                         .m = buf,

@@ -32,6 +32,13 @@ extern "C" {
 /* Rows per partial sum in the reductions over rows (LayerNorm dw/db, bias gradients). */
 #define MG_ROWOPS_CHUNK 64
 
+/* Which kernels the fast entry points (and so the ops) run: the fast ones (default) or their
+ * reference twins, so that a whole model's loss and gradients can be compared between the two.
+ * Process-wide, like mg_isa_force; read once per kernel call. */
+typedef enum mg_rowops_impl { MG_ROWOPS_FAST = 0, MG_ROWOPS_REFERENCE = 1 } mg_rowops_impl;
+void mg_rowops_set_impl(mg_rowops_impl impl);
+mg_rowops_impl mg_rowops_get_impl(void);
+
 /* ---- LayerNorm over rows of C: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + eps) ----------
  * w and b may be NULL (1 and 0); mean and rstd (R each) may be NULL when backward will not run.
  * The mean is refined by a second pass over the centred row, so a large common offset (or a
