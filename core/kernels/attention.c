@@ -36,6 +36,7 @@
 #define AT_BR 64          /* queries per tile */
 #define AT_BC 64          /* keys per tile */
 #define AT_FEW_QUERIES 2  /* at most this many queries in a tile: logits by dot products */
+#define AT_PREFETCH_MAX (512 * 1024) /* bytes of a head's rows worth prefetching (a guess at L2/2) */
 
 static inline int64_t at_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t at_max(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -487,6 +488,14 @@ static int at_threads(void) {
 #endif
 }
 
+static int at_team(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 static int at_tid(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();
@@ -571,8 +580,40 @@ static void at_add_rows(float *dst, const float *acc, int64_t rows, int64_t D, i
 }
 
 /* dK and dV of key tile kt of head bh, over every query tile that sees it, in order. */
+/* Software prefetch of the rows the next head will read and update, spread over this head's tile
+ * pairs, so its first touches of memory overlap with compute (for short sequences a head is done in
+ * tens of microseconds, and a cold head's rows are a third of that). */
+typedef struct at_prefetch {
+    const char *base[8];
+    size_t bytes[8];
+    bool write[8];
+    int n, cur;
+    size_t off, quota; /* bytes per step */
+} at_prefetch;
+
+static void at_prefetch_add(at_prefetch *pf, const float *p, int64_t floats, bool write) {
+    if (p && floats > 0) {
+        pf->base[pf->n] = (const char *)p;
+        pf->bytes[pf->n] = (size_t)floats * sizeof(float);
+        pf->write[pf->n++] = write;
+    }
+}
+
+static void at_prefetch_step(at_prefetch *pf) {
+    if (!pf) return;
+    for (size_t left = pf->quota; left > 0 && pf->cur < pf->n;) {
+        const char *b = pf->base[pf->cur];
+        const size_t len = pf->bytes[pf->cur];
+        for (; pf->off < len && left > 0; pf->off += 64, left = left > 64 ? left - 64 : 0) {
+            if (pf->write[pf->cur]) __builtin_prefetch(b + pf->off, 1, 2);
+            else __builtin_prefetch(b + pf->off, 0, 2);
+        }
+        if (pf->off >= len) pf->cur++, pf->off = 0;
+    }
+}
+
 static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk, float *scratch,
-                        float *dq_head) {
+                        float *dq_head, at_prefetch *pf) {
     const mg_attn_desc *a = J->a;
     const int64_t D = a->D, dp = J->dp, j0 = kt * AT_BC;
     const int64_t rows = at_min(AT_BC, at_kend(a, 0, a->Tq) - j0);
@@ -583,6 +624,7 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
     const float *kp = dq_head ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
     for (int64_t qt = 0; qt < J->nqt; qt++) {
         if (!at_pair_visible(a, qt, kt)) continue;
+        at_prefetch_step(pf);
         at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch,
                     dq_head ? dq_head + qt * AT_BR * dp : NULL, dk, dv);
     }
@@ -591,14 +633,35 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
     if (dv) at_add_rows(J->dv + row0 * D, dv, rows, D, dp);
 }
 
-static void at_bwd_head(const at_job *J, int64_t bh, float *scratch) {
+/* Per-head split: the whole backward of head bh; `next` is the head this thread does next (or -1). */
+static void at_bwd_head(const at_job *J, int64_t bh, int64_t next, float *scratch) {
     const mg_attn_desc *a = J->a;
+    const int64_t nq = a->Tq * a->D, nk = a->Tk * a->D;
     float *pk = scratch + J->bl.pack, *dq = J->dq ? scratch + J->bl.dq : NULL;
+    const int64_t nkt_vis = (at_kend(a, 0, a->Tq) + AT_BC - 1) / AT_BC;
+    at_prefetch pf = {0}, *pfp = NULL;
+    if (next >= 0) {
+        at_prefetch_add(&pf, J->q + next * nq, nq, false);
+        at_prefetch_add(&pf, J->dO + next * nq, nq, false);
+        at_prefetch_add(&pf, J->oin + next * nq, nq, false);
+        at_prefetch_add(&pf, J->k + next * nk, nk, false);
+        at_prefetch_add(&pf, J->v + next * nk, nk, false);
+        at_prefetch_add(&pf, J->dk ? J->dk + next * nk : NULL, nk, true);
+        at_prefetch_add(&pf, J->dv ? J->dv + next * nk : NULL, nk, true);
+        at_prefetch_add(&pf, J->dq ? J->dq + next * nq : NULL, nq, true);
+        size_t total = 0, pairs = 0;
+        for (int i = 0; i < pf.n; i++) total += pf.bytes[i];
+        for (int64_t kt = 0; kt < nkt_vis; kt++)
+            for (int64_t qt = 0; qt < J->nqt; qt++) pairs += at_pair_visible(a, qt, kt);
+        pf.quota = pairs ? (total / pairs + 63) / 64 * 64 : 0;
+        /* A long head's rows would not fit in L2 beside its own working set (and its compute
+         * dwarfs them anyway): leave those to the hardware prefetcher. */
+        if (total <= AT_PREFETCH_MAX) pfp = &pf;
+    }
     for (int64_t qt = 0; qt < J->nqt; qt++) J->isa->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
-    const int64_t nkt_vis = (at_kend(a, 0, a->Tq) + AT_BC - 1) / AT_BC;
-    for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq);
-    if (dq) at_add_rows(J->dq + bh * a->Tq * a->D, dq, a->Tq, a->D, J->dp);
+    for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq, pfp);
+    if (dq) at_add_rows(J->dq + bh * nq, dq, a->Tq, a->D, J->dp);
 }
 
 /* Two-pass, second pass: dQ of query tile qt of head bh over the key tiles it sees, in order. */
@@ -661,9 +724,15 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     const bool causal = a->causal;
     float *base = ws;
     if (split == 2) {
+        /* Heads all cost the same, so a round-robin share is balanced, and each thread knows
+         * which head comes next (for prefetching). */
         const size_t per = J.bl.total;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
-        for (int64_t bh = 0; bh < BH; bh++) at_bwd_head(&J, bh, base + (size_t)at_tid() * per);
+#pragma omp parallel num_threads(nt) if (nt > 1 && BH > 1)
+        {
+            const int64_t step = at_team();
+            for (int64_t bh = at_tid(); bh < BH; bh += step)
+                at_bwd_head(&J, bh, bh + step < BH ? bh + step : -1, base + (size_t)at_tid() * per);
+        }
         return;
     }
     J.shared = base;
@@ -681,7 +750,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
             for (int64_t it = 0; it < BH * nkt; it++) {
                 const int64_t kt = it / BH, bh = it % BH;
                 if (kt * AT_BC < at_kend(a, 0, a->Tq))
-                    at_key_tile(&J, bh, kt, J.shared + (size_t)bh * J.ql.total, scratch, NULL);
+                    at_key_tile(&J, bh, kt, J.shared + (size_t)bh * J.ql.total, scratch, NULL, NULL);
             }
         }
         if (dq) {
