@@ -11,8 +11,8 @@ typedef __m256 mgk_v;
 #define MGK_MR 6
 #define MGK_NV 2
 #define MGK_KC 256
-#define MGK_MC 384
-#define MGK_NC 512
+#define MGK_MC 1536
+#define MGK_NC 256
 #define MGK_SMALL_M 2
 #define MGK_ISA MG_ISA_AVX2
 #define MGK_GETTER mg_gemm_avx2_impl
