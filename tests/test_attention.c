@@ -438,6 +438,45 @@ START_TEST(op_uses_fused_and_matches_reference_switch) {
 }
 END_TEST
 
+/* One tensor as q, k and v: the three gradients land in one buffer. Fused and reference agree, and
+ * the fused result does not depend on the thread count (each row's dk, dv, dq contributions are
+ * added by one thread, in the same order in both work splits). */
+static void self_attention_grad(mg_attn_impl impl, int threads, int split_heads, float *out, float *grad) {
+    mg_attn_set_impl(impl);
+    mg_set_num_threads(threads);
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(77);
+    const int64_t shape[4] = {1, split_heads, 70, 16};
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 4, shape);
+    for (int64_t j = 0; j < x->numel; j++) x->data[j] = mg_rng_normal(&r);
+    mg_tensor_set_requires_grad(x, true);
+    mg_tensor *y = mg_attention(ctx, x, x, x, &(mg_attn_opts){.causal = true});
+    mg_tensor *R = mg_tensor_new(ctx, MG_F32, 4, shape);
+    for (int64_t j = 0; j < R->numel; j++) R->data[j] = mg_rng_normal(&r);
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    memcpy(out, y->data, (size_t)y->numel * sizeof(float));
+    memcpy(grad, x->grad, (size_t)x->numel * sizeof(float));
+    mg_ctx_free(ctx);
+    mg_set_num_threads(0);
+    mg_attn_set_impl(MG_ATTN_FUSED);
+}
+
+START_TEST(one_tensor_as_q_k_and_v) {
+    const acase c = {"q = k = v", 1, 3, 70, 70, 16, true, 0, NO_BIAS, 0};
+    const int64_t n = 3 * 70 * 16;
+    float *fo = xmalloc((size_t)n * 4), *fg = xmalloc((size_t)n * 4), *ro = xmalloc((size_t)n * 4);
+    float *rg = xmalloc((size_t)n * 4), *to = xmalloc((size_t)n * 4), *tg = xmalloc((size_t)n * 4);
+    self_attention_grad(MG_ATTN_FUSED, 1, 3, fo, fg);
+    self_attention_grad(MG_ATTN_REFERENCE, 1, 3, ro, rg);
+    expect_close("op", &c, "output", fo, ro, n, TOL_OUT);
+    expect_close("op", &c, "gradient", fg, rg, n, TOL_GRAD);
+    self_attention_grad(MG_ATTN_FUSED, 2, 3, to, tg); /* 3 heads on 2 threads: the two-pass split */
+    ck_assert(same_bits(fo, to, n) && same_bits(fg, tg, n));
+    free(fo), free(fg), free(ro), free(rg), free(to), free(tg);
+}
+END_TEST
+
 /* Backward keeps what forward saved intact: a second pass over the tape adds the same again. */
 START_TEST(second_backward_adds_the_same_again) {
     const acase c = {"twice", 1, 2, 70, 70, 16, true, 0, ALIBI, 0};
@@ -620,6 +659,7 @@ static Suite *attention_suite(void) {
     tc = tcase_create("op");
     tcase_add_test(tc, op_uses_fused_and_matches_reference_switch);
     tcase_add_test(tc, second_backward_adds_the_same_again);
+    tcase_add_test(tc, one_tensor_as_q_k_and_v);
     tcase_add_test(tc, arena_use_is_linear_in_T);
     tcase_add_test(tc, no_grad_forward_is_the_same);
     suite_add_tcase(s, tc);
