@@ -1,0 +1,547 @@
+/* posenc: every task x positional scheme x seed of /work/shared/POSENC-TASKS.md, trained and
+ * evaluated as the spec says, then tables, CSV and plots (posenc.h). This file is the command line
+ * and the scheduling: runs are independent, so several run at once, each in its own worker process
+ * with its own kernel threads. A run's numbers depend only on (task, scheme, seed, steps), never on
+ * which worker ran it or how many threads it had.
+ *
+ * Workers are forked before the parent runs any kernel, so no OpenMP state crosses a fork. Each
+ * worker takes run numbers from one shared pipe (4-byte writes and reads are atomic) and answers on
+ * its own pipe: "started", progress every few steps, then the whole result. */
+#include "cli.h"
+#include "posenc.h"
+#include "progress.h"
+
+#include "minigrad/plugin.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef POSENC_INSTALL_PLUGIN_DIR
+#define POSENC_INSTALL_PLUGIN_DIR ""
+#endif
+
+enum { MAX_RUNS = 4096, MAX_SEEDS = 64 };
+
+static const char *prog = "posenc";
+
+/* ---- options ---- */
+
+typedef struct {
+    const char *tasks, *schemes, *seeds, *lengths, *out, *plugin_path;
+    int64_t steps, eval_every, threads, jobs, eval_n;
+    bool list;
+} options;
+
+static int usage_error(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+/* Comma-separated non-negative integers in [lo, hi] into v (at most max). "" gives none. */
+static bool parse_ints(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v, int max,
+                       int *n) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < lo || x > hi || (*end && *end != ',') || *n == max) {
+            fprintf(stderr,
+                    "%s: --%s '%s': expected a comma-separated list of at most %d integers in "
+                    "%lld..%lld\n",
+                    prog, opt, s, max, (long long)lo, (long long)hi);
+            return false;
+        }
+        for (int k = 0; k < *n; k++)
+            if (v[k] == x) {
+                fprintf(stderr, "%s: --%s '%s': %lld is listed twice\n", prog, opt, s, x);
+                return false;
+            }
+        v[(*n)++] = x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) { /* trailing comma */
+            fprintf(stderr, "%s: --%s '%s': empty entry\n", prog, opt, s);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool parse_tasks(const char *s, posenc_task *t, int *n) {
+    *n = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return usage_error("--tasks '%s' is too long%s", s, ""), false;
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        posenc_task id;
+        if (posenc_task_from_name(w, &id) != MG_OK) {
+            fprintf(stderr, "%s: --tasks: %s\n", prog, mg_last_error());
+            return false;
+        }
+        for (int k = 0; k < *n; k++)
+            if (t[k] == id) return usage_error("--tasks: '%s' is listed twice%s", w, ""), false;
+        t[(*n)++] = id;
+    }
+    if (*n == 0)
+        return usage_error("--tasks '%s': no task (valid: rev, sort, lmax, perm)%s", s, ""), false;
+    return true;
+}
+
+/* The plugin folders beside this program: the build tree's (<build>/examples/posenc/posenc ->
+ * <build>/plugins), then the installed one. */
+static void default_plugin_dirs(char *buf, size_t n) {
+    buf[0] = 0;
+    char exe[PATH_MAX], dir[PATH_MAX + 32];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        snprintf(dir, sizeof dir, "%s/../../plugins", dirname(exe));
+        char real[PATH_MAX];
+        if (realpath(dir, real)) snprintf(buf, n, "%s", real);
+    }
+    static const char installed[] = POSENC_INSTALL_PLUGIN_DIR;
+    if (installed[0] && access(installed, F_OK) == 0 && !strstr(buf, installed))
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? ":" : "", installed);
+}
+
+static mg_status mkdir_p(const char *path) {
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return mg_set_error(MG_ERR_INVALID, "--out: path too long");
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == 0) {
+            char c = *s;
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                return mg_set_error(MG_ERR_IO, "%s: cannot create the directory: %s", p,
+                                    strerror(errno));
+            *s = c;
+            if (!c) break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mg_set_error(MG_ERR_IO, "%s: not a directory", path);
+    return MG_OK;
+}
+
+/* ---- progress ---- */
+
+typedef struct {
+    ex_progress p;
+    int64_t done_steps; /* of finished runs */
+    int64_t *live;      /* steps done by the run each worker is on */
+    int n_live;
+    int runs_done, n_runs;
+    float last_loss;
+} tracker;
+
+static void tracker_show(tracker *t) {
+    int64_t steps = t->done_steps;
+    for (int i = 0; i < t->n_live; i++) steps += t->live[i];
+    double el = mg_time() - t->p.t0;
+    double tps = el > 0 ? (double)steps * POSENC_BATCH * POSENC_L / el : 0.0;
+    ex_progress_step(&t->p, steps, t->last_loss, POSENC_LR, tps, NAN, NAN);
+}
+
+static void tracker_finish(tracker *t, const posenc_result *r) {
+    t->done_steps += r->cfg.steps;
+    t->runs_done++;
+    const char *task = posenc_task_name(r->cfg.task), *sc = posenc_scheme_label(r->cfg.scheme);
+    if (r->status != MG_OK)
+        ex_progress_note(&t->p, "[%d/%d] %s/%s seed %u FAILED: %s", t->runs_done, t->n_runs, task,
+                         sc, r->cfg.seed, r->error);
+    else
+        ex_progress_note(&t->p,
+                         "[%d/%d] %-4s %-12s seed %u: val acc %5.1f %%, seq exact %5.1f %%, val "
+                         "loss %.4f  (%.1f s)",
+                         t->runs_done, t->n_runs, task, sc, r->cfg.seed, 100 * r->val.acc,
+                         100 * r->val.seq, r->val.loss, r->seconds);
+}
+
+typedef struct {
+    tracker *t;
+    int slot;
+} inproc;
+
+static void inproc_step(void *user, int steps_done, float loss) {
+    inproc *u = user;
+    u->t->live[u->slot] = steps_done;
+    u->t->last_loss = loss;
+    tracker_show(u->t);
+}
+
+/* ---- workers ---- */
+
+enum { MSG_START = 1, MSG_STEP = 2, MSG_RESULT = 3 };
+
+typedef struct {
+    int32_t type, run, step;
+    float loss;
+} msg;
+
+static bool write_full(int fd, const void *buf, size_t n) {
+    const char *p = buf;
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+/* Bytes read (< n only at end of file or on an error). */
+static size_t read_full(int fd, void *buf, size_t n) {
+    char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, p + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+typedef struct {
+    int fd, run;
+} worker_io;
+
+static void worker_step(void *user, int steps_done, float loss) {
+    worker_io *w = user;
+    msg m = {MSG_STEP, w->run, steps_done, loss};
+    if (!write_full(w->fd, &m, sizeof m)) _exit(3); /* the parent is gone */
+}
+
+static void worker_main(int task_fd, int out_fd, const posenc_run_cfg *cfgs, posenc_result *res) {
+    posenc_cache cache;
+    posenc_cache_init(&cache);
+    int32_t run;
+    while (read_full(task_fd, &run, sizeof run) == sizeof run) {
+        worker_io w = {out_fd, run};
+        msg m = {MSG_START, run, 0, 0.0f};
+        if (!write_full(out_fd, &m, sizeof m)) break;
+        posenc_run(&cfgs[run], &cache, worker_step, &w, res);
+        m.type = MSG_RESULT;
+        if (!write_full(out_fd, &m, sizeof m) || !write_full(out_fd, res, sizeof *res)) break;
+    }
+    posenc_cache_free(&cache);
+}
+
+typedef struct {
+    pid_t pid;
+    int fd;
+    int run; /* the run it is on, -1 when idle */
+} worker;
+
+static void fail_run(posenc_result *r, const posenc_run_cfg *cfg, const char *why) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    r->status = MG_ERR_INVALID;
+    snprintf(r->error, sizeof r->error, "%s", why);
+}
+
+/* Runs everything in `jobs` worker processes. Every run ends with a result (a failed one when its
+ * worker died). */
+static mg_status run_parallel(const posenc_run_cfg *cfgs, int n, int jobs, tracker *t,
+                              posenc_result *res) {
+    int tp[2];
+    if (pipe(tp) != 0) return mg_set_error(MG_ERR_IO, "pipe: %s", strerror(errno));
+    for (int32_t i = 0; i < n; i++)
+        if (!write_full(tp[1], &i, sizeof i))
+            return mg_set_error(MG_ERR_IO, "pipe: %s", strerror(errno));
+    close(tp[1]); /* workers see the end of the queue once it is empty */
+    worker *w = calloc((size_t)jobs, sizeof *w);
+    posenc_result *scratch = malloc(sizeof *scratch);
+    if (!w || !scratch) return mg_set_error(MG_ERR_NOMEM, "out of memory");
+    fflush(stdout);
+    fflush(stderr);
+    int started = 0;
+    for (int k = 0; k < jobs; k++) {
+        int rp[2];
+        if (pipe(rp) != 0) break;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(rp[0]);
+            for (int j = 0; j < started; j++) close(w[j].fd);
+            signal(SIGPIPE, SIG_DFL);
+            worker_main(tp[0], rp[1], cfgs, scratch);
+            _exit(0);
+        }
+        close(rp[1]);
+        if (pid < 0) {
+            close(rp[0]);
+            break;
+        }
+        w[started++] = (worker){pid, rp[0], -1};
+    }
+    close(tp[0]);
+    free(scratch);
+    if (started == 0) {
+        free(w);
+        return mg_set_error(MG_ERR_IO, "cannot start worker processes: %s", strerror(errno));
+    }
+    t->n_live = started;
+    struct pollfd *pf = calloc((size_t)started, sizeof *pf);
+    int open_fds = started;
+    while (open_fds > 0 && pf) {
+        for (int k = 0; k < started; k++) pf[k] = (struct pollfd){w[k].fd, POLLIN, 0};
+        if (poll(pf, (nfds_t)started, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (int k = 0; k < started; k++) {
+            if (w[k].fd < 0 || !(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            msg m;
+            bool ok = read_full(w[k].fd, &m, sizeof m) == sizeof m && m.run >= 0 && m.run < n;
+            if (ok && m.type == MSG_START) {
+                w[k].run = m.run;
+                t->live[k] = 0;
+            } else if (ok && m.type == MSG_STEP) {
+                t->live[k] = m.step;
+                t->last_loss = m.loss;
+                tracker_show(t);
+            } else if (ok && m.type == MSG_RESULT &&
+                       read_full(w[k].fd, &res[m.run], sizeof res[m.run]) == sizeof res[m.run]) {
+                t->live[k] = 0;
+                w[k].run = -1;
+                tracker_finish(t, &res[m.run]);
+                tracker_show(t);
+            } else { /* end of file: the worker is done, or died */
+                int status = 0;
+                close(w[k].fd);
+                w[k].fd = -1;
+                open_fds--;
+                waitpid(w[k].pid, &status, 0);
+                if (w[k].run >= 0) {
+                    char why[128];
+                    if (WIFSIGNALED(status))
+                        snprintf(why, sizeof why, "its worker process died of signal %d (%s)",
+                                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+                    else
+                        snprintf(why, sizeof why, "its worker process stopped (exit status %d)",
+                                 WEXITSTATUS(status));
+                    fail_run(&res[w[k].run], &cfgs[w[k].run], why);
+                    t->live[k] = 0;
+                    tracker_finish(t, &res[w[k].run]);
+                    w[k].run = -1;
+                }
+            }
+        }
+    }
+    free(pf);
+    free(w);
+    return MG_OK;
+}
+
+/* ---- main ---- */
+
+static void print_catalog(const posenc_catalog *c) {
+    printf("positional schemes (spec name, registry name, origin):\n");
+    for (int i = 0; i < c->n; i++)
+        printf("  %-12s %-20s %s\n", c->s[i].label, c->s[i].name, c->s[i].origin);
+    printf("plugin directories searched: %s\n", c->dirs[0] ? c->dirs : "(none)");
+    if (c->skipped[0]) printf("shared objects there that did not load:\n%s", c->skipped);
+}
+
+int main(int argc, char **argv) {
+    options o = {.tasks = "rev,sort,lmax,perm",
+                 .schemes = "all",
+                 .seeds = "0,1,2",
+                 .lengths = "48,64",
+                 .out = "posenc-results",
+                 .plugin_path = NULL,
+                 .steps = POSENC_STEPS,
+                 .eval_every = POSENC_EVAL_EVERY,
+                 .threads = 0,
+                 .jobs = 0,
+                 .eval_n = 0,
+                 .list = false};
+    const ex_opt opts[] = {
+        {"tasks", EX_STR, &o.tasks, "comma-separated tasks: rev, sort, lmax, perm"},
+        {"schemes", EX_STR, &o.schemes,
+         "comma-separated positional schemes (none, sin, learned, learned_sin, rope, alibi, "
+         "registry spellings such "
+         "as sinusoidal, or a plugin's), or all: every scheme registered or found as a plugin"},
+        {"seeds", EX_STR, &o.seeds,
+         "comma-separated training seeds (model init and minibatch stream)"},
+        {"steps", EX_INT, &o.steps, "Adam steps of 32 sequences per run"},
+        {"eval-every", EX_INT, &o.eval_every, "validation every N steps (the learning curve)"},
+        {"lengths", EX_STR, &o.lengths,
+         "longer lengths to evaluate trained models at (\"\" for none)"},
+        {"threads", EX_INT, &o.threads, "threads in all (0: every core)"},
+        {"jobs", EX_INT, &o.jobs,
+         "runs at the same time, each with threads/jobs threads (0: as many as threads)"},
+        {"out", EX_STR, &o.out, "directory for results.csv, results.md and the PNGs"},
+        {"plugin-path", EX_STR, &o.plugin_path,
+         "':'-separated plugin directories searched instead of the one beside this program "
+         "(MINIGRAD_PLUGIN_PATH is "
+         "searched first either way)"},
+        {"eval-n", EX_INT, &o.eval_n,
+         "evaluate on the first N sequences of each set only (0: all, as the spec says)"},
+        {"list-schemes", EX_FLAG, &o.list,
+         "list the positional schemes found and where they come from, then exit"},
+    };
+    ex_parse_result pr = ex_parse(prog, "[options]", argc - 1, argv + 1, opts,
+                                  (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+
+    posenc_catalog *cat = malloc(sizeof *cat);
+    if (!cat) return usage_error("out of memory%s%s", "", "");
+    char dirs[2 * PATH_MAX];
+    if (o.plugin_path)
+        snprintf(dirs, sizeof dirs, "%s", o.plugin_path);
+    else
+        default_plugin_dirs(dirs, sizeof dirs);
+    posenc_catalog_discover(cat, dirs);
+    if (o.list) {
+        print_catalog(cat);
+        free(cat);
+        return 0;
+    }
+
+    /* what to run */
+    posenc_task tasks[POSENC_N_TASKS];
+    int n_tasks, n_seeds, n_lengths, scheme_idx[POSENC_MAX_SCHEMES], n_schemes;
+    int64_t seeds[MAX_SEEDS], lengths[POSENC_MAX_LENGTHS];
+    if (!parse_tasks(o.tasks, tasks, &n_tasks)) return 2;
+    if (!parse_ints("seeds", o.seeds, 0, UINT32_MAX, seeds, MAX_SEEDS, &n_seeds)) return 2;
+    if (n_seeds == 0) return usage_error("--seeds '%s': no seed%s", o.seeds, "");
+    if (!parse_ints("lengths", o.lengths, 1, POSENC_MAX_EVAL_LEN, lengths, POSENC_MAX_LENGTHS,
+                    &n_lengths))
+        return 2;
+    if (o.steps < 1 || o.steps > 1000000)
+        return usage_error("--steps must be in 1..1000000%s%s", "", "");
+    if (o.eval_every < 1) return usage_error("--eval-every must be at least 1%s%s", "", "");
+    if (o.steps / o.eval_every + 2 > POSENC_MAX_CURVE)
+        return usage_error("--eval-every is too small for --steps: at most %s curve points%s",
+                           "256", "");
+    if (o.threads < 0 || o.threads > 1024 || o.jobs < 0 || o.jobs > 1024 || o.eval_n < 0 ||
+        o.eval_n > POSENC_N_TRAIN)
+        return usage_error("--threads, --jobs (0..1024) or --eval-n (0..8192) out of range%s%s", "",
+                           "");
+    char notes[2048];
+    if (posenc_catalog_select(cat, o.schemes, scheme_idx, POSENC_MAX_SCHEMES, &n_schemes, notes,
+                              sizeof notes) != MG_OK) {
+        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+        free(cat);
+        return 2;
+    }
+    if (notes[0]) fprintf(stderr, "%s", notes);
+    int n_runs = n_tasks * n_schemes * n_seeds;
+    if (n_runs > MAX_RUNS) return usage_error("too many runs (at most %s)%s", "4096", "");
+    if (mkdir_p(o.out) != MG_OK) {
+        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+        return 1;
+    }
+
+    posenc_run_cfg *cfgs = calloc((size_t)n_runs, sizeof *cfgs);
+    posenc_result *res = calloc((size_t)n_runs, sizeof *res);
+    posenc_scheme *schemes = calloc((size_t)n_schemes, sizeof *schemes);
+    int64_t *live = calloc(1024, sizeof *live);
+    if (!cfgs || !res || !schemes || !live) return usage_error("out of memory%s%s", "", "");
+    int threads = o.threads > 0 ? (int)o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    int jobs = o.jobs > 0 ? (int)o.jobs : threads;
+    if (jobs > n_runs) jobs = n_runs;
+    int per_run = threads / jobs > 0 ? threads / jobs : 1;
+    int r = 0;
+    for (int s = 0; s < n_schemes; s++) schemes[s] = cat->s[scheme_idx[s]];
+    for (int t = 0; t < n_tasks; t++)
+        for (int s = 0; s < n_schemes; s++)
+            for (int k = 0; k < n_seeds; k++) {
+                posenc_run_cfg *c = &cfgs[r++];
+                *c = posenc_run_defaults();
+                c->task = tasks[t];
+                snprintf(c->scheme, sizeof c->scheme, "%s", schemes[s].name);
+                c->seed = (uint32_t)seeds[k];
+                c->steps = (int)o.steps, c->eval_every = (int)o.eval_every,
+                c->eval_n = (int)o.eval_n;
+                c->n_lengths = n_lengths;
+                for (int i = 0; i < n_lengths; i++) c->lengths[i] = (int)lengths[i];
+                c->threads = per_run;
+            }
+    printf("%s: %d task%s x %d scheme%s x %d seed%s = %d runs of %lld steps, %d at a time with %d "
+           "thread%s each -> %s/\n",
+           prog, n_tasks, n_tasks == 1 ? "" : "s", n_schemes, n_schemes == 1 ? "" : "s", n_seeds,
+           n_seeds == 1 ? "" : "s", n_runs, (long long)o.steps, jobs, per_run,
+           per_run == 1 ? "" : "s", o.out);
+    fflush(stdout);
+
+    tracker t = {.live = live, .n_runs = n_runs, .n_live = 1, .last_loss = NAN};
+    ex_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
+    double t0 = mg_time();
+    mg_status st = MG_OK;
+    if (jobs == 1) {
+        posenc_cache cache;
+        posenc_cache_init(&cache);
+        inproc u = {&t, 0};
+        for (int i = 0; i < n_runs; i++) {
+            posenc_run(&cfgs[i], &cache, inproc_step, &u, &res[i]);
+            live[0] = 0;
+            tracker_finish(&t, &res[i]);
+        }
+        posenc_cache_free(&cache);
+    } else {
+        st = run_parallel(cfgs, n_runs, jobs, &t, res);
+    }
+    ex_progress_close(&t.p);
+    double total = mg_time() - t0;
+    if (st != MG_OK) {
+        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+        return 1;
+    }
+
+    /* report the runs that finished */
+    int n_ok = 0, n_failed = 0;
+    for (int i = 0; i < n_runs; i++) {
+        if (res[i].status == MG_OK && res[i].cfg.steps > 0) {
+            if (n_ok != i) res[n_ok] = res[i];
+            n_ok++;
+        } else
+            n_failed++;
+    }
+    char command[4096] = "posenc";
+    for (int i = 1; i < argc; i++)
+        snprintf(command + strlen(command), sizeof command - strlen(command), " %s", argv[i]);
+    posenc_report rep = {.runs = res,
+                         .n_runs = n_ok,
+                         .tasks = tasks,
+                         .n_tasks = n_tasks,
+                         .schemes = schemes,
+                         .n_schemes = n_schemes,
+                         .command = command,
+                         .total_seconds = total,
+                         .jobs = jobs,
+                         .threads_per_run = per_run};
+    posenc_print_tables(stdout, &rep, false);
+    st = posenc_write_report(o.out, &rep);
+    if (st != MG_OK)
+        fprintf(stderr, "%s: writing the report: %s\n", prog, mg_last_error());
+    else
+        printf("\nwrote %s/results.md, results.csv, length.csv, curves.csv and the PNGs (%.1f s in "
+               "all)\n",
+               o.out, total);
+    if (n_failed)
+        fprintf(stderr, "%s: %d of %d runs failed (see above); the report holds the others\n", prog,
+                n_failed, n_runs);
+    free(cfgs);
+    free(res);
+    free(schemes);
+    free(live);
+    free(cat);
+    return st != MG_OK || n_failed ? 1 : 0;
+}

@@ -1,0 +1,590 @@
+/* Reports of a comparison: per-task tables (text and Markdown), the CSV files, and the PNGs
+ * (learning curves, accuracy at longer lengths, positional tables, attention maps). */
+#include "posenc.h"
+
+#include "minigrad/plot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- statistics over seeds ---- */
+
+typedef struct {
+    const posenc_result *r[64];
+    int n;
+} group;
+
+static group runs_of(const posenc_report *rep, posenc_task task, const char *scheme) {
+    group g = {.n = 0};
+    for (int i = 0; i < rep->n_runs && g.n < 64; i++) {
+        const posenc_result *r = &rep->runs[i];
+        if (r->cfg.task == task && strcmp(r->cfg.scheme, scheme) == 0) g.r[g.n++] = r;
+    }
+    /* by seed, so that "first seed" and every listing are independent of the completion order */
+    for (int i = 1; i < g.n; i++)
+        for (int j = i; j > 0 && g.r[j]->cfg.seed < g.r[j - 1]->cfg.seed; j--) {
+            const posenc_result *t = g.r[j];
+            g.r[j] = g.r[j - 1], g.r[j - 1] = t;
+        }
+    return g;
+}
+
+typedef double (*field_fn)(const posenc_result *r, int arg);
+
+static double f_train_acc(const posenc_result *r, int a) {
+    return (void)a, r->train.acc;
+}
+static double f_val_acc(const posenc_result *r, int a) {
+    return (void)a, r->val.acc;
+}
+static double f_val_seq(const posenc_result *r, int a) {
+    return (void)a, r->val.seq;
+}
+static double f_train_loss(const posenc_result *r, int a) {
+    return (void)a, r->train.loss;
+}
+static double f_val_loss(const posenc_result *r, int a) {
+    return (void)a, r->val.loss;
+}
+static double f_best(const posenc_result *r, int a) {
+    return (void)a, r->best_val_acc;
+}
+static double f_seconds(const posenc_result *r, int a) {
+    return (void)a, r->seconds;
+}
+static double f_len_acc(const posenc_result *r, int a) {
+    return r->len[a].done ? r->len[a].m.acc : NAN;
+}
+static double f_curve_acc(const posenc_result *r, int a) {
+    return a < r->n_curve ? r->curve_val_acc[a] : NAN;
+}
+
+/* Mean and sample standard deviation; NaN when any value is NaN (a length without an answer). */
+static void stats(const group *g, field_fn f, int arg, double *mean, double *sd) {
+    double s = 0.0, ss = 0.0;
+    for (int i = 0; i < g->n; i++) s += f(g->r[i], arg);
+    *mean = g->n ? s / g->n : NAN;
+    for (int i = 0; i < g->n; i++) ss += (f(g->r[i], arg) - *mean) * (f(g->r[i], arg) - *mean);
+    *sd = g->n > 1 ? sqrt(ss / (g->n - 1)) : NAN;
+}
+
+/* "97.31 ± 0.42" (percent) or "0.0812 ± 0.0031"; no spread with one seed. */
+static void fmt_stat(char *buf, size_t n, double mean, double sd, bool percent) {
+    double k = percent ? 100.0 : 1.0;
+    const char *f1 = percent ? "%.1f" : "%.4f", *f2 = percent ? "%.1f ± %.1f" : "%.4f ± %.4f";
+    if (isnan(sd))
+        snprintf(buf, n, f1, mean * k);
+    else
+        snprintf(buf, n, f2, mean * k, sd * k);
+}
+
+/* ---- CSV ---- */
+
+void posenc_csv_row(const posenc_result *r, char *buf, size_t n) {
+    snprintf(buf, n, "%s,%s,%u,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.2f", posenc_task_name(r->cfg.task),
+             posenc_scheme_label(r->cfg.scheme), r->cfg.seed, r->train.acc, r->val.acc, r->val.seq,
+             r->train.loss, r->val.loss, r->best_val_acc, r->seconds);
+}
+
+/* Rows in table order (task, scheme, seed), whatever order the runs finished in. */
+static int ordered(const posenc_report *rep, const posenc_result **out) {
+    int n = 0;
+    for (int t = 0; t < rep->n_tasks; t++)
+        for (int s = 0; s < rep->n_schemes; s++) {
+            group g = runs_of(rep, rep->tasks[t], rep->schemes[s].name);
+            for (int i = 0; i < g.n; i++) out[n++] = g.r[i];
+        }
+    return n;
+}
+
+/* ---- atomic text files ---- */
+
+typedef struct {
+    FILE *f;
+    char path[1100], tmp[1200];
+} out_file;
+
+static mg_status out_open(out_file *o, const char *dir, const char *name) {
+    snprintf(o->path, sizeof o->path, "%s/%s", dir, name);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp%ld", o->path, (long)getpid());
+    o->f = fopen(o->tmp, "w");
+    if (!o->f) return mg_set_error(MG_ERR_IO, "%s: cannot write: %s", o->tmp, strerror(errno));
+    return MG_OK;
+}
+
+static mg_status out_close(out_file *o) {
+    bool bad = ferror(o->f) != 0;
+    bad = fclose(o->f) != 0 || bad;
+    if (bad || rename(o->tmp, o->path) != 0) {
+        int e = errno;
+        remove(o->tmp);
+        return mg_set_error(MG_ERR_IO, "%s: cannot write: %s", o->path, strerror(e));
+    }
+    return MG_OK;
+}
+
+static mg_status write_csvs(const char *dir, const posenc_report *rep) {
+    const posenc_result **rows = malloc((size_t)(rep->n_runs ? rep->n_runs : 1) * sizeof *rows);
+    if (!rows) return mg_set_error(MG_ERR_NOMEM, "report: out of memory");
+    int n = ordered(rep, rows);
+    out_file o;
+    mg_status st = out_open(&o, dir, "results.csv");
+    if (st == MG_OK) {
+        fprintf(o.f, "%s\n", POSENC_CSV_HEADER);
+        char line[512];
+        for (int i = 0; i < n; i++) {
+            posenc_csv_row(rows[i], line, sizeof line);
+            fprintf(o.f, "%s\n", line);
+        }
+        st = out_close(&o);
+    }
+    if (st == MG_OK) st = out_open(&o, dir, "length.csv");
+    if (st == MG_OK) {
+        fprintf(o.f, "task,scheme,seed,length,token_acc,seq_exact,loss,note\n");
+        for (int i = 0; i < n; i++) {
+            const posenc_result *r = rows[i];
+            const char *t = posenc_task_name(r->cfg.task), *s = posenc_scheme_label(r->cfg.scheme);
+            fprintf(o.f, "%s,%s,%u,%d,%.6f,%.6f,%.6f,\n", t, s, r->cfg.seed, POSENC_L, r->val.acc,
+                    r->val.seq, r->val.loss);
+            for (int k = 0; k < r->n_len; k++) {
+                const posenc_length_result *l = &r->len[k];
+                if (l->done)
+                    fprintf(o.f, "%s,%s,%u,%d,%.6f,%.6f,%.6f,\n", t, s, r->cfg.seed, l->L, l->m.acc,
+                            l->m.seq, l->m.loss);
+                else /* the reason never holds a comma or a quote we did not put there */
+                    fprintf(o.f, "%s,%s,%u,%d,,,,\"n/a (%s)\"\n", t, s, r->cfg.seed, l->L, l->why);
+            }
+        }
+        st = out_close(&o);
+    }
+    if (st == MG_OK) st = out_open(&o, dir, "curves.csv");
+    if (st == MG_OK) {
+        fprintf(o.f, "task,scheme,seed,step,val_acc,val_loss,batch_loss\n");
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < rows[i]->n_curve; k++) {
+                const posenc_result *r = rows[i];
+                fprintf(o.f, "%s,%s,%u,%d,%.6f,%.6f,", posenc_task_name(r->cfg.task),
+                        posenc_scheme_label(r->cfg.scheme), r->cfg.seed, r->curve_step[k],
+                        r->curve_val_acc[k], r->curve_val_loss[k]);
+                if (isnan(r->curve_batch_loss[k]))
+                    fprintf(o.f, "\n");
+                else
+                    fprintf(o.f, "%.6f\n", r->curve_batch_loss[k]);
+            }
+        st = out_close(&o);
+    }
+    free(rows);
+    return st;
+}
+
+/* ---- tables ---- */
+
+enum { N_COLS_MAX = 9 + POSENC_MAX_LENGTHS, CELL = 96 };
+
+typedef struct {
+    int n_cols;
+    char head[N_COLS_MAX][48];
+    char cell[POSENC_MAX_SCHEMES][N_COLS_MAX][CELL];
+    int n_rows;
+} table;
+
+/* The lengths the runs of a task were evaluated at (from its first run). */
+static const posenc_result *first_run(const posenc_report *rep, posenc_task task) {
+    for (int s = 0; s < rep->n_schemes; s++) {
+        group g = runs_of(rep, task, rep->schemes[s].name);
+        if (g.n) return g.r[0];
+    }
+    return NULL;
+}
+
+static void build_table(const posenc_report *rep, posenc_task task, table *t) {
+    memset(t, 0, sizeof *t);
+    const posenc_result *any = first_run(rep, task);
+    static const char *const heads[] = {"scheme",          "train acc %", "val acc %",
+                                        "val seq exact %", "train loss",  "val loss",
+                                        "best val acc %"};
+    for (int k = 0; k < 7; k++) snprintf(t->head[t->n_cols++], 48, "%s", heads[k]);
+    int n_len = any ? any->n_len : 0;
+    for (int k = 0; k < n_len; k++)
+        snprintf(t->head[t->n_cols++], 48, "val acc %% @%d", any->len[k].L);
+    snprintf(t->head[t->n_cols++], 48, "s/run");
+    static const field_fn fs[] = {f_train_acc,  f_val_acc,  f_val_seq,
+                                  f_train_loss, f_val_loss, f_best};
+    static const bool pct[] = {true, true, true, false, false, true};
+    for (int s = 0; s < rep->n_schemes; s++) {
+        group g = runs_of(rep, task, rep->schemes[s].name);
+        if (!g.n) continue;
+        char(*row)[CELL] = t->cell[t->n_rows++];
+        int c = 0;
+        snprintf(row[c++], CELL, "%s", rep->schemes[s].label);
+        double m, sd;
+        for (int k = 0; k < 6; k++) {
+            stats(&g, fs[k], 0, &m, &sd);
+            fmt_stat(row[c++], CELL, m, sd, pct[k]);
+        }
+        for (int k = 0; k < n_len; k++) {
+            const posenc_length_result *l = k < g.r[0]->n_len ? &g.r[0]->len[k] : NULL;
+            if (l && !l->done) {
+                snprintf(row[c++], CELL, "n/a (%.80s)", l->why);
+                continue;
+            }
+            stats(&g, f_len_acc, k, &m, &sd);
+            if (isnan(m))
+                snprintf(row[c++], CELL, "n/a (not every seed)");
+            else
+                fmt_stat(row[c++], CELL, m, sd, true);
+        }
+        stats(&g, f_seconds, 0, &m, &sd);
+        snprintf(row[c++], CELL, "%.1f", m);
+    }
+}
+
+/* Display width: the bytes that do not continue a UTF-8 sequence. */
+static int width(const char *s) {
+    int w = 0;
+    for (; *s; s++) w += ((unsigned char)*s & 0xC0) != 0x80;
+    return w;
+}
+
+static void print_table(FILE *f, const table *t, bool md) {
+    int w[N_COLS_MAX];
+    for (int c = 0; c < t->n_cols; c++) {
+        w[c] = width(t->head[c]);
+        for (int r = 0; r < t->n_rows; r++)
+            w[c] = width(t->cell[r][c]) > w[c] ? width(t->cell[r][c]) : w[c];
+    }
+    for (int r = -1; r < t->n_rows; r++) {
+        for (int c = 0; c < t->n_cols; c++) {
+            const char *s = r < 0 ? t->head[c] : t->cell[r][c];
+            int pad = w[c] - width(s);
+            bool left = c == 0;
+            fprintf(f, "%s", md ? "| " : (c ? "  " : ""));
+            if (!left) fprintf(f, "%*s", pad, "");
+            fprintf(f, "%s", s);
+            if (left) fprintf(f, "%*s", pad, "");
+            if (md) fprintf(f, " ");
+        }
+        fprintf(f, "%s\n", md ? "|" : "");
+        if (r < 0 && md) {
+            for (int c = 0; c < t->n_cols; c++) {
+                fprintf(f, "|%s", c == 0 ? ":" : "");
+                for (int k = 0; k < w[c] + 1; k++) fputc('-', f);
+                fprintf(f, "%s", c == 0 ? "-" : ":");
+            }
+            fprintf(f, "|\n");
+        } else if (r < 0) {
+            int total = 0;
+            for (int c = 0; c < t->n_cols; c++) total += w[c] + (c ? 2 : 0);
+            for (int k = 0; k < total; k++) fputc('-', f);
+            fputc('\n', f);
+        }
+    }
+}
+
+/* The spec's position-blind reference levels on the val set (section 2). */
+static void print_references(FILE *f, posenc_task task, bool md) {
+    posenc_data tr, va;
+    if (posenc_data_make(&tr, task, POSENC_TRAIN, 0) != MG_OK) return;
+    if (posenc_data_make(&va, task, POSENC_VAL, 0) != MG_OK) {
+        posenc_data_free(&tr);
+        return;
+    }
+    double mode = NAN, copy = NAN, maj = NAN, cap = NAN;
+    posenc_ref_mode(&va, &mode);
+    posenc_ref_copy(&va, &copy);
+    posenc_ref_position_majority(&tr, &va, &maj);
+    posenc_ref_reflection_cap(&va, &cap);
+    fprintf(f,
+            "%sPosition-blind references on val: most frequent token of the sequence %.1f %%, own "
+            "input token %.1f %%, "
+            "per-position majority class (content-blind) %.1f %%",
+            md ? "" : "  ", 100 * mode, 100 * copy, 100 * maj);
+    if (task == POSENC_SORT)
+        fprintf(f, "; cap of a reflection-equivariant network (alibi) %.1f %%", 100 * cap);
+    fprintf(f, ".\n");
+    posenc_data_free(&tr);
+    posenc_data_free(&va);
+}
+
+void posenc_print_tables(FILE *f, const posenc_report *rep, bool md) {
+    table *t = malloc(sizeof *t);
+    if (!t) return;
+    for (int k = 0; k < rep->n_tasks; k++) {
+        const posenc_result *any = first_run(rep, rep->tasks[k]);
+        if (!any) continue;
+        int seeds = 0;
+        for (int s = 0; s < rep->n_schemes && !seeds; s++)
+            seeds = runs_of(rep, rep->tasks[k], rep->schemes[s].name).n;
+        fprintf(f,
+                md ? "\n### %s (%d seed%s, %d steps; mean ± sd over seeds)\n\n"
+                   : "\n%s  (%d seed%s, %d steps; mean ± sd over seeds)\n",
+                posenc_task_name(rep->tasks[k]), seeds, seeds == 1 ? "" : "s", any->cfg.steps);
+        build_table(rep, rep->tasks[k], t);
+        print_table(f, t, md);
+        if (md) fprintf(f, "\n");
+        if (any->cfg.eval_n == 0) print_references(f, rep->tasks[k], md);
+    }
+    free(t);
+}
+
+/* ---- plots ---- */
+
+static void file_label(char *buf, size_t n, const char *label) {
+    snprintf(buf, n, "%s", label);
+    for (char *p = buf; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            *p = '_';
+}
+
+static mg_status plot_curves(const char *dir, const posenc_report *rep, posenc_task task) {
+    mg_plot_series ser[POSENC_MAX_SCHEMES];
+    double(*xs)[POSENC_MAX_CURVE] = malloc(sizeof(double[POSENC_MAX_SCHEMES][POSENC_MAX_CURVE]));
+    double(*ys)[POSENC_MAX_CURVE] = malloc(sizeof(double[POSENC_MAX_SCHEMES][POSENC_MAX_CURVE]));
+    if (!xs || !ys) {
+        free(xs);
+        free(ys);
+        return mg_set_error(MG_ERR_NOMEM, "report: out of memory");
+    }
+    int n = 0, seeds = 0;
+    for (int s = 0; s < rep->n_schemes; s++) {
+        group g = runs_of(rep, task, rep->schemes[s].name);
+        if (!g.n) continue;
+        seeds = g.n;
+        const posenc_result *r0 = g.r[0];
+        for (int k = 0; k < r0->n_curve; k++) {
+            double sd;
+            xs[n][k] = r0->curve_step[k];
+            stats(&g, f_curve_acc, k, &ys[n][k], &sd);
+        }
+        ser[n] = (mg_plot_series){rep->schemes[s].label, xs[n], ys[n], r0->n_curve};
+        n++;
+    }
+    mg_status st = MG_OK;
+    if (n) {
+        char title[160], path[1100];
+        snprintf(title, sizeof title, "%s: validation token accuracy (mean of %d seed%s)",
+                 posenc_task_name(task), seeds, seeds == 1 ? "" : "s");
+        snprintf(path, sizeof path, "%s/curves_%s.png", dir, posenc_task_name(task));
+        mg_plot_opts o = {.title = title,
+                          .xlabel = "training step",
+                          .ylabel = "val accuracy",
+                          .y_fixed = true,
+                          .y_min = 0.0,
+                          .y_max = 1.0};
+        st = mg_plot_lines(path, &o, ser, n);
+    }
+    free(xs);
+    free(ys);
+    return st;
+}
+
+static mg_status plot_lengths(const char *dir, const posenc_report *rep, posenc_task task) {
+    const posenc_result *any = first_run(rep, task);
+    if (!any || !any->n_len) return MG_OK;
+    bool some = false;
+    const char *groups[POSENC_MAX_SCHEMES];
+    char series_lab[POSENC_MAX_LENGTHS + 1][32];
+    const char *series[POSENC_MAX_LENGTHS + 1];
+    double vals[POSENC_MAX_SCHEMES * (POSENC_MAX_LENGTHS + 1)];
+    int ns = any->n_len + 1, ng = 0;
+    snprintf(series_lab[0], 32, "L=%d (val)", POSENC_L);
+    for (int k = 0; k < any->n_len; k++) snprintf(series_lab[k + 1], 32, "L=%d", any->len[k].L);
+    for (int k = 0; k < ns; k++) series[k] = series_lab[k];
+    for (int s = 0; s < rep->n_schemes; s++) {
+        group g = runs_of(rep, task, rep->schemes[s].name);
+        if (!g.n) continue;
+        double m, sd;
+        groups[ng] = rep->schemes[s].label;
+        stats(&g, f_val_acc, 0, &m, &sd);
+        vals[ng * ns] = m;
+        for (int k = 0; k < any->n_len; k++) {
+            stats(&g, f_len_acc, k, &m, &sd);
+            vals[ng * ns + k + 1] = m;
+            some = some || !isnan(m);
+        }
+        ng++;
+    }
+    if (!some) return MG_OK; /* perm: nothing to show past 32 */
+    char title[160], path[1100];
+    snprintf(title, sizeof title,
+             "%s: token accuracy at longer lengths (trained on %d; missing bar = n/a)",
+             posenc_task_name(task), POSENC_L);
+    snprintf(path, sizeof path, "%s/length_%s.png", dir, posenc_task_name(task));
+    mg_plot_opts o = {.title = title,
+                      .ylabel = "token accuracy",
+                      .y_fixed = true,
+                      .y_min = 0.0,
+                      .y_max = 1.0,
+                      .width = 900};
+    return mg_plot_bars(path, &o, groups, ng, series, ns, vals);
+}
+
+static mg_status plot_table(const char *path, const char *title, const float *v, int rows,
+                            int cols) {
+    float mx = 0.0f;
+    for (int i = 0; i < rows * cols; i++) mx = fabsf(v[i]) > mx ? fabsf(v[i]) : mx;
+    if (!(mx > 0.0f)) mx = 1.0f;
+    mg_plot_opts o = {.title = title,
+                      .xlabel = "dimension",
+                      .ylabel = "position",
+                      .colormap = MG_CMAP_DIVERGING,
+                      .v_fixed = true,
+                      .v_min = -mx,
+                      .v_max = mx,
+                      .value_label = "value",
+                      .width = 900,
+                      .height = 520};
+    return mg_plot_heatmap(path, &o, v, rows, cols);
+}
+
+static mg_status plot_tables(const char *dir, const posenc_report *rep) {
+    mg_ctx *ctx = posenc_ctx_new();
+    float *buf = malloc(sizeof(float) * POSENC_L * POSENC_D);
+    mg_status st = ctx && buf ? MG_OK : mg_set_error(MG_ERR_NOMEM, "report: out of memory");
+    for (int s = 0; s < rep->n_schemes && st == MG_OK; s++) {
+        const posenc_scheme *sc = &rep->schemes[s];
+        char fl[64], path[1100], title[200];
+        file_label(fl, sizeof fl, sc->label);
+        bool trained = false;
+        for (int t = 0; t < rep->n_tasks && st == MG_OK; t++) {
+            group g = runs_of(rep, rep->tasks[t], sc->name);
+            if (!g.n || !g.r[0]->table_rows) continue;
+            trained = true;
+            const posenc_result *r = g.r[0];
+            snprintf(path, sizeof path, "%s/table_%s_%s.png", dir, fl,
+                     posenc_task_name(r->cfg.task));
+            snprintf(title, sizeof title,
+                     "%s: learned positional table after training on %s (seed %u)", sc->label,
+                     posenc_task_name(r->cfg.task), r->cfg.seed);
+            st = plot_table(path, title, r->table, r->table_rows, r->table_cols);
+        }
+        if (trained || st != MG_OK) continue;
+        /* a fixed additive table (sinusoidal): the scheme's layer applied to a zero embedding */
+        mg_gpt *g = NULL;
+        bool nonzero = false;
+        if (posenc_model_new(sc->name, 0, &g) != MG_OK)
+            continue; /* it built for the runs; nothing to draw */
+        st = posenc_additive_table(g, ctx, POSENC_L, buf, &nonzero);
+        mg_gpt_free(g);
+        if (st != MG_OK || !nonzero) continue;
+        snprintf(path, sizeof path, "%s/table_%s.png", dir, fl);
+        snprintf(title, sizeof title, "%s: fixed positional table added to the embedding",
+                 sc->label);
+        st = plot_table(path, title, buf, POSENC_L, POSENC_D);
+    }
+    free(buf);
+    mg_ctx_free(ctx);
+    return st;
+}
+
+/* Copies src onto dst with its top-left corner at (x, y). */
+static void blit(mg_canvas *dst, mg_canvas *src, int x, int y) {
+    int W = mg_canvas_width(dst), H = mg_canvas_height(dst), w = mg_canvas_width(src),
+        h = mg_canvas_height(src);
+    uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
+    for (int j = 0; j < h && y + j < H; j++) {
+        int n = x + w <= W ? w : W - x;
+        if (n > 0) memcpy(d + ((size_t)(y + j) * W + x) * 3, s + (size_t)j * w * 3, (size_t)n * 3);
+    }
+}
+
+/* One panel per layer and head (rows: layers, columns: heads), each a heatmap made by
+ * mg_plot_heatmap and composed onto one canvas. */
+static mg_status plot_attention(const char *dir, const posenc_scheme *sc, const posenc_result *r) {
+    enum { PW = 330, PH = 330, TOP = 56 };
+    const int L = POSENC_LAYERS, H = POSENC_HEADS, T = POSENC_L;
+    mg_canvas *all = mg_canvas_new(PW * H, TOP + PH * L, 0xFFFFFF);
+    if (!all) return MG_ERR_NOMEM;
+    char fl[64], tmp[1100], path[1100], title[300];
+    file_label(fl, sizeof fl, sc->label);
+    snprintf(tmp, sizeof tmp, "%s/.attention_%s_panel.png", dir, fl);
+    mg_status st = MG_OK;
+    for (int l = 0; l < L && st == MG_OK; l++)
+        for (int h = 0; h < H && st == MG_OK; h++) {
+            char t[64];
+            snprintf(t, sizeof t, "layer %d, head %d", l, h);
+            mg_plot_opts o = {.title = t,
+                              .xlabel = "key position",
+                              .ylabel = "query position",
+                              .width = PW,
+                              .height = PH,
+                              .v_fixed = true,
+                              .v_min = 0.0,
+                              .v_max = 1.0,
+                              .square_cells = true};
+            st = mg_plot_heatmap(tmp, &o, r->attn + (size_t)(l * H + h) * T * T, T, T);
+            mg_canvas *p = NULL;
+            if (st == MG_OK) st = mg_canvas_load_png(tmp, &p);
+            if (st == MG_OK) blit(all, p, h * PW, TOP + l * PH);
+            mg_canvas_free(p);
+        }
+    remove(tmp);
+    if (st == MG_OK) {
+        snprintf(title, sizeof title, "%s: attention probabilities after training on %s (seed %u)",
+                 sc->label, posenc_task_name(r->cfg.task), r->cfg.seed);
+        mg_text_style ts = {.scale = 2, .rgb = 0x202020, .align_x = 0.5, .bold = true};
+        mg_canvas_text_ex(all, PW * H / 2.0, 8, title, &ts);
+        char in[256] = "first val sequence:";
+        for (int i = 0; i < T; i++)
+            snprintf(in + strlen(in), sizeof in - strlen(in), " %d", r->attn_x[i]);
+        mg_text_style ts2 = {.scale = 1, .rgb = 0x404040, .align_x = 0.5};
+        mg_canvas_text_ex(all, PW * H / 2.0, 36, in, &ts2);
+        snprintf(path, sizeof path, "%s/attention_%s.png", dir, fl);
+        st = mg_canvas_save_png(all, path);
+    }
+    mg_canvas_free(all);
+    return st;
+}
+
+/* ---- Markdown ---- */
+
+static mg_status write_markdown(const char *dir, const posenc_report *rep) {
+    out_file o;
+    mg_status st = out_open(&o, dir, "results.md");
+    if (st != MG_OK) return st;
+    FILE *f = o.f;
+    fprintf(f, "## Positional schemes on order-sensitive tasks\n\n");
+    if (rep->command) fprintf(f, "Command: `%s`\n\n", rep->command);
+    double sum = 0.0, cpu = 0.0;
+    for (int i = 0; i < rep->n_runs; i++)
+        sum += rep->runs[i].seconds, cpu += rep->runs[i].cpu_seconds;
+    fprintf(f,
+            "%d runs, %d at a time with %d thread%s each; wall time per run %.1f s on average (CPU "
+            "%.1f s), "
+            "%.1f s for the whole comparison.\n",
+            rep->n_runs, rep->jobs, rep->threads_per_run, rep->threads_per_run == 1 ? "" : "s",
+            rep->n_runs ? sum / rep->n_runs : 0.0, rep->n_runs ? cpu / rep->n_runs : 0.0,
+            rep->total_seconds);
+    fprintf(f,
+            "Accuracies in %%, losses in nats per token; `val acc %% @N`: token accuracy on %d "
+            "fresh sequences of "
+            "length N (trained on %d).\n",
+            POSENC_N_LENGTH, POSENC_L);
+    posenc_print_tables(f, rep, true);
+    fprintf(f, "\nFiles: `results.csv` (one row per run), `length.csv`, `curves.csv`; plots "
+               "`curves_<task>.png`, "
+               "`length_<task>.png`, `table_<scheme>[_<task>].png`, `attention_<scheme>.png`.\n");
+    return out_close(&o);
+}
+
+mg_status posenc_write_report(const char *dir, const posenc_report *rep) {
+    mg_status st = write_csvs(dir, rep);
+    if (st == MG_OK) st = write_markdown(dir, rep);
+    for (int t = 0; t < rep->n_tasks && st == MG_OK; t++) st = plot_curves(dir, rep, rep->tasks[t]);
+    for (int t = 0; t < rep->n_tasks && st == MG_OK; t++)
+        st = plot_lengths(dir, rep, rep->tasks[t]);
+    if (st == MG_OK) st = plot_tables(dir, rep);
+    for (int s = 0; s < rep->n_schemes && st == MG_OK; s++) {
+        const posenc_result *first = NULL;
+        for (int t = 0; t < rep->n_tasks && !first; t++) {
+            group g = runs_of(rep, rep->tasks[t], rep->schemes[s].name);
+            if (g.n) first = g.r[0];
+        }
+        if (first) st = plot_attention(dir, &rep->schemes[s], first);
+    }
+    return st;
+}
