@@ -37,7 +37,7 @@ static const char *prog = "posenc";
 
 typedef struct {
     const char *tasks, *schemes, *seeds, *lengths, *out, *plugin_path;
-    int64_t steps, eval_every, threads, jobs, eval_n;
+    int64_t steps, batch, eval_every, threads, jobs, eval_n;
     bool list;
 } options;
 
@@ -146,13 +146,14 @@ typedef struct {
     int n_live;
     int runs_done, n_runs;
     float last_loss;
+    int batch;
 } tracker;
 
 static void tracker_show(tracker *t) {
     int64_t steps = t->done_steps;
     for (int i = 0; i < t->n_live; i++) steps += t->live[i];
     double el = mg_time() - t->p.t0;
-    double tps = el > 0 ? (double)steps * POSENC_BATCH * POSENC_L / el : 0.0;
+    double tps = el > 0 ? (double)steps * t->batch * POSENC_L / el : 0.0;
     ex_progress_step(&t->p, steps, t->last_loss, POSENC_LR, tps, NAN, NAN);
 }
 
@@ -365,6 +366,7 @@ int main(int argc, char **argv) {
                  .out = "posenc-results",
                  .plugin_path = NULL,
                  .steps = POSENC_STEPS,
+                 .batch = POSENC_BATCH,
                  .eval_every = POSENC_EVAL_EVERY,
                  .threads = 0,
                  .jobs = 0,
@@ -379,6 +381,7 @@ int main(int argc, char **argv) {
         {"seeds", EX_STR, &o.seeds,
          "comma-separated training seeds (model init and minibatch stream)"},
         {"steps", EX_INT, &o.steps, "Adam steps of 32 sequences per run"},
+        {"batch", EX_INT, &o.batch, "sequences per step"},
         {"eval-every", EX_INT, &o.eval_every, "validation every N steps (the learning curve)"},
         {"lengths", EX_STR, &o.lengths,
          "longer lengths to evaluate trained models at (\"\" for none)"},
@@ -399,8 +402,7 @@ int main(int argc, char **argv) {
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
 
-    posenc_catalog *cat = malloc(sizeof *cat);
-    if (!cat) return usage_error("out of memory%s%s", "", "");
+    posenc_catalog catalog, *cat = &catalog;
     char dirs[2 * PATH_MAX];
     if (o.plugin_path)
         snprintf(dirs, sizeof dirs, "%s", o.plugin_path);
@@ -409,7 +411,6 @@ int main(int argc, char **argv) {
     posenc_catalog_discover(cat, dirs);
     if (o.list) {
         print_catalog(cat);
-        free(cat);
         return 0;
     }
 
@@ -425,6 +426,7 @@ int main(int argc, char **argv) {
         return 2;
     if (o.steps < 1 || o.steps > 1000000)
         return usage_error("--steps must be in 1..1000000%s%s", "", "");
+    if (o.batch < 1 || o.batch > 4096) return usage_error("--batch must be in 1..4096%s%s", "", "");
     if (o.eval_every < 1) return usage_error("--eval-every must be at least 1%s%s", "", "");
     if (o.steps / o.eval_every + 2 > POSENC_MAX_CURVE)
         return usage_error("--eval-every is too small for --steps: at most %s curve points%s",
@@ -437,7 +439,6 @@ int main(int argc, char **argv) {
     if (posenc_catalog_select(cat, o.schemes, scheme_idx, POSENC_MAX_SCHEMES, &n_schemes, notes,
                               sizeof notes) != MG_OK) {
         fprintf(stderr, "%s: %s\n", prog, mg_last_error());
-        free(cat);
         return 2;
     }
     if (notes[0]) fprintf(stderr, "%s", notes);
@@ -448,11 +449,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    int n_failed = 0;
     posenc_run_cfg *cfgs = calloc((size_t)n_runs, sizeof *cfgs);
     posenc_result *res = calloc((size_t)n_runs, sizeof *res);
     posenc_scheme *schemes = calloc((size_t)n_schemes, sizeof *schemes);
     int64_t *live = calloc(1024, sizeof *live);
-    if (!cfgs || !res || !schemes || !live) return usage_error("out of memory%s%s", "", "");
+    mg_status st =
+        cfgs && res && schemes && live ? MG_OK : mg_set_error(MG_ERR_NOMEM, "out of memory");
+    if (st != MG_OK) goto done;
     int threads = o.threads > 0 ? (int)o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     int jobs = o.jobs > 0 ? (int)o.jobs : threads;
@@ -468,23 +472,23 @@ int main(int argc, char **argv) {
                 c->task = tasks[t];
                 snprintf(c->scheme, sizeof c->scheme, "%s", schemes[s].name);
                 c->seed = (uint32_t)seeds[k];
-                c->steps = (int)o.steps, c->eval_every = (int)o.eval_every,
+                c->steps = (int)o.steps, c->batch = (int)o.batch, c->eval_every = (int)o.eval_every,
                 c->eval_n = (int)o.eval_n;
                 c->n_lengths = n_lengths;
                 for (int i = 0; i < n_lengths; i++) c->lengths[i] = (int)lengths[i];
                 c->threads = per_run;
             }
-    printf("%s: %d task%s x %d scheme%s x %d seed%s = %d runs of %lld steps, %d at a time with %d "
-           "thread%s each -> %s/\n",
+    printf("%s: %d task%s x %d scheme%s x %d seed%s = %d runs of %lld steps of %lld, %d at a time "
+           "with %d thread%s each -> %s/\n",
            prog, n_tasks, n_tasks == 1 ? "" : "s", n_schemes, n_schemes == 1 ? "" : "s", n_seeds,
-           n_seeds == 1 ? "" : "s", n_runs, (long long)o.steps, jobs, per_run,
+           n_seeds == 1 ? "" : "s", n_runs, (long long)o.steps, (long long)o.batch, jobs, per_run,
            per_run == 1 ? "" : "s", o.out);
     fflush(stdout);
 
-    tracker t = {.live = live, .n_runs = n_runs, .n_live = 1, .last_loss = NAN};
+    tracker t = {
+        .live = live, .n_runs = n_runs, .n_live = 1, .last_loss = NAN, .batch = (int)o.batch};
     ex_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
     double t0 = mg_time();
-    mg_status st = MG_OK;
     if (jobs == 1) {
         posenc_cache cache;
         posenc_cache_init(&cache);
@@ -500,13 +504,10 @@ int main(int argc, char **argv) {
     }
     ex_progress_close(&t.p);
     double total = mg_time() - t0;
-    if (st != MG_OK) {
-        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
-        return 1;
-    }
+    if (st != MG_OK) goto done;
 
     /* report the runs that finished */
-    int n_ok = 0, n_failed = 0;
+    int n_ok = 0;
     for (int i = 0; i < n_runs; i++) {
         if (res[i].status == MG_OK && res[i].cfg.steps > 0) {
             if (n_ok != i) res[n_ok] = res[i];
@@ -530,7 +531,7 @@ int main(int argc, char **argv) {
     posenc_print_tables(stdout, &rep, false);
     st = posenc_write_report(o.out, &rep);
     if (st != MG_OK)
-        fprintf(stderr, "%s: writing the report: %s\n", prog, mg_last_error());
+        mg_wrap_error(st, "writing the report");
     else
         printf("\nwrote %s/results.md, results.csv, length.csv, curves.csv and the PNGs (%.1f s in "
                "all)\n",
@@ -538,10 +539,11 @@ int main(int argc, char **argv) {
     if (n_failed)
         fprintf(stderr, "%s: %d of %d runs failed (see above); the report holds the others\n", prog,
                 n_failed, n_runs);
+done:
+    if (st != MG_OK) fprintf(stderr, "%s: %s\n", prog, mg_last_error());
     free(cfgs);
     free(res);
     free(schemes);
     free(live);
-    free(cat);
     return st != MG_OK || n_failed ? 1 : 0;
 }

@@ -227,7 +227,7 @@ mg_gpt_config posenc_model_config(const char *scheme) {
     c.n_layer = POSENC_LAYERS, c.n_head = POSENC_HEADS, c.n_embd = POSENC_D;
     c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = sqrtf((float)POSENC_D);
     c.tied_head = false, c.head_bias = true, c.dropout = 0.0f;
-    snprintf(c.pos, sizeof c.pos, "%s", scheme);
+    snprintf(c.pos, sizeof c.pos, "%s", posenc_scheme_name(scheme));
     return c;
 }
 

@@ -49,9 +49,10 @@ enum {
 };
 
 #define POSENC_LR 1e-3f
-#define POSENC_INIT_SEED 0x1A170000ULL     /* shared weights: + training seed */
-#define POSENC_POS_INIT_SEED 0x1A171000ULL /* the positional scheme's parameters: + training seed  \
-                                            */
+#define POSENC_INIT_SEED 0x1A170000ULL /* shared weights: + training seed */
+#define POSENC_POS_INIT_SEED                                                                       \
+    0x1A171000ULL /* the positional scheme's parameters: + training seed                           \
+                   */
 
 /* ---- schemes ---- */
 
@@ -95,7 +96,7 @@ mg_status posenc_catalog_select(const posenc_catalog *c, const char *list, int *
 
 /* The spec's model (section 4) as an mg_gpt config: d 64, 4 heads, 2 layers, d_ff 256, block 32,
  * bidirectional, erf GELU, sqrt(d) embedding scale, untied head with bias, the given scheme
- * (registry spelling). */
+ * (either spelling; the config holds the registry's). */
 mg_gpt_config posenc_model_config(const char *scheme);
 /* Builds and initialises it (see the top of this file). */
 mg_status posenc_model_new(const char *scheme, uint32_t seed, mg_gpt **out);
@@ -156,7 +157,7 @@ void posenc_cache_free(posenc_cache *c);
 
 typedef struct posenc_run_cfg {
     posenc_task task;
-    char scheme[POSENC_NAME_LEN]; /* registry spelling */
+    char scheme[POSENC_NAME_LEN]; /* either spelling (main.c passes the registry's) */
     uint32_t seed;
     int steps, batch, eval_every;
     float lr;

@@ -319,9 +319,10 @@ void posenc_print_tables(FILE *f, const posenc_report *rep, bool md) {
         for (int s = 0; s < rep->n_schemes && !seeds; s++)
             seeds = runs_of(rep, rep->tasks[k], rep->schemes[s].name).n;
         fprintf(f,
-                md ? "\n### %s (%d seed%s, %d steps; mean ± sd over seeds)\n\n"
-                   : "\n%s  (%d seed%s, %d steps; mean ± sd over seeds)\n",
-                posenc_task_name(rep->tasks[k]), seeds, seeds == 1 ? "" : "s", any->cfg.steps);
+                md ? "\n### %s (%d seed%s, %d steps of %d; mean ± sd over seeds)\n\n"
+                   : "\n%s  (%d seed%s, %d steps of %d; mean ± sd over seeds)\n",
+                posenc_task_name(rep->tasks[k]), seeds, seeds == 1 ? "" : "s", any->cfg.steps,
+                any->cfg.batch);
         build_table(rep, rep->tasks[k], t);
         print_table(f, t, md);
         if (md) fprintf(f, "\n");
@@ -410,8 +411,7 @@ static mg_status plot_lengths(const char *dir, const posenc_report *rep, posenc_
     }
     if (!some) return MG_OK; /* perm: nothing to show past 32 */
     char title[160], path[1100];
-    snprintf(title, sizeof title,
-             "%s: token accuracy at longer lengths (trained on %d; missing bar = n/a)",
+    snprintf(title, sizeof title, "%s: accuracy at longer lengths (trained on %d; no bar: n/a)",
              posenc_task_name(task), POSENC_L);
     snprintf(path, sizeof path, "%s/length_%s.png", dir, posenc_task_name(task));
     mg_plot_opts o = {.title = title,
@@ -423,22 +423,102 @@ static mg_status plot_lengths(const char *dir, const posenc_report *rep, posenc_
     return mg_plot_bars(path, &o, groups, ng, series, ns, vals);
 }
 
+/* Copies src onto dst with its top-left corner at (x, y). */
+static void blit(mg_canvas *dst, mg_canvas *src, int x, int y) {
+    int W = mg_canvas_width(dst), H = mg_canvas_height(dst), w = mg_canvas_width(src),
+        h = mg_canvas_height(src);
+    uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
+    for (int j = 0; j < h && y + j < H; j++) {
+        int n = x + w <= W ? w : W - x;
+        if (n > 0) memcpy(d + ((size_t)(y + j) * W + x) * 3, s + (size_t)j * w * 3, (size_t)n * 3);
+    }
+}
+
+/* Renders a chart into a temporary PNG beside `path` and copies it onto `dst` at (x, y). */
+typedef mg_status (*panel_fn)(const char *path, const void *user);
+
+static mg_status panel(mg_canvas *dst, int x, int y, const char *path, panel_fn fn,
+                       const void *user) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.panel.png", path);
+    mg_status st = fn(tmp, user);
+    mg_canvas *p = NULL;
+    if (st == MG_OK) st = mg_canvas_load_png(tmp, &p);
+    if (st == MG_OK) blit(dst, p, x, y);
+    mg_canvas_free(p);
+    remove(tmp);
+    return st;
+}
+
+typedef struct {
+    const char *title, *xlabel, *ylabel, *value_label;
+    const float *v;
+    int rows, cols, w, h;
+    double lo, hi;
+    bool diverging, square;
+} heat;
+
+static mg_status heat_panel(const char *path, const void *user) {
+    const heat *p = user;
+    mg_plot_opts o = {.title = p->title,
+                      .xlabel = p->xlabel,
+                      .ylabel = p->ylabel,
+                      .value_label = p->value_label,
+                      .colormap = p->diverging ? MG_CMAP_DIVERGING : MG_CMAP_VIRIDIS,
+                      .v_fixed = true,
+                      .v_min = p->lo,
+                      .v_max = p->hi,
+                      .width = p->w,
+                      .height = p->h,
+                      .square_cells = p->square};
+    return mg_plot_heatmap(path, &o, p->v, p->rows, p->cols);
+}
+
+/* A positional table (rows positions x cols dimensions) and, beside it, the cosine similarity of
+ * its rows: the table itself often looks like noise, the similarity shows what positions share. */
 static mg_status plot_table(const char *path, const char *title, const float *v, int rows,
                             int cols) {
+    enum { TW = 760, SW = 560, PH = 520, TOP = 44 };
     float mx = 0.0f;
     for (int i = 0; i < rows * cols; i++) mx = fabsf(v[i]) > mx ? fabsf(v[i]) : mx;
     if (!(mx > 0.0f)) mx = 1.0f;
-    mg_plot_opts o = {.title = title,
-                      .xlabel = "dimension",
-                      .ylabel = "position",
-                      .colormap = MG_CMAP_DIVERGING,
-                      .v_fixed = true,
-                      .v_min = -mx,
-                      .v_max = mx,
-                      .value_label = "value",
-                      .width = 900,
-                      .height = 520};
-    return mg_plot_heatmap(path, &o, v, rows, cols);
+    float *sim = malloc((size_t)rows * rows * sizeof *sim);
+    mg_canvas *all = mg_canvas_new(TW + SW, TOP + PH, 0xFFFFFF);
+    mg_status st = sim && all ? MG_OK : mg_set_error(MG_ERR_NOMEM, "report: out of memory");
+    for (int i = 0; i < rows && st == MG_OK; i++)
+        for (int j = 0; j < rows; j++) {
+            double ab = 0.0, aa = 0.0, bb = 0.0;
+            for (int k = 0; k < cols; k++) {
+                double a = v[i * cols + k], b = v[j * cols + k];
+                ab += a * b, aa += a * a, bb += b * b;
+            }
+            sim[i * rows + j] = aa > 0.0 && bb > 0.0 ? (float)(ab / sqrt(aa * bb)) : NAN;
+        }
+    heat t = {"the table", "dimension", "position", "value", v,    rows, cols,
+              TW,          PH,          -mx,        mx,      true, false};
+    heat c = {"cosine similarity of positions",
+              "position",
+              "position",
+              "cos",
+              sim,
+              rows,
+              rows,
+              SW,
+              PH,
+              -1.0,
+              1.0,
+              true,
+              true};
+    if (st == MG_OK) st = panel(all, 0, TOP, path, heat_panel, &t);
+    if (st == MG_OK) st = panel(all, TW, TOP, path, heat_panel, &c);
+    if (st == MG_OK) {
+        mg_text_style ts = {.scale = 2, .rgb = 0x202020, .align_x = 0.5, .bold = true};
+        mg_canvas_text_ex(all, (TW + SW) / 2.0, 10, title, &ts);
+        st = mg_canvas_save_png(all, path);
+    }
+    mg_canvas_free(all);
+    free(sim);
+    return st;
 }
 
 static mg_status plot_tables(const char *dir, const posenc_report *rep) {
@@ -481,59 +561,45 @@ static mg_status plot_tables(const char *dir, const posenc_report *rep) {
     return st;
 }
 
-/* Copies src onto dst with its top-left corner at (x, y). */
-static void blit(mg_canvas *dst, mg_canvas *src, int x, int y) {
-    int W = mg_canvas_width(dst), H = mg_canvas_height(dst), w = mg_canvas_width(src),
-        h = mg_canvas_height(src);
-    uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
-    for (int j = 0; j < h && y + j < H; j++) {
-        int n = x + w <= W ? w : W - x;
-        if (n > 0) memcpy(d + ((size_t)(y + j) * W + x) * 3, s + (size_t)j * w * 3, (size_t)n * 3);
-    }
-}
-
 /* One panel per layer and head (rows: layers, columns: heads), each a heatmap made by
  * mg_plot_heatmap and composed onto one canvas. */
 static mg_status plot_attention(const char *dir, const posenc_scheme *sc, const posenc_result *r) {
     enum { PW = 330, PH = 330, TOP = 56 };
     const int L = POSENC_LAYERS, H = POSENC_HEADS, T = POSENC_L;
-    mg_canvas *all = mg_canvas_new(PW * H, TOP + PH * L, 0xFFFFFF);
-    if (!all) return MG_ERR_NOMEM;
-    char fl[64], tmp[1100], path[1100], title[300];
+    char fl[64], path[1100], title[300];
     file_label(fl, sizeof fl, sc->label);
-    snprintf(tmp, sizeof tmp, "%s/.attention_%s_panel.png", dir, fl);
-    mg_status st = MG_OK;
+    snprintf(path, sizeof path, "%s/attention_%s.png", dir, fl);
+    mg_canvas *all = mg_canvas_new(PW * H, TOP + PH * L, 0xFFFFFF);
+    mg_status st = all ? MG_OK : mg_set_error(MG_ERR_NOMEM, "report: out of memory");
     for (int l = 0; l < L && st == MG_OK; l++)
         for (int h = 0; h < H && st == MG_OK; h++) {
             char t[64];
             snprintf(t, sizeof t, "layer %d, head %d", l, h);
-            mg_plot_opts o = {.title = t,
-                              .xlabel = "key position",
-                              .ylabel = "query position",
-                              .width = PW,
-                              .height = PH,
-                              .v_fixed = true,
-                              .v_min = 0.0,
-                              .v_max = 1.0,
-                              .square_cells = true};
-            st = mg_plot_heatmap(tmp, &o, r->attn + (size_t)(l * H + h) * T * T, T, T);
-            mg_canvas *p = NULL;
-            if (st == MG_OK) st = mg_canvas_load_png(tmp, &p);
-            if (st == MG_OK) blit(all, p, h * PW, TOP + l * PH);
-            mg_canvas_free(p);
+            heat p = {t,
+                      "key position",
+                      "query position",
+                      NULL,
+                      r->attn + (size_t)(l * H + h) * T * T,
+                      T,
+                      T,
+                      PW,
+                      PH,
+                      0.0,
+                      1.0,
+                      false,
+                      true};
+            st = panel(all, h * PW, TOP + l * PH, path, heat_panel, &p);
         }
-    remove(tmp);
     if (st == MG_OK) {
         snprintf(title, sizeof title, "%s: attention probabilities after training on %s (seed %u)",
                  sc->label, posenc_task_name(r->cfg.task), r->cfg.seed);
         mg_text_style ts = {.scale = 2, .rgb = 0x202020, .align_x = 0.5, .bold = true};
         mg_canvas_text_ex(all, PW * H / 2.0, 8, title, &ts);
-        char in[256] = "first val sequence:";
+        char in[256] = "input: the first val sequence,";
         for (int i = 0; i < T; i++)
             snprintf(in + strlen(in), sizeof in - strlen(in), " %d", r->attn_x[i]);
         mg_text_style ts2 = {.scale = 1, .rgb = 0x404040, .align_x = 0.5};
         mg_canvas_text_ex(all, PW * H / 2.0, 36, in, &ts2);
-        snprintf(path, sizeof path, "%s/attention_%s.png", dir, fl);
         st = mg_canvas_save_png(all, path);
     }
     mg_canvas_free(all);

@@ -206,6 +206,7 @@ mg_status posenc_run(const posenc_run_cfg *cfg, posenc_cache *cache, posenc_step
                      posenc_result *res) {
     memset(res, 0, sizeof *res);
     res->cfg = *cfg;
+    snprintf(res->cfg.scheme, sizeof res->cfg.scheme, "%s", posenc_scheme_name(cfg->scheme));
     double t0 = mg_time(), c0 = cpu_now();
     mg_status st = check_cfg(cfg);
     if (st == MG_OK && cfg->threads > 0) mg_set_num_threads(cfg->threads);

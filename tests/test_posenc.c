@@ -1,0 +1,938 @@
+/* The posenc comparison program (examples/posenc): its scheme catalogue, the classifier its model
+ * builder makes (the spec's sizes and initialisation, the section-7 golden logits, RoPE pairing,
+ * ALiBi sign and slopes and the sinusoid layout checked on tiny inputs against values worked out by
+ * hand), evaluation, attention maps against the attention layer itself, short training runs, and
+ * the `posenc` binary end to end: tables, CSV and PNGs well formed, clear errors for a bad scheme
+ * or a missing plugin, a plugin scheme joining the comparison, and results that do not depend on
+ * the thread count or on the worker processes. The data side has its own suite (posenc_data). */
+#include "layer_check.h"
+#include "posenc.h"
+
+#include "minigrad/op.h"
+
+#include <stb_image.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const spec_labels[6] = {"none",        "sin",  "learned",
+                                           "learned_sin", "rope", "alibi"};
+static const char *const spec_names[6] = {"none", "sinusoidal", "learned", "learned+sinusoidal",
+                                          "rope", "alibi"};
+
+static char tmpdir[64];
+
+static void setup(void) {
+    mg_log_set(lc_quiet_log, NULL);
+    lc_use_build_plugins();
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mg_test_posenc_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+static void assert_has(const char *text, const char *part) {
+    ck_assert_msg(strstr(text, part) != NULL, "'%.2000s' lacks '%s'", text, part);
+}
+
+static mg_gpt *model(const char *scheme, uint32_t seed) {
+    mg_gpt *g = NULL;
+    ck_assert_msg(posenc_model_new(scheme, seed, &g) == MG_OK, "%s: %s", scheme, mg_last_error());
+    return g;
+}
+
+static mg_tensor *param(mg_gpt *g, const char *name) {
+    mg_tensor *t = mg_params_find(mg_gpt_params(g), name);
+    ck_assert_msg(t != NULL, "no parameter %s", name);
+    return t;
+}
+
+static void set_all(mg_tensor *t, float v) {
+    for (int64_t i = 0; i < t->numel; i++) t->data[i] = v;
+}
+
+/* ---- the catalogue ---- */
+
+START_TEST(catalogue_lists_the_spec_schemes_in_order) {
+    posenc_catalog c;
+    ck_assert_int_eq(posenc_catalog_discover(&c, NULL),
+                     MG_OK); /* MINIGRAD_PLUGIN_PATH: the build's */
+    ck_assert_int_ge(c.n, 6);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_str_eq(c.s[i].label, spec_labels[i]);
+        ck_assert_str_eq(c.s[i].name, spec_names[i]);
+        ck_assert_str_eq(posenc_scheme_label(spec_names[i]), spec_labels[i]);
+        ck_assert_str_eq(posenc_scheme_name(spec_labels[i]), spec_names[i]);
+        ck_assert_ptr_eq(posenc_catalog_find(&c, spec_labels[i]), &c.s[i]); /* both spellings */
+        ck_assert_ptr_eq(posenc_catalog_find(&c, spec_names[i]), &c.s[i]);
+    }
+    ck_assert_str_eq(c.s[1].origin, "built-in");
+    ck_assert_msg(strstr(c.s[5].origin, "libalibi.so"), "alibi comes from %s", c.s[5].origin);
+    ck_assert_ptr_null(posenc_catalog_find(&c, "sinus"));
+    ck_assert_str_eq(posenc_scheme_label("logbias"), "logbias"); /* others keep their name */
+    /* the test plugins in the build's folder were tried and refused, with the loader's reason */
+    assert_has(c.skipped, "libmgtest_bad_abi.so");
+    char names[256];
+    posenc_catalog_names(&c, names, sizeof names);
+    ck_assert_msg(strncmp(names, "none, sin, learned, learned_sin, rope, alibi", 44) == 0, "%s",
+                  names);
+}
+END_TEST
+
+START_TEST(selecting_schemes) {
+    posenc_catalog c;
+    posenc_catalog_discover(&c, NULL);
+    int idx[POSENC_MAX_SCHEMES], n = -1;
+    char notes[512];
+    ck_assert_int_eq(
+        posenc_catalog_select(&c, "rope,sin,learned+sinusoidal", idx, 32, &n, notes, sizeof notes),
+        MG_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(idx[0], 4);
+    ck_assert_int_eq(idx[1], 1);
+    ck_assert_int_eq(idx[2], 3);
+    ck_assert_int_eq(posenc_catalog_select(&c, "all", idx, 32, &n, notes, sizeof notes), MG_OK);
+    ck_assert_int_eq(n, c.n);
+    ck_assert_str_eq(notes, "");
+
+    ck_assert_int_eq(posenc_catalog_select(&c, "sin,bogus", idx, 32, &n, NULL, 0),
+                     MG_ERR_NOT_FOUND);
+    assert_has(mg_last_error(), "unknown positional scheme 'bogus' (available: none, sin, learned, "
+                                "learned_sin, rope, alibi");
+    assert_has(mg_last_error(), "plugin directories searched: ");
+    ck_assert_int_eq(posenc_catalog_select(&c, "rope,rope", idx, 32, &n, NULL, 0), MG_ERR_INVALID);
+    assert_has(mg_last_error(), "'rope' is listed twice");
+    ck_assert_int_eq(posenc_catalog_select(&c, "rope,,sin", idx, 32, &n, NULL, 0), MG_ERR_INVALID);
+    assert_has(mg_last_error(), "empty or overlong entry");
+    ck_assert_int_eq(posenc_catalog_select(&c, "sin,rope", idx, 1, &n, NULL, 0), MG_ERR_INVALID);
+    assert_has(mg_last_error(), "more than 1 schemes");
+}
+END_TEST
+
+/* ---- the classifier ---- */
+
+START_TEST(model_has_the_spec_shape_and_initialisation) {
+    const char *scheme = spec_names[_i];
+    mg_gpt *g = model(scheme, 7), *same = model(scheme, 7), *other = model(scheme, 8);
+    const mg_gpt_config *c = mg_gpt_cfg(g);
+    ck_assert_int_eq(c->vocab_size, 16);
+    ck_assert_int_eq(c->block_size, 32);
+    ck_assert_int_eq(c->n_embd, 64);
+    ck_assert_int_eq(c->n_head, 4);
+    ck_assert_int_eq(c->n_layer, 2);
+    ck_assert(!c->causal && c->gelu == MG_GELU_ERF && !c->tied_head && c->head_bias);
+    ck_assert_float_eq(c->emb_scale, 8.0f);
+    ck_assert_float_eq(c->dropout, 0.0f);
+    bool learned = strncmp(scheme, "learned", 7) == 0;
+    mg_params *P = mg_gpt_params(g);
+    ck_assert_int_eq(mg_params_numel(P), learned ? 104208 : 102160); /* POSENC-TASKS.md section 4 */
+    /* d_ff = 256 */
+    ck_assert_int_eq(param(g, "h.1.mlp.c_fc.weight")->shape[1], 256);
+    for (int i = 0; i < mg_params_len(P); i++) {
+        mg_tensor *t = mg_params_at(P, i);
+        double lo = 1e9, hi = -1e9;
+        for (int64_t j = 0; j < t->numel; j++) lo = fmin(lo, t->data[j]), hi = fmax(hi, t->data[j]);
+        double bound;
+        if (strstr(t->name, "ln_")) {
+            double want = strstr(t->name, ".weight") ? 1.0 : 0.0;
+            ck_assert_msg(lo == want && hi == want, "%s: LayerNorm not %g (%g..%g)", t->name, want,
+                          lo, hi);
+            continue;
+        }
+        if (strncmp(t->name, "wte.", 4) == 0 || strncmp(t->name, "wpe.", 4) == 0)
+            bound = 0.1;
+        else if (strstr(t->name, "mlp.c_proj"))
+            bound = 1.0 / 16.0; /* fan-in 256 */
+        else
+            bound = 1.0 / 8.0; /* fan-in 64 */
+        /* U(-bound, bound): inside, and spread over most of it (checked from 64 draws on) */
+        ck_assert_msg(lo >= -bound && hi < bound, "%s: %g..%g outside +-%g", t->name, lo, hi,
+                      bound);
+        if (t->numel >= 64)
+            ck_assert_msg(lo < -0.8 * bound && hi > 0.8 * bound, "%s: %g..%g does not fill +-%g",
+                          t->name, lo, hi, bound);
+        /* seeded: the same seed gives the same weights, another seed others */
+        ck_assert_mem_eq(t->data, param(same, t->name)->data, (size_t)t->numel * sizeof(float));
+        ck_assert_msg(
+            memcmp(t->data, param(other, t->name)->data, (size_t)t->numel * sizeof(float)) != 0,
+            "%s: seed 8 gives seed 7's weights", t->name);
+    }
+    /* the shared weights do not depend on the scheme: only the positional parameters differ */
+    mg_gpt *ref = model("none", 7);
+    mg_params *R = mg_gpt_params(ref);
+    for (int i = 0; i < mg_params_len(R); i++) {
+        mg_tensor *t = mg_params_at(R, i);
+        ck_assert_mem_eq(t->data, param(g, t->name)->data, (size_t)t->numel * sizeof(float));
+    }
+    mg_gpt_free(ref);
+    mg_gpt_free(g);
+    mg_gpt_free(same);
+    mg_gpt_free(other);
+}
+END_TEST
+
+/* POSENC-TASKS.md section 7, through the program's builder: every weight filled from
+ * sm64(0x601DE0) with w = c + a (2u - 1) in the spec's order, logits of the first two rev/val
+ * sequences against the float64 goldens. */
+typedef struct {
+    double sum, first[4];
+} golden;
+
+static const golden goldens[6] = {
+    {-42.041883, {-1.453762, 0.425762, -1.162289, 0.571421}}, /* none */
+    {-27.875574, {-1.246886, 0.681284, -0.388223, 0.459728}}, /* sin */
+    {-44.261774, {-1.482104, 0.361975, -1.037306, 0.559513}}, /* learned */
+    {-29.917710, {-1.268311, 0.631044, -0.334061, 0.446623}}, /* learned_sin */
+    {-43.212427, {-1.438766, 0.347271, -1.172973, 0.568156}}, /* rope */
+    {-42.227777, {-1.503081, 0.400652, -1.120994, 0.536787}}, /* alibi */
+};
+
+/* rows x cols in row-major order of the PyTorch layout; transpose: stored [cols][rows]. */
+static void fill(mg_rng *r, mg_tensor *t, int64_t rows, int64_t cols, bool transpose, double c,
+                 double a) {
+    ck_assert_int_eq(t->numel, rows * cols);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            t->data[transpose ? j * rows + i : i * cols + j] =
+                (float)(c + a * (2.0 * mg_rng_double(r) - 1.0));
+}
+
+START_TEST(golden_logits_of_section_7) {
+    mg_gpt *g = model(spec_names[_i], 0);
+    const int64_t d = 64, dff = 256, V = 16;
+    const double s = 1.0 / 8.0, s2 = 1.0 / 16.0;
+    mg_rng r = mg_rng_make(0x601DE0);
+    char n[64];
+    fill(&r, param(g, "wte.weight"), V, d, false, 0, 0.1);
+    for (int l = 0; l < 2; l++) {
+#define NM(x) (snprintf(n, sizeof n, "h.%d." x, l), n)
+        fill(&r, param(g, NM("ln_1.weight")), 1, d, false, 1, 0.1);
+        fill(&r, param(g, NM("ln_1.bias")), 1, d, false, 0, 0.1);
+        fill(&r, param(g, NM("attn.c_attn.weight")), 3 * d, d, true, 0, s);
+        fill(&r, param(g, NM("attn.c_attn.bias")), 1, 3 * d, false, 0, s);
+        fill(&r, param(g, NM("attn.c_proj.weight")), d, d, true, 0, s);
+        fill(&r, param(g, NM("attn.c_proj.bias")), 1, d, false, 0, s);
+        fill(&r, param(g, NM("ln_2.weight")), 1, d, false, 1, 0.1);
+        fill(&r, param(g, NM("ln_2.bias")), 1, d, false, 0, 0.1);
+        fill(&r, param(g, NM("mlp.c_fc.weight")), dff, d, true, 0, s);
+        fill(&r, param(g, NM("mlp.c_fc.bias")), 1, dff, false, 0, s);
+        fill(&r, param(g, NM("mlp.c_proj.weight")), d, dff, true, 0, s2);
+        fill(&r, param(g, NM("mlp.c_proj.bias")), 1, d, false, 0, s2);
+#undef NM
+    }
+    fill(&r, param(g, "ln_f.weight"), 1, d, false, 1, 0.1);
+    fill(&r, param(g, "ln_f.bias"), 1, d, false, 0, 0.1);
+    fill(&r, param(g, "lm_head.weight"), V, d, true, 0, s);
+    fill(&r, param(g, "lm_head.bias"), 1, V, false, 0, s);
+    if (_i == 2 || _i == 3) fill(&r, param(g, "wpe.weight"), 32, d, false, 0, 0.1);
+
+    posenc_data val;
+    ck_assert_int_eq(posenc_data_make(&val, POSENC_REV, POSENC_VAL, 2), MG_OK);
+    mg_ctx *ctx = posenc_ctx_new();
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_tensor *y =
+        mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 32}, val.x), NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    double sum = 0.0;
+    for (int64_t i = 0; i < y->numel; i++) sum += y->data[i];
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(fabs(y->data[k] - goldens[_i].first[k]) < 1e-4,
+                      "%s: logits[0,0,%d] = %.6f, golden %.6f", spec_labels[_i], k,
+                      (double)y->data[k], goldens[_i].first[k]);
+    ck_assert_msg(fabs(sum - goldens[_i].sum) < 2e-3, "%s: sum %.6f, golden %.6f", spec_labels[_i],
+                  sum, goldens[_i].sum);
+    mg_ctx_free(ctx);
+    posenc_data_free(&val);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* A model whose first block's attention sees only the c_attn bias: ln_1 gain and bias 0, so the
+ * projection input is 0 and q, k, v are the bias for every position. head0_q / head0_k: index
+ * within head 0 set to `amp` in q and in k (-1: none). */
+static mg_gpt *bias_only_attention(const char *scheme, int head0_q, int head0_k, float amp) {
+    mg_gpt *g = model(scheme, 1);
+    set_all(param(g, "h.0.ln_1.weight"), 0.0f);
+    set_all(param(g, "h.0.ln_1.bias"), 0.0f);
+    set_all(param(g, "h.0.attn.c_attn.weight"), 0.0f);
+    mg_tensor *b = param(g, "h.0.attn.c_attn.bias");
+    set_all(b, 0.0f);
+    if (head0_q >= 0) b->data[head0_q] = amp;      /* q: columns 0..63, head 0 = 0..15 */
+    if (head0_k >= 0) b->data[64 + head0_k] = amp; /* k: columns 64..127 */
+    return g;
+}
+
+static float *attention_of(mg_gpt *g, int T) {
+    static const int32_t x[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    float *p = malloc(sizeof(float) * 2 * 4 * (size_t)(T * T));
+    mg_ctx *ctx = posenc_ctx_new();
+    ck_assert_msg(posenc_attention(g, ctx, x, T, p) == MG_OK, "%s", mg_last_error());
+    mg_ctx_free(ctx);
+    return p;
+}
+
+/* RoPE, interleaved pairs: q = 2 e_2, k = 2 e_3 at every position. Rotating pair (2,3) of the
+ * query at i by i*theta_1 and of the key at j by j*theta_1 (theta_1 = 10000^(-2/16)) gives
+ * q.k = 4 sin((i - j) theta_1), so head 0 scores s_ij = sin((i-j) theta_1) (q.k / sqrt(16)).
+ * Worked out by hand (5 positions):
+ *   query 0: 0.3209790 0.2351896 0.1777270 0.1424124 0.1236920
+ *   query 3: 0.3149013 0.2523300 0.1906795 0.1397158 0.1023734
+ * Rotating the other way would mirror these rows; pairing (i, i + 8) instead of (2i, 2i+1) would
+ * leave q.k = 0 (uniform 0.2); the other heads have q = k = 0: uniform. */
+START_TEST(rope_pairs_and_rotates_as_worked_out) {
+    static const double q0[5] = {0.3209790, 0.2351896, 0.1777270, 0.1424124, 0.1236920};
+    static const double q3[5] = {0.3149013, 0.2523300, 0.1906795, 0.1397158, 0.1023734};
+    mg_gpt *g = bias_only_attention("rope", 2, 3, 2.0f);
+    float *p = attention_of(g, 5);
+    for (int j = 0; j < 5; j++) {
+        ck_assert_msg(fabs(p[0 * 5 + j] - q0[j]) < 2e-6, "query 0 key %d: %.7f, by hand %.7f", j,
+                      (double)p[j], q0[j]);
+        ck_assert_msg(fabs(p[3 * 5 + j] - q3[j]) < 2e-6, "query 3 key %d: %.7f, by hand %.7f", j,
+                      (double)p[15 + j], q3[j]);
+        for (int h = 1; h < 4; h++) ck_assert_float_eq_tol(p[(h * 5 + 2) * 5 + j], 0.2f, 1e-7f);
+    }
+    /* the same weights without rotation: nothing but uniform attention */
+    mg_gpt *n = bias_only_attention("none", 2, 3, 2.0f);
+    float *u = attention_of(n, 5);
+    for (int k = 0; k < 4 * 25; k++) ck_assert_float_eq_tol(u[k], 0.2f, 1e-7f);
+    free(p);
+    free(u);
+    mg_gpt_free(g);
+    mg_gpt_free(n);
+}
+END_TEST
+
+/* ALiBi with q = k = 0: the scores are the bias alone, -m_h |i - j| with m_h = 1/4, 1/16, 1/64,
+ * 1/256. By hand, query 2 of 5: head 0 (1/4): 0.1608552 0.2065421 0.2652054 0.2065421 0.1608552;
+ * head 1 (1/16): 0.1900368 0.2022932 0.2153400 0.2022932 0.1900368. The nearest key gets the most
+ * weight (a negative sign), symmetrically (bidirectional). */
+START_TEST(alibi_sign_and_slopes_as_worked_out) {
+    static const double h0[5] = {0.1608552, 0.2065421, 0.2652054, 0.2065421, 0.1608552};
+    static const double h1[5] = {0.1900368, 0.2022932, 0.2153400, 0.2022932, 0.1900368};
+    mg_gpt *g = bias_only_attention("alibi", -1, -1, 0.0f);
+    float *p = attention_of(g, 5);
+    for (int j = 0; j < 5; j++) {
+        ck_assert_msg(fabs(p[(0 * 5 + 2) * 5 + j] - h0[j]) < 2e-6,
+                      "head 0 key %d: %.7f, by hand %.7f", j, (double)p[10 + j], h0[j]);
+        ck_assert_msg(fabs(p[(1 * 5 + 2) * 5 + j] - h1[j]) < 2e-6,
+                      "head 1 key %d: %.7f, by hand %.7f", j, (double)p[35 + j], h1[j]);
+    }
+    /* every head, every query: softmax_j(-m_h |i - j|) with m_h = 2^(-2(h+1)) */
+    for (int h = 0; h < 4; h++)
+        for (int i = 0; i < 5; i++) {
+            double m = pow(2.0, -2.0 * (h + 1)), z = 0.0;
+            for (int j = 0; j < 5; j++) z += exp(-m * abs(i - j));
+            for (int j = 0; j < 5; j++)
+                ck_assert_msg(fabs(p[(h * 5 + i) * 5 + j] - exp(-m * abs(i - j)) / z) < 2e-6,
+                              "head %d query %d key %d", h, i, j);
+        }
+    free(p);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* The sinusoid as the model adds it: P[pos, 2k] = sin(pos 10000^(-2k/64)), P[pos, 2k+1] = cos(...).
+ * By hand: P[1,0..1] = 0.8414710 0.5403023; P[5,2..3] = -0.5711272 -0.8208616;
+ * P[31,6..7] = 0.4848757 0.8745831; P[17,62..63] = 0.0022670 0.9999974. */
+START_TEST(sinusoid_layout_as_worked_out) {
+    static const struct {
+        int pos, dim;
+        double v;
+    } by_hand[8] = {{1, 0, 0.8414710},   {1, 1, 0.5403023},  {5, 2, -0.5711272},
+                    {5, 3, -0.8208616},  {31, 6, 0.4848757}, {31, 7, 0.8745831},
+                    {17, 62, 0.0022670}, {17, 63, 0.9999974}};
+    mg_ctx *ctx = posenc_ctx_new();
+    float *tab = malloc(sizeof(float) * 32 * 64), *both = malloc(sizeof(float) * 32 * 64);
+    bool nz = false;
+    mg_gpt *g = model("sin", 3);
+    ck_assert_int_eq(posenc_additive_table(g, ctx, 32, tab, &nz), MG_OK);
+    ck_assert(nz);
+    for (int k = 0; k < 8; k++)
+        ck_assert_msg(fabs(tab[by_hand[k].pos * 64 + by_hand[k].dim] - by_hand[k].v) < 1e-6,
+                      "P[%d,%d] = %.7f, by hand %.7f", by_hand[k].pos, by_hand[k].dim,
+                      (double)tab[by_hand[k].pos * 64 + by_hand[k].dim], by_hand[k].v);
+    for (int d = 0; d < 64; d++) ck_assert_float_eq(tab[d], d % 2 ? 1.0f : 0.0f); /* position 0 */
+    int rows = -1, cols = -1;
+    posenc_trained_table(g, both, 32 * 64, &rows, &cols);
+    ck_assert_int_eq(rows, 0); /* fixed: nothing trained */
+    mg_gpt_free(g);
+
+    /* learned_sin adds P_sin + P_learn; learned adds P_learn alone */
+    g = model("learned_sin", 3);
+    ck_assert_int_eq(posenc_additive_table(g, ctx, 32, both, &nz), MG_OK);
+    const float *w = param(g, "wpe.weight")->data;
+    for (int i = 0; i < 32 * 64; i++) ck_assert_float_eq_tol(both[i], tab[i] + w[i], 1e-6f);
+    posenc_trained_table(g, both, 32 * 64, &rows, &cols);
+    ck_assert_int_eq(rows, 32);
+    ck_assert_int_eq(cols, 64);
+    ck_assert_mem_eq(both, w, sizeof(float) * 32 * 64);
+    mg_gpt_free(g);
+    for (int s = 0; s < 6; s++) {
+        if (s == 1 || s == 3) continue;
+        g = model(spec_names[s], 3);
+        ck_assert_int_eq(posenc_additive_table(g, ctx, 32, both, &nz), MG_OK);
+        ck_assert_msg(nz == (s == 2), "%s: additive table nonzero = %d", spec_names[s], nz);
+        if (s == 2) ck_assert_mem_eq(both, param(g, "wpe.weight")->data, sizeof(float) * 32 * 64);
+        mg_gpt_free(g);
+    }
+    free(tab);
+    free(both);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* The attention map equals what the attention layer computes: c_proj(sum_j p_ij v_j) from the
+ * map's probabilities matches the layer's output, for every scheme and both layers. */
+START_TEST(attention_map_matches_the_layer) {
+    mg_gpt *g = model(spec_names[_i], 5);
+    mg_rng r = mg_rng_make(77);
+    int32_t x[32];
+    for (int i = 0; i < 32; i++) x[i] = (int32_t)mg_rng_below(&r, 16);
+    /* sharper attention than at initialisation, so the check is not about near-uniform rows */
+    for (int l = 0; l < 2; l++) {
+        char n[64];
+        snprintf(n, sizeof n, "h.%d.attn.c_attn.weight", l);
+        mg_tensor *w = param(g, n);
+        for (int64_t i = 0; i < w->numel; i++) w->data[i] *= 3.0f;
+    }
+    float *p = malloc(sizeof(float) * 2 * 4 * 32 * 32);
+    mg_ctx *ctx = posenc_ctx_new();
+    ck_assert_msg(posenc_attention(g, ctx, x, 32, p) == MG_OK, "%s", mg_last_error());
+    double pmax = 0.0;
+    for (int k = 0; k < 2 * 4 * 32 * 32; k++) pmax = fmax(pmax, p[k]);
+    ck_assert_msg(pmax > 0.3, "attention too flat to test (max %g)", pmax);
+
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_layer *root = mg_gpt_layer(g), *wpe = mg_layer_find_child(root, "wpe");
+    mg_fwd a = {.pos = wpe};
+    mg_tensor *h = mg_layer_forward(mg_layer_find_child(root, "wte"), ctx,
+                                    mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 32}, x), &a);
+    if (wpe) h = mg_layer_forward(wpe, ctx, h, &a);
+    for (int l = 0; l < 2; l++) {
+        char n[16];
+        snprintf(n, sizeof n, "h.%d", l);
+        mg_layer *blk = mg_layer_find_child(root, n), *att = mg_layer_find_child(blk, "attn");
+        mg_tensor *in = mg_layer_forward(mg_layer_find_child(blk, "ln_1"), ctx, h, &a);
+        mg_tensor *want = mg_layer_forward(att, ctx, in, &a);
+        mg_tensor *qkv = mg_layer_forward(mg_layer_find_child(att, "c_attn"), ctx, in, &a);
+        mg_tensor *o = mg_zeros(ctx, 3, (int64_t[]){1, 32, 64});
+        for (int hh = 0; hh < 4; hh++)
+            for (int i = 0; i < 32; i++)
+                for (int j = 0; j < 32; j++) {
+                    float pij = p[((l * 4 + hh) * 32 + i) * 32 + j];
+                    for (int e = 0; e < 16; e++)
+                        o->data[i * 64 + hh * 16 + e] +=
+                            pij * qkv->data[j * 192 + 128 + hh * 16 + e];
+                }
+        mg_tensor *got = mg_layer_forward(mg_layer_find_child(att, "c_proj"), ctx, o, &a);
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        for (int k = 0; k < 32 * 64; k++)
+            ck_assert_msg(fabsf(got->data[k] - want->data[k]) < 2e-5f,
+                          "%s layer %d element %d: map gives %g, layer %g", spec_labels[_i], l, k,
+                          (double)got->data[k], (double)want->data[k]);
+        h = mg_layer_forward(blk, ctx, h, &a);
+    }
+    free(p);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* ---- evaluation ---- */
+
+START_TEST(evaluation_counts_ties_and_loss) {
+    mg_gpt *g = model("learned", 2);
+    set_all(param(g, "lm_head.weight"), 0.0f);
+    mg_tensor *bias = param(g, "lm_head.bias");
+    set_all(bias, 0.0f);
+    posenc_data d;
+    ck_assert_int_eq(posenc_data_make(&d, POSENC_SORT, POSENC_VAL, 40), MG_OK);
+    int64_t zeros = 0, threes = 0, all_zero = 0;
+    for (int s = 0; s < 40; s++) {
+        bool z = true;
+        for (int i = 0; i < 32; i++) {
+            zeros += d.y[s * 32 + i] == 0, threes += d.y[s * 32 + i] == 3;
+            z = z && d.y[s * 32 + i] == 0;
+        }
+        all_zero += z;
+    }
+    mg_ctx *ctx = posenc_ctx_new();
+    posenc_metrics m;
+    /* equal logits: argmax is the first class (0), the loss log 16 */
+    ck_assert_int_eq(posenc_evaluate(g, ctx, &d, 0, &m), MG_OK);
+    ck_assert_int_eq(m.n, 40);
+    ck_assert_double_eq_tol(m.acc, zeros / 1280.0, 1e-12);
+    ck_assert_double_eq_tol(m.seq, all_zero / 40.0, 1e-12);
+    ck_assert_double_eq_tol(m.loss, log(16.0), 1e-6);
+    /* class 3 favoured by 5: every prediction 3; loss log(15 + e^5) - 5 [y = 3] */
+    bias->data[3] = 5.0f;
+    ck_assert_int_eq(posenc_evaluate(g, ctx, &d, 0, &m), MG_OK);
+    ck_assert_double_eq_tol(m.acc, threes / 1280.0, 1e-12);
+    ck_assert_double_eq_tol(m.seq, 0.0, 1e-12);
+    ck_assert_double_eq_tol(m.loss, log(15.0 + exp(5.0)) - 5.0 * threes / 1280.0, 1e-5);
+    /* the first n sequences only */
+    ck_assert_int_eq(posenc_evaluate(g, ctx, &d, 7, &m), MG_OK);
+    ck_assert_int_eq(m.n, 7);
+    /* a learned table refuses longer sequences: an error, not a crash */
+    posenc_data longer;
+    ck_assert_int_eq(posenc_data_make_length(&longer, POSENC_REV, 48, 4), MG_OK);
+    char why[96] = "";
+    ck_assert(!posenc_model_accepts(g, 48, why, sizeof why));
+    ck_assert_str_eq(why, "learned table has 32 rows");
+    ck_assert(posenc_model_accepts(g, 32, why, sizeof why));
+    ck_assert_int_eq(posenc_evaluate(g, ctx, &longer, 0, &m), MG_ERR_INVALID);
+    assert_has(mg_last_error(), "outside the table's 32 rows");
+    ck_assert_int_eq(posenc_evaluate(g, ctx, &d, 3, &m), MG_OK); /* the context is usable again */
+    posenc_data_free(&longer);
+    posenc_data_free(&d);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* ---- training runs ---- */
+
+static posenc_run_cfg quick(const char *scheme, posenc_task task, int steps) {
+    posenc_run_cfg c = posenc_run_defaults();
+    c.task = task;
+    snprintf(c.scheme, sizeof c.scheme, "%s", scheme);
+    c.steps = steps, c.eval_every = steps / 2, c.eval_n = 64, c.threads = 1;
+    c.batch = 8; /* the spec's 32 only costs time here */
+    c.n_lengths = 1, c.lengths[0] = 48;
+    return c;
+}
+
+START_TEST(short_run_loss_falls) {
+    posenc_cache cache;
+    posenc_cache_init(&cache);
+    posenc_run_cfg c = quick(spec_names[_i], POSENC_LMAX, 24);
+    posenc_result *r = malloc(sizeof *r);
+    ck_assert_msg(posenc_run(&c, &cache, NULL, NULL, r) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(r->status, MG_OK);
+    ck_assert_int_eq(r->n_curve, 3);
+    ck_assert_int_eq(r->curve_step[0], 0);
+    ck_assert_int_eq(r->curve_step[1], 12);
+    ck_assert_int_eq(r->curve_step[2], 24);
+    ck_assert(isnan(r->curve_batch_loss[0]));
+    ck_assert_msg(r->curve_val_loss[2] < r->curve_val_loss[0] - 0.2, "%s: val loss %.4f -> %.4f",
+                  spec_labels[_i], r->curve_val_loss[0], r->curve_val_loss[2]);
+    ck_assert_msg(r->curve_batch_loss[2] < r->curve_batch_loss[1], "%s: batch loss %.4f -> %.4f",
+                  spec_labels[_i], r->curve_batch_loss[1], r->curve_batch_loss[2]);
+    ck_assert_double_eq(r->val.acc, r->curve_val_acc[2]);
+    ck_assert_double_eq(r->best_val_acc, fmax(r->curve_val_acc[1], r->curve_val_acc[2]));
+    ck_assert_int_eq(r->train.n, 64);
+    ck_assert(r->train.acc > 0.0 && r->train.acc <= 1.0 && r->train.loss > 0.0);
+    ck_assert(r->seconds > 0.0 && r->train_seconds > 0.0 && r->train_seconds <= r->seconds);
+    /* 48 positions: the tables cannot, everything else answers */
+    bool table = _i == 2 || _i == 3;
+    ck_assert_int_eq(r->n_len, 1);
+    ck_assert_int_eq(r->len[0].L, 48);
+    ck_assert_int_eq(r->len[0].done, !table);
+    if (table) {
+        ck_assert_msg(strstr(r->len[0].why, "table has 32 rows"), "%s", r->len[0].why);
+    } else {
+        ck_assert_int_eq(r->len[0].m.n, 64);
+        ck_assert(r->len[0].m.acc > 0.0);
+    }
+    ck_assert_int_eq(r->table_rows, table ? 32 : 0);
+    /* attention rows are distributions over the first val sequence */
+    ck_assert_mem_eq(r->attn_x, cache.val[POSENC_LMAX].x, sizeof r->attn_x);
+    for (int row = 0; row < 2 * 4 * 32; row++) {
+        double s = 0.0;
+        for (int j = 0; j < 32; j++) s += r->attn[row * 32 + j];
+        ck_assert_double_eq_tol(s, 1.0, 1e-5);
+    }
+    free(r);
+    posenc_cache_free(&cache);
+}
+END_TEST
+
+static void assert_same_numbers(const posenc_result *a, const posenc_result *b) {
+    ck_assert_mem_eq(&a->train, &b->train, sizeof a->train);
+    ck_assert_mem_eq(&a->val, &b->val, sizeof a->val);
+    ck_assert_double_eq(a->best_val_acc, b->best_val_acc);
+    ck_assert_int_eq(a->n_curve, b->n_curve);
+    ck_assert_mem_eq(a->curve_val_acc, b->curve_val_acc, sizeof(double) * (size_t)a->n_curve);
+    ck_assert_mem_eq(a->curve_val_loss, b->curve_val_loss, sizeof(double) * (size_t)a->n_curve);
+    ck_assert_mem_eq(a->len, b->len, sizeof a->len);
+    ck_assert_mem_eq(a->attn, b->attn, sizeof a->attn);
+    ck_assert_mem_eq(a->table, b->table, sizeof a->table);
+}
+
+START_TEST(runs_do_not_depend_on_threads) {
+    posenc_cache cache;
+    posenc_cache_init(&cache);
+    posenc_result *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    posenc_run_cfg c = quick(_i == 0 ? "rope" : "learned_sin", POSENC_REV, 12);
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, a), MG_OK);
+    c.threads = 2;
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, b), MG_OK);
+    assert_same_numbers(a, b);
+    c.seed = 1; /* and the seed matters */
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, b), MG_OK);
+    ck_assert(a->val.loss != b->val.loss);
+    free(a);
+    free(b);
+    posenc_cache_free(&cache);
+    mg_set_num_threads(1);
+}
+END_TEST
+
+START_TEST(run_errors_are_reported) {
+    posenc_cache cache;
+    posenc_cache_init(&cache);
+    posenc_result *r = malloc(sizeof *r);
+    posenc_run_cfg c = quick("sinusoidal", POSENC_PERM, 2);
+    c.eval_every = 1;
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_OK);
+    ck_assert(!r->len[0].done); /* perm has no 48-position version */
+    ck_assert_str_eq(r->len[0].why, "perm: pi is defined for 32 positions only");
+
+    c = quick("bogus_scheme", POSENC_REV, 2);
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_NOT_FOUND);
+    ck_assert_int_eq(r->status, MG_ERR_NOT_FOUND);
+    assert_has(r->error, "rev/bogus_scheme seed 0");
+    assert_has(r->error, "bogus_scheme");
+    c = quick("rope", POSENC_REV, 0);
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
+    assert_has(r->error, "steps 0");
+    c = quick("rope", POSENC_REV, 4000);
+    c.eval_every = 1;
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
+    assert_has(r->error, "raise the evaluation interval");
+    c = quick("rope", POSENC_REV, 2);
+    c.lengths[0] = 5000;
+    ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
+    assert_has(r->error, "length 5000 out of range");
+    free(r);
+    posenc_cache_free(&cache);
+}
+END_TEST
+
+/* ---- the program ---- */
+
+static char posenc_bin[1024], plugin_so[1024];
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void find_binary(void) {
+    const char *root = getenv("MINIGRAD_BUILD_ROOT");
+    snprintf(posenc_bin, sizeof posenc_bin, "%s/examples/posenc/posenc", root);
+    snprintf(plugin_so, sizeof plugin_so, "%s/examples/posenc/libposenc_logbias.so", root);
+    ck_assert_msg(access(posenc_bin, X_OK) == 0, "%s not built", posenc_bin);
+}
+
+static void read_into(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* Runs `ENV posenc ARGS` with stdout and stderr captured; a crash fails the test. */
+static int run_env(const char *env, const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env,
+             posenc_bin, args, tmpdir, tmpdir);
+    int st = system(cmd);
+    read_into(tmp_path("stdout"), out_text, sizeof out_text);
+    read_into(tmp_path("stderr"), err_text, sizeof err_text);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "posenc %s: did not exit normally (%d): %.1500s", args,
+                  st, err_text);
+    int rc = WEXITSTATUS(st);
+    ck_assert_msg(rc <= 2, "posenc %s: exit status %d (crash or sanitizer report?): %.3000s", args,
+                  rc, err_text);
+    return rc;
+}
+static int run(const char *args) {
+    return run_env("", args);
+}
+
+static int count_lines(const char *text) {
+    int n = 0;
+    for (; *text; text++) n += *text == '\n';
+    return n;
+}
+
+static void assert_png(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int w = 0, h = 0, ch = 0;
+    unsigned char *px = stbi_load(path, &w, &h, &ch, 3);
+    ck_assert_msg(px != NULL, "%s: not a decodable image (%s)", path, stbi_failure_reason());
+    ck_assert_msg(w >= 200 && h >= 200, "%s: %d x %d", path, w, h);
+    /* not blank: a chart has both light and dark pixels */
+    int dark = 0, light = 0;
+    for (int i = 0; i < w * h; i++) {
+        int s = px[3 * i] + px[3 * i + 1] + px[3 * i + 2];
+        dark += s<200, light += s> 600;
+    }
+    ck_assert_msg(dark > 100 && light > 100, "%s: looks blank (%d dark, %d light pixels)", path,
+                  dark, light);
+    stbi_image_free(px);
+}
+
+/* Splits a CSV line into fields (no quoting in results.csv). */
+static int split_csv(char *line, char **f, int max) {
+    int n = 0;
+    for (char *p = line; n < max;) {
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+START_TEST(program_writes_tables_csv_and_pngs) {
+    find_binary();
+    const char *out = tmp_path("out");
+    char args[1024];
+    snprintf(args, sizeof args,
+             "--tasks rev,perm --schemes none,sin,learned,alibi --seeds 0,1 --steps 6 "
+             "--batch 8 --eval-every 3 --eval-n 32 --jobs 2 --threads 2 --out '%s'",
+             out);
+    ck_assert_int_eq(run(args), 0);
+    assert_has(out_text,
+               "2 tasks x 4 schemes x 2 seeds = 16 runs of 6 steps of 8, 2 at a time with 1 thread "
+               "each");
+    assert_has(out_text, "[16/16]");
+    assert_has(out_text, "rev  (2 seeds, 6 steps of 8; mean ± sd over seeds)");
+    assert_has(out_text, "n/a (learned table has 32 rows)");
+    assert_has(out_text, "n/a (perm: pi is defined for 32 positions only)");
+
+    static char csv[1 << 15];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    read_into(path, csv, sizeof csv);
+    ck_assert_int_eq(count_lines(csv), 1 + 16);
+    char *save = NULL, *line = strtok_r(csv, "\n", &save);
+    ck_assert_str_eq(line, "task,scheme,seed,train_acc,val_acc,val_seq_exact,train_loss,val_loss,"
+                           "best_val_acc,seconds");
+    /* rows in table order: task, scheme (the spec's spelling), seed */
+    static const char *const order[4] = {"none", "sin", "learned", "alibi"};
+    for (int k = 0; k < 16; k++) {
+        line = strtok_r(NULL, "\n", &save);
+        ck_assert_ptr_nonnull(line);
+        char *f[12];
+        ck_assert_int_eq(split_csv(line, f, 12), 10);
+        ck_assert_str_eq(f[0], k < 8 ? "rev" : "perm");
+        ck_assert_str_eq(f[1], order[(k / 2) % 4]);
+        ck_assert_int_eq(atoi(f[2]), k % 2);
+        for (int c = 3; c < 10; c++) {
+            char *end;
+            double v = strtod(f[c], &end);
+            ck_assert_msg(*end == 0 && isfinite(v) && v >= 0.0, "row %d column %d: '%s'", k, c,
+                          f[c]);
+            if (c != 6 && c != 7 && c != 9)
+                ck_assert_msg(v <= 1.0, "row %d column %d: %g is not a fraction", k, c, v);
+        }
+        ck_assert_msg(strtod(f[9], NULL) > 0.0, "row %d: no time", k);
+    }
+    snprintf(path, sizeof path, "%s/length.csv", out);
+    read_into(path, csv, sizeof csv);
+    ck_assert_int_eq(count_lines(csv), 1 + 16 * 3); /* 32 (val), 48, 64 per run */
+    assert_has(csv, "task,scheme,seed,length,token_acc,seq_exact,loss,note\n");
+    assert_has(csv, "rev,learned,1,64,,,,\"n/a (learned table has 32 rows)\"\n");
+    snprintf(path, sizeof path, "%s/curves.csv", out);
+    read_into(path, csv, sizeof csv);
+    ck_assert_int_eq(count_lines(csv), 1 + 16 * 3); /* steps 0, 3, 6 */
+    snprintf(path, sizeof path, "%s/results.md", out);
+    read_into(path, csv, sizeof csv);
+    assert_has(csv, "### rev (2 seeds, 6 steps of 8; mean ± sd over seeds)");
+    assert_has(csv, "| scheme ");
+    assert_has(csv, "|:--");
+    assert_has(csv, "| alibi ");
+    assert_has(csv, "Command: `posenc --tasks rev,perm");
+    assert_png(out, "curves_rev.png");
+    assert_png(out, "curves_perm.png");
+    assert_png(out, "length_rev.png");
+    assert_png(out, "table_sin.png");
+    assert_png(out, "table_learned_rev.png");
+    assert_png(out, "table_learned_perm.png");
+    for (int s = 0; s < 4; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "attention_%s.png", order[s]);
+        assert_png(out, name);
+    }
+    snprintf(path, sizeof path, "%s/length_perm.png", out);
+    ck_assert_msg(access(path, F_OK) != 0, "perm has nothing past 32 to plot");
+    snprintf(path, sizeof path, "%s/table_none.png", out);
+    ck_assert_msg(access(path, F_OK) != 0, "none has no table");
+}
+END_TEST
+
+/* The CSV row of one run, seconds cut off. */
+static void one_row(const char *args, char *row, size_t n) {
+    ck_assert_int_eq(run(args), 0);
+    char path[1024], csv[4096];
+    snprintf(path, sizeof path, "%s/det/results.csv", tmpdir);
+    read_into(path, csv, sizeof csv);
+    char *nl = strchr(csv, '\n');
+    ck_assert_ptr_nonnull(nl);
+    snprintf(row, n, "%s", nl + 1);
+    char *last = strrchr(row, ',');
+    ck_assert_ptr_nonnull(last);
+    *last = 0;
+}
+
+START_TEST(program_is_deterministic_across_threads_and_workers) {
+    find_binary();
+    char a[512], b[512], c[4096], d[4096];
+    one_row("--tasks lmax --schemes rope --seeds 2 --steps 6 --eval-every 3 --eval-n 32 "
+            "--batch 8 --lengths 48 --threads 1 --out det",
+            a, sizeof a);
+    one_row("--tasks lmax --schemes rope --seeds 2 --steps 6 --eval-every 3 --eval-n 32 "
+            "--batch 8 --lengths 48 --threads 2 --out det",
+            b, sizeof b);
+    ck_assert_str_eq(a, b);
+    ck_assert_msg(strncmp(a, "lmax,rope,2,", 12) == 0, "%s", a);
+    /* the same run among others, in worker processes, then in one process */
+    const char *more = "--tasks lmax,rev --schemes alibi,rope --seeds 2 --steps 6 --eval-every 3 "
+                       "--eval-n 32 --batch 8 --lengths 48 --out det";
+    char args[512];
+    snprintf(args, sizeof args, "%s --jobs 2", more);
+    ck_assert_int_eq(run(args), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/det/results.csv", tmpdir);
+    read_into(path, c, sizeof c);
+    snprintf(args, sizeof args, "%s --jobs 1 --threads 1", more);
+    ck_assert_int_eq(run(args), 0);
+    read_into(path, d, sizeof d);
+    assert_has(c, a);
+    assert_has(d, a);
+    /* every row equal apart from the time */
+    char *sc = NULL, *sd = NULL;
+    for (char *x = strtok_r(c, "\n", &sc), *y = strtok_r(d, "\n", &sd); x || y;
+         x = strtok_r(NULL, "\n", &sc), y = strtok_r(NULL, "\n", &sd)) {
+        ck_assert(x && y);
+        ck_assert_int_eq(strrchr(x, ',') - x, strrchr(y, ',') - y);
+        ck_assert_msg(strncmp(x, y, (size_t)(strrchr(x, ',') - x)) == 0, "'%s' vs '%s'", x, y);
+    }
+}
+END_TEST
+
+START_TEST(program_bad_scheme_lists_the_available_ones) {
+    find_binary();
+    ck_assert_int_eq(run("--schemes sin,bogus --out o"), 2);
+    assert_has(err_text, "posenc: unknown positional scheme 'bogus' (available: none, sin, "
+                         "learned, learned_sin, rope, "
+                         "alibi; plugin directories searched: ");
+    ck_assert_msg(access(tmp_path("o"), F_OK) != 0, "nothing is written for a bad command");
+    ck_assert_int_eq(run("--schemes 'learned+sin' --out o"), 2);
+    assert_has(err_text, "unknown positional scheme 'learned+sin'");
+    ck_assert_int_eq(run("--tasks rev,reverse --out o"), 2);
+    assert_has(err_text, "\"reverse\"");
+    assert_has(err_text, "valid: rev, sort, lmax, perm");
+    ck_assert_int_eq(run("--seeds 0,x --out o"), 2);
+    assert_has(err_text, "--seeds '0,x'");
+    ck_assert_int_eq(run("--seeds 1,1 --out o"), 2);
+    assert_has(err_text, "1 is listed twice");
+    ck_assert_int_eq(run("--steps 0 --out o"), 2);
+    assert_has(err_text, "--steps must be in 1..1000000");
+    ck_assert_int_eq(run("--lengths 48,9999 --out o"), 2);
+    assert_has(err_text, "--lengths '48,9999'");
+    ck_assert_int_eq(run("--steps 1500 --eval-every 1 --out o"), 2);
+    assert_has(err_text, "--eval-every is too small");
+    ck_assert_int_eq(run("--bogus"), 2);
+    assert_has(err_text, "unknown option '--bogus'");
+    ck_assert_int_eq(run("--help"), 0);
+    assert_has(out_text, "--schemes S");
+    ck_assert_int_eq(access(tmp_path("o"), F_OK) != 0, 1);
+}
+END_TEST
+
+START_TEST(program_missing_plugin_is_explained) {
+    find_binary();
+    ck_assert_int_eq(mkdir(tmp_path("empty"), 0755), 0);
+    char env[1024], args[1024];
+    snprintf(env, sizeof env, "MINIGRAD_PLUGIN_PATH=");
+    snprintf(args, sizeof args, "--plugin-path '%s' --schemes rope,alibi --out o",
+             tmp_path("empty"));
+    ck_assert_int_eq(run_env(env, args), 2);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "posenc: unknown positional scheme 'alibi': its plugin was not found or did not load "
+             "(available: none, "
+             "sin, learned, learned_sin, rope; plugin directories searched: %s)",
+             tmp_path("empty"));
+    assert_has(err_text, want);
+    /* the listing shows the same */
+    snprintf(args, sizeof args, "--plugin-path '%s' --list-schemes", tmp_path("empty"));
+    ck_assert_int_eq(run_env(env, args), 0);
+    ck_assert_msg(!strstr(out_text, "alibi"), "%s", out_text);
+}
+END_TEST
+
+/* A scheme nobody told the program about, dropped in as a plugin, joins "all". */
+START_TEST(program_picks_up_a_plugin_scheme) {
+    find_binary();
+    ck_assert_msg(access(plugin_so, F_OK) == 0, "%s not built", plugin_so);
+    ck_assert_int_eq(mkdir(tmp_path("plugins"), 0755), 0);
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", plugin_so, tmp_path("plugins"));
+    ck_assert_int_eq(system(cmd), 0);
+    char env[1024];
+    snprintf(env, sizeof env, "MINIGRAD_PLUGIN_PATH='%s'", tmp_path("plugins"));
+    ck_assert_int_eq(run_env(env, "--list-schemes"), 0);
+    assert_has(out_text, "  alibi ");
+    assert_has(out_text, "  logbias      logbias              ");
+    assert_has(out_text, "libposenc_logbias.so");
+    ck_assert_int_eq(run_env(env, "--tasks lmax --seeds 0 --steps 4 --batch 8 --eval-every 2 "
+                                  "--eval-n 32 --lengths 64 --out p"),
+                     0);
+    assert_has(out_text, "1 task x 7 schemes x 1 seed = 7 runs");
+    char path[1024], csv[4096];
+    snprintf(path, sizeof path, "%s/p/results.csv", tmpdir);
+    read_into(path, csv, sizeof csv);
+    ck_assert_int_eq(count_lines(csv), 8);
+    assert_has(csv, "\nlmax,logbias,0,");
+    snprintf(path, sizeof path, "%s/p", tmpdir);
+    assert_png(path, "attention_logbias.png");
+}
+END_TEST
+
+static Suite *posenc_suite(void) {
+    Suite *s = suite_create("posenc");
+    TCase *m = tcase_create("model");
+    tcase_add_checked_fixture(m, setup, teardown);
+    tcase_add_test(m, catalogue_lists_the_spec_schemes_in_order);
+    tcase_add_test(m, selecting_schemes);
+    tcase_add_loop_test(m, model_has_the_spec_shape_and_initialisation, 0, 6);
+    tcase_add_loop_test(m, golden_logits_of_section_7, 0, 6);
+    tcase_add_test(m, rope_pairs_and_rotates_as_worked_out);
+    tcase_add_test(m, alibi_sign_and_slopes_as_worked_out);
+    tcase_add_test(m, sinusoid_layout_as_worked_out);
+    tcase_add_loop_test(m, attention_map_matches_the_layer, 0, 6);
+    tcase_add_test(m, evaluation_counts_ties_and_loss);
+    suite_add_tcase(s, m);
+    TCase *r = tcase_create("runs");
+    tcase_add_checked_fixture(r, setup, teardown);
+    tcase_add_loop_test(r, short_run_loss_falls, 0, 6);
+    tcase_add_loop_test(r, runs_do_not_depend_on_threads, 0, 2);
+    tcase_add_test(r, run_errors_are_reported);
+    suite_add_tcase(s, r);
+    TCase *p = tcase_create("program");
+    tcase_add_checked_fixture(p, setup, teardown);
+    tcase_add_test(p, program_writes_tables_csv_and_pngs);
+    tcase_add_test(p, program_is_deterministic_across_threads_and_workers);
+    tcase_add_test(p, program_bad_scheme_lists_the_available_ones);
+    tcase_add_test(p, program_missing_plugin_is_explained);
+    tcase_add_test(p, program_picks_up_a_plugin_scheme);
+    suite_add_tcase(s, p);
+    return s;
+}
+
+MG_TEST_MAIN(posenc_suite)
