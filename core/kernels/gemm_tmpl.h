@@ -197,6 +197,7 @@ static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float
 /* ---- small M (decode steps, GEMV): no packing ------------------------------------------------- */
 
 #define MGK_SMALL_W 256 /* columns per stripe of the row-streaming kernel (an L1-resident buffer) */
+#define MGK_SMALL_RB 4  /* vectors of a stripe narrow enough to accumulate in registers */
 #define MGK_DOT_J 4     /* columns per group of the dot-product kernel */
 
 /* op(B) not transposed: stream B row by row (contiguous, prefetch-friendly) into an L1-resident
@@ -209,6 +210,29 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
         const int64_t w = mgk_min(MGK_SMALL_W, n - j);
         const int64_t wf = w / MGK_VLEN * MGK_VLEN;
         const int tail = (int)(w - wf);
+        if (w <= MGK_SMALL_RB * MGK_VLEN) {
+            /* A narrow stripe (attention's P V in a decode step: N = head size) has too few
+             * independent sums to hide the FMA and store-forwarding latency of the buffer: keep
+             * them in registers. Same operations per element, so the same bits. */
+            mgk_v r[MGK_SMALL_M][MGK_SMALL_RB];
+            const int nv = (int)((w + MGK_VLEN - 1) / MGK_VLEN);
+            MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++)
+                r[i][v] = v_zero();
+            for (int64_t p = 0; p < k; p++) {
+                const float *bp = B + p * ldb + j;
+                mgk_v ai[MGK_SMALL_M];
+                MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
+                MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++) {
+                    if (v >= nv) break;
+                    const int cnt = (int)mgk_min(MGK_VLEN, w - v * MGK_VLEN);
+                    const mgk_v bv = cnt == MGK_VLEN ? v_load(bp + v * MGK_VLEN)
+                                                     : v_load_n(bp + v * MGK_VLEN, cnt);
+                    MGK_UNROLL for (int i = 0; i < m; i++) r[i][v] = v_fma(ai[i], bv, r[i][v]);
+                }
+            }
+            MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++)
+                v_store(acc[i] + v * MGK_VLEN, r[i][v]);
+        } else {
         for (int i = 0; i < m; i++)
             for (int64_t c = 0; c < w; c += MGK_VLEN) v_store(acc[i] + c, v_zero());
         for (int64_t p = 0; p < k; p++) {
@@ -225,6 +249,7 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
                 MGK_UNROLL for (int i = 0; i < m; i++)
                     v_store(acc[i] + wf, v_fma(ai[i], bv, v_load(acc[i] + wf)));
             }
+        }
         }
         const mgk_v valpha = v_set1(alpha), vbeta = v_set1(beta);
         for (int i = 0; i < m; i++) {
