@@ -63,8 +63,10 @@ static problem problem_make(bool ta, bool tb, int64_t M, int64_t N, int64_t K, i
     p.C0 = fill_new(p.nc ? p.nc : 1, seed + 2);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < p.ldc; j++)
-            if (j >= N) p.C0[i * p.ldc + j] = PAD_SENTINEL;
-            else if (beta == 0.0f) p.C0[i * p.ldc + j] = NAN;
+            if (j >= N)
+                p.C0[i * p.ldc + j] = PAD_SENTINEL;
+            else if (beta == 0.0f)
+                p.C0[i * p.ldc + j] = NAN;
     p.ref = mg_aligned_alloc((p.nc ? p.nc : 1) * sizeof(float));
     p.bound = mg_aligned_alloc((p.nc ? p.nc : 1) * sizeof(float));
     ck_assert(p.ref && p.bound);
@@ -107,8 +109,8 @@ static void problem_check(const problem *p, const float *C, const char *what) {
                              "= %.9g, reference %.9g, |diff| %.3g > bound %.3g",
                              what, p->ta ? "T" : "N", p->tb ? "T" : "N", (long long)p->M,
                              (long long)p->N, (long long)p->K, (double)p->alpha, (double)p->beta,
-                             (long long)(p->ldc - p->N), (long long)i, (long long)j,
-                             (double)C[at], (double)p->ref[at], (double)d, (double)p->bound[at]);
+                             (long long)(p->ldc - p->N), (long long)i, (long long)j, (double)C[at],
+                             (double)p->ref[at], (double)d, (double)p->bound[at]);
         }
     }
 }
@@ -137,7 +139,7 @@ static int check_all_paths(const problem *p) {
     return paths;
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------- */
+/* ---- dispatch ---- */
 
 START_TEST(isa_dispatch) {
     const mg_isa best = mg_isa_detected();
@@ -170,7 +172,7 @@ START_TEST(isa_dispatch) {
 }
 END_TEST
 
-/* ---- correctness ------------------------------------------------------------------------------ */
+/* ---- correctness ---- */
 
 static const float alphas[] = {1.0f, -0.75f, 2.5f};
 static const float betas[] = {0.0f, 1.0f, 0.5f};
@@ -187,8 +189,8 @@ START_TEST(odd_shapes_all_variants) {
     for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++)
         for (size_t b = 0; b < sizeof Ns / sizeof Ns[0]; b++)
             for (size_t c = 0; c < sizeof Ks / sizeof Ks[0]; c++, n++) {
-                problem p = problem_make(variant & 2, variant & 1, Ms[a], Ns[b], Ks[c],
-                                         pads[n % 3], alphas[(n / 3) % 3], betas[n % 3],
+                problem p = problem_make(variant & 2, variant & 1, Ms[a], Ns[b], Ks[c], pads[n % 3],
+                                         alphas[(n / 3) % 3], betas[n % 3],
                                          (uint64_t)n * 7 + (uint64_t)variant);
                 ck_assert_int_ge(check_all_paths(&p), 1);
                 problem_free(&p);
@@ -200,7 +202,10 @@ END_TEST
  * so several K slices accumulate into C and every edge tile appears. One thread, so that M is not
  * split below mc. Each problem is long in one direction only, to keep the reference cheap. */
 START_TEST(large_shapes_cross_blocks) {
-    static const struct { int64_t M, N, K; float alpha, beta; } shapes[] = {
+    static const struct {
+        int64_t M, N, K;
+        float alpha, beta;
+    } shapes[] = {
         {2061, 13, 301, 0.5f, 1.0f}, {21, 531, 300, 1.0f, 0.0f}, {45, 70, 777, -1.0f, 0.5f}};
     const int variant = _i;
     const int saved = mg_get_num_threads();
@@ -248,7 +253,8 @@ START_TEST(k_zero_and_alpha_zero) {
             mg_sgemm(true, true, 3, 4, K, alpha, NULL, 3, NULL, K, 1.0f, C, 5);
             for (int j = 0; j < 15; j++) ck_assert_float_eq(C[j], (float)j);
             mg_sgemm(false, true, 3, 4, K, alpha, NULL, K, NULL, K, -0.5f, C, 5);
-            for (int j = 0; j < 15; j++) ck_assert_float_eq(C[j], j % 5 == 4 ? (float)j : -0.5f * (float)j);
+            for (int j = 0; j < 15; j++)
+                ck_assert_float_eq(C[j], j % 5 == 4 ? (float)j : -0.5f * (float)j);
         }
         /* Empty outputs write nothing. */
         float D[4] = {1, 2, 3, 4};
@@ -261,7 +267,7 @@ START_TEST(k_zero_and_alpha_zero) {
 }
 END_TEST
 
-/* ---- threads ---------------------------------------------------------------------------------- */
+/* ---- threads ---- */
 
 static float *run_threads(int threads, const problem *p) {
     mg_set_num_threads(threads);
@@ -272,15 +278,17 @@ static float *run_threads(int threads, const problem *p) {
  * packed path (each form) and the small-M path. Every shape has enough flops (> 12M) for the
  * driver to use 3 threads. */
 START_TEST(thread_count_invariance) {
-    static const struct { bool ta, tb; int64_t M, N, K; } shapes[] = {
-        {false, false, 301, 203, 700}, {true, false, 257, 190, 1100},
-        {false, true, 300, 260, 333},  {true, true, 129, 300, 517},
-        {false, false, 3, 4100, 700},  {false, true, 4, 3000, 701},
+    static const struct {
+        bool ta, tb;
+        int64_t M, N, K;
+    } shapes[] = {
+        {false, false, 301, 203, 700}, {true, false, 257, 190, 1100}, {false, true, 300, 260, 333},
+        {true, true, 129, 300, 517},   {false, false, 3, 4100, 700},  {false, true, 4, 3000, 701},
     };
     const int saved = mg_get_num_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        problem p = problem_make(shapes[s].ta, shapes[s].tb, shapes[s].M, shapes[s].N,
-                                 shapes[s].K, 1, 0.75f, s % 2 ? 1.0f : 0.0f, 400 + s);
+        problem p = problem_make(shapes[s].ta, shapes[s].tb, shapes[s].M, shapes[s].N, shapes[s].K,
+                                 1, 0.75f, s % 2 ? 1.0f : 0.0f, 400 + s);
         for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
             if (!mg_isa_force(all_isas[i])) continue;
             float *c1 = run_threads(1, &p);
@@ -340,7 +348,7 @@ START_TEST(inside_parallel_region) {
 }
 END_TEST
 
-/* ---- batched ---------------------------------------------------------------------------------- */
+/* ---- batched ---- */
 
 /* Each matrix of a batch equals one mg_sgemm_ref call; stride 0 shares A or B. Batches of 3 (split
  * per matrix across threads or not, depending on size), 4 and 9 cover both scheduling choices. */
@@ -358,8 +366,16 @@ static void check_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N,
     memcpy(C, C0, nc * sizeof(float));
     mg_sgemm_batched(batch, ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
     for (int64_t b = 0; b < batch; b++) {
-        problem p = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
-                     .ldc = ldc, .alpha = 0.5f, .beta = beta};
+        problem p = {.ta = ta,
+                     .tb = tb,
+                     .M = M,
+                     .N = N,
+                     .K = K,
+                     .lda = lda,
+                     .ldb = ldb,
+                     .ldc = ldc,
+                     .alpha = 0.5f,
+                     .beta = beta};
         p.A = A + b * sa;
         p.B = B + b * sb;
         p.nc = (size_t)(M * ldc);
@@ -407,10 +423,10 @@ static void check_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N,
 START_TEST(batched_matches_reference) {
     for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
         if (!mg_isa_force(all_isas[i])) continue;
-        check_batched(4, false, true, 65, 70, 33, false, false, 0.0f);  /* attention scores */
-        check_batched(9, false, false, 70, 33, 65, false, false, 1.0f); /* context */
+        check_batched(4, false, true, 65, 70, 33, false, false, 0.0f);    /* attention scores */
+        check_batched(9, false, false, 70, 33, 65, false, false, 1.0f);   /* context */
         check_batched(3, true, false, 300, 260, 200, false, false, 0.0f); /* big: split each */
-        check_batched(5, false, true, 1, 300, 64, false, false, 0.0f);   /* decode step */
+        check_batched(5, false, true, 1, 300, 64, false, false, 0.0f);    /* decode step */
         check_batched(5, false, false, 3, 64, 300, false, false, 1.0f);
         check_batched(6, false, false, 17, 19, 23, true, false, 0.0f); /* shared A */
         check_batched(6, true, true, 17, 19, 23, false, true, 1.0f);   /* shared B */

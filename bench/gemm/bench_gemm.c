@@ -37,7 +37,7 @@
 #define BENCH_X86 1
 #endif
 
-/* ---- OpenBLAS through dlopen ---------------------------------------------------------------- */
+/* ---- OpenBLAS through dlopen ---- */
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
@@ -71,7 +71,7 @@ static bool openblas_load(openblas *ob, const char *core) {
     return true;
 }
 
-/* ---- FMA peak: a register-only loop, one per thread ------------------------------------------- */
+/* ---- FMA peak: a register-only loop, one per thread ---- */
 
 #define PEAK_ACC 24 /* independent chains: more than pipes x latency on any current core */
 
@@ -169,13 +169,25 @@ static double measure_peak(const peak_kind *pk, int threads) {
         const double t = bench_clock(threads) - t0;
         r[rep] = (double)threads * (double)iters * pk->flops_per_iter / t / 1e9;
     }
-    if (r[0] > r[1]) { double x = r[0]; r[0] = r[1]; r[1] = x; }
-    if (r[1] > r[2]) { double x = r[1]; r[1] = r[2]; r[2] = x; }
-    if (r[0] > r[1]) { double x = r[0]; r[0] = r[1]; r[1] = x; }
+    if (r[0] > r[1]) {
+        double x = r[0];
+        r[0] = r[1];
+        r[1] = x;
+    }
+    if (r[1] > r[2]) {
+        double x = r[1];
+        r[1] = r[2];
+        r[2] = x;
+    }
+    if (r[0] > r[1]) {
+        double x = r[0];
+        r[0] = r[1];
+        r[1] = x;
+    }
     return r[1];
 }
 
-/* ---- workloads -------------------------------------------------------------------------------- */
+/* ---- workloads ---- */
 
 typedef struct workload {
     char shape[48]; /* the layer's matrices, (M x K) @ (K x N), or the attention product */
@@ -265,8 +277,9 @@ static double rel_diff(const float *x, const float *y, size_t n) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
-               "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n");
+    fprintf(f,
+            "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
+            "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n");
 }
 
 int main(int argc, char **argv) {
@@ -276,20 +289,25 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const bool has_value = i + 1 < argc;
-        if (!strcmp(a, "--quick")) quick = true;
-        else if (!strcmp(a, "--no-openblas")) use_openblas = false;
-        else if (!strcmp(a, "--json") && has_value) json_path = argv[++i];
-        else if (!strcmp(a, "--reps") && has_value) reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--isa") && has_value) isa_name = argv[++i];
-        else if (!strcmp(a, "--openblas-core") && has_value) ob_core = argv[++i];
+        if (!strcmp(a, "--quick"))
+            quick = true;
+        else if (!strcmp(a, "--no-openblas"))
+            use_openblas = false;
+        else if (!strcmp(a, "--json") && has_value)
+            json_path = argv[++i];
+        else if (!strcmp(a, "--reps") && has_value)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--isa") && has_value)
+            isa_name = argv[++i];
+        else if (!strcmp(a, "--openblas-core") && has_value)
+            ob_core = argv[++i];
         else if (!strcmp(a, "--clock") && has_value && !strcmp(argv[i + 1], "cpu")) {
             use_cpu_clock = true;
             i++;
         } else if (!strcmp(a, "--clock") && has_value && !strcmp(argv[i + 1], "wall")) {
             use_cpu_clock = false;
             i++;
-        }
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else {
@@ -308,12 +326,13 @@ int main(int argc, char **argv) {
     }
 
     if (isa_name) {
-        mg_isa want = !strcmp(isa_name, "avx512") ? MG_ISA_AVX512
-                      : !strcmp(isa_name, "avx2") ? MG_ISA_AVX2
+        mg_isa want = !strcmp(isa_name, "avx512")    ? MG_ISA_AVX512
+                      : !strcmp(isa_name, "avx2")    ? MG_ISA_AVX2
                       : !strcmp(isa_name, "generic") ? MG_ISA_GENERIC
                                                      : (mg_isa)-1;
         if (!mg_isa_force(want)) {
-            fprintf(stderr, "bench_gemm: --isa %s: not a path this CPU and build support (best: %s)\n",
+            fprintf(stderr,
+                    "bench_gemm: --isa %s: not a path this CPU and build support (best: %s)\n",
                     isa_name, mg_isa_name(mg_isa_detected()));
             return 2;
         }
@@ -330,19 +349,20 @@ int main(int argc, char **argv) {
 
     openblas ob = {0};
     bool have_ob = false;
-    if (!use_openblas) printf("openblas: skipped (--no-openblas)\n");
+    if (!use_openblas)
+        printf("openblas: skipped (--no-openblas)\n");
     else {
         const char *core = ob_core;
 #ifdef BENCH_X86
-        if (!core && __builtin_cpu_supports("avx512f") &&
-            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-            __builtin_cpu_supports("avx512vl"))
+        if (!core && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
             core = "SkylakeX";
 #endif
         have_ob = openblas_load(&ob, core);
         if (!have_ob)
             printf("openblas: not found (dlopen libopenblas.so.0: %s); install libopenblas0 to "
-                   "compare\n", dlerror());
+                   "compare\n",
+                   dlerror());
         else
             printf("openblas: %s, kernels %s%s\n", ob.get_config ? ob.get_config() : "?",
                    ob.get_corename ? ob.get_corename() : "?",
@@ -390,7 +410,8 @@ int main(int argc, char **argv) {
 
     printf("%-28s %-3s %3s  %9s %6s  %9s %6s  %6s\n", "shape", "op", "thr", "minigrad", "%peak",
            "openblas", "%peak", "ratio");
-    double *t_mg = malloc((size_t)reps * sizeof(double)), *t_ob = malloc((size_t)reps * sizeof(double));
+    double *t_mg = malloc((size_t)reps * sizeof(double)),
+           *t_ob = malloc((size_t)reps * sizeof(double));
     int low_ratio = 0;
     for (int i = 0; i < nw; i++) {
         const workload *wl = &w[i];
@@ -400,7 +421,8 @@ int main(int argc, char **argv) {
         bf.sa = wl->m * wl->k;
         bf.sb = wl->k * wl->n;
         bf.sc = wl->m * wl->n;
-        const double flops = 2.0 * (double)wl->batch * (double)wl->m * (double)wl->n * (double)wl->k;
+        const double flops =
+            2.0 * (double)wl->batch * (double)wl->m * (double)wl->n * (double)wl->k;
         for (int t = 0; t < nthr; t++) {
             const int th = thread_counts[t];
             mg_set_num_threads(th);
@@ -413,8 +435,10 @@ int main(int argc, char **argv) {
                     const bool mg_turn = (s == 0) == (r % 2 == 0);
                     if (!mg_turn && !have_ob) continue;
                     const double t0 = bench_clock(th);
-                    if (mg_turn) run_minigrad(wl, &bf);
-                    else run_openblas(&ob, wl, &bf);
+                    if (mg_turn)
+                        run_minigrad(wl, &bf);
+                    else
+                        run_openblas(&ob, wl, &bf);
                     (mg_turn ? t_mg : t_ob)[r] = bench_clock(th) - t0;
                 }
             }
@@ -442,8 +466,7 @@ int main(int argc, char **argv) {
                             "\"fraction_of_peak\":%.4f,\"median_s\":%.6f,\"reps\":%d,"
                             "\"clock\":\"%s\"",
                             wl->shape, wl->op, (long long)wl->batch, (long long)wl->m,
-                            (long long)wl->n, (long long)wl->k, th,
-                            impl ? "openblas" : "minigrad",
+                            (long long)wl->n, (long long)wl->k, th, impl ? "openblas" : "minigrad",
                             impl ? (ob.get_corename ? ob.get_corename() : "?")
                                  : mg_isa_name(mg_isa_active()),
                             g, peak[t], g / peak[t], flops / g / 1e9, reps,
@@ -454,8 +477,7 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (have_ob)
-        printf("\n%d of %d measurements below 90%% of OpenBLAS\n", low_ratio, nw * nthr);
+    if (have_ob) printf("\n%d of %d measurements below 90%% of OpenBLAS\n", low_ratio, nw * nthr);
     free(t_mg);
     free(t_ob);
     mg_aligned_free(bf.a);

@@ -21,7 +21,7 @@
 #include <omp.h>
 #endif
 
-/* ---- reference ---------------------------------------------------------------------------------- */
+/* ---- reference ---- */
 
 static void ref_rect(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t K,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
@@ -42,7 +42,7 @@ void mg_sgemm_ref(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     ref_rect(ta, tb, 0, M, 0, N, K < 0 ? 0 : K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* ---- per-thread workspace ---------------------------------------------------------------------- */
+/* ---- per-thread workspace ---- */
 
 /* Grown on demand and kept for the thread's lifetime, so steady-state training makes no allocation
  * here. OpenMP reuses its worker threads; when it retires one (the team shrinks), the key's
@@ -53,7 +53,9 @@ static pthread_key_t ws_key;
 static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
 static bool ws_key_ok;
 
-static void ws_key_make(void) { ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0; }
+static void ws_key_make(void) {
+    ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0;
+}
 
 static float *workspace(size_t floats) {
     if (floats > ws_floats) {
@@ -66,8 +68,12 @@ static float *workspace(size_t floats) {
     return ws_buf;
 }
 
-static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t round_up(int64_t x, int64_t to) {
+    return (x + to - 1) / to * to;
+}
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
 /* The K slice length: the path's kc, evened out so no slice is a sliver. A function of K and the
  * path only, never of the thread count. */
@@ -80,8 +86,10 @@ static int64_t k_slice(const mg_gemm_impl *im, int64_t K) {
 static void no_workspace(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                          int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc, size_t floats) {
-    mg_log(MG_LOG_WARN, "mg_sgemm: cannot allocate %zu bytes of packing workspace; using the "
-                        "reference loops", floats * sizeof(float));
+    mg_log(MG_LOG_WARN,
+           "mg_sgemm: cannot allocate %zu bytes of packing workspace; using the "
+           "reference loops",
+           floats * sizeof(float));
     ref_rect(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -138,13 +146,14 @@ static void small_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t M, int6
 static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
     for (int64_t i = 0; i < M; i++) {
         float *c = C + i * ldc;
-        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof(float));
+        if (beta == 0.0f)
+            memset(c, 0, (size_t)N * sizeof(float));
         else if (beta != 1.0f)
             for (int64_t j = 0; j < N; j++) c[j] *= beta;
     }
 }
 
-/* ---- splitting the output among threads --------------------------------------------------------- */
+/* ---- splitting the output among threads ---- */
 
 /* Below this many flops per thread the fork/join costs more than the thread gains. */
 #define MIN_FLOPS_PER_THREAD 4.0e6
@@ -156,7 +165,9 @@ typedef struct plan {
     bool small;
 } plan;
 
-static int64_t part_begin(int64_t units, int parts, int idx) { return units * idx / parts; }
+static int64_t part_begin(int64_t units, int parts, int idx) {
+    return units * idx / parts;
+}
 
 static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_t N, int64_t K) {
     plan pl = {1, 1, 1, im->mr, im->nr, M <= im->small_m};
@@ -189,8 +200,8 @@ static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_
 }
 
 static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, bool tb, int64_t M,
-                     int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                     int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                     int64_t ldb, float beta, float *C, int64_t ldc) {
     const int a = tid / pl->tn, b = tid % pl->tn;
     const int64_t um = pl->small ? 1 : (M + pl->unit_m - 1) / pl->unit_m;
     const int64_t un = (N + pl->unit_n - 1) / pl->unit_n;
@@ -199,8 +210,10 @@ static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, b
     const int64_t j0 = min64(N, part_begin(un, pl->tn, b) * pl->unit_n);
     const int64_t j1 = min64(N, part_begin(un, pl->tn, b + 1) * pl->unit_n);
     if (i0 >= i1 || j0 >= j1) return;
-    if (pl->small) small_rect(im, ta, tb, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (pl->small)
+        small_rect(im, ta, tb, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static int max_threads(void) {
@@ -241,9 +254,9 @@ void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
          ldc);
 }
 
-void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                      float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
-                      int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
+void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                      int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
     const mg_gemm_impl *im = mg_gemm_impl_active();
     const int nt = max_threads();
@@ -252,13 +265,13 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
      * otherwise each matrix in turn uses every thread. A shared C (stride 0) accumulates in batch
      * order, so those run one after another. */
     const double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
-    const bool per_matrix = nt > 1 && sc != 0 && batch > 1 &&
-                            (batch % nt == 0 || batch >= 4 * (int64_t)nt ||
-                             flops < 2.0 * MIN_FLOPS_PER_THREAD * nt);
+    const bool per_matrix =
+        nt > 1 && sc != 0 && batch > 1 &&
+        (batch % nt == 0 || batch >= 4 * (int64_t)nt || flops < 2.0 * MIN_FLOPS_PER_THREAD * nt);
     if (!per_matrix) {
         for (int64_t b = 0; b < batch; b++)
-            gemm(im, nt, ta, tb, M, N, K, alpha, A + b * sa, lda, B + b * sb, ldb, beta,
-                 C + b * sc, ldc);
+            gemm(im, nt, ta, tb, M, N, K, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc,
+                 ldc);
         return;
     }
 #ifdef _OPENMP

@@ -17,19 +17,37 @@ typedef __m256 mgk_v;
 #define MGK_ISA MG_ISA_AVX2
 #define MGK_GETTER mg_gemm_avx2_impl
 
-static inline mgk_v v_zero(void) { return _mm256_setzero_ps(); }
-static inline mgk_v v_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline void v_store(float *p, mgk_v x) { _mm256_storeu_ps(p, x); }
-static inline mgk_v v_set1(float x) { return _mm256_set1_ps(x); }
-static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) { return _mm256_fmadd_ps(a, b, c); }
-static inline mgk_v v_add(mgk_v a, mgk_v b) { return _mm256_add_ps(a, b); }
-static inline mgk_v v_mul(mgk_v a, mgk_v b) { return _mm256_mul_ps(a, b); }
+static inline mgk_v v_zero(void) {
+    return _mm256_setzero_ps();
+}
+static inline mgk_v v_load(const float *p) {
+    return _mm256_loadu_ps(p);
+}
+static inline void v_store(float *p, mgk_v x) {
+    _mm256_storeu_ps(p, x);
+}
+static inline mgk_v v_set1(float x) {
+    return _mm256_set1_ps(x);
+}
+static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) {
+    return _mm256_fmadd_ps(a, b, c);
+}
+static inline mgk_v v_add(mgk_v a, mgk_v b) {
+    return _mm256_add_ps(a, b);
+}
+static inline mgk_v v_mul(mgk_v a, mgk_v b) {
+    return _mm256_mul_ps(a, b);
+}
 static inline __m256i v_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 /* vmaskmov suppresses faults on the masked-off lanes. */
-static inline mgk_v v_load_n(const float *p, int n) { return _mm256_maskload_ps(p, v_mask(n)); }
-static inline void v_store_n(float *p, mgk_v x, int n) { _mm256_maskstore_ps(p, v_mask(n), x); }
+static inline mgk_v v_load_n(const float *p, int n) {
+    return _mm256_maskload_ps(p, v_mask(n));
+}
+static inline void v_store_n(float *p, mgk_v x, int n) {
+    _mm256_maskstore_ps(p, v_mask(n), x);
+}
 static inline float v_sum(mgk_v x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -58,5 +76,7 @@ static inline void v_transpose(mgk_v r[8]) {
 #include "gemm_tmpl.h"
 
 #else
-const mg_gemm_impl *mg_gemm_avx2_impl(void) { return NULL; }
+const mg_gemm_impl *mg_gemm_avx2_impl(void) {
+    return NULL;
+}
 #endif

@@ -18,18 +18,41 @@ typedef __m512 mgk_v;
 #define MGK_ISA MG_ISA_AVX512
 #define MGK_GETTER mg_gemm_avx512_impl
 
-static inline mgk_v v_zero(void) { return _mm512_setzero_ps(); }
-static inline mgk_v v_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline void v_store(float *p, mgk_v x) { _mm512_storeu_ps(p, x); }
-static inline mgk_v v_set1(float x) { return _mm512_set1_ps(x); }
-static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) { return _mm512_fmadd_ps(a, b, c); }
-static inline mgk_v v_add(mgk_v a, mgk_v b) { return _mm512_add_ps(a, b); }
-static inline mgk_v v_mul(mgk_v a, mgk_v b) { return _mm512_mul_ps(a, b); }
-static inline __mmask16 v_mask(int n) { return (__mmask16)((1u << n) - 1u); }
-/* Masked loads suppress faults on the masked-off lanes, so reading past the end of a row is safe. */
-static inline mgk_v v_load_n(const float *p, int n) { return _mm512_maskz_loadu_ps(v_mask(n), p); }
-static inline void v_store_n(float *p, mgk_v x, int n) { _mm512_mask_storeu_ps(p, v_mask(n), x); }
-static inline float v_sum(mgk_v x) { return _mm512_reduce_add_ps(x); }
+static inline mgk_v v_zero(void) {
+    return _mm512_setzero_ps();
+}
+static inline mgk_v v_load(const float *p) {
+    return _mm512_loadu_ps(p);
+}
+static inline void v_store(float *p, mgk_v x) {
+    _mm512_storeu_ps(p, x);
+}
+static inline mgk_v v_set1(float x) {
+    return _mm512_set1_ps(x);
+}
+static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) {
+    return _mm512_fmadd_ps(a, b, c);
+}
+static inline mgk_v v_add(mgk_v a, mgk_v b) {
+    return _mm512_add_ps(a, b);
+}
+static inline mgk_v v_mul(mgk_v a, mgk_v b) {
+    return _mm512_mul_ps(a, b);
+}
+static inline __mmask16 v_mask(int n) {
+    return (__mmask16)((1u << n) - 1u);
+}
+/* Masked loads suppress faults on the masked-off lanes, so reading past the end of a row is safe.
+ */
+static inline mgk_v v_load_n(const float *p, int n) {
+    return _mm512_maskz_loadu_ps(v_mask(n), p);
+}
+static inline void v_store_n(float *p, mgk_v x, int n) {
+    _mm512_mask_storeu_ps(p, v_mask(n), x);
+}
+static inline float v_sum(mgk_v x) {
+    return _mm512_reduce_add_ps(x);
+}
 
 /* 16 x 16 transpose: pairs within 128-bit lanes, then quads, then 128-bit lanes twice. */
 static inline void v_transpose(mgk_v r[16]) {
@@ -90,5 +113,7 @@ static inline void pack_a_block(const float *s, int64_t lda, mgk_v va, float *d)
 #include "gemm_tmpl.h"
 
 #else
-const mg_gemm_impl *mg_gemm_avx512_impl(void) { return NULL; }
+const mg_gemm_impl *mg_gemm_avx512_impl(void) {
+    return NULL;
+}
 #endif

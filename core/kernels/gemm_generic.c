@@ -17,24 +17,40 @@ typedef float mgk_v __attribute__((vector_size(16)));
 #define MGK_ISA MG_ISA_GENERIC
 #define MGK_GETTER mg_gemm_generic_impl
 
-static inline mgk_v v_zero(void) { return (mgk_v){0.0f, 0.0f, 0.0f, 0.0f}; }
+static inline mgk_v v_zero(void) {
+    return (mgk_v){0.0f, 0.0f, 0.0f, 0.0f};
+}
 static inline mgk_v v_load(const float *p) {
     mgk_v x;
     memcpy(&x, p, sizeof x);
     return x;
 }
-static inline void v_store(float *p, mgk_v x) { memcpy(p, &x, sizeof x); }
-static inline mgk_v v_set1(float x) { return (mgk_v){x, x, x, x}; }
-static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) { return a * b + c; }
-static inline mgk_v v_add(mgk_v a, mgk_v b) { return a + b; }
-static inline mgk_v v_mul(mgk_v a, mgk_v b) { return a * b; }
+static inline void v_store(float *p, mgk_v x) {
+    memcpy(p, &x, sizeof x);
+}
+static inline mgk_v v_set1(float x) {
+    return (mgk_v){x, x, x, x};
+}
+static inline mgk_v v_fma(mgk_v a, mgk_v b, mgk_v c) {
+    return a * b + c;
+}
+static inline mgk_v v_add(mgk_v a, mgk_v b) {
+    return a + b;
+}
+static inline mgk_v v_mul(mgk_v a, mgk_v b) {
+    return a * b;
+}
 static inline mgk_v v_load_n(const float *p, int n) {
     mgk_v x = v_zero();
     memcpy(&x, p, (size_t)n * sizeof(float));
     return x;
 }
-static inline void v_store_n(float *p, mgk_v x, int n) { memcpy(p, &x, (size_t)n * sizeof(float)); }
-static inline float v_sum(mgk_v x) { return (x[0] + x[1]) + (x[2] + x[3]); }
+static inline void v_store_n(float *p, mgk_v x, int n) {
+    memcpy(p, &x, (size_t)n * sizeof(float));
+}
+static inline float v_sum(mgk_v x) {
+    return (x[0] + x[1]) + (x[2] + x[3]);
+}
 static inline void v_transpose(mgk_v r[4]) {
     mgk_v t[4];
     for (int i = 0; i < 4; i++) t[i] = (mgk_v){r[0][i], r[1][i], r[2][i], r[3][i]};

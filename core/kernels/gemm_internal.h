@@ -27,7 +27,8 @@ typedef struct mg_gemm_impl {
     int mr, nr;     /* micro-tile: mr rows of A by nr columns of B */
     int kc, mc, nc; /* cache blocks: kc is the K split (fixed per ISA, never per thread count) */
     int small_m;    /* M at or below this takes the unpacked path (decode steps, GEMV) */
-    /* op(A)[0:m, 0:kc] scaled by alpha -> packed A block. A points at element (0, 0) of the block. */
+    /* op(A)[0:m, 0:kc] scaled by alpha -> packed A block. A points at element (0, 0) of the block.
+     */
     void (*pack_a)(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
                    float *dst);
     /* op(B)[0:kc, 0:n] -> packed B block. */

@@ -23,9 +23,11 @@
 #error "pack_a transposes MGK_VLEN rows at a time: MGK_MR must not exceed MGK_VLEN"
 #endif
 
-static inline int64_t mgk_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t mgk_min(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
-/* ---- packing ---------------------------------------------------------------------------------- */
+/* ---- packing ---- */
 
 static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
                    float *dst) {
@@ -58,7 +60,8 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
         int64_t k = 0;
 #ifdef MGK_PACK_A_BLOCK
         if (mm == MGK_MR)
-            for (; k + MGK_VLEN <= kc; k += MGK_VLEN) MGK_PACK_A_BLOCK(s + k, lda, va, d + k * MGK_MR);
+            for (; k + MGK_VLEN <= kc; k += MGK_VLEN)
+                MGK_PACK_A_BLOCK(s + k, lda, va, d + k * MGK_MR);
 #endif
         for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
             mgk_v t[MGK_VLEN];
@@ -127,7 +130,7 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, 
     }
 }
 
-/* ---- register micro-kernel -------------------------------------------------------------------- */
+/* ---- register micro-kernel ---- */
 
 /* C[0:mm, 0:nn] = a-panel @ b-panel + beta * C. The full MGK_MR x MGK_NR tile is always computed
  * (packing zero-pads), so an element's arithmetic does not depend on where the tile edge falls. The
@@ -151,8 +154,7 @@ MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *r
             MGK_UNROLL for (int v = 0; v < MGK_NV; v++) bv[v] = v_load(b + v * MGK_VLEN);
             MGK_UNROLL for (int i = 0; i < MGK_MR; i++) {
                 const mgk_v ai = v_set1(a[i]);
-                MGK_UNROLL for (int v = 0; v < MGK_NV; v++) acc[i][v] =
-                    v_fma(ai, bv[v], acc[i][v]);
+                MGK_UNROLL for (int v = 0; v < MGK_NV; v++) acc[i][v] = v_fma(ai, bv[v], acc[i][v]);
             }
             a += MGK_MR;
             b += MGK_NR;
@@ -169,12 +171,16 @@ MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *r
             float *p = ci + v * MGK_VLEN;
             mgk_v x = v_load(tile[i] + v * MGK_VLEN);
             if (cnt >= MGK_VLEN) {
-                if (beta == 1.0f) x = v_add(v_load(p), x);
-                else if (beta != 0.0f) x = v_fma(vb, v_load(p), x);
+                if (beta == 1.0f)
+                    x = v_add(v_load(p), x);
+                else if (beta != 0.0f)
+                    x = v_fma(vb, v_load(p), x);
                 v_store(p, x);
             } else {
-                if (beta == 1.0f) x = v_add(v_load_n(p, cnt), x);
-                else if (beta != 0.0f) x = v_fma(vb, v_load_n(p, cnt), x);
+                if (beta == 1.0f)
+                    x = v_add(v_load_n(p, cnt), x);
+                else if (beta != 0.0f)
+                    x = v_fma(vb, v_load_n(p, cnt), x);
                 v_store_n(p, x, cnt);
             }
         }
@@ -194,17 +200,18 @@ static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float
     }
 }
 
-/* ---- small M (decode steps, GEMV): no packing ------------------------------------------------- */
+/* ---- small M (decode steps, GEMV): no packing ---- */
 
-#define MGK_SMALL_W 256 /* columns per stripe of the row-streaming kernel (an L1-resident buffer) */
-#define MGK_SMALL_RB 4  /* vectors of a stripe narrow enough to accumulate in registers */
-#define MGK_DOT_J 4     /* columns per group of the dot-product kernel */
+/* Columns per stripe of the row-streaming kernel (an L1-resident buffer). */
+#define MGK_SMALL_W 256
+#define MGK_SMALL_RB 4 /* vectors of a stripe narrow enough to accumulate in registers */
+#define MGK_DOT_J 4    /* columns per group of the dot-product kernel */
 
 /* op(B) not transposed: stream B row by row (contiguous, prefetch-friendly) into an L1-resident
  * accumulator stripe; each element still sums over k in order. */
-MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha,
-                                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                                  float beta, float *C, int64_t ldc) {
+MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                  int64_t ldc) {
     _Alignas(64) float acc[MGK_SMALL_M][MGK_SMALL_W];
     for (int64_t j = 0; j < n; j += MGK_SMALL_W) {
         const int64_t w = mgk_min(MGK_SMALL_W, n - j);
@@ -233,23 +240,23 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
             MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++)
                 v_store(acc[i] + v * MGK_VLEN, r[i][v]);
         } else {
-        for (int i = 0; i < m; i++)
-            for (int64_t c = 0; c < w; c += MGK_VLEN) v_store(acc[i] + c, v_zero());
-        for (int64_t p = 0; p < k; p++) {
-            const float *bp = B + p * ldb + j;
-            mgk_v ai[MGK_SMALL_M];
-            MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
-            for (int64_t c = 0; c < wf; c += MGK_VLEN) {
-                const mgk_v bv = v_load(bp + c);
-                MGK_UNROLL for (int i = 0; i < m; i++)
-                    v_store(acc[i] + c, v_fma(ai[i], bv, v_load(acc[i] + c)));
+            for (int i = 0; i < m; i++)
+                for (int64_t c = 0; c < w; c += MGK_VLEN) v_store(acc[i] + c, v_zero());
+            for (int64_t p = 0; p < k; p++) {
+                const float *bp = B + p * ldb + j;
+                mgk_v ai[MGK_SMALL_M];
+                MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
+                for (int64_t c = 0; c < wf; c += MGK_VLEN) {
+                    const mgk_v bv = v_load(bp + c);
+                    MGK_UNROLL for (int i = 0; i < m; i++)
+                        v_store(acc[i] + c, v_fma(ai[i], bv, v_load(acc[i] + c)));
+                }
+                if (tail) {
+                    const mgk_v bv = v_load_n(bp + wf, tail);
+                    MGK_UNROLL for (int i = 0; i < m; i++)
+                        v_store(acc[i] + wf, v_fma(ai[i], bv, v_load(acc[i] + wf)));
+                }
             }
-            if (tail) {
-                const mgk_v bv = v_load_n(bp + wf, tail);
-                MGK_UNROLL for (int i = 0; i < m; i++)
-                    v_store(acc[i] + wf, v_fma(ai[i], bv, v_load(acc[i] + wf)));
-            }
-        }
         }
         const mgk_v valpha = v_set1(alpha), vbeta = v_set1(beta);
         for (int i = 0; i < m; i++) {
@@ -270,9 +277,9 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
 }
 
 /* op(B) transposed (B stored N x K): each element is a dot product of two contiguous rows. */
-MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha,
-                                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                                  float beta, float *C, int64_t ldc) {
+MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                  int64_t ldc) {
     const int64_t kf = k / MGK_VLEN * MGK_VLEN;
     const int tail = (int)(k - kf);
     for (int64_t j = 0; j < n; j += MGK_DOT_J) {
@@ -317,8 +324,10 @@ static void small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
     switch (m) {
 #define MGK_SMALL_CASE(M)                                                                          \
     case M:                                                                                        \
-        if (tb) small_dots(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                          \
-        else small_rows(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                             \
+        if (tb)                                                                                    \
+            small_dots(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                              \
+        else                                                                                       \
+            small_rows(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                              \
         break;
         MGK_SMALL_CASE(1)
 #if MGK_SMALL_M >= 2
@@ -334,7 +343,8 @@ static void small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 #error "MGK_SMALL_M above 4 needs more cases"
 #endif
 #undef MGK_SMALL_CASE
-    default: break;
+    default:
+        break;
     }
 }
 

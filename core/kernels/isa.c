@@ -1,7 +1,7 @@
-/* Run-time choice of the SIMD path: what the CPU offers (cpuid through __builtin_cpu_supports, which
- * also checks that the OS saves the wider registers) intersected with what this build compiled.
- * The active path is the one piece of process-wide mutable state in the kernels: tests and
- * benchmarks flip it with mg_isa_force; each kernel call reads it once on entry. */
+/* Run-time choice of the SIMD path: what the CPU offers (cpuid through __builtin_cpu_supports,
+ * which also checks that the OS saves the wider registers) intersected with what this build
+ * compiled. The active path is the one piece of process-wide mutable state in the kernels: tests
+ * and benchmarks flip it with mg_isa_force; each kernel call reads it once on entry. */
 #include "gemm_internal.h"
 
 #include <stdatomic.h>
@@ -11,9 +11,12 @@ static bool cpu_has(mg_isa isa) {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     switch (isa) {
-    case MG_ISA_AVX512: return __builtin_cpu_supports("avx512f");
-    case MG_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case MG_ISA_GENERIC: return true;
+    case MG_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f");
+    case MG_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case MG_ISA_GENERIC:
+        return true;
     }
     return false;
 #else
@@ -23,14 +26,19 @@ static bool cpu_has(mg_isa isa) {
 
 static const mg_gemm_impl *impl_of(mg_isa isa) {
     switch (isa) {
-    case MG_ISA_AVX512: return mg_gemm_avx512_impl();
-    case MG_ISA_AVX2: return mg_gemm_avx2_impl();
-    case MG_ISA_GENERIC: return mg_gemm_generic_impl();
+    case MG_ISA_AVX512:
+        return mg_gemm_avx512_impl();
+    case MG_ISA_AVX2:
+        return mg_gemm_avx2_impl();
+    case MG_ISA_GENERIC:
+        return mg_gemm_generic_impl();
     }
     return NULL;
 }
 
-static bool usable(mg_isa isa) { return impl_of(isa) != NULL && cpu_has(isa); }
+static bool usable(mg_isa isa) {
+    return impl_of(isa) != NULL && cpu_has(isa);
+}
 
 mg_isa mg_isa_detected(void) {
     if (usable(MG_ISA_AVX512)) return MG_ISA_AVX512;
@@ -58,11 +66,16 @@ bool mg_isa_force(mg_isa isa) {
 
 const char *mg_isa_name(mg_isa isa) {
     switch (isa) {
-    case MG_ISA_AVX512: return "avx512";
-    case MG_ISA_AVX2: return "avx2";
-    case MG_ISA_GENERIC: return "generic";
+    case MG_ISA_AVX512:
+        return "avx512";
+    case MG_ISA_AVX2:
+        return "avx2";
+    case MG_ISA_GENERIC:
+        return "generic";
     }
     return "unknown";
 }
 
-const mg_gemm_impl *mg_gemm_impl_active(void) { return impl_of(mg_isa_active()); }
+const mg_gemm_impl *mg_gemm_impl_active(void) {
+    return impl_of(mg_isa_active());
+}
