@@ -317,7 +317,12 @@ static mg_status ctx_status(mg_ctx *ctx, const char *what) {
     return st;
 }
 
-enum { EVAL_CHUNK = 128 }; /* sequences per forward pass */
+/* Sequences per forward pass: 128, fewer for long sequences so that one pass holds at most 8192
+ * tokens of activations (about 120 MB). A function of L alone, so results do not depend on how a
+ * set is split otherwise. */
+static int eval_chunk(int L) {
+    return L <= 64 ? 128 : (8192 / L > 0 ? 8192 / L : 1);
+}
 
 mg_status posenc_evaluate(mg_gpt *g, mg_ctx *ctx, const posenc_data *d, int n, posenc_metrics *m) {
     memset(m, 0, sizeof *m);
@@ -330,8 +335,9 @@ mg_status posenc_evaluate(mg_gpt *g, mg_ctx *ctx, const posenc_data *d, int n, p
     int64_t correct = 0, exact = 0;
     double loss = 0.0;
     mg_status st = MG_OK;
-    for (int s0 = 0; s0 < n && st == MG_OK; s0 += EVAL_CHUNK) {
-        int B = n - s0 < EVAL_CHUNK ? n - s0 : EVAL_CHUNK;
+    const int chunk = eval_chunk(L);
+    for (int s0 = 0; s0 < n && st == MG_OK; s0 += chunk) {
+        int B = n - s0 < chunk ? n - s0 : chunk;
         mg_ctx_reset(ctx);
         mg_tensor *ids = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, L}, d->x + (int64_t)s0 * L);
         mg_tensor *logits = mg_gpt_forward(g, ctx, ids, NULL);

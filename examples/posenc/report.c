@@ -55,6 +55,9 @@ static double f_best(const posenc_result *r, int a) {
 static double f_seconds(const posenc_result *r, int a) {
     return (void)a, r->seconds;
 }
+static double f_cpu(const posenc_result *r, int a) {
+    return (void)a, r->cpu_seconds;
+}
 static double f_len_acc(const posenc_result *r, int a) {
     return r->len[a].done ? r->len[a].m.acc : NAN;
 }
@@ -210,7 +213,7 @@ static void build_table(const posenc_report *rep, posenc_task task, table *t) {
     int n_len = any ? any->n_len : 0;
     for (int k = 0; k < n_len; k++)
         snprintf(t->head[t->n_cols++], 48, "val acc %% @%d", any->len[k].L);
-    snprintf(t->head[t->n_cols++], 48, "s/run");
+    snprintf(t->head[t->n_cols++], 48, "s/run (cpu)");
     static const field_fn fs[] = {f_train_acc,  f_val_acc,  f_val_seq,
                                   f_train_loss, f_val_loss, f_best};
     static const bool pct[] = {true, true, true, false, false, true};
@@ -237,8 +240,10 @@ static void build_table(const posenc_report *rep, posenc_task task, table *t) {
             else
                 fmt_stat(row[c++], CELL, m, sd, true);
         }
+        double cpu;
         stats(&g, f_seconds, 0, &m, &sd);
-        snprintf(row[c++], CELL, "%.1f", m);
+        stats(&g, f_cpu, 0, &cpu, &sd);
+        snprintf(row[c++], CELL, "%.1f (%.1f)", m, cpu);
     }
 }
 
@@ -627,8 +632,8 @@ static mg_status write_markdown(const char *dir, const posenc_report *rep) {
             rep->total_seconds);
     fprintf(f,
             "Accuracies in %%, losses in nats per token; `val acc %% @N`: token accuracy on %d "
-            "fresh sequences of "
-            "length N (trained on %d).\n",
+            "fresh sequences of length N (trained on %d); `s/run (cpu)`: wall and CPU seconds per "
+            "run, training and every evaluation included.\n",
             POSENC_N_LENGTH, POSENC_L);
     posenc_print_tables(f, rep, true);
     fprintf(f, "\nFiles: `results.csv` (one row per run), `length.csv`, `curves.csv`; plots "
