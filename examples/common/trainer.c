@@ -258,6 +258,7 @@ mg_status ex_train(mg_gpt *g, const ex_train_cfg *cfg, ex_task *task, ex_train_r
     signal(SIGINT, old_handler);
     ex_progress_close(&prog);
     res->step = step;
+    res->steps_run = step - first;
     res->seconds = mg_time() - t_start;
     res->tokens_per_s = ema_dt > 0 ? (double)BT / ema_dt : 0;
     res->peak_arena = mg_ctx_peak_bytes(ctx);

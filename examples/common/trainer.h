@@ -52,6 +52,7 @@ typedef struct ex_task {
 
 typedef struct ex_train_result {
     int64_t step;          /* steps done in total */
+    int64_t steps_run;     /* steps done by this call (the rest were done before a resume) */
     float loss, val_loss;  /* last training loss, last validation loss (NAN if none) */
     bool interrupted;      /* Ctrl-C: a checkpoint was saved */
     bool diverged;         /* non-finite loss: stopped, last good checkpoint kept */
