@@ -1,6 +1,7 @@
 /* textgen train: a GPT on a text corpus, with the shared training loop (examples/common). */
 #include "cli.h"
 #include "commands.h"
+#include "progress.h"
 #include "trainer.h"
 
 #include "minigrad/checkpoint.h"
@@ -377,23 +378,24 @@ int textgen_cmd_train(int argc, char **argv) {
         rc = 130;
         goto out;
     }
-    int64_t ran = res.step;
-    double tps = res.tokens_per_s;
     if (res.step < o.steps) { /* --stop-after */
         printf("textgen: continue with: textgen train --resume --out %s\n", o.out);
         rc = 0;
         goto out;
     }
-    if (ran > 0 && tps > 0) {
+    if (res.steps_run > 0 && res.seconds > 0) {
+        /* over the whole run, validation and checkpoints included: what the wall clock says */
+        double tps = (double)(res.steps_run * o.batch * o.block) / res.seconds;
         size_t slabs = (size_t)n_params * 4 * 4; /* weights, gradients, AdamW m and v */
-        printf("\ntextgen: done: step %lld, train loss %.4f, validation loss %.4f (%.3f bits/token), %.1fs\n",
+        printf("\ntextgen: done: step %lld, train loss %.4f, validation loss %.4f (%.3f bits/token), %s\n",
                (long long)res.step, (double)res.loss, (double)res.val_loss, (double)res.val_loss / log(2.0),
-               res.seconds);
-        printf("textgen: speed %.0f tokens/s, %.1f ms/step; memory: peak RSS %s, activations %s, parameters + "
-               "gradients + AdamW %s\n",
-               tps, 1000.0 * (double)(o.batch * o.block) / tps, textgen_fmt_bytes((double)textgen_peak_rss(), b1, sizeof b1),
-               textgen_fmt_bytes((double)res.peak_arena, b2, sizeof b2),
-               textgen_fmt_bytes((double)slabs, b3, sizeof b3));
+               ex_fmt_duration(res.seconds, b1, sizeof b1));
+        printf("textgen: speed %.0f tokens/s, %.1f ms/step (%lld steps in %.1fs; the last steps alone: %.0f tokens/s)\n",
+               tps, 1000.0 * res.seconds / (double)res.steps_run, (long long)res.steps_run, res.seconds,
+               res.tokens_per_s);
+        printf("textgen: memory: peak RSS %s, activations %s, parameters + gradients + AdamW %s\n",
+               textgen_fmt_bytes((double)textgen_peak_rss(), b1, sizeof b1),
+               textgen_fmt_bytes((double)res.peak_arena, b2, sizeof b2), textgen_fmt_bytes((double)slabs, b3, sizeof b3));
     }
     if (o.sample_tokens > 0) {
         printf("\ntextgen: a sample (temperature %g):\n", (double)o.temperature);
