@@ -73,8 +73,8 @@ static const char *const USAGE = "[--data FILE] [options] [FILE...]\n\n"
 
 static train_opts defaults(void) {
     return (train_opts){.tokenizer = "char", .out = TEXTGEN_DEFAULT_OUT, .pos = "learned",
-                        .steps = 400, .batch = 32, .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4,
-                        .warmup = 50, .eval_every = 50, .eval_windows = 64, .ckpt_every = 100, .seed = 1,
+                        .steps = 1000, .batch = 32, .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4,
+                        .warmup = 50, .eval_every = 100, .eval_windows = 64, .ckpt_every = 250, .seed = 1,
                         .sample_tokens = 400, .lr = 2e-3f, .lr_min = 1e-4f, .weight_decay = 0.1f, .clip = 1.0f,
                         .temperature = 0.8f};
 }
