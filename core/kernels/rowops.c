@@ -565,6 +565,14 @@ enum { GRAIN_MEM = 65536, GRAIN_ROW = 32768, GRAIN_EXP = 16384 };
 
 #define CHUNK MG_ROWOPS_CHUNK
 
+/* Columns per thread for the kernels that split columns and walk every row: at least 4 KB of each
+ * row, or each thread streams short pieces of every page and the prefetchers, which stop at page
+ * ends, never get going (two threads on 1-4 KB rows ran slower than one). */
+static int64_t col_grain(int64_t rows) {
+    const int64_t g = ro_grain(GRAIN_MEM, rows);
+    return g > 1024 ? g : 1024;
+}
+
 /* ---- LayerNorm ---- */
 
 typedef struct {
@@ -746,7 +754,7 @@ typedef struct {
  * streamed once and added to the partial (which stays in L1), the partial then to dst. */
 static void sum_rows_part(const void *p, int64_t j0, int64_t j1) {
     const sum_args *a = p;
-    float part[RO_SLAB];
+    _Alignas(64) float part[RO_SLAB]; /* whole cache lines: no split vector accesses */
     for (int64_t s0 = j0; s0 < j1; s0 += RO_SLAB) {
         const int64_t nc = j1 - s0 < RO_SLAB ? j1 - s0 : RO_SLAB;
         for (int64_t r0 = 0; r0 < a->R; r0 += CHUNK) {
@@ -765,7 +773,7 @@ void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
     }
     if (R <= 0 || N <= 0) return;
     const sum_args a = {ro_active(), R, N, src, dst};
-    ro_run(N, 16, ro_grain(GRAIN_MEM, R), sum_rows_part, &a);
+    ro_run(N, 16, col_grain(R), sum_rows_part, &a);
 }
 
 /* ---- softmax, cross-entropy ---- */
@@ -899,7 +907,7 @@ void mg_embedding_bwd(int64_t n, int64_t C, const int32_t *ids, const float *dy,
     }
     if (n <= 0 || C <= 0) return;
     const emb_args a = {ro_active(), n, C, dy, ids, dW};
-    ro_run(C, 16, ro_grain(GRAIN_MEM, n), emb_bwd_part, &a);
+    ro_run(C, 16, col_grain(n), emb_bwd_part, &a);
 }
 
 /* ---- optimizer updates ---- */
