@@ -21,14 +21,19 @@ typedef enum mg_isa { MG_ISA_GENERIC = 0, MG_ISA_AVX2 = 1, MG_ISA_AVX512 = 2 } m
 
 mg_isa mg_isa_detected(void); /* best path this CPU (and this build) supports */
 mg_isa mg_isa_active(void);   /* path in use now */
-/* Forces a path (tests, benchmarks). Returns false, changing nothing, if the CPU lacks it. */
+/* Forces a path (tests, benchmarks). Returns false, changing nothing, if the CPU lacks it. The
+ * setting is process-wide; a kernel call reads it once on entry. Paths round differently, so their
+ * results agree only within rounding (each path is bit-identical across thread counts). */
 bool mg_isa_force(mg_isa isa);
 const char *mg_isa_name(mg_isa isa);
 
 /* C = alpha * op(A) @ op(B) + beta * C.
  * op(A) is M x K: A itself (lda >= K) or, when trans_a, the transpose of A stored K x M (lda >= M).
  * op(B) is K x N: B itself (ldb >= N) or, when trans_b, the transpose of B stored N x K (ldb >= K).
- * beta == 0 means C is write-only (it may hold garbage or NaN on entry). */
+ * beta == 0 means C is write-only (it may hold garbage or NaN on entry). With K == 0 or
+ * alpha == 0, C = beta * C and A and B are not read (they may be NULL).
+ * Packed and cache-blocked, split over output tiles among the OpenMP threads
+ * (core/kernels/gemm.c); M <= 4 (decode steps) streams B without packing. */
 void mg_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
@@ -37,7 +42,9 @@ void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
                   int64_t ldc);
 
 /* `batch` independent GEMMs; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
- * A stride of 0 shares one matrix across the batch. */
+ * A stride of 0 shares one matrix across the batch; stride_c == 0 accumulates the products into
+ * one C in batch order (beta applies at each step, so use beta = 1 to sum them). Threads take
+ * whole matrices when the batch is long or divides evenly among them, else split each in turn. */
 void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, int64_t stride_a, const float *B,
                       int64_t ldb, int64_t stride_b, float beta, float *C, int64_t ldc,
