@@ -677,8 +677,9 @@ START_TEST(thread_count_invariance) {
     mg_isa isas[3];
     const int ni = usable_isas(isas);
     mg_rng rng = mg_rng_make(10);
-    const int64_t shapes[][2] = {{1000, 257}, {4096, 65}, {33, 4099}};
-    for (int s = 0; s < 3; s++) {
+    /* the last shape is wide enough for the column-split kernels to use both threads */
+    const int64_t shapes[][2] = {{1000, 257}, {4096, 65}, {33, 4099}, {16, 8200}};
+    for (int s = 0; s < 4; s++) {
         inv_inputs in = {.R = shapes[s][0], .C = shapes[s][1]};
         const int64_t n = in.R * in.C;
         in.x = frand(n, &rng, -3.0f, 3.0f);

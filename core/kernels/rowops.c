@@ -565,12 +565,12 @@ enum { GRAIN_MEM = 65536, GRAIN_ROW = 32768, GRAIN_EXP = 16384 };
 
 #define CHUNK MG_ROWOPS_CHUNK
 
-/* Columns per thread for the kernels that split columns and walk every row: at least 4 KB of each
- * row, or each thread streams short pieces of every page and the prefetchers, which stop at page
- * ends, never get going (two threads on 1-4 KB rows ran slower than one). */
+/* Columns per thread for the kernels that split columns and walk every row: at least 16 KB of each
+ * row. With less, each thread streams short pieces of every page and the prefetchers, which stop
+ * at page ends, never get going: on 1-8 KB rows two threads ran slower than one. */
 static int64_t col_grain(int64_t rows) {
     const int64_t g = ro_grain(GRAIN_MEM, rows);
-    return g > 1024 ? g : 1024;
+    return g > 4096 ? g : 4096;
 }
 
 /* ---- LayerNorm ---- */
