@@ -45,8 +45,8 @@ double bt_rss_mb(void);
 double bt_peak_rss_mb(void);
 
 /* ---- peak.c: the machine's FMA peak, GFLOP/s of `threads` threads running a register-only
- * FMA loop at once (best of `reps` runs: load from elsewhere only lowers it). ---- */
-double bt_measure_peak(int threads, int reps);
+ * FMA loop at once for about `seconds` (best of `reps` runs: load from elsewhere only lowers it). */
+double bt_measure_peak(int threads, int reps, double seconds);
 const char *bt_peak_kind(void);
 
 /* ---- worker.c: the minigrad worker (mode "train" or "gen"); returns the exit status. ---- */
@@ -92,7 +92,8 @@ typedef struct bt_report {
     bt_result *r;
     int n, cap;
     int threads[8], n_threads; /* the thread counts measured */
-    double peak[8];            /* FMA peak GFLOP/s at each of them */
+    double peak[8];            /* FMA peak GFLOP/s at each of them: the best look */
+    int peak_samples;          /* looks taken between rounds */
     bool have_pytorch;
     char torch_version[32];
     double load_before, load_after; /* 1-minute load average */

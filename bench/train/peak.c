@@ -79,19 +79,21 @@ const char *bt_peak_kind(void) { return best_kind().name; }
 
 static volatile double sink;
 
-double bt_measure_peak(int threads, int reps) {
-    const kind k = best_kind();
-    long iters = 1L << 14;
-    for (;;) { /* about 0.2 s per run on one thread */
+/* Loop iterations per second on one thread, measured once. */
+static double calibrate(const kind *k) {
+    static double rate;
+    if (rate > 0.0) return rate;
+    for (long iters = 1L << 14;; iters *= 4) {
         const double t0 = mg_time();
-        sink = k.loop(iters);
+        sink = k->loop(iters);
         const double t = mg_time() - t0;
-        if (t > 0.02) {
-            iters = (long)((double)iters * 0.2 / t) + 1;
-            break;
-        }
-        iters *= 4;
+        if (t > 0.02) return rate = (double)iters / t;
     }
+}
+
+double bt_measure_peak(int threads, int reps, double seconds) {
+    const kind k = best_kind();
+    const long iters = (long)(calibrate(&k) * seconds) + 1;
     double best = 0.0;
     for (int r = 0; r < (reps > 0 ? reps : 1); r++) {
         const double t0 = mg_time();
