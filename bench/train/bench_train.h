@@ -84,6 +84,7 @@ typedef struct bt_result {
     double seconds;       /* median seconds per step, or per generation run */
     double tokens_per_s, mfu, peak_gflops;
     double peak_rss_mb, base_rss_mb, arena_peak_mb, state_mb; /* NAN where not measured */
+    double load;          /* 1-minute load average when the measurement ended */
     int64_t n_params, new_tokens;
     char backend[32]; /* minigrad's ISA path, PyTorch's OpenBLAS core */
 } bt_result;

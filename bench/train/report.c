@@ -22,6 +22,8 @@ bt_result *bt_report_add(bt_report *rep) {
     memset(r, 0, sizeof *r);
     r->mfu = r->peak_rss_mb = r->base_rss_mb = r->arena_peak_mb = r->state_mb = NAN;
     r->tokens_per_s = r->seconds = r->peak_gflops = NAN;
+    double l[1];
+    r->load = getloadavg(l, 1) == 1 ? l[0] : NAN;
     return r;
 }
 
@@ -76,8 +78,8 @@ static double tps(const bt_report *rep, bool gen, bool cache, const char *cfg, i
 
 void bt_print_table(const bt_report *rep, FILE *f) {
     fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
-    fprintf(f, "%-8s %3s %-9s %5s %10s %10s %7s %9s %9s %9s %8s\n", "config", "thr", "impl", "steps", "ms/step",
-            "tokens/s", "MFU", "peak RSS", "base RSS", "arena", "ratio");
+    fprintf(f, "%-8s %3s %-9s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
+            "tokens/s", "MFU", "peak RSS", "base RSS", "arena", "ratio", "load");
     for (int i = 0; i < rep->n; i++) {
         const bt_result *r = &rep->r[i];
         if (!r->valid || r->gen) continue;
@@ -87,13 +89,13 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         fmt_num(base, sizeof base, "%.0fM", r->base_rss_mb);
         fmt_num(arena, sizeof arena, "%.0fM", r->arena_peak_mb);
         fmt_num(rt, sizeof rt, "%.2fx", ratio(rep, r));
-        fprintf(f, "%-8s %3d %-9s %5d %10.1f %10.0f %7s %9s %9s %9s %8s\n", r->cfg->name, r->threads,
-                impl_name[r->impl], r->n, 1e3 * r->seconds, r->tokens_per_s, mfu, rss, base, arena, rt);
+        fprintf(f, "%-8s %3d %-9s %5d %10.1f %10.0f %7s %9s %9s %9s %8s %5.1f\n", r->cfg->name, r->threads,
+                impl_name[r->impl], r->n, 1e3 * r->seconds, r->tokens_per_s, mfu, rss, base, arena, rt, r->load);
     }
     fprintf(f, "\ngeneration: batch 1, greedy, %d-token prompt; tokens/s = new tokens / wall time; median of runs\n",
             BT_PROMPT_LEN);
-    fprintf(f, "%-8s %3s %-9s %-8s %4s %4s %10s %10s %7s %9s %8s\n", "config", "thr", "impl", "kv", "new", "runs",
-            "ms/token", "tokens/s", "MFU", "peak RSS", "ratio");
+    fprintf(f, "%-8s %3s %-9s %-8s %4s %4s %10s %10s %7s %9s %8s %5s\n", "config", "thr", "impl", "kv", "new", "runs",
+            "ms/token", "tokens/s", "MFU", "peak RSS", "ratio", "load");
     for (int i = 0; i < rep->n; i++) {
         const bt_result *r = &rep->r[i];
         if (!r->valid || !r->gen) continue;
@@ -101,13 +103,16 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         fmt_num(mfu, sizeof mfu, "%.2f%%", 100.0 * r->mfu);
         fmt_num(rss, sizeof rss, "%.0fM", r->peak_rss_mb);
         fmt_num(rt, sizeof rt, "%.1fx", r->cache ? ratio(rep, r) : NAN);
-        fprintf(f, "%-8s %3d %-9s %-8s %4lld %4d %10.3f %10.1f %7s %9s %8s\n", r->cfg->name, r->threads,
+        fprintf(f, "%-8s %3d %-9s %-8s %4lld %4d %10.3f %10.1f %7s %9s %8s %5.1f\n", r->cfg->name, r->threads,
                 impl_name[r->impl], r->cache ? "cache" : "no cache", (long long)r->new_tokens, r->n,
-                1e3 * r->seconds / (double)r->new_tokens, r->tokens_per_s, mfu, rss, rt);
+                1e3 * r->seconds / (double)r->new_tokens, r->tokens_per_s, mfu, rss, rt, r->load);
     }
     fprintf(f, "ratio: minigrad tokens/s over PyTorch's at the same thread count (generation: over PyTorch "
-               "without a cache)\n");
+               "without a cache); load: 1-minute load average as the measurement ended\n");
 
+    bool any_target = false;
+    for (int i = 0; i < rep->n; i++) any_target |= rep->r[i].valid && !rep->r[i].cfg->test_only;
+    if (!any_target) return;
     const int all = max_threads(rep);
     const int two = 2 <= all ? 2 : all; /* the issue's 1 -> 2 threads scaling */
     fprintf(f, "\ntargets (issue 4), all threads = %d:\n", all);
@@ -180,6 +185,7 @@ bool bt_write_json(const bt_report *rep, const char *path) {
                    "\"B\":%lld",
                 (long long)r->n_params, r->backend, (long long)c->V, (long long)c->T, (long long)c->C,
                 (long long)c->L, (long long)c->H, (long long)(r->gen ? 1 : c->B));
+        json_num(f, "load", r->load, "%.2f");
         json_num(f, "load_before", rep->load_before, "%.2f");
         json_num(f, "load_after", rep->load_after, "%.2f");
         fputs("}\n", f);
