@@ -259,12 +259,16 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
                       int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
     const mg_gemm_impl *im = mg_gemm_impl_active();
-    const int nt = max_threads();
     /* One matrix per thread when the batch shares out evenly or is long enough that the last
      * round's imbalance is small, or when a matrix is too small to split among the threads;
      * otherwise each matrix in turn uses every thread. A shared C (stride 0) accumulates in batch
-     * order, so those run one after another. */
+     * order, so those run one after another. The whole batch, like a lone GEMM, gets no more
+     * threads than it has work for. */
     const double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
+    int nt = max_threads();
+    if ((double)nt * MIN_FLOPS_PER_THREAD > flops * (double)batch)
+        nt = (int)(flops * (double)batch / MIN_FLOPS_PER_THREAD);
+    if (nt < 1) nt = 1;
     const bool per_matrix =
         nt > 1 && sc != 0 && batch > 1 &&
         (batch % nt == 0 || batch >= 4 * (int64_t)nt || flops < 2.0 * MIN_FLOPS_PER_THREAD * nt);
