@@ -40,8 +40,7 @@ static mg_tensor *linear_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, cons
         mg_layer_fail(self, ctx, "x%s: need float32 with last dim in = %lld", MG_LSHAPE(x), (long long)s->in);
         return mg_ctx_dummy(ctx);
     }
-    mg_tensor *y = mg_matmul(ctx, x, s->w);
-    return s->b ? mg_add(ctx, y, s->b) : y;
+    return mg_linear(ctx, x, s->w, s->b); /* fused: no (...,out) intermediate nor its gradient */
 }
 
 const mg_layer_vtable mg_layer_linear = {

@@ -196,6 +196,45 @@ START_TEST(matmul_batched) {
 }
 END_TEST
 
+/* mg_linear: x (...,K) @ W (K,N) + b (N), against the same double reference plus the bias. */
+static void check_linear(mg_ctx *ctx, mg_rng *r, int nx, const int64_t *xshape, int64_t N, bool with_bias) {
+    int64_t K = xshape[nx - 1];
+    mg_tensor *x = rand_f32(ctx, r, nx, xshape, -1.0f, 1.0f);
+    mg_tensor *w = rand_f32(ctx, r, 2, (int64_t[]){K, N}, -1.0f, 1.0f);
+    mg_tensor *b = with_bias ? rand_f32(ctx, r, 1, (int64_t[]){N}, -1.0f, 1.0f) : NULL;
+    mg_tensor *y = mg_linear(ctx, x, w, b);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    int64_t oshape[MG_MAX_DIMS];
+    memcpy(oshape, xshape, sizeof(int64_t) * (size_t)nx);
+    oshape[nx - 1] = N;
+    expect_shape(y, nx, oshape);
+    int64_t rows = x->numel / K;
+    double *want = dbuf(y->numel), *bound = dbuf(y->numel);
+    ref_matmul(x->data, w->data, 1, rows, K, N, false, false, want, bound);
+    for (int64_t i = 0; i < y->numel; i++) {
+        double bias = b ? b->data[i % N] : 0.0;
+        double tol = 2.0 * (double)(K + 1) * FLT_EPSILON * (bound[i] + fabs(bias)) + 1e-30;
+        ck_assert_msg(fabs(y->data[i] - (want[i] + bias)) <= tol, "mg_linear rows %lld K %lld N %lld: element %lld: got %.9g want %.9g",
+                      (long long)rows, (long long)K, (long long)N, (long long)i, y->data[i], want[i] + bias);
+    }
+    free(want);
+    free(bound);
+}
+
+START_TEST(linear_fused) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(77);
+    for (int k = 0; k < N_ODD; k++)
+        for (int n = 0; n < N_ODD; n++) {
+            mg_ctx_reset(ctx);
+            check_linear(ctx, &r, 3, (int64_t[]){2, 17, odd_sizes[k]}, odd_sizes[n], true);
+            check_linear(ctx, &r, 2, (int64_t[]){3, odd_sizes[k]}, odd_sizes[n], false);
+        }
+    check_linear(ctx, &r, 1, (int64_t[]){65}, 3, true);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 /* Crosses every cache block of the packed GEMM (KC 256, MC up to 512, NC 512). */
 START_TEST(matmul_large_crosses_blocks) {
     mg_ctx *ctx = mg_ctx_new(0);
@@ -1093,7 +1132,7 @@ END_TEST
 static const char *const covered[] = {
     "mg_matmul", "mg_matmul_nt", "mg_add",       "mg_mul",           "mg_scale",         "mg_gelu",
     "mg_softmax", "mg_layernorm", "mg_embedding", "mg_cross_entropy", "mg_reshape",       "mg_split_heads",
-    "mg_merge_heads", "mg_attention", "mg_rope", "mg_dropout",       "mg_sum",           "mg_mean",
+    "mg_merge_heads", "mg_attention", "mg_rope", "mg_dropout",       "mg_sum",           "mg_mean",      "mg_linear",
 };
 
 START_TEST(every_op_has_a_forward_test) {
@@ -1118,6 +1157,7 @@ static Suite *forward_suite(void) {
     TCase *tc = tcase_create("forward");
     tcase_add_loop_test(tc, matmul_2d_odd_sizes, 0, N_ODD);
     tcase_add_test(tc, matmul_batched);
+    tcase_add_test(tc, linear_fused);
     tcase_add_test(tc, matmul_large_crosses_blocks);
     tcase_add_test(tc, matmul_every_isa);
     tcase_add_test(tc, add_mul_broadcasts);
