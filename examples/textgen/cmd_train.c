@@ -366,9 +366,9 @@ int textgen_cmd_train(int argc, char **argv) {
     printf("textgen: GPT %lld layers x %lld wide, %lld heads, context %lld, pos %s: %.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head, (long long)cfg.block_size, cfg.pos,
            (double)n_params / 1e6, textgen_fmt_bytes((double)n_params * 4, b1, sizeof b1));
-    printf("textgen: %lld steps of %lld x %lld tokens, lr %g -> %g, %d threads; Ctrl-C saves and stops\n",
+    printf("textgen: %lld steps of %lld x %lld tokens, lr %g -> %g, %d thread%s; Ctrl-C saves and stops\n",
            (long long)o.steps, (long long)o.batch, (long long)o.block, (double)o.lr, (double)o.lr_min,
-           mg_get_num_threads());
+           mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s");
     fflush(stdout);
 
     ex_train_result res;
