@@ -275,9 +275,9 @@ static void print_table(FILE *f, const table *t, bool md) {
         fprintf(f, "%s\n", md ? "|" : "");
         if (r < 0 && md) {
             for (int c = 0; c < t->n_cols; c++) {
-                fprintf(f, "|%s", c == 0 ? ":" : "");
+                fprintf(f, "|%s", c == 0 ? ":" : ""); /* :--- left, ---: right, w + 2 wide */
                 for (int k = 0; k < w[c] + 1; k++) fputc('-', f);
-                fprintf(f, "%s", c == 0 ? "-" : ":");
+                fprintf(f, "%s", c == 0 ? "" : ":");
             }
             fprintf(f, "|\n");
         } else if (r < 0) {
