@@ -201,7 +201,8 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
         r->cfg = c, r->threads = threads, r->impl = i;
         if (sd[i].p.hello) finish(&sd[i], r);
         r->n = sd[i].n;
-        r->seconds = median(sd[i].s, sd[i].n);
+        r->seconds = median(sd[i].s, sd[i].n); /* sorts: s[0] is the fastest */
+        r->best_seconds = sd[i].n > 0 ? sd[i].s[0] : NAN;
         r->tokens_per_s = (double)(c->B * c->T) / r->seconds;
         r->valid = sd[i].up && sd[i].n > 0;
         stop_worker(&sd[i]);
@@ -248,6 +249,7 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             r->arena_peak_mb = NAN; /* mg_gpt_generate makes its own arena */
             r->n = ns[i][k];
             r->seconds = median(s[i][k], ns[i][k]);
+            r->best_seconds = ns[i][k] > 0 ? s[i][k][0] : NAN;
             r->tokens_per_s = (double)n / r->seconds;
             r->valid = ns[i][k] > 0;
             if (r->valid)

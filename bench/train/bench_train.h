@@ -82,6 +82,7 @@ typedef struct bt_result {
     const bt_config *cfg;
     int threads, impl, n; /* n: steps or generation runs behind the median */
     double seconds;       /* median seconds per step, or per generation run */
+    double best_seconds;  /* the fastest of them (less sensitive to other load; JSON only) */
     double tokens_per_s, mfu, peak_gflops;
     double peak_rss_mb, base_rss_mb, arena_peak_mb, state_mb; /* NAN where not measured */
     double load;          /* 1-minute load average when the measurement ended */

@@ -21,7 +21,7 @@ bt_result *bt_report_add(bt_report *rep) {
     bt_result *r = &rep->r[rep->n++];
     memset(r, 0, sizeof *r);
     r->mfu = r->peak_rss_mb = r->base_rss_mb = r->arena_peak_mb = r->state_mb = NAN;
-    r->tokens_per_s = r->seconds = r->peak_gflops = NAN;
+    r->tokens_per_s = r->seconds = r->best_seconds = r->peak_gflops = NAN;
     double l[1];
     r->load = getloadavg(l, 1) == 1 ? l[0] : NAN;
     return r;
@@ -167,9 +167,11 @@ bool bt_write_json(const bt_report *rep, const char *path) {
                     r->cache ? "true" : "false", BT_PROMPT_LEN, (long long)r->new_tokens, r->n);
             json_num(f, "ms_per_token", 1e3 * r->seconds / (double)r->new_tokens, "%.6g");
             json_num(f, "gen_tokens_per_s", r->tokens_per_s, "%.6g");
+            json_num(f, "best_ms_per_token", 1e3 * r->best_seconds / (double)r->new_tokens, "%.6g");
         } else {
             fprintf(f, ",\"steps\":%d", r->n);
             json_num(f, "ms_per_step", 1e3 * r->seconds, "%.6g");
+            json_num(f, "best_ms_per_step", 1e3 * r->best_seconds, "%.6g");
             json_num(f, "model_gflop_per_step", bt_train_flops_per_token(c) * (double)(c->B * c->T) / 1e9, "%.6g");
         }
         json_num(f, "tokens_per_s", r->tokens_per_s, "%.6g");
