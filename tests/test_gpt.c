@@ -572,8 +572,8 @@ START_TEST(malformed_checkpoints_at_model_level) {
     static const char *const headers[3] = {
         "{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]",
         "{\"wte.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}",
-        "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
-        " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+        ("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+         " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}"),
     };
     static const char *const why[3] = {"bad.safetensors", "unsupported dtype F16", "overlap"};
     for (int k = 0; k < 3; k++) {
