@@ -1,14 +1,16 @@
 /* The music example's model half: the split by piece, padded and augmented windows, uniform batch
  * starts, the validation windows, the piano roll, music checkpoints; then the `music` program end
- * to end (a subprocess per command): a short run that learns, exact resume, deterministic sampling
- * with and without a prompt, evaluation against a plain reference, the alibi plugin, audio through
- * timidity when it is installed, and every bad input giving a clear message and no crash. */
+ * to end (a subprocess per command): a short run that learns, exact resume, Ctrl-C, deterministic
+ * sampling with and without a prompt, evaluation against a plain reference, the alibi plugin,
+ * audio through timidity when it is installed, and every bad input giving a clear message and no
+ * crash. */
 #include "harness.h"
 #include "music_model.h"
 
 #include "minigrad/safetensors.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <math.h>
 #include <stb_image.h>
 #include <stdio.h>
@@ -662,6 +664,47 @@ START_TEST(resume_continues_exactly) {
 }
 END_TEST
 
+START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
+    find_binary();
+    make_tmpdir();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) != 0) _exit(99);
+        if (!freopen("int.out", "w", stdout) || !freopen("int.err", "w", stderr)) _exit(99);
+        execl(music_bin, "music", "train", "--out", "int", "--pieces", "16", "--block-size", "64",
+              "--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--threads", "1", "--steps",
+              "1000000", "--ckpt-every", "0", "--eval-every", "0", (char *)NULL);
+        _exit(98);
+    }
+    /* wait until it is training: the log has a few steps */
+    for (int i = 0; i < 3000; i++) {
+        struct stat sb;
+        if (stat(tmp_path("int/log.jsonl"), &sb) == 0 && sb.st_size > 300) break;
+        usleep(10000);
+    }
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    read_into(tmp_path("int.out"), out_text, sizeof out_text);
+    read_into(tmp_path("int.err"), err_text, sizeof err_text);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130,
+                  "status %d; stdout %.1000s; stderr %.1000s", st, out_text, err_text);
+    assert_stdout_has("interrupted: saved step");
+    run_log lg;
+    read_log(tmp_path("int/log.jsonl"), &lg);
+    ck_assert_int_gt(lg.n, 0);
+    char args[256], want[64];
+    snprintf(args, sizeof args, "train --out int --resume --steps %d --sample-tokens 0", lg.n + 2);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(want, sizeof want, "resumed at step %d", lg.n);
+    assert_stdout_has(want);
+    read_log(tmp_path("int/log.jsonl"), &lg);
+    ck_assert_int_eq(lg.step[lg.n - 1], lg.n);
+    remove_tree(tmpdir);
+}
+END_TEST
+
 /* A generated piece written as a MIDI file, to be a prompt. */
 static void write_prompt(const char *path, uint32_t index) {
     mg_midi_file f;
@@ -992,6 +1035,7 @@ Suite *music_suite(void) {
     tc = tcase_create("program");
     tcase_add_test(tc, training_learns_the_generated_corpus);
     tcase_add_test(tc, resume_continues_exactly);
+    tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
     tcase_add_test(tc, sampling_is_deterministic_and_continues_a_prompt);
     tcase_add_test(tc, long_samples_and_every_positional_scheme);
     tcase_add_test(tc, eval_reports_the_validation_loss);
