@@ -904,6 +904,23 @@ START_TEST(wav_through_timidity_when_installed) {
     assert_stderr_has(
         "--wav needs timidity, which is not installed (Debian: apt-get install timidity)");
     ck_assert_int_ne(access(tmp_path("x.mid"), F_OK), 0);
+    /* a timidity that fails (here a stand-in without a sound font): its complaint is quoted, no
+     * WAV (nor its temporary files) is left */
+    ck_assert_int_eq(mkdir(tmp_path("bin"), 0777), 0);
+    const char *fake = "#!/bin/sh\necho '/etc/timidity/none.cfg: No such file or directory' >&2\n"
+                       "exit 1\n";
+    write_bytes(tmp_path("bin/timidity"), fake, strlen(fake));
+    ck_assert_int_eq(chmod(tmp_path("bin/timidity"), 0755), 0);
+    char env[700];
+    snprintf(env, sizeof env, "env PATH='%s/bin':\"$PATH\"", tmpdir);
+    ck_assert_int_eq(
+        run_env(env, "sample --ckpt run/model.safetensors --tokens 20 --out f.mid --wav f.wav"), 1);
+    assert_stderr_has("f.wav: timidity failed to render f.mid (exit status 1): "
+                      "/etc/timidity/none.cfg: No such file or directory");
+    assert_stderr_has("apt-get install fluid-soundfont-gm");
+    ck_assert_int_ne(access(tmp_path("f.wav"), F_OK), 0);
+    ck_assert_int_ne(access(tmp_path("f.wav.tmp"), F_OK), 0);
+    ck_assert_int_ne(access(tmp_path("f.wav.timidity.log"), F_OK), 0);
     /* with it (and a sound font it can use), a WAV file */
     char probe[1024];
     ck_assert_int_eq(run("gen --out g --pieces 1"), 0);
