@@ -201,7 +201,7 @@ def worker(args):
     cfg = CONFIGS[args.config]
     # Before torch (and with it OpenBLAS and libgomp) is loaded: they read these once.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads or args.threads)
     core = args.openblas_core
     if core == "default":
         core = "SkylakeX" if cpu_has_avx512() else "auto"
@@ -385,6 +385,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--peak-gflops", help="measured FMA peak per thread count, e.g. 250,500 (for MFU)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--blas-threads", type=int, default=0,
+                    help="worker: OpenBLAS's own thread count (default: --threads)")
     ap.add_argument("--openblas-core", default="default",
                     help="OPENBLAS_CORETYPE for PyTorch's BLAS: a name, 'auto' (environment's), "
                          "or 'default' (SkylakeX on AVX-512 CPUs)")

@@ -200,19 +200,21 @@ bool bt_write_json(const bt_report *rep, const char *path) {
 }
 
 /* ---- PNG: each panel is drawn by mg_plot_bars into a temporary file, then the panels are
- * pasted side by side onto one canvas (each keeps its own value axis: the two configurations'
- * throughputs differ by an order of magnitude). ---- */
+ * pasted onto one canvas, training in the top row and generation below, one column per
+ * configuration (each panel keeps its own value axis: the configurations' throughputs differ by
+ * an order of magnitude). ---- */
 
-enum { PANEL_W = 560, PANEL_H = 480 };
+enum { PANEL_W = 560, PANEL_H = 440, MAX_PANELS = 8 };
 
-static bool paste(mg_canvas *dst, const char *tmp, int x0) {
+static bool paste(mg_canvas *dst, const char *tmp, int x0, int y0) {
     mg_canvas *src = NULL;
     if (mg_canvas_load_png(tmp, &src) != MG_OK) return false;
     const int w = mg_canvas_width(src), h = mg_canvas_height(src);
+    const int dw = mg_canvas_width(dst), dh = mg_canvas_height(dst);
     uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
-    const int dw = mg_canvas_width(dst);
-    for (int y = 0; y < h && y < mg_canvas_height(dst); y++)
-        memcpy(d + ((size_t)y * (size_t)dw + (size_t)x0) * 3, s + (size_t)y * (size_t)w * 3, (size_t)w * 3);
+    for (int y = 0; y < h && y0 + y < dh; y++)
+        memcpy(d + ((size_t)(y0 + y) * (size_t)dw + (size_t)x0) * 3, s + (size_t)y * (size_t)w * 3,
+               (size_t)(w < dw - x0 ? w : dw - x0) * 3);
     mg_canvas_free(src);
     return true;
 }
@@ -226,58 +228,49 @@ bool bt_write_png(const bt_report *rep, const char *path) {
     }
     const char *train_series[2] = {"minigrad", "PyTorch 1.13"};
     const char *gen_series[3] = {"minigrad, KV cache", "PyTorch, no cache", "PyTorch, own cache"};
-    char tmp[3][4200], title[3][128];
-    int panels = 0;
+    const int n_train = rep->have_pytorch ? 2 : 1, n_gen = rep->have_pytorch ? 3 : 1;
+    char tmp[MAX_PANELS][4200], title[128];
+    int col[MAX_PANELS], row[MAX_PANELS], panels = 0, cols = 0;
     bool ok = true;
-    const int n_impl = rep->have_pytorch ? 2 : 1;
     for (int c = 0; c < bt_n_configs && ok; c++) {
         const bt_config *cfg = &bt_configs[c];
-        double v[8 * 2];
-        bool any = false;
-        for (int t = 0; t < rep->n_threads; t++)
-            for (int i = 0; i < n_impl; i++) {
-                v[t * n_impl + i] = tps(rep, false, false, cfg->name, rep->threads[t], i);
-                any |= isfinite(v[t * n_impl + i]);
-            }
-        if (!any) continue;
-        snprintf(title[panels], sizeof title[panels], "%s training (B=%lld, T=%lld)", cfg->name, (long long)cfg->B,
-                 (long long)cfg->T);
-        snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
-        mg_plot_opts o = {.title = title[panels], .ylabel = "tokens/s", .width = PANEL_W, .height = PANEL_H,
-                          .bar_values = true};
-        ok = mg_plot_bars(tmp[panels], &o, thr_label, rep->n_threads, train_series, n_impl, v) == MG_OK;
-        panels++;
-    }
-    /* generation: groups are configuration x thread count */
-    const char *glabel[16];
-    char gbuf[16][32];
-    double gv[16 * 3];
-    int ng = 0;
-    const int n_gen = rep->have_pytorch ? 3 : 1;
-    for (int c = 0; c < bt_n_configs && ok; c++)
-        for (int t = 0; t < rep->n_threads && ng < 16; t++) {
-            const char *name = bt_configs[c].name;
-            const int th = rep->threads[t];
-            double row[3] = {tps(rep, true, true, name, th, BT_MINIGRAD), tps(rep, true, false, name, th, BT_PYTORCH),
-                             tps(rep, true, true, name, th, BT_PYTORCH)};
-            if (!isfinite(row[0]) && !isfinite(row[1])) continue;
-            snprintf(gbuf[ng], sizeof gbuf[ng], "%s %dt", name, th);
-            glabel[ng] = gbuf[ng];
-            memcpy(gv + ng * n_gen, row, (size_t)n_gen * sizeof(double));
-            ng++;
+        bool used = false;
+        for (int gen = 0; gen < 2 && ok && panels < MAX_PANELS; gen++) {
+            double v[8 * 3];
+            const int ns = gen ? n_gen : n_train;
+            bool any = false;
+            for (int t = 0; t < rep->n_threads; t++)
+                for (int i = 0; i < ns; i++) {
+                    /* generation series: minigrad cached, PyTorch uncached, PyTorch cached */
+                    const int impl = gen && i > 0 ? BT_PYTORCH : i;
+                    const bool cache = gen && i != 1;
+                    v[t * ns + i] = tps(rep, gen, cache, cfg->name, rep->threads[t], impl);
+                    any |= isfinite(v[t * ns + i]);
+                }
+            if (!any) continue;
+            if (gen)
+                snprintf(title, sizeof title, "%s generation, batch 1 (%lld new tokens)", cfg->name,
+                         (long long)bt_gen_tokens(cfg));
+            else
+                snprintf(title, sizeof title, "%s training (B=%lld, T=%lld)", cfg->name, (long long)cfg->B,
+                         (long long)cfg->T);
+            snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
+            mg_plot_opts o = {.title = title, .ylabel = gen ? "new tokens/s" : "tokens/s", .width = PANEL_W,
+                              .height = PANEL_H, .bar_values = true};
+            ok = mg_plot_bars(tmp[panels], &o, thr_label, rep->n_threads, gen ? gen_series : train_series, ns, v) ==
+                 MG_OK;
+            col[panels] = cols, row[panels] = gen;
+            panels++;
+            used = true;
         }
-    if (ok && ng > 0) {
-        snprintf(title[panels], sizeof title[panels], "generation, batch 1 (%d-token prompt)", BT_PROMPT_LEN);
-        snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
-        mg_plot_opts o = {.title = title[panels], .ylabel = "new tokens/s", .width = PANEL_W, .height = PANEL_H,
-                          .bar_values = true};
-        ok = mg_plot_bars(tmp[panels], &o, glabel, ng, gen_series, n_gen, gv) == MG_OK;
-        panels++;
+        cols += used;
     }
     if (!ok) fprintf(stderr, "bench_train: chart: %s\n", mg_last_error());
-    mg_canvas *all = ok && panels > 0 ? mg_canvas_new(PANEL_W * panels, PANEL_H, 0xFFFFFF) : NULL;
-    for (int p = 0; p < panels && all; p++)
-        if (!paste(all, tmp[p], p * PANEL_W)) {
+    int rows = 0;
+    for (int p = 0; p < panels; p++) rows = row[p] + 1 > rows ? row[p] + 1 : rows;
+    mg_canvas *all = ok && panels > 0 ? mg_canvas_new(PANEL_W * cols, PANEL_H * rows, 0xFFFFFF) : NULL;
+    for (int p = 0; p < panels && all && ok; p++)
+        if (!paste(all, tmp[p], col[p] * PANEL_W, row[p] * PANEL_H)) {
             fprintf(stderr, "bench_train: chart: %s\n", mg_last_error());
             ok = false;
         }
