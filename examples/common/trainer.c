@@ -263,7 +263,7 @@ mg_status ex_train(mg_gpt *g, const ex_train_cfg *cfg, ex_task *task, ex_train_r
     res->tokens_per_s = ema_dt > 0 ? (double)BT / ema_dt : 0;
     res->peak_arena = mg_ctx_peak_bytes(ctx);
     if (cfg->plot_path && h.n > 0) {
-        mg_status ps = plot_history(&h, cfg->plot_path, cfg->prog);
+        mg_status ps = plot_history(&h, cfg->plot_path, cfg->plot_title ? cfg->plot_title : cfg->prog);
         if (ps != MG_OK) mg_log(MG_LOG_WARN, "%s: loss plot not written: %s", cfg->prog, mg_last_error());
         if (st == MG_OK && ps != MG_OK) mg_clear_error();
     }

@@ -26,6 +26,7 @@ typedef struct ex_train_cfg {
     const char *ckpt;     /* weights path (required) */
     const char *log_path; /* JSON lines (NULL: none) */
     const char *plot_path;/* PNG loss curve at the end (NULL: none) */
+    const char *plot_title; /* its title (NULL: prog) */
     bool resume;          /* continue from ckpt + its state file */
     int64_t stop_after;   /* stop after this many steps of this invocation, saving a checkpoint that
                              --resume continues (0: run to `steps`); for training in pieces */

@@ -73,7 +73,7 @@ static const char *const USAGE = "[--data FILE] [options] [FILE...]\n\n"
 
 static train_opts defaults(void) {
     return (train_opts){.tokenizer = "char", .out = TEXTGEN_DEFAULT_OUT, .pos = "learned",
-                        .steps = 1000, .batch = 32, .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4,
+                        .steps = 1400, .batch = 32, .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4,
                         .warmup = 50, .eval_every = 100, .eval_windows = 64, .ckpt_every = 250, .seed = 1,
                         .sample_tokens = 400, .lr = 2e-3f, .lr_min = 1e-4f, .weight_decay = 0.1f, .clip = 1.0f,
                         .temperature = 0.8f};
@@ -357,6 +357,10 @@ int textgen_cmd_train(int argc, char **argv) {
     tc.clip = o.clip, tc.eval_every = o.eval_every, tc.ckpt_every = o.ckpt_every, tc.seed = (uint64_t)o.seed;
     tc.ckpt = ckpt, tc.log_path = logp, tc.plot_path = plot, tc.resume = o.resume, tc.stop_after = o.stop_after;
     tc.prog = "textgen";
+    char title[600];
+    snprintf(title, sizeof title, "textgen: %s, %lld x %lld GPT, context %lld", label, (long long)cfg.n_layer,
+             (long long)cfg.n_embd, (long long)cfg.block_size);
+    tc.plot_title = title;
 
     char b1[32], b2[32], b3[32];
     int64_t n_params = mg_params_numel(mg_gpt_params(g));
