@@ -868,6 +868,57 @@ START_TEST(bad_inputs_give_clear_errors) {
 }
 END_TEST
 
+/* Overwrites the first value of a tensor in a safetensors file. */
+static void poke_tensor(const char *path, const char *name, float v) {
+    mg_st_file *f;
+    ck_assert_int_eq(mg_safetensors_open(path, &f), MG_OK);
+    int i = mg_st_find(f, name);
+    ck_assert_int_ge(i, 0);
+    uint64_t begin = mg_st_info(f, i)->begin;
+    mg_st_close(f);
+    FILE *fp = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    unsigned char len8[8];
+    ck_assert_uint_eq(fread(len8, 1, 8, fp), 8);
+    uint64_t hlen = 0;
+    for (int k = 7; k >= 0; k--) hlen = hlen << 8 | len8[k];
+    ck_assert_int_eq(fseek(fp, (long)(8 + hlen + begin), SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(&v, 4, 1, fp), 1);
+    ck_assert_int_eq(fclose(fp), 0);
+}
+
+static size_t slurp(const char *path, char **out) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc((size_t)n);
+    ck_assert_uint_eq(fread(*out, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return (size_t)n;
+}
+
+START_TEST(non_finite_loss_stops_and_keeps_the_last_checkpoint) {
+    setup_run();
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 20 --stop-after 5 --sample-tokens 0"), 0);
+    /* a NaN in the row of '\n' (id 0) of the tied embedding: every logit row then holds a NaN */
+    poke_tensor(tmp_path("run/model.safetensors"), "wte.weight", NAN);
+    char *before, *after;
+    size_t nb = slurp(tmp_path("run/model.safetensors"), &before);
+    ck_assert_int_eq(run("train --out run --resume --sample-tokens 0"), 1);
+    assert_stderr_has("the loss became nan at step 6");
+    assert_stderr_has("the last good checkpoint (step 5) is kept at run/model.safetensors");
+    assert_stderr_has("--lr");
+    size_t na = slurp(tmp_path("run/model.safetensors"), &after);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(after, before, nb);
+    free(before);
+    free(after);
+    remove_tmpdir();
+}
+END_TEST
+
 static void add_model_tests(Suite *s) {
     TCase *tc = tcase_create("program");
     tcase_set_timeout(tc, 300);
@@ -878,6 +929,7 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, eval_reports_nats_and_bits_per_character);
     tcase_add_test(tc, byte_tokenizer_end_to_end);
     tcase_add_test(tc, bad_inputs_give_clear_errors);
+    tcase_add_test(tc, non_finite_loss_stops_and_keeps_the_last_checkpoint);
     suite_add_tcase(s, tc);
 }
 #endif
