@@ -33,6 +33,12 @@ importing torch, then torch.set_num_threads(N). A worker therefore serves one th
 OpenBLAS 0.3.21 does not recognise CPUs newer than itself (AMD Zen 5) and falls back to its
 AVX2 kernels; on AVX-512 CPUs the worker sets OPENBLAS_CORETYPE=SkylakeX, the faster kernels
 and so the stronger baseline (--openblas-core auto keeps the environment's choice).
+With more than one thread the worker also sets OMP_WAIT_POLICY=passive: Debian's torch runs its
+own operators on libgomp threads and its matrix products on OpenBLAS's pthreads, and with
+libgomp's default spin-waiting the idle OpenMP threads take the cores OpenBLAS needs: on 2 cores
+the textgen step then took 530-610 ms against 290-320 ms with passive waiting (430 ms on one
+thread). The stronger configuration is the baseline (--omp-wait-policy env keeps the
+environment's).
 """
 
 import argparse
@@ -207,6 +213,8 @@ def worker(args):
         core = "SkylakeX" if cpu_has_avx512() else "auto"
     if core != "auto":
         os.environ["OPENBLAS_CORETYPE"] = core
+    if args.threads > 1 and args.omp_wait_policy != "env":
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
     import torch
 
     torch.set_num_threads(args.threads)
@@ -237,7 +245,8 @@ def worker(args):
         prompt = torch.randint(0, cfg["V"], (1, PROMPT_LEN), generator=gen)
 
     reply({"ready": True, "impl": "pytorch", "torch": torch.__version__, "n_params": n_params,
-           "base_rss_mb": base_rss, "openblas_core": os.environ.get("OPENBLAS_CORETYPE", "")})
+           "base_rss_mb": base_rss, "openblas_core": os.environ.get("OPENBLAS_CORETYPE", ""),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")})
 
     for line in sys.stdin:
         cmd = line.split()
@@ -290,9 +299,10 @@ def worker(args):
 
 
 class Worker:
-    def __init__(self, mode, config, threads, seed, core):
+    def __init__(self, mode, config, threads, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, "--config", config,
-               "--threads", str(threads), "--seed", str(seed), "--openblas-core", core]
+               "--threads", str(threads), "--seed", str(args.seed), "--openblas-core", args.openblas_core,
+               "--omp-wait-policy", args.omp_wait_policy]
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.hello = self.read()
 
@@ -334,7 +344,7 @@ def standalone(args):
         warm, steps = 2, (1 if args.quick else 2) if big else (4 if args.quick else 12)
         for ti, th in enumerate(threads):
             peak = peaks[ti] if ti < len(peaks) else None
-            w = Worker("train", c, th, args.seed, args.openblas_core)
+            w = Worker("train", c, th, args)
             w.ask("train %d" % warm)
             times = w.ask("train %d" % steps)["times"]
             mem = w.ask("mem")
@@ -353,7 +363,7 @@ def standalone(args):
             if json_f:
                 json_f.write(json.dumps(rec) + "\n")
             n = gen_tokens(cfg)
-            w = Worker("gen", c, th, args.seed, args.openblas_core)
+            w = Worker("gen", c, th, args)
             w.ask("gen 4 nocache")
             w.ask("gen 4 cache")
             for mode in ("nocache", "cache"):
@@ -385,6 +395,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--peak-gflops", help="measured FMA peak per thread count, e.g. 250,500 (for MFU)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "env"],
+                    help="OMP_WAIT_POLICY for PyTorch's OpenMP threads when threads > 1 (default passive: "
+                         "see the module docstring; 'env' keeps the environment's)")
     ap.add_argument("--blas-threads", type=int, default=0,
                     help="worker: OpenBLAS's own thread count (default: --threads)")
     ap.add_argument("--openblas-core", default="default",

@@ -26,7 +26,7 @@
 
 typedef struct options {
     bool quick, pytorch;
-    const char *json, *png, *python, *script, *blas_core;
+    const char *json, *png, *python, *script, *blas_core, *wait_policy;
     bool configs[8];
     int threads[8], n_threads;
     int steps, warmup, gen_runs; /* 0: per configuration defaults */
@@ -46,13 +46,15 @@ static void usage(FILE *f) {
             "usage: bench_train [--quick] [--configs textgen,music] [--threads 1,all] [--json FILE] [--png FILE]\n"
             "                   [--steps N] [--warmup N] [--gen-runs N] [--seed N]\n"
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
+            "                   [--pytorch-wait-policy passive|active|env]\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 2 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
             "  --gen-runs N    timed generation runs per implementation and mode (default 3 textgen, 2 music)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
-            "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n");
+            "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n"
+            "  --pytorch-wait-policy  OMP_WAIT_POLICY of PyTorch's workers above 1 thread (default passive)\n");
 }
 
 static bool push(side *sd, double v) {
@@ -115,7 +117,8 @@ static bool start_worker(side *sd, const options *o, int impl, const char *mode,
     } else {
         char *argv[] = {(char *)o->python, (char *)o->script, "--worker", (char *)mode, "--config",
                         (char *)c->name, "--threads", thr, "--seed", seed, "--openblas-core",
-                        (char *)(o->blas_core ? o->blas_core : "default"), NULL};
+                        (char *)(o->blas_core ? o->blas_core : "default"), "--omp-wait-policy",
+                        (char *)(o->wait_policy ? o->wait_policy : "passive"), NULL};
         sd->up = bt_proc_start(&sd->p, name, argv);
     }
     return sd->up;
@@ -165,8 +168,10 @@ static double gen_run(side *sd, int64_t n, bool cache) {
 static void finish(side *sd, bt_result *r) {
     r->n_params = (int64_t)num(sd->p.hello, "n_params");
     r->base_rss_mb = num(sd->p.hello, "base_rss_mb");
-    snprintf(r->backend, sizeof r->backend, "%s",
-             r->impl == BT_MINIGRAD ? str(sd->p.hello, "isa") : str(sd->p.hello, "openblas_core"));
+    if (r->impl == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", str(sd->p.hello, "isa"));
+    else
+        snprintf(r->backend, sizeof r->backend, "%.15s%s%.15s", str(sd->p.hello, "openblas_core"),
+                 *str(sd->p.hello, "omp_wait_policy") ? "/" : "", str(sd->p.hello, "omp_wait_policy"));
     cJSON *m = sd->up ? bt_proc_ask(&sd->p, "mem") : NULL;
     if (m) {
         r->peak_rss_mb = num(m, "peak_rss_mb");
@@ -353,6 +358,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--python")) o.python = v;
         else if (!strcmp(a, "--pytorch-script")) o.script = v;
         else if (!strcmp(a, "--openblas-core")) o.blas_core = v;
+        else if (!strcmp(a, "--pytorch-wait-policy")) o.wait_policy = v;
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--configs")) {
             memset(o.configs, 0, sizeof o.configs);
