@@ -26,7 +26,7 @@
 
 typedef struct options {
     bool quick, pytorch;
-    const char *json, *png, *python, *script, *blas_core, *wait_policy;
+    const char *json, *png, *python, *script, *blas_core, *wait_policy, *report;
     bool configs[8];
     int threads[8], n_threads;
     int steps, warmup, gen_runs; /* 0: per configuration defaults */
@@ -47,11 +47,14 @@ static void usage(FILE *f) {
             "                   [--steps N] [--warmup N] [--gen-runs N] [--seed N]\n"
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
             "                   [--pytorch-wait-policy passive|active|env]\n"
+            "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 2 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
             "  --gen-runs N    timed generation runs per implementation and mode (default 3 textgen, 2 music)\n"
+            "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
+            "                  (and redraw its --png)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
             "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n"
             "  --pytorch-wait-policy  OMP_WAIT_POLICY of PyTorch's workers above 1 thread (default passive)\n");
@@ -355,6 +358,7 @@ int main(int argc, char **argv) {
         else if (!v) ok = false;
         else if (!strcmp(a, "--json")) o.json = v;
         else if (!strcmp(a, "--png")) o.png = v;
+        else if (!strcmp(a, "--report")) o.report = v;
         else if (!strcmp(a, "--python")) o.python = v;
         else if (!strcmp(a, "--pytorch-script")) o.script = v;
         else if (!strcmp(a, "--openblas-core")) o.blas_core = v;
@@ -378,6 +382,16 @@ int main(int argc, char **argv) {
             return 2;
         }
         i += takes;
+    }
+
+    if (o.report) { /* no measuring: the table, targets, JSON and PNG of an earlier run */
+        bt_report rep = {0};
+        bool ok = bt_report_load(&rep, o.report);
+        if (ok) bt_print_table(&rep, stdout);
+        if (ok && o.json) ok = bt_write_json(&rep, o.json);
+        if (ok && o.png) ok = bt_write_png(&rep, o.png);
+        free(rep.r);
+        return ok ? 0 : 1;
     }
 
     bt_report rep = {.n_threads = o.n_threads};

@@ -107,5 +107,8 @@ const bt_result *bt_report_find(const bt_report *rep, bool gen, bool cache, cons
 void bt_print_table(const bt_report *rep, FILE *f);
 bool bt_write_json(const bt_report *rep, const char *path);
 bool bt_write_png(const bt_report *rep, const char *path);
+/* Reads the JSON lines of an earlier run (what bt_write_json wrote) into an empty report. false
+ * (message on stderr naming the file and line) on a missing file or a foreign record. */
+bool bt_report_load(bt_report *rep, const char *path);
 
 #endif

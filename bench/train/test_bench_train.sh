@@ -104,6 +104,22 @@ else not_ok "PNG written, temporary panels removed" "$(ls -l "$tmp")"; fi
 if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run"; then ok "table printed"
 else not_ok "table printed" "$(head -c 800 "$tmp/run")"; fi
 
+# --report: an earlier run's JSON gives the same JSON back, and a foreign line is named.
+"$bench" --report "$tmp/r.json" --json "$tmp/again.json" --png "$tmp/again.png" >"$tmp/rep" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && cmp -s "$tmp/r.json" "$tmp/again.json" && grep -q "^training: one AdamW step" "$tmp/rep"; then
+  ok "--report reproduces the run's JSON and table"
+else not_ok "--report reproduces the run's JSON and table" "exit $rc: $(diff "$tmp/r.json" "$tmp/again.json" | head -c 600)"; fi
+{ head -1 "$tmp/r.json"; echo '{"bench":"train","config":"galaxy","threads":1,"impl":"minigrad"}'; } >"$tmp/bad.json"
+"$bench" --report "$tmp/bad.json" >"$tmp/rep" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "bad.json:2: not a bench_train record" "$tmp/rep"; then ok "--report names a foreign line"
+else not_ok "--report names a foreign line" "exit $rc: $(head -c 400 "$tmp/rep")"; fi
+"$bench" --report "$tmp/missing.json" >"$tmp/rep" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "missing.json: No such file" "$tmp/rep"; then ok "--report names a missing file"
+else not_ok "--report names a missing file" "exit $rc: $(head -c 400 "$tmp/rep")"; fi
+
 # A PyTorch that cannot be imported is reported and the run goes on with minigrad alone.
 "$bench" --configs tiny --threads 1 --python /bin/false --steps 1 --warmup 1 --gen-runs 1 >"$tmp/nopt" 2>&1
 rc=$?
