@@ -10,6 +10,7 @@
 #define MG_TEST_LAYER_CHECK_H
 
 #include "harness.h"
+#include "test_util.h"
 #include "minigrad/minigrad.h"
 #include "minigrad/plugin.h"
 
@@ -93,10 +94,7 @@ static inline int lc_gradcheck(const char *what, lc_forward_fn fn, void *user, m
 /* The build tree's plugin folder (tests run with MINIGRAD_BUILD_ROOT set by tests/meson.build). */
 static inline const char *lc_plugin_dir(void) {
     static char dir[4096];
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
-    if (!root) return NULL;
-    snprintf(dir, sizeof dir, "%s/plugins", root);
-    return dir;
+    return tu_build_path(dir, sizeof dir, "plugins") ? dir : NULL;
 }
 
 /* Makes the build tree's plugins findable by name (as a user would with MINIGRAD_PLUGIN_PATH). */

@@ -7,7 +7,7 @@
  * array: max |fused - ref| <= TOL * max |ref|. The two differ in summation order (tiles, online
  * rescaling, D_i = rowsum(dO * O) instead of rowsum(dP * P)) and in exp (a polynomial against
  * libm's expf), each worth a few float ulps per term. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/minigrad.h"
 
 #include <math.h>
@@ -580,22 +580,9 @@ END_TEST
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-typedef struct capture {
-    int calls;
-    char msg[512];
-} capture;
-
-static void on_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    capture *c = user;
-    c->calls++;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-}
-
 START_TEST(negative_q_pos0_is_an_error) {
-    capture c = {0};
-    mg_ctx *ctx = mg_ctx_new(0);
-    mg_ctx_set_error_handler(ctx, on_error, &c);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *q = mg_zeros(ctx, 4, (int64_t[]){1, 1, 2, 4});
     mg_tensor *y = mg_attention(ctx, q, q, q, &(mg_attn_opts){.q_pos0 = -3});
     ck_assert_int_eq(c.calls, 1);
@@ -606,7 +593,7 @@ START_TEST(negative_q_pos0_is_an_error) {
 END_TEST
 
 static void on_log(mg_log_level level, const char *msg, void *user) {
-    capture *c = user;
+    tu_trap *c = user;
     if (level == MG_LOG_ERROR) c->calls++, snprintf(c->msg, sizeof c->msg, "%s", msg);
 }
 
@@ -615,7 +602,7 @@ START_TEST(short_workspace_is_reported_not_overrun) {
     const acase cs = {"ws", 1, 1, 70, 70, 16, true, 0, NO_BIAS, 0};
     inputs in;
     make_inputs(&cs, 5, &in);
-    capture c = {0};
+    tu_trap c = {0};
     mg_log_set(on_log, &c);
     float *o = calloc(70 * 16, sizeof(float)), *dq = calloc(70 * 16, sizeof(float));
     float lse[70] = {0}, ws[64];

@@ -1,6 +1,6 @@
 /* Parameter stores and training state through safetensors files: bit-exact round trips, exact
  * resumption of an optimizer, and every mismatch reported without touching the destination. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/checkpoint.h"
 
 #include <stdio.h>
@@ -9,23 +9,10 @@
 
 static char dir[256];
 
-static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/mg_ckpt_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-static void teardown(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void setup(void) { tu_make_tmpdir(dir, sizeof dir, "mg_ckpt"); }
+static void teardown(void) { ck_assert(tu_remove_tree(dir)); }
 
-static const char *path_in(const char *name) {
-    static char buf[4][320];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static const char *path_in(const char *name) { return tu_path_in(dir, name); }
 
 /* A small store: a matrix, a vector, a 3-D tensor, with random values. */
 static mg_params *make_store(uint64_t seed, int64_t width) {

@@ -1,42 +1,24 @@
 /* Configs: typed getters and their errors, the INI-like file parser (every error names the file,
  * the line and the key), sequential models built from a file, and GPT config files. */
 #include "layer_check.h"
+#include "test_util.h"
 #include "minigrad/gpt.h"
 
 #include <stdio.h>
 #include <unistd.h>
 
-static char tmpdir[64];
+static char tmpdir[256];
 
-static void setup(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mg_test_config_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void setup(void) { tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_test_config"); }
 
-static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { ck_assert(tu_remove_tree(tmpdir)); }
 
-/* Writes text to <tmpdir>/name and returns the path (static buffer). */
+/* Writes text to <tmpdir>/name and returns the path (tu_path_in's buffers). */
 static const char *write_file(const char *name, const char *text) {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    const char *path = tu_path_in(tmpdir, name);
+    tu_write_text(path, text);
     return path;
 }
-
-#define ASSERT_ERR(expr, code, ...)                                                                \
-    do {                                                                                           \
-        ck_assert_int_eq((expr), (code));                                                          \
-        const char *subs_[] = {__VA_ARGS__};                                                       \
-        for (size_t k_ = 0; k_ < sizeof subs_ / sizeof subs_[0]; k_++)                             \
-            ck_assert_msg(strstr(mg_last_error(), subs_[k_]), "message '%s' lacks '%s'", mg_last_error(), subs_[k_]); \
-    } while (0)
 
 START_TEST(getters_defaults_ranges_and_sticky_errors) {
     mg_config *c = mg_config_new("layer 'x' (test)");
@@ -65,49 +47,49 @@ START_TEST(getters_defaults_ranges_and_sticky_errors) {
     ck_assert_int_eq(mg_config_set(c, "bad", "12abc"), MG_OK);
     ck_assert_int_eq(mg_config_int(c, "bad", 5, 0, 100), 5);
     ck_assert_int_eq(mg_config_int(c, "n", 3, 50, 100), 3);
-    ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "layer 'x' (test): key 'bad': expected an integer, got '12abc'");
+    TU_ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "layer 'x' (test): key 'bad': expected an integer, got '12abc'");
     mg_config_free(c);
 
     c = mg_config_new("cfg");
     mg_config_set(c, "n", "0");
     mg_config_int(c, "n", 3, 1, 100);
-    ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "key 'n' = 0 is out of range [1, 100]");
+    TU_ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "key 'n' = 0 is out of range [1, 100]");
     mg_config_free(c);
     c = mg_config_new("cfg");
     mg_config_float(c, "lr", -1.0, 0.0, 1.0);
-    ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "missing required key 'lr'");
+    TU_ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "missing required key 'lr'");
     mg_config_free(c);
     c = mg_config_new("cfg");
     mg_config_set(c, "flag", "maybe");
     mg_config_bool(c, "flag", false);
-    ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "key 'flag': expected true or false, got 'maybe'");
+    TU_ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "key 'flag': expected true or false, got 'maybe'");
     mg_config_free(c);
     c = mg_config_new("cfg");
     mg_config_set(c, "x", "nan");
     mg_config_float(c, "x", 0.0, -1.0, 1.0);
-    ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "expected a finite number, got 'nan'");
+    TU_ASSERT_ERR(mg_config_status(c), MG_ERR_INVALID, "expected a finite number, got 'nan'");
     mg_config_free(c);
     c = mg_config_new("cfg");
     ck_assert_int_eq(mg_config_set_list(c, " a = 1 , b=2,,"), MG_OK);
     ck_assert_int_eq(mg_config_len(c), 2);
     ck_assert_str_eq(mg_config_value(c, 0), "1");
-    ASSERT_ERR(mg_config_set_list(c, "a=1,oops"), MG_ERR_INVALID, "option 'oops' is not key=value");
+    TU_ASSERT_ERR(mg_config_set_list(c, "a=1,oops"), MG_ERR_INVALID, "option 'oops' is not key=value");
     mg_config_free(c);
 }
 END_TEST
 
 START_TEST(file_syntax_errors_name_file_and_line) {
     mg_cfg_file *f = (mg_cfg_file *)1;
-    ASSERT_ERR(mg_cfg_file_parse("# c\n[linear]\nin = 3\nthis is wrong\n", "m.cfg", &f), MG_ERR_FORMAT,
+    TU_ASSERT_ERR(mg_cfg_file_parse("# c\n[linear]\nin = 3\nthis is wrong\n", "m.cfg", &f), MG_ERR_FORMAT,
                "m.cfg:4: expected '[section]' or 'key = value', got 'this is wrong'");
     ck_assert_ptr_null(f);
-    ASSERT_ERR(mg_cfg_file_parse("in = 3\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: key 'in' comes before any [section]");
-    ASSERT_ERR(mg_cfg_file_parse("[linear\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: section header '[linear' has no closing ']'");
-    ASSERT_ERR(mg_cfg_file_parse("[a b]\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: bad section name '[a b]'");
-    ASSERT_ERR(mg_cfg_file_parse("[x]\n\n k = 1\nk=2\n", "m.cfg", &f), MG_ERR_FORMAT,
+    TU_ASSERT_ERR(mg_cfg_file_parse("in = 3\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: key 'in' comes before any [section]");
+    TU_ASSERT_ERR(mg_cfg_file_parse("[linear\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: section header '[linear' has no closing ']'");
+    TU_ASSERT_ERR(mg_cfg_file_parse("[a b]\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: bad section name '[a b]'");
+    TU_ASSERT_ERR(mg_cfg_file_parse("[x]\n\n k = 1\nk=2\n", "m.cfg", &f), MG_ERR_FORMAT,
                "m.cfg:4: [x] key 'k' is set twice (first on line 3)");
-    ASSERT_ERR(mg_cfg_file_parse("[x]\nk =   # nothing\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:2: key 'k' has no value");
-    ASSERT_ERR(mg_cfg_file_parse("[x] junk\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: text after the section header");
+    TU_ASSERT_ERR(mg_cfg_file_parse("[x]\nk =   # nothing\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:2: key 'k' has no value");
+    TU_ASSERT_ERR(mg_cfg_file_parse("[x] junk\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: text after the section header");
     ck_assert_int_eq(mg_cfg_file_parse("\r\n[x]\r\nk = v ; comment\r\nname=a#b\n[y]\n", "m.cfg", &f), MG_OK);
     ck_assert_int_eq(mg_cfg_file_count(f), 2);
     ck_assert_str_eq(mg_cfg_file_section(f, 0), "x");
@@ -116,12 +98,12 @@ START_TEST(file_syntax_errors_name_file_and_line) {
     ck_assert_str_eq(mg_config_str(mg_cfg_file_config(f, 0), "name", ""), "a#b"); /* '#' only after a space */
     mg_cfg_file_free(f);
 
-    ASSERT_ERR(mg_cfg_file_read("/nonexistent/dir/model.cfg", &f), MG_ERR_IO, "/nonexistent/dir/model.cfg: cannot open");
+    TU_ASSERT_ERR(mg_cfg_file_read("/nonexistent/dir/model.cfg", &f), MG_ERR_IO, "/nonexistent/dir/model.cfg: cannot open");
     const char *p = write_file("nul.cfg", "[x]\nk=1\n");
     FILE *fp = fopen(p, "ab");
     fputc(0, fp);
     fclose(fp);
-    ASSERT_ERR(mg_cfg_file_read(p, &f), MG_ERR_FORMAT, "nul.cfg:3: NUL byte");
+    TU_ASSERT_ERR(mg_cfg_file_read(p, &f), MG_ERR_FORMAT, "nul.cfg:3: NUL byte");
 }
 END_TEST
 
@@ -182,24 +164,24 @@ START_TEST(model_file_errors_name_file_line_key) {
     mg_model *m = (mg_model *)1;
     mg_log_set(lc_quiet_log, NULL);
     const char *p = write_file("typo_key.cfg", "[embedding]\nvocab = 11\ndimm = 8\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "typo_key.cfg:3: [embedding]: unknown key 'dimm'",
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "typo_key.cfg:3: [embedding]: unknown key 'dimm'",
                "known keys: name, vocab, dim");
     ck_assert_ptr_null(m);
     p = write_file("typo_layer.cfg", "[embedding]\nvocab = 11\ndim = 8\n\n[layernorn]\ndim = 8\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_NOT_FOUND, "typo_layer.cfg:5: unknown layer '[layernorn]'",
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_NOT_FOUND, "typo_layer.cfg:5: unknown layer '[layernorn]'",
                "registered: linear, embedding");
     p = write_file("bad_value.cfg", "[linear]\nin = 4\nout = four\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "bad_value.cfg:3: [linear]: key 'out': expected an integer, got 'four'");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "bad_value.cfg:3: [linear]: key 'out': expected an integer, got 'four'");
     p = write_file("missing.cfg", "\n[linear]\nin = 4\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "missing.cfg:2: [linear]: missing required key 'out'");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "missing.cfg:2: [linear]: missing required key 'out'");
     p = write_file("range.cfg", "[layernorm]\ndim = 8\neps = 2\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "range.cfg:3: [layernorm]: key 'eps' = 2 is out of range");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "range.cfg:3: [layernorm]: key 'eps' = 2 is out of range");
     p = write_file("dup.cfg", "[linear]\nname = a\nin = 2\nout = 2\n[linear]\nname = a\nin = 2\nout = 2\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "duplicate parameter name 'a.weight'");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "duplicate parameter name 'a.weight'");
     p = write_file("empty.cfg", "# nothing\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "empty.cfg: no [layer] sections");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "empty.cfg: no [layer] sections");
     p = write_file("nested.cfg", "[decoder_block]\ndim = 8\nn_head = 3\n");
-    ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "dim 8 is not a multiple of n_head 3");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "dim 8 is not a multiple of n_head 3");
     mg_log_set(NULL, NULL);
 }
 END_TEST
@@ -219,17 +201,17 @@ START_TEST(gpt_config_files) {
     ck_assert_int_eq(c.n_layer, 2);
 
     p = write_file("g1.cfg", "[gpt]\nvocab_size = 65\nn_heads = 4\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g1.cfg:3: [gpt]: unknown key 'n_heads'", "known keys: vocab_size");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g1.cfg:3: [gpt]: unknown key 'n_heads'", "known keys: vocab_size");
     p = write_file("g2.cfg", "[gpt]\nn_embd = 30\nn_head = 4\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "n_embd 30 is not a multiple of n_head 4");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "n_embd 30 is not a multiple of n_head 4");
     p = write_file("g3.cfg", "[gpt]\nvocab_size = 65\n[optimizer]\nlr = 1\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g3.cfg:3: unknown section '[optimizer]'");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g3.cfg:3: unknown section '[optimizer]'");
     p = write_file("g4.cfg", "[gpt]\nhead = tied\nhead_bias = true\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "head_bias needs an untied head");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "head_bias needs an untied head");
     p = write_file("g5.cfg", "[gpt]\n\nemb_scale = big\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "key 'emb_scale': expected a number or 'sqrt', got 'big'");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "key 'emb_scale': expected a number or 'sqrt', got 'big'");
     p = write_file("g6.cfg", "[gpt]\ngelu = relu\n");
-    ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g6.cfg:2: [gpt]: key 'gelu': 'relu' is not one of: tanh, erf");
+    TU_ASSERT_ERR(mg_gpt_config_read(p, &c), MG_ERR_INVALID, "g6.cfg:2: [gpt]: key 'gelu': 'relu' is not one of: tanh, erf");
 
     /* a bad positional option reaches the scheme's layer and is named there */
     mg_gpt_config g = mg_gpt_config_default();
@@ -238,7 +220,7 @@ START_TEST(gpt_config_files) {
     snprintf(g.pos_opts, sizeof g.pos_opts, "bass=100");
     mg_rng rng = mg_rng_make(1);
     mg_gpt *m = NULL;
-    ASSERT_ERR(mg_gpt_new(&g, &rng, &m), MG_ERR_INVALID, "pos 'rope' (layer rope)", "unknown key 'bass'");
+    TU_ASSERT_ERR(mg_gpt_new(&g, &rng, &m), MG_ERR_INVALID, "pos 'rope' (layer rope)", "unknown key 'bass'");
     ck_assert_ptr_null(m);
     snprintf(g.pos_opts, sizeof g.pos_opts, "base=100");
     ck_assert_msg(mg_gpt_new(&g, &rng, &m) == MG_OK, "%s", mg_last_error());

@@ -1,30 +1,10 @@
 /* Every programming-error path: the message names the op and the shapes, nothing crashes, the
  * context stays failed (later ops are harmless no-ops), and the default handler aborts. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/minigrad.h"
 
 #include <signal.h>
 #include <string.h>
-
-typedef struct {
-    int calls;
-    char msg[1024];
-} capture;
-
-static void on_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    capture *c = user;
-    c->calls++;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-}
-
-static mg_ctx *trapping_ctx(capture *c, size_t arena) {
-    memset(c, 0, sizeof *c);
-    mg_ctx *ctx = mg_ctx_new(arena);
-    ck_assert_ptr_nonnull(ctx);
-    mg_ctx_set_error_handler(ctx, on_error, c);
-    return ctx;
-}
 
 static mg_tensor *randn(mg_ctx *ctx, int ndim, const int64_t *shape) {
     mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
@@ -37,8 +17,8 @@ static mg_tensor *randn(mg_ctx *ctx, int ndim, const int64_t *shape) {
     ck_assert_msg(strstr((c).msg, (text)) != NULL, "message '%s' lacks '%s'", (c).msg, (text))
 
 START_TEST(matmul_shape_mismatch_names_both_shapes) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 0);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *a = randn(ctx, 3, (int64_t[]){2, 128, 256}), *b = randn(ctx, 2, (int64_t[]){512, 256});
     mg_tensor *y = mg_matmul(ctx, a, b);
     ck_assert_ptr_nonnull(y);
@@ -63,7 +43,7 @@ START_TEST(matmul_shape_mismatch_names_both_shapes) {
 END_TEST
 
 START_TEST(other_shape_errors) {
-    capture c;
+    tu_trap c;
     struct {
         const char *expect;
         int which;
@@ -85,7 +65,7 @@ START_TEST(other_shape_errors) {
         {"mg_softmax: x(1,2) must be float32", 14},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        mg_ctx *ctx = trapping_ctx(&c, 0);
+        mg_ctx *ctx = tu_trapping_ctx(&c, 0);
         mg_rng r = mg_rng_make(1);
         switch (cases[k].which) {
         case 0: mg_matmul_nt(ctx, randn(ctx, 2, (int64_t[]){4, 5}), randn(ctx, 2, (int64_t[]){6, 7})); break;
@@ -125,8 +105,8 @@ START_TEST(other_shape_errors) {
 END_TEST
 
 START_TEST(token_id_out_of_range) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 0);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *W = randn(ctx, 2, (int64_t[]){10, 4});
     mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){2, 3});
     for (int i = 0; i < 6; i++) ids->i32[i] = i;
@@ -135,7 +115,7 @@ START_TEST(token_id_out_of_range) {
     EXPECT_MSG(c, "mg_embedding: token id 10 at flat position 4 of ids(2,3) is out of range [0, 10)");
     mg_ctx_free(ctx);
 
-    ctx = trapping_ctx(&c, 0);
+    ctx = tu_trapping_ctx(&c, 0);
     ids = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){3});
     ids->i32[0] = 1, ids->i32[1] = -1, ids->i32[2] = -7;
     mg_cross_entropy(ctx, randn(ctx, 2, (int64_t[]){3, 5}), ids, -1);
@@ -145,8 +125,8 @@ START_TEST(token_id_out_of_range) {
 END_TEST
 
 START_TEST(arena_exhausted_is_an_error_not_a_null) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 64 * 1024);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 64 * 1024);
     mg_tensor *x = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){64, 64}); /* 16 KiB */
     ck_assert_ptr_null(mg_ctx_error(ctx));
     mg_tensor *y = mg_matmul(ctx, x, x);
@@ -194,8 +174,8 @@ static mg_tensor *op_forward_only(mg_ctx *ctx, mg_tensor *x) {
 }
 
 START_TEST(op_without_backward) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 0);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *x = randn(ctx, 1, (int64_t[]){4});
     mg_tensor_set_requires_grad(x, true);
     mg_backward(ctx, mg_sum(ctx, op_forward_only(ctx, x)));
@@ -210,8 +190,8 @@ START_TEST(op_without_backward) {
 END_TEST
 
 START_TEST(backward_without_grad_path) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 0);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_backward(ctx, mg_sum(ctx, randn(ctx, 1, (int64_t[]){3})));
     EXPECT_MSG(c, "the loss does not depend on anything that requires a gradient");
     mg_ctx_free(ctx);
@@ -226,8 +206,8 @@ START_TEST(default_handler_aborts) {
 END_TEST
 
 START_TEST(bad_tensor_shapes) {
-    capture c;
-    mg_ctx *ctx = trapping_ctx(&c, 0);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor_new(ctx, MG_F32, 5, (int64_t[]){1, 1, 1, 1, 1});
     EXPECT_MSG(c, "mg_tensor_new: 5 dims requested, tensors have 0..4");
     mg_ctx_clear_error(ctx);

@@ -5,6 +5,7 @@
  * trip, every malformed case at the model level, a good file never harmed), and exact resume.
  * alibi comes from the plugin in the build tree, loaded on demand as a user's model would. */
 #include "layer_check.h"
+#include "test_util.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
 
@@ -14,36 +15,17 @@
 static const char *const schemes[] = {"none", "learned", "sinusoidal", "learned+sinusoidal", "rope", "alibi"};
 enum { N_SCHEMES = 6 };
 
-static char tmpdir[64];
+static char tmpdir[256];
 
 static void setup(void) {
     mg_log_set(lc_quiet_log, NULL);
     lc_use_build_plugins();
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mg_test_gpt_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_test_gpt");
 }
 
-static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { ck_assert(tu_remove_tree(tmpdir)); }
 
-static const char *tmp_path(const char *name) {
-    static char p[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
-#define ASSERT_ERR(expr, code, ...)                                                                \
-    do {                                                                                           \
-        ck_assert_int_eq((expr), (code));                                                          \
-        const char *subs_[] = {__VA_ARGS__};                                                       \
-        for (size_t k_ = 0; k_ < sizeof subs_ / sizeof subs_[0]; k_++)                             \
-            ck_assert_msg(strstr(mg_last_error(), subs_[k_]), "message '%s' lacks '%s'", mg_last_error(), subs_[k_]); \
-    } while (0)
+static const char *tmp_path(const char *name) { return tu_path_in(tmpdir, name); }
 
 static mg_gpt_config small(const char *pos) {
     mg_gpt_config c = mg_gpt_config_default();
@@ -369,15 +351,15 @@ START_TEST(generation_options_and_errors) {
     ck_assert_msg(mg_gpt_generate(g, prompt, 12, &o, NULL, out, &n) == MG_OK, "%s", mg_last_error());
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(calls, 3);
-    ASSERT_ERR(mg_gpt_generate(g, prompt, 0, &o, NULL, out, &n), MG_ERR_INVALID, "at least one token");
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 0, &o, NULL, out, &n), MG_ERR_INVALID, "at least one token");
     prompt[1] = 11;
-    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "prompt token 1 is 11, outside [0, 11)");
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "prompt token 1 is 11, outside [0, 11)");
     prompt[1] = 2;
     o.temperature = 1.0f;
-    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "needs an rng");
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "needs an rng");
     o.max_context = 9;
     mg_rng r = mg_rng_make(1);
-    ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context 9 exceeds the positional table's 8 rows");
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context 9 exceeds the positional table's 8 rows");
     mg_gpt_free(g);
 }
 END_TEST
@@ -513,30 +495,30 @@ START_TEST(malformed_checkpoints_at_model_level) {
 #define UNTOUCHED() ck_assert_msg(memcmp(before, mg_params_data(P), (size_t)slab * 4) == 0, "a failed load wrote into the model")
 
     write_variant(other, p, NULL, "ln_f.weight", 7, NULL, NULL, NULL);
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "ln_f.weight: shape in file (7) vs model (8)");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "ln_f.weight: shape in file (7) vs model (8)");
     UNTOUCHED();
     write_variant(other, p, "h.1.attn.c_proj.bias", NULL, 0, NULL, NULL, NULL);
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_NOT_FOUND, "missing tensor 'h.1.attn.c_proj.bias'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_NOT_FOUND, "missing tensor 'h.1.attn.c_proj.bias'");
     UNTOUCHED();
     write_variant(other, p, NULL, NULL, 0, "lm_head.bias", NULL, NULL);
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "unexpected tensor 'lm_head.bias'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "unexpected tensor 'lm_head.bias'");
     UNTOUCHED();
     write_variant(other, p, NULL, NULL, 0, NULL, "n_layer", "3");
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__ n_layer = '3' but the model has n_layer = '2'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__ n_layer = '3' but the model has n_layer = '2'");
     UNTOUCHED();
     write_variant(other, p, NULL, NULL, 0, NULL, "pos", "rope");
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "pos = 'rope' but the model has pos = 'learned'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "pos = 'rope' but the model has pos = 'learned'");
     write_variant(other, p, NULL, NULL, 0, NULL, "head", "linear");
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "head = 'linear' but the model has head = 'tied'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "head = 'linear' but the model has head = 'tied'");
     write_variant(other, p, NULL, NULL, 0, NULL, "n_head", NULL);
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "__metadata__ lacks the key 'n_head'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "__metadata__ lacks the key 'n_head'");
     write_variant(other, p, NULL, NULL, 0, NULL, "format", "gguf");
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "format is 'gguf', expected 'minigrad-gpt'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "format is 'gguf', expected 'minigrad-gpt'");
     write_variant(other, p, NULL, NULL, 0, NULL, "n_embd", "eight");
-    ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__: key 'n_embd': expected an integer, got 'eight'");
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_INVALID, "__metadata__: key 'n_embd': expected an integer, got 'eight'");
     write_variant(other, p, NULL, NULL, 0, NULL, "n_head", "3");
     mg_gpt *h = (mg_gpt *)1;
-    ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "n_embd 8 is not a multiple of n_head 3");
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "n_embd 8 is not a multiple of n_head 3");
     ck_assert_ptr_null(h);
     /* dropout is training, not architecture: a different value loads */
     write_variant(other, p, NULL, NULL, 0, NULL, "dropout", "0.5");
@@ -547,25 +529,16 @@ START_TEST(malformed_checkpoints_at_model_level) {
     /* file-level corruption: a truncated checkpoint and a header length beyond the file */
     const char *good = tmp_path("good.safetensors");
     ck_assert_int_eq(mg_gpt_save(other, good, NULL, 0), MG_OK);
-    FILE *f = fopen(good, "rb");
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *bytes = malloc((size_t)size);
-    ck_assert_int_eq(fread(bytes, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    f = fopen(p, "wb");
-    fwrite(bytes, 1, (size_t)size - 100, f);
-    fclose(f);
+    size_t size;
+    char *bytes = tu_read_file(good, &size);
+    tu_write_bytes(p, bytes, size - 100);
     ck_assert_int_ne(mg_gpt_load(g, p), MG_OK);
     ck_assert_msg(strstr(mg_last_error(), "bad.safetensors"), "%s", mg_last_error());
     UNTOUCHED();
     ck_assert_int_ne(mg_gpt_from_checkpoint(p, &h, NULL), MG_OK);
     uint64_t huge = 1u << 30;
     memcpy(bytes, &huge, 8);
-    f = fopen(p, "wb");
-    fwrite(bytes, 1, (size_t)size, f);
-    fclose(f);
+    tu_write_bytes(p, bytes, size);
     ck_assert_int_ne(mg_gpt_load(g, p), MG_OK);
     UNTOUCHED();
     /* hand-made headers: malformed JSON, a dtype other than F32, tensors overlapping */
@@ -578,22 +551,22 @@ START_TEST(malformed_checkpoints_at_model_level) {
     static const char *const why[3] = {"bad.safetensors", "unsupported dtype F16", "overlap"};
     for (int k = 0; k < 3; k++) {
         uint64_t n = strlen(headers[k]);
-        f = fopen(p, "wb");
+        FILE *f = fopen(p, "wb");
         fwrite(&n, 8, 1, f); /* little-endian on the machines we run on */
         fwrite(headers[k], 1, n, f);
         fwrite(zeros_for_files, 1, 8, f);
         fclose(f);
-        ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "bad.safetensors", why[k]);
+        TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "bad.safetensors", why[k]);
         UNTOUCHED();
         h = (mg_gpt *)1;
         ck_assert_int_eq(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT);
         ck_assert_ptr_null(h);
     }
-    ASSERT_ERR(mg_gpt_load(g, tmp_path("absent.safetensors")), MG_ERR_IO, "absent.safetensors");
+    TU_ASSERT_ERR(mg_gpt_load(g, tmp_path("absent.safetensors")), MG_ERR_IO, "absent.safetensors");
     /* a save that cannot happen leaves the good file as it was */
     ck_assert_int_ne(mg_gpt_save(g, tmp_path("no/such/dir/x.safetensors"), NULL, 0), MG_OK);
     mg_st_meta clash = {"n_layer", "5"};
-    ASSERT_ERR(mg_gpt_save(g, good, &clash, 1), MG_ERR_INVALID, "extra metadata key 'n_layer' is a model config key");
+    TU_ASSERT_ERR(mg_gpt_save(g, good, &clash, 1), MG_ERR_INVALID, "extra metadata key 'n_layer' is a model config key");
     mg_gpt *again = NULL;
     ck_assert_int_eq(mg_gpt_from_checkpoint(good, &again, NULL), MG_OK);
     assert_same_params(again, other);

@@ -273,15 +273,6 @@ START_TEST(unknown_layer_and_key_errors) {
 }
 END_TEST
 
-typedef struct {
-    char msg[1024];
-} trap;
-static void on_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    trap *t = user;
-    if (!t->msg[0]) snprintf(t->msg, sizeof t->msg, "%s", msg);
-}
-
 START_TEST(misuse_in_forward_names_the_layer) {
     mg_params *P = mg_params_new();
     mg_layer *lin, *pos, *attn;
@@ -290,9 +281,8 @@ START_TEST(misuse_in_forward_names_the_layer) {
     ck_assert(make_layer("self_attention", "h.0.attn", "dim=4,n_head=2", P, &attn) == MG_OK);
     mg_rng rng = mg_rng_make(1);
     ck_assert(mg_params_alloc(P, &rng) == MG_OK);
-    mg_ctx *ctx = mg_ctx_new(0);
-    trap t = {""};
-    mg_ctx_set_error_handler(ctx, on_error, &t);
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
     mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){3, 5});
     mg_layer_forward(lin, ctx, x, NULL);
     ck_assert_msg(strstr(t.msg, "layer 'h.0.mlp.c_fc' (linear): x(3,5): need float32 with last dim in = 4"), "%s", t.msg);

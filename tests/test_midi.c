@@ -2,7 +2,7 @@
  * installed), notes (tempo map, sustain, re-strikes), corrupt files, the performance encoding,
  * augmentation, directory loading, the procedural generator, the `music` program, and the real
  * files in shared/data/midi (skipped when absent). Also writes the fuzz target's seed corpus. */
-#include "harness.h"
+#include "test_util.h"
 #include "music.h"
 
 #include <dirent.h>
@@ -20,22 +20,14 @@
  * helpers
  * ====================================================================================== */
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        mg_status st_ = (expr);                                                                    \
-        ck_assert_msg(st_ == MG_OK, "%s -> %d: %s", #expr, st_, mg_last_error());                  \
-    } while (0)
-
 static char *make_tmpdir(void) {
-    char t[] = "/tmp/mg_test_midi_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(t));
+    char t[256];
+    tu_make_tmpdir(t, sizeof t, "mg_test_midi");
     return strdup(t);
 }
 
 static void rm_rf(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(tu_remove_tree(dir));
     free(dir);
 }
 
@@ -47,43 +39,20 @@ static char *path_in(const char *dir, const char *name) {
     return p;
 }
 
-static void write_bytes(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
+/* shared/data/midi beside the source tree, when it is there. */
 static const char *data_dir(void) {
     static char buf[4096];
-    const char *root = getenv("MINIGRAD_SOURCE_ROOT");
-    if (!root) return NULL;
-    snprintf(buf, sizeof buf, "%s/../shared/data/midi", root);
+    if (!tu_source_path(buf, sizeof buf, "../shared/data/midi")) return NULL;
     DIR *d = opendir(buf);
     if (!d) return NULL;
     closedir(d);
     return buf;
 }
 
+static tu_program music = {.name = "music", .rel = "examples/music/music"};
+
 static const char *music_bin(void) {
-    static char buf[4096];
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
-    if (!root) return NULL;
-    snprintf(buf, sizeof buf, "%s/examples/music/music", root);
-    return access(buf, X_OK) == 0 ? buf : NULL;
+    return tu_program_built(&music) ? music.bin : NULL;
 }
 
 static bool have_midicsv(void) {
@@ -91,12 +60,12 @@ static bool have_midicsv(void) {
 }
 
 static void parse_ok(const uint8_t *b, size_t n, mg_midi_file *f) {
-    OK(mg_midi_parse(b, n, "test.mid", f));
+    TU_OK(mg_midi_parse(b, n, "test.mid", f));
 }
 
 static void encode_ok(const mg_midi_file *f, bool running, uint8_t **b, size_t *n) {
     mg_midi_write_opts o = {.no_running_status = !running};
-    OK(mg_midi_encode(f, &o, b, n));
+    TU_OK(mg_midi_encode(f, &o, b, n));
 }
 
 /* Two files hold the same events (f's tracks sorted by tick, as the writer stores them). */
@@ -134,64 +103,65 @@ static void assert_same_events(const mg_midi_file *f, const mg_midi_file *g) {
 static void build_feature_file(mg_midi_file *f, int format) {
     mg_midi_init(f, format, 480);
     size_t t0, tn, tp;
-    OK(mg_midi_add_track(f, &t0));
+    TU_OK(mg_midi_add_track(f, &t0));
     tn = tp = t0;
     if (format == 1) {
-        OK(mg_midi_add_track(f, &tn));
-        OK(mg_midi_add_track(f, &tp)); /* the pedal in its own track, as in two Vienna files */
+        TU_OK(mg_midi_add_track(f, &tn));
+        TU_OK(mg_midi_add_track(f, &tp)); /* the pedal in its own track, as in two Vienna files */
     }
     static const uint8_t odd_text[5] = {'a', 0xFF, 0xFE, 0x00, 'b'}; /* not UTF-8: opaque */
     static const uint8_t ts[4] = {4, 2, 24, 8}, ks[2] = {0xFE, 1}, seq[3] = {0x00, 0x20, 0x1F};
     static const uint8_t gm_on[5] = {0x7E, 0x7F, 0x09, 0x01, 0xF7}, escape[2] = {0xF3, 0x01};
-    OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TRACK_NAME, "features", 8));
-    OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, odd_text, 5));
-    OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TIME_SIGNATURE, ts, 4));
-    OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_KEY_SIGNATURE, ks, 2));
-    OK(mg_midi_add_meta(f, t0, 0, 0x7F, seq, 3)); /* sequencer-specific */
-    OK(mg_midi_add_sysex(f, t0, 0, MG_MIDI_SYSEX, gm_on, 5));
-    OK(mg_midi_add_tempo(f, t0, 0, 500000));
-    OK(mg_midi_add_tempo(f, t0, 960, 250000));
-    OK(mg_midi_add_tempo(f, t0, 3840, 400000));
-    OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, "", 0)); /* empty payload */
+    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TRACK_NAME, "features", 8));
+    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, odd_text, 5));
+    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TIME_SIGNATURE, ts, 4));
+    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_KEY_SIGNATURE, ks, 2));
+    TU_OK(mg_midi_add_meta(f, t0, 0, 0x7F, seq, 3)); /* sequencer-specific */
+    TU_OK(mg_midi_add_sysex(f, t0, 0, MG_MIDI_SYSEX, gm_on, 5));
+    TU_OK(mg_midi_add_tempo(f, t0, 0, 500000));
+    TU_OK(mg_midi_add_tempo(f, t0, 960, 250000));
+    TU_OK(mg_midi_add_tempo(f, t0, 3840, 400000));
+    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, "", 0)); /* empty payload */
 
-    OK(mg_midi_add_channel(f, tn, 0, 0xC0, 0, 0));        /* program 0 on channel 0 */
-    OK(mg_midi_add_channel(f, tn, 0, 0xC1, 5, 0));        /* program 5 on channel 1 */
-    OK(mg_midi_add_channel(f, tn, 0, 0xB0, 7, 100));      /* volume */
-    OK(mg_midi_add_channel(f, tn, 10, 0xE1, 0x00, 0x40)); /* pitch bend, centre */
-    OK(mg_midi_add_channel(f, tn, 20, 0xD1, 0x30, 0));    /* channel pressure: one data byte */
-    OK(mg_midi_add_channel(f, tn, 30, 0xA0, 60, 10));     /* poly pressure */
-    OK(mg_midi_add_channel(f, tn, 0, 0x90, 60, 100));
-    OK(mg_midi_add_channel(f, tn, 100, 0x99, 36, 120)); /* drum */
-    OK(mg_midi_add_channel(f, tn, 200, 0x89, 36, 0));
-    OK(mg_midi_add_channel(f, tn, 240, 0x91, 60, 90)); /* same pitch, other channel: no re-strike */
-    OK(mg_midi_add_channel(f, tn, 360, 0x91, 60, 0));
-    OK(mg_midi_add_channel(f, tn, 480, 0x80, 60, 64));
-    OK(mg_midi_add_channel(f, tn, 480, 0x90, 62, 80));
-    OK(mg_midi_add_channel(f, tn, 960, 0x90, 62, 0)); /* velocity-0 note-off */
-    OK(mg_midi_add_channel(f, tn, 960, 0x90, 64, 70));
-    OK(mg_midi_add_sysex(f, tn, 1000, MG_MIDI_SYSEX_ESCAPE, escape, 2)); /* between notes */
-    OK(mg_midi_add_meta(f, tn, 1500, MG_MIDI_META_TEXT, "mid", 3));
-    OK(mg_midi_add_channel(f, tn, 1920, 0x80, 64, 0));
-    OK(mg_midi_add_channel(f, tn, 1920, 0x90, 65, 50)); /* on, on, off, off of one pitch */
-    OK(mg_midi_add_channel(f, tn, 2112, 0x90, 65, 60));
-    OK(mg_midi_add_channel(f, tn, 2208, 0x80, 65, 0));
-    OK(mg_midi_add_channel(f, tn, 2400, 0x80, 65, 0));
-    OK(mg_midi_add_channel(f, tn, 2400, 0x90, 67, 90));
-    OK(mg_midi_add_channel(f, tn, 2496, 0x90, 69, 40));
-    OK(mg_midi_add_channel(f, tn, 2592, 0x80, 67, 0)); /* released under the pedal */
-    OK(mg_midi_add_channel(f, tn, 2592, 0x80, 69, 0));
-    OK(mg_midi_add_channel(f, tn, 2688, 0x90, 69, 41)); /* re-struck while held by the pedal */
-    OK(mg_midi_add_channel(f, tn, 2784, 0x90, 69, 0));
-    OK(mg_midi_add_channel(f, tn, 3000, 0x90, 71, 30));
-    OK(mg_midi_add_channel(f, tn, 3456, 0x80, 71, 0));  /* key still down when the pedal lifts */
-    OK(mg_midi_add_channel(f, tn, 3500, 0x80, 50, 0));  /* nothing sounding: ignored */
-    OK(mg_midi_add_channel(f, tn, 3600, 0x90, 72, 64)); /* never released */
+    TU_OK(mg_midi_add_channel(f, tn, 0, 0xC0, 0, 0));        /* program 0 on channel 0 */
+    TU_OK(mg_midi_add_channel(f, tn, 0, 0xC1, 5, 0));        /* program 5 on channel 1 */
+    TU_OK(mg_midi_add_channel(f, tn, 0, 0xB0, 7, 100));      /* volume */
+    TU_OK(mg_midi_add_channel(f, tn, 10, 0xE1, 0x00, 0x40)); /* pitch bend, centre */
+    TU_OK(mg_midi_add_channel(f, tn, 20, 0xD1, 0x30, 0));    /* channel pressure: one data byte */
+    TU_OK(mg_midi_add_channel(f, tn, 30, 0xA0, 60, 10));     /* poly pressure */
+    TU_OK(mg_midi_add_channel(f, tn, 0, 0x90, 60, 100));
+    TU_OK(mg_midi_add_channel(f, tn, 100, 0x99, 36, 120)); /* drum */
+    TU_OK(mg_midi_add_channel(f, tn, 200, 0x89, 36, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 240, 0x91, 60,
+                              90)); /* same pitch, other channel: no re-strike */
+    TU_OK(mg_midi_add_channel(f, tn, 360, 0x91, 60, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 480, 0x80, 60, 64));
+    TU_OK(mg_midi_add_channel(f, tn, 480, 0x90, 62, 80));
+    TU_OK(mg_midi_add_channel(f, tn, 960, 0x90, 62, 0)); /* velocity-0 note-off */
+    TU_OK(mg_midi_add_channel(f, tn, 960, 0x90, 64, 70));
+    TU_OK(mg_midi_add_sysex(f, tn, 1000, MG_MIDI_SYSEX_ESCAPE, escape, 2)); /* between notes */
+    TU_OK(mg_midi_add_meta(f, tn, 1500, MG_MIDI_META_TEXT, "mid", 3));
+    TU_OK(mg_midi_add_channel(f, tn, 1920, 0x80, 64, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 1920, 0x90, 65, 50)); /* on, on, off, off of one pitch */
+    TU_OK(mg_midi_add_channel(f, tn, 2112, 0x90, 65, 60));
+    TU_OK(mg_midi_add_channel(f, tn, 2208, 0x80, 65, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 2400, 0x80, 65, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 2400, 0x90, 67, 90));
+    TU_OK(mg_midi_add_channel(f, tn, 2496, 0x90, 69, 40));
+    TU_OK(mg_midi_add_channel(f, tn, 2592, 0x80, 67, 0)); /* released under the pedal */
+    TU_OK(mg_midi_add_channel(f, tn, 2592, 0x80, 69, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 2688, 0x90, 69, 41)); /* re-struck while held by the pedal */
+    TU_OK(mg_midi_add_channel(f, tn, 2784, 0x90, 69, 0));
+    TU_OK(mg_midi_add_channel(f, tn, 3000, 0x90, 71, 30));
+    TU_OK(mg_midi_add_channel(f, tn, 3456, 0x80, 71, 0));  /* key still down when the pedal lifts */
+    TU_OK(mg_midi_add_channel(f, tn, 3500, 0x80, 50, 0));  /* nothing sounding: ignored */
+    TU_OK(mg_midi_add_channel(f, tn, 3600, 0x90, 72, 64)); /* never released */
     f->tracks[tn].end_tick = 4080;
     /* Pedal events last, so that in format 0 they follow the notes of their tick too. */
-    OK(mg_midi_add_channel(f, tp, 2000, 0xB0, 64, 30)); /* below 64: up */
-    OK(mg_midi_add_channel(f, tp, 2400, 0xB0, 64, 127));
-    OK(mg_midi_add_channel(f, tp, 3000, 0xB0, 64, 100)); /* still down */
-    OK(mg_midi_add_channel(f, tp, 3360, 0xB0, 64, 0));
+    TU_OK(mg_midi_add_channel(f, tp, 2000, 0xB0, 64, 30)); /* below 64: up */
+    TU_OK(mg_midi_add_channel(f, tp, 2400, 0xB0, 64, 127));
+    TU_OK(mg_midi_add_channel(f, tp, 3000, 0xB0, 64, 100)); /* still down */
+    TU_OK(mg_midi_add_channel(f, tp, 3360, 0xB0, 64, 0));
 }
 
 typedef struct xnote {
@@ -249,12 +219,12 @@ START_TEST(writer_golden_bytes) {
     mg_midi_file f, g;
     mg_midi_init(&f, 0, 96);
     size_t t;
-    OK(mg_midi_add_track(&f, &t));
-    OK(mg_midi_add_tempo(&f, t, 0, 500000));
-    OK(mg_midi_add_channel(&f, t, 0, 0x90, 60, 100));
-    OK(mg_midi_add_channel(&f, t, 96, 0x90, 60, 0));
-    OK(mg_midi_add_channel(&f, t, 96, 0x90, 62, 100));
-    OK(mg_midi_add_channel(&f, t, 288, 0x90, 62, 0));
+    TU_OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_tempo(&f, t, 0, 500000));
+    TU_OK(mg_midi_add_channel(&f, t, 0, 0x90, 60, 100));
+    TU_OK(mg_midi_add_channel(&f, t, 96, 0x90, 60, 0));
+    TU_OK(mg_midi_add_channel(&f, t, 96, 0x90, 62, 100));
+    TU_OK(mg_midi_add_channel(&f, t, 288, 0x90, 62, 0));
     uint8_t *b;
     size_t n;
     encode_ok(&f, true, &b, &n);
@@ -282,11 +252,11 @@ START_TEST(vlq_limits) {
     mg_midi_file f, g;
     mg_midi_init(&f, 0, 480);
     size_t t;
-    OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_track(&f, &t));
     uint64_t tick = 0;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
         tick += d[i];
-        OK(mg_midi_add_channel(&f, t, tick, 0xB0, 1, (uint8_t)i));
+        TU_OK(mg_midi_add_channel(&f, t, tick, 0xB0, 1, (uint8_t)i));
     }
     uint8_t *b;
     size_t n;
@@ -301,7 +271,7 @@ START_TEST(vlq_limits) {
     free(b);
     mg_midi_free(&g);
     /* a gap that no delta time can hold */
-    OK(mg_midi_add_channel(&f, t, tick + 0x10000000ULL, 0xB0, 1, 0));
+    TU_OK(mg_midi_add_channel(&f, t, tick + 0x10000000ULL, 0xB0, 1, 0));
     ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "0x0FFFFFFF"));
     ck_assert_ptr_null(b);
@@ -357,7 +327,7 @@ START_TEST(feature_file_notes) {
     free(b);
     mg_notes notes;
     mg_midi_info info;
-    OK(mg_midi_to_notes(&g, "features.mid", NULL, &notes, &info));
+    TU_OK(mg_midi_to_notes(&g, "features.mid", NULL, &notes, &info));
     assert_notes(&notes, feature_notes, N_FEATURE_NOTES);
     ck_assert_int_eq(info.format, format);
     ck_assert_int_eq(info.division, 480);
@@ -374,7 +344,7 @@ START_TEST(feature_file_notes) {
 
     /* without the pedal, released notes end at their note-off */
     mg_notes_opts o = {.no_sustain = true};
-    OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
+    TU_OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
     xnote dry[N_FEATURE_NOTES];
     memcpy(dry, feature_notes, sizeof dry);
     dry[6].off = 1.85;
@@ -386,7 +356,7 @@ START_TEST(feature_file_notes) {
 
     /* the drum note comes back when asked for */
     o = (mg_notes_opts){.keep_drums = true};
-    OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
+    TU_OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
     ck_assert_uint_eq(notes.n, N_FEATURE_NOTES + 1);
     ck_assert_uint_eq(info.drum_notes, 0);
     bool found = false;
@@ -400,7 +370,7 @@ START_TEST(feature_file_notes) {
     mg_notes_free(&notes);
 
     /* the same notes from the builder's unsorted tracks, without a write */
-    OK(mg_midi_to_notes(&f, "features.mid", NULL, &notes, NULL));
+    TU_OK(mg_midi_to_notes(&f, "features.mid", NULL, &notes, NULL));
     assert_notes(&notes, feature_notes, N_FEATURE_NOTES);
     mg_notes_free(&notes);
 
@@ -419,10 +389,10 @@ START_TEST(smpte_and_format2) {
     mg_midi_file f, g;
     mg_midi_init(&f, 0, (int)(int16_t)0xE728);
     size_t t;
-    OK(mg_midi_add_track(&f, &t));
-    OK(mg_midi_add_tempo(&f, t, 0, 1000000));
-    OK(mg_midi_add_channel(&f, t, 500, 0x90, 60, 100));
-    OK(mg_midi_add_channel(&f, t, 1500, 0x80, 60, 0));
+    TU_OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_tempo(&f, t, 0, 1000000));
+    TU_OK(mg_midi_add_channel(&f, t, 500, 0x90, 60, 100));
+    TU_OK(mg_midi_add_channel(&f, t, 1500, 0x80, 60, 0));
     uint8_t *b;
     size_t n;
     encode_ok(&f, true, &b, &n);
@@ -433,7 +403,7 @@ START_TEST(smpte_and_format2) {
     ck_assert_int_eq(g.division, (int)(int16_t)0xE728);
     mg_notes notes;
     mg_midi_info info;
-    OK(mg_midi_to_notes(&g, "smpte.mid", NULL, &notes, &info));
+    TU_OK(mg_midi_to_notes(&g, "smpte.mid", NULL, &notes, &info));
     ck_assert_uint_eq(notes.n, 1);
     ck_assert_double_eq_tol(notes.v[0].on, 0.5, 1e-12);
     ck_assert_double_eq_tol(notes.v[0].off, 1.5, 1e-12);
@@ -443,8 +413,8 @@ START_TEST(smpte_and_format2) {
 
     /* format 2 reads and writes, but is not one piece to play */
     mg_midi_init(&f, 2, 480);
-    OK(mg_midi_add_track(&f, &t));
-    OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_track(&f, &t));
     encode_ok(&f, true, &b, &n);
     parse_ok(b, n, &g);
     free(b);
@@ -462,15 +432,15 @@ START_TEST(writer_rejects_what_smf_cannot_hold) {
     size_t n, t;
     mg_midi_init(&f, 0, 480);
     ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* no track */
-    OK(mg_midi_add_track(&f, &t));
-    OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_track(&f, &t));
+    TU_OK(mg_midi_add_track(&f, &t));
     ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* format 0, 2 tracks */
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "format 0"));
     f.format = 1;
     f.division = 0;
     ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
     f.division = 480;
-    OK(mg_midi_encode(&f, NULL, &b, &n));
+    TU_OK(mg_midi_encode(&f, NULL, &b, &n));
     free(b);
     ck_assert_int_eq(mg_midi_add_channel(&f, 0, 0, 0x90, 128, 1), MG_ERR_INVALID);
     ck_assert_int_eq(mg_midi_add_channel(&f, 0, 0, 0xF0, 1, 1), MG_ERR_INVALID);
@@ -503,7 +473,7 @@ START_TEST(notes_to_midi_roundtrip) {
                      .velocity = (uint8_t)(1 + mg_rng_below(&r, 127)),
                      .channel = (uint8_t)mg_rng_below(&r, 3)};
         x.program = (uint8_t)(x.channel * 7);
-        OK(mg_notes_push(&in, x));
+        TU_OK(mg_notes_push(&in, x));
     }
     /* same-pitch overlaps must be first-in first-out to survive MIDI: make them so */
     mg_notes_sort(&in);
@@ -512,11 +482,11 @@ START_TEST(notes_to_midi_roundtrip) {
             if (in.v[j].pitch == in.v[i].pitch && in.v[j].channel == in.v[i].channel &&
                 in.v[j].off < in.v[i].off)
                 in.v[j].off = in.v[i].off + 16.0 / 1600;
-    OK(mg_notes_push(&in, (mg_note){.on = 61, .off = 61.0001, .pitch = 90, .velocity = 5}));
+    TU_OK(mg_notes_push(&in, (mg_note){.on = 61, .off = 61.0001, .pitch = 90, .velocity = 5}));
     mg_notes_midi_opts o = {
         .format = format, .division = 960, .us_per_quarter = 600000, .note_off_as_vel0 = vel0};
     mg_midi_file f, g;
-    OK(mg_notes_to_midi(&in, &o, &f));
+    TU_OK(mg_notes_to_midi(&in, &o, &f));
     ck_assert_uint_eq(f.ntracks, format ? 4 : 1);
     uint8_t *b;
     size_t n;
@@ -529,7 +499,7 @@ START_TEST(notes_to_midi_roundtrip) {
             offs += (g.tracks[t].ev[i].status & 0xF0) == 0x80;
     ck_assert_uint_eq(offs, vel0 ? 0 : in.n);
     mg_midi_info info;
-    OK(mg_midi_to_notes(&g, "notes.mid", NULL, &out, &info));
+    TU_OK(mg_midi_to_notes(&g, "notes.mid", NULL, &out, &info));
     ck_assert_uint_eq(info.unmatched_offs, 0);
     ck_assert_uint_eq(info.unterminated, 0);
     mg_notes_sort(&in);
@@ -676,8 +646,8 @@ START_TEST(midicsv_reads_our_files) {
         snprintf(name, sizeof name, "feature_%d.mid", v);
         char *p = path_in(dir, name);
         mg_midi_write_opts o = {.no_running_status = v % 2};
-        OK(mg_midi_write(p, &f, &o));
-        OK(mg_midi_read(p, &g));
+        TU_OK(mg_midi_write(p, &f, &o));
+        TU_OK(mg_midi_read(p, &g));
         assert_midicsv_agrees(p, &g);
         mg_midi_free(&g);
         mg_midi_free(&f);
@@ -685,12 +655,12 @@ START_TEST(midicsv_reads_our_files) {
     }
     for (uint32_t i = 0; i < 3; i++) {
         mg_midi_file f, g;
-        OK(mg_music_generate(99, i, &f));
+        TU_OK(mg_music_generate(99, i, &f));
         char name[32];
         snprintf(name, sizeof name, "gen_%u.mid", i);
         char *p = path_in(dir, name);
-        OK(mg_midi_write(p, &f, NULL));
-        OK(mg_midi_read(p, &g));
+        TU_OK(mg_midi_write(p, &f, NULL));
+        TU_OK(mg_midi_read(p, &g));
         assert_midicsv_agrees(p, &g);
         mg_midi_free(&g);
         mg_midi_free(&f);
@@ -703,12 +673,12 @@ END_TEST
 START_TEST(midicsv_agrees_on_real_files) {
     char **paths;
     size_t n;
-    OK(mg_music_find_files(data_dir(), &paths, &n));
+    TU_OK(mg_music_find_files(data_dir(), &paths, &n));
     ck_assert_uint_gt(n, 0);
     size_t step = n / 12 + 1, checked = 0; /* a spread of files keeps this quick */
     for (size_t i = 0; i < n; i += step, checked++) {
         mg_midi_file f;
-        OK(mg_midi_read(paths[i], &f));
+        TU_OK(mg_midi_read(paths[i], &f));
         assert_midicsv_agrees(paths[i], &f);
         mg_midi_free(&f);
     }
@@ -800,7 +770,7 @@ START_TEST(corrupt_files_name_file_and_offset) {
     mg_midi_free(&f);
     /* through the file system the message names the path */
     char *dir = make_tmpdir(), *p = path_in(dir, "bad file.mid");
-    write_bytes(p, c->bytes, c->len);
+    tu_write_bytes(p, c->bytes, c->len);
     ck_assert_int_eq(mg_midi_read(p, &f), MG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), p));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), c->says));
@@ -849,7 +819,7 @@ START_TEST(random_damage_never_crashes) {
     build_feature_file(&f, 1);
     encode_ok(&f, true, &src[0], &srcn[0]);
     mg_midi_free(&f);
-    OK(mg_music_generate(5, 0, &f));
+    TU_OK(mg_music_generate(5, 0, &f));
     encode_ok(&f, true, &src[1], &srcn[1]);
     mg_midi_free(&f);
     size_t parsed = 0, failed = 0;
@@ -888,8 +858,8 @@ START_TEST(random_damage_never_crashes) {
             if (mg_midi_to_notes(&g, "damaged.mid", NULL, &notes, NULL) == MG_OK) {
                 mg_tokens tok = {0};
                 mg_notes back = {0};
-                OK(mg_perf_encode(notes.v, notes.n, &tok));
-                OK(mg_perf_decode(tok.v, tok.n, &back));
+                TU_OK(mg_perf_encode(notes.v, notes.n, &tok));
+                TU_OK(mg_perf_decode(tok.v, tok.n, &back));
                 ck_assert_uint_le(back.n, notes.n);
                 mg_tokens_free(&tok);
                 mg_notes_free(&back);
@@ -966,18 +936,18 @@ START_TEST(encode_exact_tokens) {
                             MG_PERF_END};
     /* clang-format on */
     mg_tokens t = {0};
-    OK(mg_perf_encode(n, 3, &t));
+    TU_OK(mg_perf_encode(n, 3, &t));
     ck_assert_uint_eq(t.n, sizeof want / sizeof want[0]);
     ck_assert_mem_eq(t.v, want, sizeof want);
     mg_notes back = {0};
-    OK(mg_perf_decode(t.v, t.n, &back));
+    TU_OK(mg_perf_decode(t.v, t.n, &back));
     ck_assert_uint_eq(back.n, 3);
     ck_assert_uint_eq(back.v[0].pitch, 60);
     ck_assert_uint_eq(back.v[0].velocity, mg_perf_bin_velocity(24));
     ck_assert_double_eq_tol(back.v[2].off, 2.75, 1e-9);
     mg_notes_free(&back);
     /* encoding appends */
-    OK(mg_perf_encode(n, 0, &t));
+    TU_OK(mg_perf_encode(n, 0, &t));
     ck_assert_uint_eq(t.n, sizeof want / sizeof want[0] + 2);
     ck_assert_int_eq(t.v[t.n - 2], MG_PERF_START);
     ck_assert_int_eq(t.v[t.n - 1], MG_PERF_END);
@@ -998,8 +968,8 @@ static int cmp_pitch_on(const void *pa, const void *pb) {
 static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
     mg_tokens t = {0};
     mg_notes dec = {0};
-    OK(mg_perf_encode(orig, n, &t));
-    OK(mg_perf_decode(t.v, t.n, &dec));
+    TU_OK(mg_perf_encode(orig, n, &t));
+    TU_OK(mg_perf_decode(t.v, t.n, &dec));
     ck_assert_int_eq(t.v[0], MG_PERF_START);
     ck_assert_int_eq(t.v[t.n - 1], MG_PERF_END);
     mg_note *a = malloc((n + 1) * sizeof *a);
@@ -1071,7 +1041,7 @@ static void random_piece(mg_rng *r, size_t count, mg_notes *out) {
                          .off = on + dur,
                          .pitch = (uint8_t)p,
                          .velocity = (uint8_t)(1 + mg_rng_below(r, 127))};
-            OK(mg_notes_push(out, x));
+            TU_OK(mg_notes_push(out, x));
         }
     }
 }
@@ -1092,7 +1062,7 @@ START_TEST(long_silences_and_long_notes) {
                          {.on = 233.174, .off = 235.0, .pitch = 76, .velocity = 71},
                          {.on = 233.176, .off = 234.0, .pitch = 79, .velocity = 72}};
     mg_tokens t = {0};
-    OK(mg_perf_encode(n, 4, &t));
+    TU_OK(mg_perf_encode(n, 4, &t));
     size_t i = 1;
     while (t.v[i] == MG_PERF_TIME_SHIFT + 99) i++;
     ck_assert_uint_eq(i - 1, 180); /* 180 shifts of one second, nothing left over */
@@ -1116,10 +1086,10 @@ START_TEST(grid_is_absolute) {
      * the absolute grid keeps the last one within 5 ms. */
     mg_notes n = {0};
     for (int i = 0; i < 3000; i++)
-        OK(mg_notes_push(&n, (mg_note){.on = i / 3.0,
-                                       .off = i / 3.0 + 0.2,
-                                       .pitch = (uint8_t)(40 + i % 40),
-                                       .velocity = 64}));
+        TU_OK(mg_notes_push(&n, (mg_note){.on = i / 3.0,
+                                          .off = i / 3.0 + 0.2,
+                                          .pitch = (uint8_t)(40 + i % 40),
+                                          .velocity = 64}));
     check_roundtrip(n.v, n.n, true);
     mg_notes_free(&n);
 }
@@ -1131,11 +1101,11 @@ START_TEST(restrikes_short_notes_and_same_step) {
     /* overlap of one pitch: the re-strike ends the earlier note; OFF precedes ON in the step */
     const mg_note a[] = {{.on = 0, .off = 1.0, .pitch = 60, .velocity = 80},
                          {.on = 0.5, .off = 1.5, .pitch = 60, .velocity = 40}};
-    OK(mg_perf_encode(a, 2, &t));
+    TU_OK(mg_perf_encode(a, 2, &t));
     ck_assert_int_eq(t.v[4], MG_PERF_NOTE_OFF + 60);
     ck_assert_int_eq(t.v[5], MG_PERF_VELOCITY + mg_perf_velocity_bin(40));
     ck_assert_int_eq(t.v[6], 60);
-    OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(mg_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 2);
     ck_assert_double_eq_tol(d.v[0].off, 0.5, 1e-9);
     ck_assert_double_eq_tol(d.v[1].off, 1.5, 1e-9);
@@ -1144,8 +1114,8 @@ START_TEST(restrikes_short_notes_and_same_step) {
     /* two onsets in one step: one note, the one ending later */
     const mg_note b[] = {{.on = 0.101, .off = 0.5, .pitch = 50, .velocity = 100},
                          {.on = 0.103, .off = 0.9, .pitch = 50, .velocity = 20}};
-    OK(mg_perf_encode(b, 2, &t));
-    OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(mg_perf_encode(b, 2, &t));
+    TU_OK(mg_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 1);
     ck_assert_double_eq_tol(d.v[0].on, 0.1, 1e-9);
     ck_assert_double_eq_tol(d.v[0].off, 0.9, 1e-9);
@@ -1156,8 +1126,8 @@ START_TEST(restrikes_short_notes_and_same_step) {
     const mg_note c[] = {{.on = 0.012, .off = 0.013, .pitch = 70, .velocity = 9},
                          {.on = 0.016, .off = 0.0161, .pitch = 71, .velocity = 9},
                          {.on = 0.02, .off = 0.02, .pitch = 72, .velocity = 9}};
-    OK(mg_perf_encode(c, 3, &t));
-    OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(mg_perf_encode(c, 3, &t));
+    TU_OK(mg_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 3);
     for (int i = 0; i < 3; i++) {
         ck_assert_double_le(fabs(d.v[i].on - c[i].on), 0.01 + 1e-9);
@@ -1196,7 +1166,7 @@ START_TEST(decode_any_sequence) {
                          MG_PERF_END,
                          65,
                          MG_PERF_TIME_SHIFT + 99};
-    OK(mg_perf_decode(s, sizeof s / sizeof s[0], &d));
+    TU_OK(mg_perf_decode(s, sizeof s / sizeof s[0], &d));
     ck_assert_uint_eq(d.n, 3);
     ck_assert_int_eq(d.v[0].pitch, 61);
     ck_assert_double_eq_tol(d.v[0].on, 0.0, 1e-12);
@@ -1211,14 +1181,14 @@ START_TEST(decode_any_sequence) {
     mg_notes_free(&d);
     /* nothing to play leaves the list empty (and untouched: no pointer arithmetic on NULL) */
     const int32_t empty[] = {MG_PERF_START, MG_PERF_TIME_SHIFT + 3, MG_PERF_END};
-    OK(mg_perf_decode(empty, 3, &d));
-    OK(mg_perf_decode(empty, 0, &d));
+    TU_OK(mg_perf_decode(empty, 3, &d));
+    TU_OK(mg_perf_decode(empty, 0, &d));
     ck_assert_uint_eq(d.n, 0);
     ck_assert_ptr_null(d.v);
     /* a window cut from the middle (no START) is read whole and appended after what is there */
-    OK(mg_notes_push(&d, (mg_note){.on = 5, .off = 6, .pitch = 1, .velocity = 1}));
+    TU_OK(mg_notes_push(&d, (mg_note){.on = 5, .off = 6, .pitch = 1, .velocity = 1}));
     const int32_t w[] = {MG_PERF_NOTE_OFF + 40, MG_PERF_TIME_SHIFT, 41, MG_PERF_TIME_SHIFT + 2};
-    OK(mg_perf_decode(w, 4, &d));
+    TU_OK(mg_perf_decode(w, 4, &d));
     ck_assert_uint_eq(d.n, 2);
     ck_assert_int_eq(d.v[0].pitch, 1);
     ck_assert_double_eq_tol(d.v[1].on, 0.01, 1e-9);
@@ -1251,8 +1221,8 @@ END_TEST
 
 static void span(mg_notes *n, int lo, int hi) {
     n->n = 0;
-    OK(mg_notes_push(n, (mg_note){.on = 0, .off = 1, .pitch = (uint8_t)lo, .velocity = 50}));
-    OK(mg_notes_push(n, (mg_note){.on = 0.5, .off = 1, .pitch = (uint8_t)hi, .velocity = 50}));
+    TU_OK(mg_notes_push(n, (mg_note){.on = 0, .off = 1, .pitch = (uint8_t)lo, .velocity = 50}));
+    TU_OK(mg_notes_push(n, (mg_note){.on = 0.5, .off = 1, .pitch = (uint8_t)hi, .velocity = 50}));
 }
 
 START_TEST(transpose_bounds_keep_pitches_in_range) {
@@ -1268,7 +1238,7 @@ START_TEST(transpose_bounds_keep_pitches_in_range) {
         ck_assert_msg(lo == c[i].want_lo && hi == c[i].want_hi, "%d..%d: got [%d, %d]", c[i].lo,
                       c[i].hi, lo, hi);
         mg_tokens t = {0};
-        OK(mg_perf_encode(n.v, n.n, &t));
+        TU_OK(mg_perf_encode(n.v, n.n, &t));
         int tlo, thi;
         mg_perf_transpose_bounds(t.v, t.n, NULL, &tlo, &thi);
         ck_assert_int_eq(tlo, lo);
@@ -1280,7 +1250,7 @@ START_TEST(transpose_bounds_keep_pitches_in_range) {
     ck_assert(lo == -3 && hi == 3);
     /* an explicit shift drops what leaves 0..127, and says how many */
     span(&n, 3, 125);
-    OK(mg_notes_push(&n, (mg_note){.on = 1, .off = 2, .pitch = 60, .velocity = 50}));
+    TU_OK(mg_notes_push(&n, (mg_note){.on = 1, .off = 2, .pitch = 60, .velocity = 50}));
     ck_assert_uint_eq(mg_notes_transpose(&n, 5), 1);
     ck_assert_uint_eq(n.n, 2);
     ck_assert_uint_eq(n.v[0].pitch, 8);
@@ -1303,10 +1273,10 @@ START_TEST(augment_draws_are_safe_and_seeded) {
     ck_assert_int_eq(o.pitch_hi, 108);
     for (int k = 0; k < 400; k++) {
         n.n = 0;
-        for (size_t i = 0; i < base.n; i++) OK(mg_notes_push(&n, base.v[i]));
+        for (size_t i = 0; i < base.n; i++) TU_OK(mg_notes_push(&n, base.v[i]));
         int sh;
         double st;
-        OK(mg_augment_notes(&n, &o, &r, &sh, &st));
+        TU_OK(mg_augment_notes(&n, &o, &r, &sh, &st));
         ck_assert(sh >= -2 && sh <= 3); /* the lowest note 23 allows only -2 */
         shifts[sh + 3]++;
         int si = (int)lround((st - 0.95) / 0.025);
@@ -1328,8 +1298,8 @@ START_TEST(augment_draws_are_safe_and_seeded) {
         int s1, s2;
         double t1, t2;
         mg_notes x = {0};
-        OK(mg_augment_notes(&x, NULL, &a, &s1, &t1));
-        OK(mg_augment_notes(&x, NULL, &b, &s2, &t2));
+        TU_OK(mg_augment_notes(&x, NULL, &a, &s1, &t1));
+        TU_OK(mg_augment_notes(&x, NULL, &b, &s2, &t2));
         ck_assert(s1 == s2 && t1 == t2);
     }
     o.max_stretch = 1.5;
@@ -1344,18 +1314,18 @@ START_TEST(token_augmentation_matches_notes) {
     mg_notes n = {0}, d1 = {0}, d2 = {0};
     random_piece(&r, 500, &n);
     mg_tokens t = {0}, t2 = {0}, s = {0};
-    OK(mg_perf_encode(n.v, n.n, &t));
+    TU_OK(mg_perf_encode(n.v, n.n, &t));
     /* transposing tokens = encoding transposed notes */
     for (size_t i = 0; i < n.n; i++) n.v[i].pitch = (uint8_t)(30 + n.v[i].pitch % 70);
     t.n = 0;
-    OK(mg_perf_encode(n.v, n.n, &t));
+    TU_OK(mg_perf_encode(n.v, n.n, &t));
     mg_notes up = {0};
-    for (size_t i = 0; i < n.n; i++) OK(mg_notes_push(&up, n.v[i]));
+    for (size_t i = 0; i < n.n; i++) TU_OK(mg_notes_push(&up, n.v[i]));
     ck_assert_uint_eq(mg_notes_transpose(&up, 2), 0);
-    OK(mg_perf_encode(up.v, up.n, &t2));
+    TU_OK(mg_perf_encode(up.v, up.n, &t2));
     int32_t *copy = malloc(t.n * sizeof *copy);
     memcpy(copy, t.v, t.n * sizeof *copy);
-    OK(mg_perf_transpose(copy, t.n, 2));
+    TU_OK(mg_perf_transpose(copy, t.n, 2));
     ck_assert_uint_eq(t.n, t2.n);
     ck_assert_mem_eq(copy, t2.v, t.n * sizeof *copy);
     /* a shift that leaves 0..127 changes nothing */
@@ -1365,13 +1335,13 @@ START_TEST(token_augmentation_matches_notes) {
     ck_assert_mem_eq(copy, t.v, t.n * sizeof *copy);
     free(copy);
     /* stretching tokens = stretching the decoded notes, to the grid */
-    OK(mg_perf_decode(t.v, t.n, &d1));
+    TU_OK(mg_perf_decode(t.v, t.n, &d1));
     for (int k = 0; k < 3; k++) {
         double f = (double[]){0.95, 1.05, 1.5}[k];
         s.n = 0;
-        OK(mg_perf_stretch(t.v, t.n, f, &s));
+        TU_OK(mg_perf_stretch(t.v, t.n, f, &s));
         d2.n = 0;
-        OK(mg_perf_decode(s.v, s.n, &d2));
+        TU_OK(mg_perf_decode(s.v, s.n, &d2));
         ck_assert_uint_eq(d2.n, d1.n);
         /* notes of one pitch keep their order; notes of different pitches may share a step */
         qsort(d1.v, d1.n, sizeof *d1.v, cmp_pitch_on);
@@ -1388,7 +1358,7 @@ START_TEST(token_augmentation_matches_notes) {
     mg_augment_opts o = mg_augment_defaults();
     o.stretch_steps = 1;
     for (int k = 0; k < 20; k++) {
-        OK(mg_augment_tokens(t.v + 100, 500, &o, &r, &s));
+        TU_OK(mg_augment_tokens(t.v + 100, 500, &o, &r, &s));
         ck_assert_uint_eq(s.n, 500);
         int delta = 0;
         for (size_t i = 0; i < 500; i++) {
@@ -1417,8 +1387,8 @@ END_TEST
 
 static void write_piece(const char *path, uint64_t seed, uint32_t i) {
     mg_midi_file f;
-    OK(mg_music_generate(seed, i, &f));
-    OK(mg_midi_write(path, &f, NULL));
+    TU_OK(mg_music_generate(seed, i, &f));
+    TU_OK(mg_midi_write(path, &f, NULL));
     mg_midi_free(&f);
 }
 
@@ -1434,7 +1404,7 @@ START_TEST(find_files_sorted_recursive) {
                            "d.mid.bak", "mid",     "zz/.hidden.mid", "elsewhere/far.mid"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *p = path_in(dir, files[i]);
-        write_bytes(p, "x", 1);
+        tu_write_bytes(p, "x", 1);
         free(p);
     }
     char *link = path_in(dir, "link_dir"), *target = path_in(dir, "elsewhere");
@@ -1448,7 +1418,7 @@ START_TEST(find_files_sorted_recursive) {
     free(target);
     char **paths;
     size_t n;
-    OK(mg_music_find_files(dir, &paths, &n));
+    TU_OK(mg_music_find_files(dir, &paths, &n));
     const char *want[] = {"a/deep/x.Mid",      "a/y.midi",       "a/z.MID",    "b.mid",
                           "elsewhere/far.mid", "zz/.hidden.mid", "zz/link.mid"};
     ck_assert_uint_eq(n, sizeof want / sizeof want[0]);
@@ -1469,17 +1439,17 @@ START_TEST(load_dir_reports_what_it_skips) {
     char *p1 = path_in(dir, "1_good.mid"), *p2 = path_in(dir, "2_corrupt.mid"),
          *p3 = path_in(dir, "3_silent.mid"), *p4 = path_in(dir, "4_good.midi");
     write_piece(p1, 3, 0);
-    write_bytes(p2, corrupt[16].bytes, corrupt[16].len); /* data byte without status */
+    tu_write_bytes(p2, corrupt[16].bytes, corrupt[16].len); /* data byte without status */
     mg_midi_file f;
     mg_midi_init(&f, 0, 96);
-    OK(mg_midi_add_track(&f, NULL));
-    OK(mg_midi_add_tempo(&f, 0, 0, 400000));
-    OK(mg_midi_write(p3, &f, NULL));
+    TU_OK(mg_midi_add_track(&f, NULL));
+    TU_OK(mg_midi_add_tempo(&f, 0, 0, 400000));
+    TU_OK(mg_midi_write(p3, &f, NULL));
     mg_midi_free(&f);
     write_piece(p4, 3, 1);
     mg_music_corpus c;
     mg_music_load_opts o = {.keep_notes = true, .keep_tokens = true};
-    OK(mg_music_load_dir(dir, &o, &c));
+    TU_OK(mg_music_load_dir(dir, &o, &c));
     ck_assert_uint_eq(c.n, 4);
     ck_assert_uint_eq(c.n_ok, 2);
     ck_assert_uint_eq(c.n_skipped, 2);
@@ -1502,7 +1472,7 @@ START_TEST(load_dir_reports_what_it_skips) {
     ck_assert_ptr_nonnull(strstr(buf, "3_silent.mid: no notes"));
     mg_music_corpus_free(&c);
     /* without keep_*, nothing heavy is held */
-    OK(mg_music_load_dir(dir, NULL, &c));
+    TU_OK(mg_music_load_dir(dir, NULL, &c));
     ck_assert_ptr_null(c.items[0].notes.v);
     ck_assert_ptr_null(c.items[0].encoding.v);
     ck_assert_uint_gt(c.items[0].tokens, 0);
@@ -1519,29 +1489,29 @@ START_TEST(generator_is_deterministic) {
     uint8_t *a, *b;
     size_t na, nb;
     mg_midi_file f;
-    OK(mg_music_generate(7, 3, &f));
+    TU_OK(mg_music_generate(7, 3, &f));
     encode_ok(&f, true, &a, &na);
     mg_midi_free(&f);
-    OK(mg_music_generate(7, 3, &f));
+    TU_OK(mg_music_generate(7, 3, &f));
     encode_ok(&f, true, &b, &nb);
     mg_midi_free(&f);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(a, b, na);
     free(b);
-    OK(mg_music_generate(8, 3, &f));
+    TU_OK(mg_music_generate(8, 3, &f));
     encode_ok(&f, true, &b, &nb);
     mg_midi_free(&f);
     ck_assert(na != nb || memcmp(a, b, na) != 0);
     free(b);
     /* on disk: piece 3 of a 5-piece corpus is piece 3 of a 4-piece one, and equals the above */
     char *d1 = make_tmpdir(), *d2 = make_tmpdir();
-    OK(mg_music_generate_dir(d1, 5, 7));
-    OK(mg_music_generate_dir(d2, 4, 7));
+    TU_OK(mg_music_generate_dir(d1, 5, 7));
+    TU_OK(mg_music_generate_dir(d2, 4, 7));
     char *p1 = path_in(d1, "gen_7_0003.mid"), *p2 = path_in(d2, "gen_7_0003.mid");
-    uint8_t *x = read_bytes(p1, &nb), *y;
+    uint8_t *x = tu_read_file(p1, &nb), *y;
     ck_assert_uint_eq(nb, na);
     ck_assert_mem_eq(x, a, na);
-    y = read_bytes(p2, &nb);
+    y = tu_read_file(p2, &nb);
     ck_assert_mem_eq(x, y, na);
     free(x);
     free(y);
@@ -1566,7 +1536,7 @@ START_TEST(generated_pieces_are_piano_music) {
     double total = 0;
     for (uint32_t i = 0; i < 24; i++) {
         mg_midi_file f, g;
-        OK(mg_music_generate(42, i, &f));
+        TU_OK(mg_music_generate(42, i, &f));
         uint8_t *b;
         size_t n;
         encode_ok(&f, true, &b, &n);
@@ -1596,7 +1566,7 @@ START_TEST(generated_pieces_are_piano_music) {
         ck_assert_uint_gt(off_grid, on / 2);
         mg_notes notes;
         mg_midi_info info;
-        OK(mg_midi_to_notes(&g, "gen.mid", NULL, &notes, &info));
+        TU_OK(mg_midi_to_notes(&g, "gen.mid", NULL, &notes, &info));
         ck_assert_uint_eq(info.notes, info.note_ons);
         ck_assert_uint_ge(notes.n, 40);
         ck_assert_double_ge(info.seconds, 8);
@@ -1628,15 +1598,15 @@ END_TEST
 START_TEST(default_corpus_in_memory) {
     mg_music_corpus c;
     mg_music_load_opts o = {.keep_tokens = true};
-    OK(mg_music_generate_corpus(6, 123, &o, &c));
+    TU_OK(mg_music_generate_corpus(6, 123, &o, &c));
     ck_assert_uint_eq(c.n, 6);
     ck_assert_uint_eq(c.n_ok, 6);
     ck_assert_str_eq(c.items[2].path, "gen_123_0002.mid");
     /* the same as writing the files and loading the directory */
     char *dir = make_tmpdir();
-    OK(mg_music_generate_dir(dir, 6, 123));
+    TU_OK(mg_music_generate_dir(dir, 6, 123));
     mg_music_corpus d;
-    OK(mg_music_load_dir(dir, &o, &d));
+    TU_OK(mg_music_load_dir(dir, &o, &d));
     ck_assert_uint_eq(d.n, 6);
     for (size_t i = 0; i < 6; i++) {
         ck_assert_uint_eq(c.items[i].tokens, d.items[i].tokens);
@@ -1681,10 +1651,10 @@ START_TEST(music_command_line) {
     free(out);
     char *p = path_in(dir, "g/gen_5_0002.mid");
     size_t n;
-    uint8_t *b = read_bytes(p, &n), *a;
+    uint8_t *b = tu_read_file(p, &n), *a;
     size_t na;
     mg_midi_file f;
-    OK(mg_music_generate(5, 2, &f));
+    TU_OK(mg_music_generate(5, 2, &f));
     encode_ok(&f, true, &a, &na);
     mg_midi_free(&f);
     ck_assert_uint_eq(n, na);
@@ -1694,7 +1664,7 @@ START_TEST(music_command_line) {
     free(p);
     /* a corrupt file among them gets its error line; stats prints header, lines, total */
     p = path_in(dir, "g/broken.mid");
-    write_bytes(p, corrupt[13].bytes, corrupt[13].len);
+    tu_write_bytes(p, corrupt[13].bytes, corrupt[13].len);
     free(p);
     snprintf(cmd, sizeof cmd, "'%s' stats --data '%s/g' 2>/dev/null", bin, dir);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
@@ -1705,7 +1675,7 @@ START_TEST(music_command_line) {
     ck_assert_ptr_nonnull(strstr(line, "offset 18: unknown chunk length 1000"));
     mg_music_corpus c;
     char *g = path_in(dir, "g");
-    OK(mg_music_load_dir(g, NULL, &c));
+    TU_OK(mg_music_load_dir(g, NULL, &c));
     for (size_t i = 1; i < 4; i++) {
         line = strtok(NULL, "\n");
         const mg_music_item *it = &c.items[i];
@@ -1768,7 +1738,7 @@ static bool in_folder(const char *path, const char *folder) {
 START_TEST(real_files_all_parse_and_roundtrip) {
     mg_music_corpus c;
     mg_music_load_opts o = {.keep_notes = true};
-    OK(mg_music_load_dir(data_dir(), &o, &c));
+    TU_OK(mg_music_load_dir(data_dir(), &o, &c));
     ck_assert_uint_ge(c.n, 150);
     ck_assert_uint_eq(c.n_ok, c.n);
     bool fmt[2] = {false}, div384 = false, div480 = false, div4000 = false;
@@ -1805,14 +1775,14 @@ END_TEST
 START_TEST(real_files_tricky_cases) {
     mg_music_corpus c;
     mg_music_load_opts o = {.keep_notes = true, .keep_tokens = true};
-    OK(mg_music_load_dir(data_dir(), &o, &c));
+    TU_OK(mg_music_load_dir(data_dir(), &o, &c));
     size_t pedal_split = 0, pedal_split_vienna = 0, giant_notes = 0, giant_restrikes = 0,
            many_tempi = 0;
     bool long_silence = false, mutopia_channels = false;
     for (size_t i = 0; i < c.n; i++) {
         const mg_music_item *it = &c.items[i];
         mg_midi_file f;
-        OK(mg_midi_read(it->path, &f));
+        TU_OK(mg_midi_read(it->path, &f));
         /* Pedal in one track, notes in another: the pedal must still hold the notes. */
         size_t note_tracks = 0, pedal_tracks = 0, overlap = 0;
         for (size_t t = 0; t < f.ntracks; t++) {
@@ -1830,7 +1800,7 @@ START_TEST(real_files_tricky_cases) {
             pedal_split++;
             mg_notes dry;
             mg_notes_opts nos = {.no_sustain = true};
-            OK(mg_midi_to_notes(&f, it->path, &nos, &dry, NULL));
+            TU_OK(mg_midi_to_notes(&f, it->path, &nos, &dry, NULL));
             double wet_len = 0, dry_len = 0;
             for (size_t k = 0; k < dry.n; k++) {
                 dry_len += dry.v[k].off - dry.v[k].on;
@@ -1883,7 +1853,7 @@ START_TEST(real_files_tricky_cases) {
             mg_notes dry;
             mg_midi_info di;
             mg_notes_opts nos = {.no_sustain = true};
-            OK(mg_midi_to_notes(&f, it->path, &nos, &dry, &di));
+            TU_OK(mg_midi_to_notes(&f, it->path, &nos, &dry, &di));
             giant_notes += di.notes;
             giant_restrikes += di.restrikes;
             mg_notes_free(&dry);
@@ -1895,7 +1865,7 @@ START_TEST(real_files_tricky_cases) {
             while (it->encoding.v[k] == MG_PERF_TIME_SHIFT + 99) k++;
             ck_assert_uint_ge(k - 1, 150);
             mg_notes back = {0};
-            OK(mg_perf_decode(it->encoding.v, it->encoding.n, &back));
+            TU_OK(mg_perf_decode(it->encoding.v, it->encoding.n, &back));
             ck_assert_double_le(fabs(back.v[0].on - it->notes.v[0].on), 0.005 + 1e-9);
             mg_notes_free(&back);
         }
@@ -1930,11 +1900,10 @@ END_TEST
  * ====================================================================================== */
 
 START_TEST(write_fuzz_seed_corpus) {
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/fuzz", root);
+    ck_assert(tu_build_path(dir, sizeof dir, "fuzz"));
     ck_assert(mkdir(dir, 0777) == 0 || errno == EEXIST);
-    snprintf(dir, sizeof dir, "%s/fuzz/midi_seed", root);
+    ck_assert(tu_build_path(dir, sizeof dir, "fuzz/midi_seed"));
     ck_assert(mkdir(dir, 0777) == 0 || errno == EEXIST);
     char name[64];
     size_t written = 0;
@@ -1944,7 +1913,7 @@ START_TEST(write_fuzz_seed_corpus) {
         snprintf(name, sizeof name, "feature_f%d_%s.mid", v / 2, v % 2 ? "plain" : "running");
         char *p = path_in(dir, name);
         mg_midi_write_opts o = {.no_running_status = v % 2};
-        OK(mg_midi_write(p, &f, &o));
+        TU_OK(mg_midi_write(p, &f, &o));
         free(p);
         mg_midi_free(&f);
         written++;
@@ -1952,7 +1921,7 @@ START_TEST(write_fuzz_seed_corpus) {
     for (uint32_t i = 0; i < 3; i++) {
         /* the first bars of generated pieces: real texture, a few hundred bytes */
         mg_midi_file f;
-        OK(mg_music_generate(1, i, &f));
+        TU_OK(mg_music_generate(1, i, &f));
         for (size_t t = 0; t < f.ntracks; t++) {
             mg_midi_sort_track(&f.tracks[t]);
             size_t k = 0;
@@ -1962,7 +1931,7 @@ START_TEST(write_fuzz_seed_corpus) {
         }
         snprintf(name, sizeof name, "gen_%u.mid", i);
         char *p = path_in(dir, name);
-        OK(mg_midi_write(p, &f, NULL));
+        TU_OK(mg_midi_write(p, &f, NULL));
         free(p);
         mg_midi_free(&f);
         written++;
@@ -1970,13 +1939,13 @@ START_TEST(write_fuzz_seed_corpus) {
     for (size_t i = 0; i < N_CORRUPT; i += 4) {
         snprintf(name, sizeof name, "corrupt_%02zu.mid", i);
         char *p = path_in(dir, name);
-        write_bytes(p, corrupt[i].bytes, corrupt[i].len);
+        tu_write_bytes(p, corrupt[i].bytes, corrupt[i].len);
         free(p);
         written++;
     }
     char **paths;
     size_t n, ok = 0;
-    OK(mg_music_find_files(dir, &paths, &n));
+    TU_OK(mg_music_find_files(dir, &paths, &n));
     ck_assert_uint_ge(n, written);
     for (size_t i = 0; i < n; i++) {
         mg_midi_file f;

@@ -4,13 +4,11 @@
  * sampling with and without a prompt, evaluation against a plain reference, the alibi plugin,
  * audio through timidity when it is installed, and every bad input giving a clear message and no
  * crash. */
-#include "harness.h"
+#include "test_util.h"
 #include "music_model.h"
 
 #include "minigrad/safetensors.h"
 
-#include <dirent.h>
-#include <signal.h>
 #include <math.h>
 #include <stb_image.h>
 #include <stdio.h>
@@ -24,65 +22,18 @@
  * helpers
  * ====================================================================================== */
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        mg_status st_ = (expr);                                                                    \
-        ck_assert_msg(st_ == MG_OK, "%s -> %d: %s", #expr, st_, mg_last_error());                  \
-    } while (0)
-
 static char tmpdir[256];
 
 static void make_tmpdir(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/mg_music_XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_music");
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (unlink(p) != 0) remove_tree(p);
-        }
-    closedir(d);
-    rmdir(dir);
+static void remove_tmpdir(void) {
+    tu_remove_tree(tmpdir);
 }
 
 static const char *tmp_path(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
-static void assert_error_has(const char *part) {
-    const char *e = mg_last_error();
-    ck_assert_msg(strstr(e, part) != NULL, "error message '%s' lacks '%s'", e, part);
+    return tu_path_in(tmpdir, name);
 }
 
 static bool is_shift(int32_t t) {
@@ -96,7 +47,7 @@ static bool is_note(int32_t t) {
 /* The first `n` pieces of the generated corpus, with their tokens. */
 static void gen_corpus(uint32_t n, mg_music_corpus *c) {
     mg_music_load_opts lo = {.keep_tokens = true};
-    OK(mg_music_generate_corpus(n, 1, &lo, c));
+    TU_OK(mg_music_generate_corpus(n, 1, &lo, c));
     ck_assert_uint_eq(c->n_ok, n);
 }
 
@@ -108,7 +59,7 @@ START_TEST(split_is_by_piece_deterministic_and_spread) {
     mg_music_corpus c;
     gen_corpus(25, &c);
     mg_music_data d;
-    OK(mg_music_data_make(&d, &c, "gen"));
+    TU_OK(mg_music_data_make(&d, &c, "gen"));
     ck_assert_uint_eq(d.n, 25);
     /* 25 pieces: round(2.5) = 3 validation pieces, at i where floor((i+1)3/25) > floor(3i/25) */
     ck_assert_uint_eq(d.n_val, 3);
@@ -142,7 +93,7 @@ START_TEST(split_is_by_piece_deterministic_and_spread) {
     } small[] = {{1, 0, 99}, {2, 1, 1}, {10, 1, 9}, {14, 1, 13}, {15, 2, 7}};
     for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
         gen_corpus(small[k].n, &c);
-        OK(mg_music_data_make(&d, &c, "gen"));
+        TU_OK(mg_music_data_make(&d, &c, "gen"));
         ck_assert_uint_eq(d.n_val, small[k].val);
         if (small[k].val_at < d.n) ck_assert(d.pieces[small[k].val_at].val);
         mg_music_data_free(&d);
@@ -155,17 +106,17 @@ START_TEST(data_make_names_what_is_missing) {
     mg_music_corpus c = {0};
     mg_music_data d;
     ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
-    assert_error_has("songs/: no MIDI files (.mid or .midi) found");
+    tu_assert_error_has("songs/: no MIDI files (.mid or .midi) found");
     static const uint8_t junk[] = "MThd\0\0\0\6\0\1\0\5";
-    OK(mg_music_corpus_add(&c, "songs/bad.mid", junk, sizeof junk - 1, NULL));
+    TU_OK(mg_music_corpus_add(&c, "songs/bad.mid", junk, sizeof junk - 1, NULL));
     ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
-    assert_error_has(
+    tu_assert_error_has(
         "songs/: none of the 1 MIDI files found could be used (the first: songs/bad.mid");
     mg_music_corpus_free(&c);
     /* a corpus loaded without its tokens is a programming error, named */
-    OK(mg_music_generate_corpus(2, 1, NULL, &c));
+    TU_OK(mg_music_generate_corpus(2, 1, NULL, &c));
     ck_assert_int_eq(mg_music_data_make(&d, &c, "gen"), MG_ERR_INVALID);
-    assert_error_has("loaded without its tokens");
+    tu_assert_error_has("loaded without its tokens");
     mg_music_corpus_free(&c);
 }
 END_TEST
@@ -173,21 +124,21 @@ END_TEST
 START_TEST(windows_pad_past_the_end_of_a_piece) {
     const int32_t tok[] = {MG_PERF_START, 10, 300, 140, MG_PERF_END};
     int32_t ids[8], tg[8];
-    OK(mg_music_window(tok, 5, 0, 3, NULL, NULL, NULL, ids, tg));
+    TU_OK(mg_music_window(tok, 5, 0, 3, NULL, NULL, NULL, ids, tg));
     ck_assert_mem_eq(ids, ((int32_t[]){MG_PERF_START, 10, 300}), 3 * sizeof(int32_t));
     ck_assert_mem_eq(tg, ((int32_t[]){10, 300, 140}), 3 * sizeof(int32_t));
-    OK(mg_music_window(tok, 5, 2, 8, NULL, NULL, NULL, ids, tg));
+    TU_OK(mg_music_window(tok, 5, 2, 8, NULL, NULL, NULL, ids, tg));
     static const int32_t want_ids[8] = {300,         140,         MG_PERF_END, MG_PERF_END,
                                         MG_PERF_END, MG_PERF_END, MG_PERF_END, MG_PERF_END};
     static const int32_t want_tg[8] = {140, MG_PERF_END, -1, -1, -1, -1, -1, -1};
     ck_assert_mem_eq(ids, want_ids, sizeof want_ids);
     ck_assert_mem_eq(tg, want_tg, sizeof want_tg);
     /* the last start with a target: the END is predicted, nothing after it */
-    OK(mg_music_window(tok, 5, 3, 2, NULL, NULL, NULL, ids, tg));
+    TU_OK(mg_music_window(tok, 5, 3, 2, NULL, NULL, NULL, ids, tg));
     ck_assert_mem_eq(ids, ((int32_t[]){140, MG_PERF_END}), 2 * sizeof(int32_t));
     ck_assert_mem_eq(tg, ((int32_t[]){MG_PERF_END, -1}), 2 * sizeof(int32_t));
     ck_assert_int_eq(mg_music_window(tok, 5, 4, 2, NULL, NULL, NULL, ids, tg), MG_ERR_INVALID);
-    assert_error_has("start 4 of a 5-token piece leaves nothing to predict");
+    tu_assert_error_has("start 4 of a 5-token piece leaves nothing to predict");
 }
 END_TEST
 
@@ -214,9 +165,9 @@ START_TEST(augmented_windows_transpose_and_stretch_the_piece) {
     for (int trial = 0; trial < 120; trial++) {
         size_t start = (size_t)(trial * 37) % (n - 1);
         mg_rng r = mg_rng_make(1000 + (uint64_t)trial), r2 = r;
-        OK(mg_music_window(tok, n, start, T, &aug, &r, &s, ids, tg));
+        TU_OK(mg_music_window(tok, n, start, T, &aug, &r, &s, ids, tg));
         /* the window depends only on the generator's state */
-        OK(mg_music_window(tok, n, start, T, &aug, &r2, &s, ids2, tg2));
+        TU_OK(mg_music_window(tok, n, start, T, &aug, &r2, &s, ids2, tg2));
         ck_assert_mem_eq(ids, ids2, sizeof ids);
         ck_assert_mem_eq(tg, tg2, sizeof tg);
         ck_assert_uint_eq(r.s, r2.s);
@@ -281,7 +232,7 @@ START_TEST(batches_draw_every_train_start_alike) {
     enum { B = 8000 };
     static int32_t ids[B * 2], tg[B * 2];
     mg_rng r = mg_rng_make(5);
-    OK(mg_music_batch(&d, B, 2, NULL, &r, NULL, ids, tg));
+    TU_OK(mg_music_batch(&d, B, 2, NULL, &r, NULL, ids, tg));
     /* without augmentation: one draw per window */
     ck_assert_uint_eq(r.s, 5 + (uint64_t)B * 0x9E3779B97F4A7C15ULL);
     int count[8] = {0};
@@ -302,7 +253,7 @@ START_TEST(batches_draw_every_train_start_alike) {
     /* no train pieces: an error, not a hang or a crash */
     d.n_train = 0;
     ck_assert_int_eq(mg_music_batch(&d, 1, 2, NULL, &r, NULL, ids, tg), MG_ERR_INVALID);
-    assert_error_has("no training pieces");
+    tu_assert_error_has("no training pieces");
 }
 END_TEST
 
@@ -313,7 +264,7 @@ START_TEST(validation_windows_cover_each_target_once) {
     mg_music_piece pieces[3] = {{t1, 4, "a", true}, {t3, 3, "t", false}, {t2, 6, "b", true}};
     mg_music_data d = {.pieces = pieces, .n = 3, .n_val = 2};
     mg_music_windows w;
-    OK(mg_music_val_windows(&d, 2, 0, &w));
+    TU_OK(mg_music_val_windows(&d, 2, 0, &w));
     /* 3 targets in 2 windows, 5 targets in 3 windows; the train piece has none */
     ck_assert_uint_eq(w.count, 5);
     ck_assert_uint_eq(w.targets, 8);
@@ -322,7 +273,7 @@ START_TEST(validation_windows_cover_each_target_once) {
     ck_assert_mem_eq(w.start, start, sizeof start);
     mg_music_windows_free(&w);
     /* at most 2: the first and the third (floor(k * 5 / 2)) */
-    OK(mg_music_val_windows(&d, 2, 2, &w));
+    TU_OK(mg_music_val_windows(&d, 2, 2, &w));
     ck_assert_uint_eq(w.count, 2);
     ck_assert_uint_eq(w.piece[0], 0);
     ck_assert_uint_eq(w.start[0], 0);
@@ -331,12 +282,12 @@ START_TEST(validation_windows_cover_each_target_once) {
     ck_assert_uint_eq(w.targets, 4);
     mg_music_windows_free(&w);
     /* one window per piece when T is long */
-    OK(mg_music_val_windows(&d, 2048, 16, &w));
+    TU_OK(mg_music_val_windows(&d, 2048, 16, &w));
     ck_assert_uint_eq(w.count, 2);
     ck_assert_uint_eq(w.targets, 8);
     mg_music_windows_free(&w);
     d.pieces[0].val = d.pieces[2].val = false;
-    OK(mg_music_val_windows(&d, 2, 0, &w));
+    TU_OK(mg_music_val_windows(&d, 2, 0, &w));
     ck_assert_uint_eq(w.count, 0);
     mg_music_windows_free(&w);
 }
@@ -354,10 +305,10 @@ START_TEST(piano_roll_png_decodes_with_both_parts) {
                      .off = i * 0.25 + 0.4,
                      .pitch = (uint8_t)(48 + (i * 7) % 24),
                      .velocity = (uint8_t)(30 + 2 * i)};
-        OK(mg_notes_push(&notes, n));
+        TU_OK(mg_notes_push(&notes, n));
     }
     mg_pianoroll_opts o = {.prompt_end = 5.0, .title = "test roll"};
-    OK(mg_music_pianoroll(tmp_path("roll.png"), &notes, &o));
+    TU_OK(mg_music_pianoroll(tmp_path("roll.png"), &notes, &o));
     int w, h, ch;
     unsigned char *px = stbi_load(tmp_path("roll.png"), &w, &h, &ch, 3);
     ck_assert_ptr_nonnull(px);
@@ -383,7 +334,7 @@ START_TEST(piano_roll_png_decodes_with_both_parts) {
     /* other sizes, no prompt, no notes */
     o = (mg_pianoroll_opts){.width = 640, .height = 320};
     mg_notes none = {0};
-    OK(mg_music_pianoroll(tmp_path("empty.png"), &none, &o));
+    TU_OK(mg_music_pianoroll(tmp_path("empty.png"), &none, &o));
     px = stbi_load(tmp_path("empty.png"), &w, &h, &ch, 3);
     ck_assert_ptr_nonnull(px);
     ck_assert_int_eq(w, 640);
@@ -391,12 +342,12 @@ START_TEST(piano_roll_png_decodes_with_both_parts) {
     stbi_image_free(px);
     o.width = 100;
     ck_assert_int_eq(mg_music_pianoroll(tmp_path("small.png"), &notes, &o), MG_ERR_INVALID);
-    assert_error_has("small.png: piano roll size 100 x 320 is outside 300..8192");
+    tu_assert_error_has("small.png: piano roll size 100 x 320 is outside 300..8192");
     ck_assert_int_ne(access(tmp_path("small.png"), F_OK), 0);
     ck_assert_int_ne(mg_music_pianoroll("/nonexistent/dir/r.png", &notes, NULL), MG_OK);
-    assert_error_has("/nonexistent/dir/r.png");
+    tu_assert_error_has("/nonexistent/dir/r.png");
     mg_notes_free(&notes);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
@@ -409,8 +360,8 @@ static void save_model(const char *path, int64_t vocab, const mg_st_meta *meta, 
     cfg.vocab_size = vocab, cfg.block_size = 16, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16;
     mg_rng r = mg_rng_make(1);
     mg_gpt *g;
-    OK(mg_gpt_new(&cfg, &r, &g));
-    OK(mg_gpt_save(g, path, meta, n_meta));
+    TU_OK(mg_gpt_new(&cfg, &r, &g));
+    TU_OK(mg_gpt_save(g, path, meta, n_meta));
     mg_gpt_free(g);
 }
 
@@ -423,30 +374,30 @@ START_TEST(load_refuses_what_is_not_a_music_model) {
     ck_assert_int_eq(mg_music_load(tmp_path("text.safetensors"), &g, &f), MG_ERR_FORMAT);
     ck_assert_ptr_null(g);
     ck_assert_ptr_null(f);
-    assert_error_has("text.safetensors: not a music model: metadata 'tokenizer' is 'char' (a "
-                     "textgen checkpoint?), a music checkpoint has 'midi-performance'");
+    tu_assert_error_has("text.safetensors: not a music model: metadata 'tokenizer' is 'char' (a "
+                        "textgen checkpoint?), a music checkpoint has 'midi-performance'");
     save_model(tmp_path("bare.safetensors"), MG_PERF_VOCAB, NULL, 0);
     ck_assert_int_eq(mg_music_load(tmp_path("bare.safetensors"), &g, NULL), MG_ERR_FORMAT);
-    assert_error_has("bare.safetensors: not a music model: metadata 'tokenizer' is missing");
+    tu_assert_error_has("bare.safetensors: not a music model: metadata 'tokenizer' is missing");
     save_model(tmp_path("v.safetensors"), 100, (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}},
                1);
     ck_assert_int_eq(mg_music_load(tmp_path("v.safetensors"), &g, NULL), MG_ERR_FORMAT);
-    assert_error_has(
+    tu_assert_error_has(
         "v.safetensors: metadata 'vocab_size' is 100, the performance encoding has 390");
-    write_bytes(tmp_path("junk.safetensors"), "not a checkpoint at all", 23);
+    tu_write_bytes(tmp_path("junk.safetensors"), "not a checkpoint at all", 23);
     ck_assert_int_ne(mg_music_load(tmp_path("junk.safetensors"), &g, NULL), MG_OK);
-    assert_error_has("junk.safetensors");
+    tu_assert_error_has("junk.safetensors");
     ck_assert_int_ne(mg_music_load(tmp_path("none.safetensors"), &g, NULL), MG_OK);
-    assert_error_has("none.safetensors");
+    tu_assert_error_has("none.safetensors");
     /* and a real one loads, with its file */
     save_model(tmp_path("m.safetensors"), MG_PERF_VOCAB,
                (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}}, 1);
-    OK(mg_music_load(tmp_path("m.safetensors"), &g, &f));
+    TU_OK(mg_music_load(tmp_path("m.safetensors"), &g, &f));
     ck_assert_int_eq(mg_gpt_cfg(g)->vocab_size, MG_PERF_VOCAB);
     ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), MG_MUSIC_TOKENIZER);
     mg_st_close(f);
     mg_gpt_free(g);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
@@ -454,49 +405,16 @@ END_TEST
  * the music program, end to end
  * ====================================================================================== */
 
-static char music_bin[1024];
-static char out_text[1 << 16], err_text[1 << 16];
-
-static void find_binary(void) {
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
-    snprintf(music_bin, sizeof music_bin, "%s/examples/music/music", root && *root ? root : ".");
-    ck_assert_msg(access(music_bin, X_OK) == 0, "%s not built (MINIGRAD_BUILD_ROOT=%s)", music_bin,
-                  root ? root : "(unset)");
-}
-
-static void read_into(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = 0;
-    if (f) fclose(f);
-}
+static tu_program music = {
+    .name = "music", .rel = "examples/music/music", .max_status = 128, .interrupt_ok = true};
 
 /* Runs `music ARGS` in tmpdir with stdout and stderr captured. Returns the exit status; a crash
  * (signal) fails the test. */
 static int run_env(const char *env, const char *args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env,
-             music_bin, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    read_into(tmp_path("stdout"), out_text, sizeof out_text);
-    read_into(tmp_path("stderr"), err_text, sizeof err_text);
-    ck_assert_msg(st != -1 && WIFEXITED(st),
-                  "music %s: did not exit normally (status %d); stderr: %.1500s", args, st,
-                  err_text);
-    int rc = WEXITSTATUS(st);
-    ck_assert_msg(rc != 127 && (rc <= 128 || rc == 130),
-                  "music %s: killed or not found (%d): %.1500s", args, rc, err_text);
-    return rc;
+    return tu_run_in(&music, tmpdir, env, args);
 }
 static int run(const char *args) {
     return run_env("", args);
-}
-
-static void assert_stdout_has(const char *part) {
-    ck_assert_msg(strstr(out_text, part) != NULL, "stdout '%.2000s' lacks '%s'", out_text, part);
-}
-static void assert_stderr_has(const char *part) {
-    ck_assert_msg(strstr(err_text, part) != NULL, "stderr '%.1500s' lacks '%s'", err_text, part);
 }
 
 /* A model small enough to train in well under a second per hundred steps on one thread. */
@@ -504,33 +422,11 @@ static void assert_stderr_has(const char *part) {
     "--pieces 16 --block-size 64 --n-embd 32 --n-layer 1 --n-head 2 --batch 8 --lr 1e-2 "          \
     "--warmup 10 --threads 1"
 
-typedef struct {
-    int n, nv;
-    long step[512], val_step[512];
-    double loss[512], val[512];
-} run_log;
-
-static void read_log(const char *path, run_log *lg) {
-    memset(lg, 0, sizeof *lg);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "no log at %s", path);
-    char line[1024];
-    while (fgets(line, sizeof line, f) && lg->n < 512) {
-        const char *s = strstr(line, "\"step\": "), *l = strstr(line, "\"loss\": "),
-                   *v = strstr(line, "\"val_loss\": ");
-        ck_assert_msg(s && l && strstr(line, "\"tokens_per_s\": "), "log line: %s", line);
-        lg->step[lg->n] = strtol(s + 8, NULL, 10);
-        lg->loss[lg->n++] = strtod(l + 8, NULL);
-        if (v) lg->val_step[lg->nv] = lg->step[lg->n - 1], lg->val[lg->nv++] = strtod(v + 12, NULL);
-    }
-    fclose(f);
-}
-
 /* Reads a MIDI file back into notes through the library's reader. */
 static void read_notes(const char *path, mg_notes *n) {
     mg_midi_file f;
-    OK(mg_midi_read(path, &f));
-    OK(mg_midi_to_notes(&f, path, NULL, n, NULL));
+    TU_OK(mg_midi_read(path, &f));
+    TU_OK(mg_midi_to_notes(&f, path, NULL, n, NULL));
     mg_midi_free(&f);
 }
 
@@ -542,12 +438,12 @@ static void png_size(const char *path, int *w, int *h) {
 }
 
 START_TEST(training_learns_the_generated_corpus) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     ck_assert_int_eq(
         run("train --out run " TINY " --steps 300 --eval-every 100 --sample-tokens 64"), 0);
-    run_log lg;
-    read_log(tmp_path("run/log.jsonl"), &lg);
+    tu_run_log lg;
+    tu_read_log(tmp_path("run/log.jsonl"), &lg, NULL);
     ck_assert_int_eq(lg.n, 300);
     for (int i = 0; i < lg.n; i++) ck_assert_int_eq(lg.step[i], i + 1);
     /* an untrained model guesses among 390 tokens: ln 390 = 5.97 */
@@ -562,15 +458,15 @@ START_TEST(training_learns_the_generated_corpus) {
     ck_assert_int_eq(lg.val_step[2], 300);
     ck_assert_double_lt(lg.val[2], 4.6);
     ck_assert_double_lt(lg.val[2], lg.val[0]);
-    assert_stdout_has("no --data given: learning 16 generated piano pieces");
-    assert_stdout_has("14 train pieces");
-    assert_stdout_has("2 validation pieces");
-    assert_stdout_has("context 64, pos rope, vocabulary 390");
-    assert_stdout_has("tokens/s");
-    assert_stdout_has("peak RSS");
-    assert_stdout_has("activations (arena peak)");
-    assert_stdout_has("run/sample.mid");
-    assert_stdout_has("run/loss.png");
+    tu_assert_stdout_has(&music, "no --data given: learning 16 generated piano pieces");
+    tu_assert_stdout_has(&music, "14 train pieces");
+    tu_assert_stdout_has(&music, "2 validation pieces");
+    tu_assert_stdout_has(&music, "context 64, pos rope, vocabulary 390");
+    tu_assert_stdout_has(&music, "tokens/s");
+    tu_assert_stdout_has(&music, "peak RSS");
+    tu_assert_stdout_has(&music, "activations (arena peak)");
+    tu_assert_stdout_has(&music, "run/sample.mid");
+    tu_assert_stdout_has(&music, "run/loss.png");
     int w, h;
     png_size(tmp_path("run/loss.png"), &w, &h);
     ck_assert_int_eq(w, 800);
@@ -583,7 +479,7 @@ START_TEST(training_learns_the_generated_corpus) {
     mg_notes_free(&notes);
     /* the checkpoint says what it is and how it was trained */
     mg_st_file *f;
-    OK(mg_safetensors_open(tmp_path("run/model.safetensors"), &f));
+    TU_OK(mg_safetensors_open(tmp_path("run/model.safetensors"), &f));
     ck_assert_str_eq(mg_st_meta_get(f, "format"), "minigrad-gpt");
     ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), "midi-performance");
     ck_assert_str_eq(mg_st_meta_get(f, "vocab_size"), "390");
@@ -592,40 +488,12 @@ START_TEST(training_learns_the_generated_corpus) {
     ck_assert_str_eq(mg_st_meta_get(f, "music.data"), "");
     ck_assert_str_eq(mg_st_meta_get(f, "music.steps"), "300");
     mg_st_close(f);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
-/* Every tensor of two safetensors files, bit for bit, and the metadata values named. */
-static void assert_same_file(const char *a, const char *b, const char *const *keys) {
-    mg_st_file *fa, *fb;
-    OK(mg_safetensors_open(a, &fa));
-    OK(mg_safetensors_open(b, &fb));
-    ck_assert_int_eq(mg_st_count(fa), mg_st_count(fb));
-    for (int i = 0; i < mg_st_count(fa); i++) {
-        const mg_st_tensor_info *ia = mg_st_info(fa, i);
-        int j = mg_st_find(fb, ia->name);
-        ck_assert_msg(j >= 0, "%s lacks %s", b, ia->name);
-        ck_assert_int_eq(mg_st_info(fb, j)->numel, ia->numel);
-        float *x = malloc((size_t)ia->numel * 4), *y = malloc((size_t)ia->numel * 4);
-        OK(mg_st_read_f32(fa, i, x, ia->numel));
-        OK(mg_st_read_f32(fb, j, y, ia->numel));
-        ck_assert_msg(memcmp(x, y, (size_t)ia->numel * 4) == 0, "%s differs between %s and %s",
-                      ia->name, a, b);
-        free(x);
-        free(y);
-    }
-    for (int k = 0; keys && keys[k]; k++) {
-        const char *va = mg_st_meta_get(fa, keys[k]), *vb = mg_st_meta_get(fb, keys[k]);
-        ck_assert_msg(va && vb && strcmp(va, vb) == 0, "metadata %s: '%s' vs '%s'", keys[k],
-                      va ? va : "(none)", vb ? vb : "(none)");
-    }
-    mg_st_close(fa);
-    mg_st_close(fb);
-}
-
 START_TEST(resume_continues_exactly) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     /* augmentation and dropout on, so the data generator and the dropout one must both resume */
     const char *common =
@@ -635,21 +503,21 @@ START_TEST(resume_continues_exactly) {
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "train --out pieces %s --stop-after 12", common);
     ck_assert_int_eq(run(args), 0);
-    assert_stdout_has("stopped after 12 steps");
-    assert_stdout_has("music train --resume --out pieces");
+    tu_assert_stdout_has(&music, "stopped after 12 steps");
+    tu_assert_stdout_has(&music, "music train --resume --out pieces");
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 2"), 0);
-    assert_stdout_has("resumed at step 12");
+    tu_assert_stdout_has(&music, "resumed at step 12");
     static const char *const wkeys[] = {"tokenizer",    "vocab_size", "music.steps",
                                         "music.pieces", "music.data", NULL};
-    assert_same_file(tmp_path("straight/model.safetensors"), tmp_path("pieces/model.safetensors"),
-                     wkeys);
+    tu_assert_same_safetensors(tmp_path("straight/model.safetensors"),
+                               tmp_path("pieces/model.safetensors"), wkeys);
     static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout",
                                         NULL};
-    assert_same_file(tmp_path("straight/model.state.safetensors"),
-                     tmp_path("pieces/model.state.safetensors"), skeys);
-    run_log a, b;
-    read_log(tmp_path("straight/log.jsonl"), &a);
-    read_log(tmp_path("pieces/log.jsonl"), &b);
+    tu_assert_same_safetensors(tmp_path("straight/model.state.safetensors"),
+                               tmp_path("pieces/model.state.safetensors"), skeys);
+    tu_run_log a, b;
+    tu_read_log(tmp_path("straight/log.jsonl"), &a, NULL);
+    tu_read_log(tmp_path("pieces/log.jsonl"), &b, NULL);
     ck_assert_int_eq(a.n, 24);
     ck_assert_int_eq(b.n, 24);
     ck_assert_mem_eq(a.loss, b.loss, sizeof a.loss);
@@ -659,81 +527,68 @@ START_TEST(resume_continues_exactly) {
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0"), 0);
     ck_assert_int_eq(run("train --out pieces --resume --steps 30 --n-embd 64 --sample-tokens 0"),
                      1);
-    assert_stderr_has("n_embd");
-    remove_tree(tmpdir);
+    tu_assert_stderr_has(&music, "n_embd");
+    remove_tmpdir();
 }
 END_TEST
 
 START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (chdir(tmpdir) != 0) _exit(99);
-        if (!freopen("int.out", "w", stdout) || !freopen("int.err", "w", stderr)) _exit(99);
-        execl(music_bin, "music", "train", "--out", "int", "--pieces", "16", "--block-size", "64",
-              "--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--threads", "1", "--steps",
-              "1000000", "--ckpt-every", "0", "--eval-every", "0", (char *)NULL);
-        _exit(98);
-    }
-    /* wait until it is training: the log has a few steps */
-    for (int i = 0; i < 3000; i++) {
-        struct stat sb;
-        if (stat(tmp_path("int/log.jsonl"), &sb) == 0 && sb.st_size > 300) break;
-        usleep(10000);
-    }
-    ck_assert_int_eq(kill(pid, SIGINT), 0);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    read_into(tmp_path("int.out"), out_text, sizeof out_text);
-    read_into(tmp_path("int.err"), err_text, sizeof err_text);
+    /* interrupted once it is training: the log has a few steps */
+    int st = tu_run_interrupted(
+        &music, tmpdir,
+        (char *[]){"music",        "train", "--out",        "int", "--pieces",  "16",
+                   "--block-size", "64",    "--n-embd",     "32",  "--n-layer", "1",
+                   "--n-head",     "2",     "--threads",    "1",   "--steps",   "1000000",
+                   "--ckpt-every", "0",     "--eval-every", "0",   NULL},
+        "int/log.jsonl", 300);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130,
-                  "status %d; stdout %.1000s; stderr %.1000s", st, out_text, err_text);
-    assert_stdout_has("interrupted: saved step");
-    run_log lg;
-    read_log(tmp_path("int/log.jsonl"), &lg);
+                  "status %d; stdout %.1000s; stderr %.1000s", st, music.out, music.err);
+    tu_assert_stdout_has(&music, "interrupted: saved step");
+    tu_run_log lg;
+    tu_read_log(tmp_path("int/log.jsonl"), &lg, NULL);
     ck_assert_int_gt(lg.n, 0);
     char args[256], want[64];
     snprintf(args, sizeof args, "train --out int --resume --steps %d --sample-tokens 0", lg.n + 2);
     ck_assert_int_eq(run(args), 0);
     snprintf(want, sizeof want, "resumed at step %d", lg.n);
-    assert_stdout_has(want);
-    read_log(tmp_path("int/log.jsonl"), &lg);
+    tu_assert_stdout_has(&music, want);
+    tu_read_log(tmp_path("int/log.jsonl"), &lg, NULL);
     ck_assert_int_eq(lg.step[lg.n - 1], lg.n);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
 /* A generated piece written as a MIDI file, to be a prompt. */
 static void write_prompt(const char *path, uint32_t index) {
     mg_midi_file f;
-    OK(mg_music_generate(9, index, &f));
-    OK(mg_midi_write(path, &f, NULL));
+    TU_OK(mg_music_generate(9, index, &f));
+    TU_OK(mg_midi_write(path, &f, NULL));
     mg_midi_free(&f);
 }
 
 START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     ck_assert_int_eq(run("train --out run " TINY " --steps 40 --sample-tokens 0"), 0);
     const char *args = "sample --ckpt run/model.safetensors --tokens 150 --seed 7 --threads 1 "
                        "--out a.mid --png a.png";
     ck_assert_int_eq(run(args), 0);
-    assert_stdout_has("(seed 7, temperature 1)");
-    assert_stdout_has("wrote a.mid, a.png");
+    tu_assert_stdout_has(&music, "(seed 7, temperature 1)");
+    tu_assert_stdout_has(&music, "wrote a.mid, a.png");
     size_t na, nb;
-    uint8_t *ma = read_bytes(tmp_path("a.mid"), &na);
+    uint8_t *ma = tu_read_file(tmp_path("a.mid"), &na);
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 150 --seed 7 --threads 2 "
                          "--out b.mid --quiet"),
                      0);
-    uint8_t *mb = read_bytes(tmp_path("b.mid"), &nb);
+    uint8_t *mb = tu_read_file(tmp_path("b.mid"), &nb);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(ma, mb, na);
     free(mb);
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 150 --seed 8 --out c.mid"),
                      0);
-    mb = read_bytes(tmp_path("c.mid"), &nb);
+    mb = tu_read_file(tmp_path("c.mid"), &nb);
     ck_assert(nb != na || memcmp(ma, mb, na) != 0);
     free(mb);
     free(ma);
@@ -743,7 +598,7 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
     char want[64];
     snprintf(want, sizeof want, "music: %zu notes", notes.n);
     ck_assert_int_eq(run(args), 0);
-    assert_stdout_has(want);
+    tu_assert_stdout_has(&music, want);
     mg_notes_free(&notes);
     int w, h;
     png_size(tmp_path("a.png"), &w, &h);
@@ -756,16 +611,16 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt prompt.mid --tokens 100 "
                          "--seed 1 --out p.mid --png p.png"),
                      0);
-    assert_stderr_has("the model sees its last 32 (context 64)");
+    tu_assert_stderr_has(&music, "the model sees its last 32 (context 64)");
     mg_notes prompt = {0}, q = {0}, piece = {0};
     mg_tokens pt = {0};
     read_notes(tmp_path("prompt.mid"), &prompt);
-    OK(mg_perf_encode(prompt.v, prompt.n, &pt));
-    OK(mg_perf_decode(pt.v, pt.n, &q));
+    TU_OK(mg_perf_encode(prompt.v, prompt.n, &pt));
+    TU_OK(mg_perf_decode(pt.v, pt.n, &q));
     read_notes(tmp_path("p.mid"), &piece);
     ck_assert_uint_ge(piece.n, q.n);
     snprintf(want, sizeof want, "the prompt's %zu notes", q.n);
-    assert_stdout_has(want);
+    tu_assert_stdout_has(&music, want);
     double prompt_end = 0;
     for (size_t i = 0; i < q.n; i++) prompt_end = q.v[i].off > prompt_end ? q.v[i].off : prompt_end;
     size_t in_prompt = 0;
@@ -792,18 +647,18 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
                      0);
     ck_assert_int_eq(
         run("sample --ckpt run/model.safetensors --tokens 60 --top-k 1 --seed 2 --out g2.mid"), 0);
-    ma = read_bytes(tmp_path("g1.mid"), &na);
-    mb = read_bytes(tmp_path("g2.mid"), &nb);
+    ma = tu_read_file(tmp_path("g1.mid"), &na);
+    mb = tu_read_file(tmp_path("g2.mid"), &nb);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(ma, mb, na);
     free(ma);
     free(mb);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
 START_TEST(long_samples_and_every_positional_scheme) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     /* a learned table of 64 rows: 300 tokens go on past it from the last half block; alibi comes
      * from the plugin beside the program */
@@ -815,7 +670,7 @@ START_TEST(long_samples_and_every_positional_scheme) {
                  "train --out r%zu " TINY " --steps 8 --pos %s --sample-tokens 0 "
                  "--eval-every 0",
                  i, schemes[i]);
-        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
+        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], music.err);
         /* the model may end a piece early (END): some seed goes the whole way */
         bool whole = false;
         for (int seed = 3; seed < 10 && !whole; seed++) {
@@ -823,27 +678,27 @@ START_TEST(long_samples_and_every_positional_scheme) {
                      "sample --ckpt r%zu/model.safetensors --tokens 300 --seed %d --out s%zu.mid "
                      "--temperature 0.7",
                      i, seed, i);
-            ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
-            whole = strstr(out_text, "music: 300 tokens in") != NULL;
+            ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], music.err);
+            whole = strstr(music.out, "music: 300 tokens in") != NULL;
         }
-        ck_assert_msg(whole, "%s: no sample went past the context: %s", schemes[i], out_text);
+        ck_assert_msg(whole, "%s: no sample went past the context: %s", schemes[i], music.out);
         snprintf(args, sizeof args, "eval --ckpt r%zu/model.safetensors", i);
-        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], err_text);
-        assert_stdout_has("val_loss ");
+        ck_assert_msg(run(args) == 0, "%s: %s", schemes[i], music.err);
+        tu_assert_stdout_has(&music, "val_loss ");
     }
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
 /* The loss of every validation target, one window at a time, from the token arrays directly. */
 static double reference_val_loss(const char *ckpt, uint32_t pieces, int64_t *count) {
     mg_gpt *g;
-    OK(mg_music_load(ckpt, &g, NULL));
+    TU_OK(mg_music_load(ckpt, &g, NULL));
     int64_t T = mg_gpt_cfg(g)->block_size;
     mg_music_corpus c;
     gen_corpus(pieces, &c);
     mg_music_data d;
-    OK(mg_music_data_make(&d, &c, "gen"));
+    TU_OK(mg_music_data_make(&d, &c, "gen"));
     mg_ctx *ctx = mg_ctx_new(0);
     double sum = 0;
     *count = 0;
@@ -868,56 +723,58 @@ static double reference_val_loss(const char *ckpt, uint32_t pieces, int64_t *cou
 }
 
 START_TEST(eval_reports_the_validation_loss) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     ck_assert_int_eq(run("train --out run " TINY " --steps 30 --sample-tokens 0"), 0);
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --windows 0 --batch 3 --threads 1"), 0);
-    const char *vl = strstr(out_text, "\nval_loss "), *bits = strstr(out_text, "\nbits_per_token "),
-               *tok = strstr(out_text, "\ntokens ");
-    ck_assert_msg(vl && bits && tok, "%.1500s", out_text);
+    const char *vl = strstr(music.out, "\nval_loss "),
+               *bits = strstr(music.out, "\nbits_per_token "),
+               *tok = strstr(music.out, "\ntokens ");
+    ck_assert_msg(vl && bits && tok, "%.1500s", music.out);
     double loss = strtod(vl + 10, NULL);
     ck_assert_double_eq_tol(strtod(bits + 16, NULL), loss / log(2.0), 1e-5);
     int64_t count;
     double ref = reference_val_loss(tmp_path("run/model.safetensors"), 16, &count);
     ck_assert_double_eq_tol(loss, ref, 2e-5);
     ck_assert_int_eq(strtoll(tok + 8, NULL, 10), count);
-    assert_stdout_has("data generated corpus (16 pieces)\npieces 16\nvalidation_pieces 2\n");
+    tu_assert_stdout_has(&music,
+                         "data generated corpus (16 pieces)\npieces 16\nvalidation_pieces 2\n");
     /* the run's own window count by default (8), and the same loss in any batch size (up to the
      * order of float sums) */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 1"), 0);
-    assert_stdout_has("\nwindows 8\n");
-    double one = strtod(strstr(out_text, "\nval_loss ") + 10, NULL);
+    tu_assert_stdout_has(&music, "\nwindows 8\n");
+    double one = strtod(strstr(music.out, "\nval_loss ") + 10, NULL);
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 5"), 0);
-    ck_assert_double_eq_tol(strtod(strstr(out_text, "\nval_loss ") + 10, NULL), one, 1e-5);
-    remove_tree(tmpdir);
+    ck_assert_double_eq_tol(strtod(strstr(music.out, "\nval_loss ") + 10, NULL), one, 1e-5);
+    remove_tmpdir();
 }
 END_TEST
 
 START_TEST(wav_through_timidity_when_installed) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     ck_assert_int_eq(run("train --out run " TINY " --steps 5 --sample-tokens 0 --eval-every 0"), 0);
     /* without timidity on PATH: a clear message before any work, nothing written */
     ck_assert_int_eq(run_env("env PATH=/nonexistent",
                              "sample --ckpt run/model.safetensors --out x.mid --wav x.wav"),
                      1);
-    assert_stderr_has(
-        "--wav needs timidity, which is not installed (Debian: apt-get install timidity)");
+    tu_assert_stderr_has(
+        &music, "--wav needs timidity, which is not installed (Debian: apt-get install timidity)");
     ck_assert_int_ne(access(tmp_path("x.mid"), F_OK), 0);
     /* a timidity that fails (here a stand-in without a sound font): its complaint is quoted, no
      * WAV (nor its temporary files) is left */
     ck_assert_int_eq(mkdir(tmp_path("bin"), 0777), 0);
     const char *fake = "#!/bin/sh\necho '/etc/timidity/none.cfg: No such file or directory' >&2\n"
                        "exit 1\n";
-    write_bytes(tmp_path("bin/timidity"), fake, strlen(fake));
+    tu_write_bytes(tmp_path("bin/timidity"), fake, strlen(fake));
     ck_assert_int_eq(chmod(tmp_path("bin/timidity"), 0755), 0);
     char env[700];
     snprintf(env, sizeof env, "env PATH='%s/bin':\"$PATH\"", tmpdir);
     ck_assert_int_eq(
         run_env(env, "sample --ckpt run/model.safetensors --tokens 20 --out f.mid --wav f.wav"), 1);
-    assert_stderr_has("f.wav: timidity failed to render f.mid (exit status 1): "
-                      "/etc/timidity/none.cfg: No such file or directory");
-    assert_stderr_has("apt-get install fluid-soundfont-gm");
+    tu_assert_stderr_has(&music, "f.wav: timidity failed to render f.mid (exit status 1): "
+                                 "/etc/timidity/none.cfg: No such file or directory");
+    tu_assert_stderr_has(&music, "apt-get install fluid-soundfont-gm");
     ck_assert_int_ne(access(tmp_path("f.wav"), F_OK), 0);
     ck_assert_int_ne(access(tmp_path("f.wav.tmp"), F_OK), 0);
     ck_assert_int_ne(access(tmp_path("f.wav.timidity.log"), F_OK), 0);
@@ -930,41 +787,41 @@ START_TEST(wav_through_timidity_when_installed) {
     if (system(probe) != 0) {
         fprintf(stderr,
                 "# timidity with a sound font is not installed: WAV rendering not tested\n");
-        remove_tree(tmpdir);
+        remove_tmpdir();
         return;
     }
     ck_assert_int_eq(
         run("sample --ckpt run/model.safetensors --tokens 80 --seed 2 --out w.mid --wav w.wav"), 0);
-    assert_stdout_has("wrote w.mid, w.wav");
+    tu_assert_stdout_has(&music, "wrote w.mid, w.wav");
     size_t n;
-    uint8_t *b = read_bytes(tmp_path("w.wav"), &n);
+    uint8_t *b = tu_read_file(tmp_path("w.wav"), &n);
     ck_assert_uint_gt(n, 44);
     ck_assert_mem_eq(b, "RIFF", 4);
     ck_assert_mem_eq(b + 8, "WAVE", 4);
     free(b);
     ck_assert_int_ne(access(tmp_path("w.wav.tmp"), F_OK), 0);
-    remove_tree(tmpdir);
+    remove_tmpdir();
 }
 END_TEST
 
 START_TEST(bad_inputs_give_clear_errors) {
-    find_binary();
+    tu_find_program(&music);
     make_tmpdir();
     ck_assert_int_eq(mkdir(tmp_path("empty"), 0777), 0);
     ck_assert_int_eq(mkdir(tmp_path("junk"), 0777), 0);
     ck_assert_int_eq(mkdir(tmp_path("one"), 0777), 0);
-    write_bytes(tmp_path("empty/notes.txt"), "not music", 9);
+    tu_write_bytes(tmp_path("empty/notes.txt"), "not music", 9);
     /* a header chunk that claims 6 bytes and stops after 2 */
-    write_bytes(tmp_path("junk/broken.mid"), "MThd\0\0\0\6\0\1", 10);
-    write_bytes(tmp_path("corrupt.mid"), "MThd\0\0\0\6\0\0\0\1\0\x60MTrk\0\0\x10\0\0\x90", 25);
+    tu_write_bytes(tmp_path("junk/broken.mid"), "MThd\0\0\0\6\0\1", 10);
+    tu_write_bytes(tmp_path("corrupt.mid"), "MThd\0\0\0\6\0\0\0\1\0\x60MTrk\0\0\x10\0\0\x90", 25);
     write_prompt(tmp_path("one/only.mid"), 1);
     /* a well-formed file with no notes */
     mg_midi_file silent;
     mg_midi_init(&silent, 0, 480);
     size_t tr;
-    OK(mg_midi_add_track(&silent, &tr));
-    OK(mg_midi_add_tempo(&silent, tr, 0, 500000));
-    OK(mg_midi_write(tmp_path("silent.mid"), &silent, NULL));
+    TU_OK(mg_midi_add_track(&silent, &tr));
+    TU_OK(mg_midi_add_tempo(&silent, tr, 0, 500000));
+    TU_OK(mg_midi_write(tmp_path("silent.mid"), &silent, NULL));
     mg_midi_free(&silent);
     /* a checkpoint of another kind: a textgen-style character model */
     save_model(tmp_path("text.safetensors"), 4,
@@ -973,11 +830,7 @@ START_TEST(bad_inputs_give_clear_errors) {
     save_model(tmp_path("textrun/model.safetensors"), 4,
                (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);
     ck_assert_int_eq(run("train --out run " TINY " --steps 3 --sample-tokens 0 --eval-every 0"), 0);
-    struct {
-        const char *args;
-        int rc;
-        const char *msg;
-    } cases[] = {
+    static const tu_bad_run cases[] = {
         {"train --data missing --out r", 1,
          "missing: cannot open directory: No such file or directory"},
         {"train --data empty --out r", 1, "empty: no MIDI files (.mid or .midi) found"},
@@ -1016,24 +869,19 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"eval --ckpt run/model.safetensors --batch 0", 2, "--batch must be at least 1"},
         {"frobnicate", 2, "unknown command 'frobnicate'"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = run(cases[i].args);
-        ck_assert_msg(rc == cases[i].rc, "music %s: exit %d, expected %d; stderr: %.1500s",
-                      cases[i].args, rc, cases[i].rc, err_text);
-        assert_stderr_has(cases[i].msg);
-    }
+    tu_expect_bad_runs(&music, tmpdir, cases, sizeof cases / sizeof cases[0]);
     /* nothing half-written by the failures */
     ck_assert_int_ne(access(tmp_path("nodir"), F_OK), 0);
     ck_assert_int_ne(access(tmp_path("t.mid"), F_OK), 0);
     /* --force replaces a run; --help lists the options */
     ck_assert_int_eq(run("train --out run " TINY " --steps 3 --force --sample-tokens 0"), 0);
     ck_assert_int_eq(run("train --help"), 0);
-    assert_stdout_has("--block-size");
-    assert_stdout_has("--no-augment");
-    assert_stdout_has("(default rope)");
+    tu_assert_stdout_has(&music, "--block-size");
+    tu_assert_stdout_has(&music, "--no-augment");
+    tu_assert_stdout_has(&music, "(default rope)");
     ck_assert_int_eq(run("help"), 0);
-    assert_stdout_has("sample [--ckpt FILE] [--prompt FILE.mid]");
-    remove_tree(tmpdir);
+    tu_assert_stdout_has(&music, "sample [--ckpt FILE] [--prompt FILE.mid]");
+    remove_tmpdir();
 }
 END_TEST
 

@@ -12,7 +12,7 @@
  *  - dropout: kept values within 1 ulp-ish (rtol 1e-6) of x / (1 - p).
  *  - sum, mean: rtol 1e-6 of the double sum (the result is one float rounding of it).
  * A coverage test fails if an op in ops.def has no forward test here. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/minigrad.h"
 
 #include <float.h>
@@ -71,29 +71,8 @@ static void expect_shape(const mg_tensor *t, int ndim, const int64_t *shape) {
     ck_assert_int_eq(t->dtype, MG_F32);
 }
 
-/* A context whose errors are caught instead of aborting. */
-typedef struct {
-    char msg[512];
-    int count;
-} caught;
-
-static void catch_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    caught *c = user;
-    c->count++;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-}
-
-static mg_ctx *new_catching_ctx(caught *c) {
-    memset(c, 0, sizeof *c);
-    mg_ctx *ctx = mg_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-    mg_ctx_set_error_handler(ctx, catch_error, c);
-    return ctx;
-}
-
-static void expect_error(mg_ctx *ctx, const caught *c, int nwords, ...) {
-    ck_assert_msg(c->count == 1, "expected exactly one error, got %d", c->count);
+static void expect_error(mg_ctx *ctx, const tu_trap *c, int nwords, ...) {
+    ck_assert_msg(c->calls == 1, "expected exactly one error, got %d", c->calls);
     ck_assert_ptr_nonnull(mg_ctx_error(ctx));
     va_list ap;
     va_start(ap, nwords);
@@ -1056,8 +1035,8 @@ END_TEST
 /* ---- errors the contracts in ops.h promise ---- */
 
 START_TEST(contract_errors) {
-    caught c;
-    mg_ctx *ctx = new_catching_ctx(&c);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *w = mg_zeros(ctx, 2, (int64_t[]){11, 4});
     int32_t ids[6] = {0, 1, 2, 3, 1234, 5};
     mg_tensor *y = mg_embedding(ctx, w, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 3}, ids));
@@ -1066,60 +1045,60 @@ START_TEST(contract_errors) {
     /* sticky: later ops are harmless no-ops returning the placeholder */
     y = mg_softmax(ctx, w);
     ck_assert_ptr_nonnull(y);
-    ck_assert_int_eq(c.count, 1);
+    ck_assert_int_eq(c.calls, 1);
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     ids[4] = -7;
     mg_embedding(ctx, w = mg_zeros(ctx, 2, (int64_t[]){11, 4}), mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){6}, ids));
     expect_error(ctx, &c, 2, "mg_embedding", "-7");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     int32_t t[3] = {0, 9, -1};
     mg_cross_entropy(ctx, mg_zeros(ctx, 2, (int64_t[]){3, 5}), mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){3}, t), -1);
     expect_error(ctx, &c, 2, "mg_cross_entropy", "9");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_rope(ctx, mg_zeros(ctx, 4, (int64_t[]){1, 2, 3, 5}), 0, 10000.0f);
     expect_error(ctx, &c, 2, "mg_rope", "5");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_matmul(ctx, mg_zeros(ctx, 3, (int64_t[]){2, 128, 256}), mg_zeros(ctx, 2, (int64_t[]){512, 256}));
     expect_error(ctx, &c, 3, "mg_matmul", "(2,128,256)", "(512,256)");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_reshape(ctx, mg_zeros(ctx, 2, (int64_t[]){6, 10}), 2, (int64_t[]){7, -1});
     expect_error(ctx, &c, 2, "mg_reshape", "(6,10)");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_reshape(ctx, mg_zeros(ctx, 2, (int64_t[]){6, 10}), 3, (int64_t[]){-1, -1, 10});
     expect_error(ctx, &c, 1, "mg_reshape");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_split_heads(ctx, mg_zeros(ctx, 3, (int64_t[]){2, 3, 18}), 4, 0, 6);
     expect_error(ctx, &c, 1, "mg_split_heads");
     mg_ctx_free(ctx);
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_split_heads(ctx, mg_zeros(ctx, 3, (int64_t[]){2, 3, 18}), 2, 14, 6);
     expect_error(ctx, &c, 1, "mg_split_heads");
     mg_ctx_free(ctx);
 
     for (int k = 0; k < 3; k++) {
         const float bad_p[] = {1.0f, -0.1f, 0.5f};
-        ctx = new_catching_ctx(&c);
+        ctx = tu_trapping_ctx(&c, 0);
         mg_dropout(ctx, mg_zeros(ctx, 1, (int64_t[]){4}), bad_p[k], NULL); /* p = 0.5 with no generator */
         expect_error(ctx, &c, 1, "mg_dropout");
         mg_ctx_free(ctx);
     }
 
-    ctx = new_catching_ctx(&c);
+    ctx = tu_trapping_ctx(&c, 0);
     mg_add(ctx, mg_zeros(ctx, 2, (int64_t[]){3, 5}), mg_zeros(ctx, 1, (int64_t[]){3}));
     expect_error(ctx, &c, 3, "mg_add", "(3,5)", "(3)");
     mg_ctx_free(ctx);

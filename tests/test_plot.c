@@ -1,7 +1,7 @@
 /* Charts are checked by decoding the PNG they wrote: size, colours where the layout puts them, and
  * that bad input fails cleanly without touching the file system. Ticks and labels are pinned on
  * hand-worked ranges plus a randomized property sweep. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/plot.h"
 #include "minigrad/rng.h"
 
@@ -17,30 +17,15 @@
 static char tmpdir[256];
 
 static void make_tmpdir(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/mg_plot_XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_plot");
 }
 
-/* Removes what a test left (only plain files and empty subdirectories are ever made). */
 static void remove_tmpdir(void) {
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-            if (unlink(p) != 0) rmdir(p);
-        }
-    closedir(d);
-    rmdir(tmpdir);
+    tu_remove_tree(tmpdir);
 }
 
 static const char *tmp_path(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-    return p;
+    return tu_path_in(tmpdir, name);
 }
 
 /* Entries in tmpdir whose name contains `part`. */
@@ -53,13 +38,6 @@ static int count_entries(const char *part) {
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) n++;
     closedir(d);
     return n;
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
 }
 
 static bool file_equals(const char *path, const char *text) {
@@ -468,7 +446,7 @@ START_TEST(save_png_round_trip_and_atomic) {
     mg_canvas_fill_rect(c, 5, 5, 20, 10, 0x123456);
     mg_canvas_text(c, 2, 30, "ok", 1, 0x000000);
     const char *p = tmp_path("a.png");
-    write_file(p, "old contents");
+    tu_write_text(p, "old contents");
     ck_assert_int_eq(mg_canvas_save_png(c, p), MG_OK);
     image im = load(p);
     ck_assert_int_eq(im.w, 64);
@@ -504,7 +482,7 @@ START_TEST(save_png_round_trip_and_atomic) {
     ck_assert_ptr_null(back);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), missing));
     const char *txt = tmp_path("not.png");
-    write_file(txt, "this is not a PNG");
+    tu_write_text(txt, "this is not a PNG");
     ck_assert_int_eq(mg_canvas_load_png(txt, &back), MG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "not a decodable image"));
     ck_assert_int_eq(mg_canvas_load_png(txt, NULL), MG_ERR_INVALID);
@@ -635,7 +613,7 @@ END_TEST
 START_TEST(lines_bad_input) {
     make_tmpdir();
     const char *p = tmp_path("keep.png");
-    write_file(p, "precious");
+    tu_write_text(p, "precious");
     double y[3] = {1, 2, 3};
     mg_plot_series s = {"s", NULL, y, 3};
 
@@ -774,7 +752,7 @@ END_TEST
 START_TEST(heatmap_bad_input) {
     make_tmpdir();
     const char *p = tmp_path("keep.png");
-    write_file(p, "precious");
+    tu_write_text(p, "precious");
     float v[4] = {1, 2, 3, 4};
     ck_assert_int_eq(mg_plot_heatmap(p, NULL, v, 0, 4), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "the matrix is empty (rows 0, cols 4)"));
@@ -855,7 +833,7 @@ END_TEST
 START_TEST(bars_bad_input) {
     make_tmpdir();
     const char *p = tmp_path("keep.png");
-    write_file(p, "precious");
+    tu_write_text(p, "precious");
     const char *g[2] = {"a", "b"};
     double v[2] = {1, 2};
     ck_assert_int_eq(mg_plot_bars(p, NULL, g, 0, NULL, 1, v), MG_ERR_INVALID);

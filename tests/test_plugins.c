@@ -5,6 +5,7 @@
  * checked, and the GPT loading the alibi plugin on demand for pos=alibi. The plugins come from the
  * build tree (plugins/meson.build). */
 #include "layer_check.h"
+#include "test_util.h"
 #include "minigrad/gpt.h"
 
 #include <limits.h>
@@ -19,14 +20,6 @@ static const char *plugin(const char *name) {
     snprintf(path_buf, sizeof path_buf, "%s/lib%s.so", dir, name);
     return path_buf;
 }
-
-#define ASSERT_ERR(expr, code, ...)                                                                \
-    do {                                                                                           \
-        ck_assert_int_eq((expr), (code));                                                          \
-        const char *subs_[] = {__VA_ARGS__};                                                       \
-        for (size_t k_ = 0; k_ < sizeof subs_ / sizeof subs_[0]; k_++)                             \
-            ck_assert_msg(strstr(mg_last_error(), subs_[k_]), "message '%s' lacks '%s'", mg_last_error(), subs_[k_]); \
-    } while (0)
 
 START_TEST(load_alibi_by_path_once) {
     int before = mg_plugin_count();
@@ -63,36 +56,36 @@ START_TEST(load_by_name_from_added_dir) {
     ck_assert_int_eq(mg_plugin_add_dir(lc_plugin_dir()), MG_OK);
     ck_assert_int_eq(mg_plugin_add_dir(lc_plugin_dir()), MG_OK); /* once is enough */
     ck_assert_msg(mg_plugin_load("alibi") == MG_OK, "%s", mg_last_error());
-    ASSERT_ERR(mg_plugin_add_dir(""), MG_ERR_INVALID, "empty directory");
+    TU_ASSERT_ERR(mg_plugin_add_dir(""), MG_ERR_INVALID, "empty directory");
 }
 END_TEST
 
 START_TEST(not_found_lists_where_it_looked) {
     setenv(MG_PLUGIN_PATH_ENV, "/nonexistent1:/nonexistent2", 1);
-    ASSERT_ERR(mg_plugin_load("nope"), MG_ERR_NOT_FOUND, "plugin 'nope' not found", "libnope.so and nope.so",
+    TU_ASSERT_ERR(mg_plugin_load("nope"), MG_ERR_NOT_FOUND, "plugin 'nope' not found", "libnope.so and nope.so",
                "MINIGRAD_PLUGIN_PATH=/nonexistent1:/nonexistent2");
     unsetenv(MG_PLUGIN_PATH_ENV);
-    ASSERT_ERR(mg_plugin_load("nope"), MG_ERR_NOT_FOUND, "MINIGRAD_PLUGIN_PATH (not set)");
-    ASSERT_ERR(mg_plugin_load(""), MG_ERR_INVALID, "empty plugin name");
+    TU_ASSERT_ERR(mg_plugin_load("nope"), MG_ERR_NOT_FOUND, "MINIGRAD_PLUGIN_PATH (not set)");
+    TU_ASSERT_ERR(mg_plugin_load(""), MG_ERR_INVALID, "empty plugin name");
 }
 END_TEST
 
 START_TEST(missing_file_and_not_a_shared_object) {
-    ASSERT_ERR(mg_plugin_load("/nonexistent/dir/libx.so"), MG_ERR_IO, "/nonexistent/dir/libx.so: cannot open plugin",
+    TU_ASSERT_ERR(mg_plugin_load("/nonexistent/dir/libx.so"), MG_ERR_IO, "/nonexistent/dir/libx.so: cannot open plugin",
                "No such file");
     char tmpl[] = "/tmp/mg_test_plugin_XXXXXX";
     int fd = mkstemp(tmpl);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "this is not ELF\n", 16), 16);
     close(fd);
-    ASSERT_ERR(mg_plugin_load(tmpl), MG_ERR_IO, tmpl, "cannot load plugin");
+    TU_ASSERT_ERR(mg_plugin_load(tmpl), MG_ERR_IO, tmpl, "cannot load plugin");
     unlink(tmpl);
 }
 END_TEST
 
 START_TEST(missing_init_symbol) {
     int before = mg_plugin_count();
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_no_init")), MG_ERR_NOT_FOUND, "libmgtest_no_init.so: not a minigrad plugin",
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_no_init")), MG_ERR_NOT_FOUND, "libmgtest_no_init.so: not a minigrad plugin",
                "does not export the symbol 'mg_plugin_init'");
     ck_assert_int_eq(mg_plugin_count(), before);
 }
@@ -102,7 +95,7 @@ START_TEST(wrong_abi_version) {
     char want[80];
     snprintf(want, sizeof want, "layer 'mgtest_bad_abi': ABI version %u, host %u", MG_LAYER_ABI_VERSION + 41,
              MG_LAYER_ABI_VERSION);
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_bad_abi")), MG_ERR_ABI, "libmgtest_bad_abi.so", want, "rebuild the plugin");
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_bad_abi")), MG_ERR_ABI, "libmgtest_bad_abi.so", want, "rebuild the plugin");
     ck_assert_ptr_null(mg_layer_find("mgtest_bad_abi"));
 }
 END_TEST
@@ -111,27 +104,27 @@ START_TEST(struct_too_small) {
     char want[96];
     snprintf(want, sizeof want, "struct_size %zu, host needs at least %zu", offsetof(mg_layer_vtable, rotate_qk),
              sizeof(mg_layer_vtable));
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_small_struct")), MG_ERR_ABI, "libmgtest_small_struct.so", want);
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_small_struct")), MG_ERR_ABI, "libmgtest_small_struct.so", want);
     ck_assert_ptr_null(mg_layer_find("mgtest_small_struct"));
 }
 END_TEST
 
 START_TEST(init_that_fails) {
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_init_fails")), MG_ERR_INVALID, "libmgtest_init_fails.so",
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_init_fails")), MG_ERR_INVALID, "libmgtest_init_fails.so",
                "mg_plugin_init failed", "the device this plugin needs is not there");
 }
 END_TEST
 
 START_TEST(half_bad_plugin_registers_nothing) {
     int before = mg_layer_registered_count();
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_half_bad")), MG_ERR_ABI, "layer 'mgtest_half_bad'");
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_half_bad")), MG_ERR_ABI, "layer 'mgtest_half_bad'");
     ck_assert_ptr_null(mg_layer_find("mgtest_ok_part"));
     ck_assert_int_eq(mg_layer_registered_count(), before);
 }
 END_TEST
 
 START_TEST(clash_with_builtin) {
-    ASSERT_ERR(mg_plugin_load(plugin("mgtest_dup_name")), MG_ERR_INVALID, "layer 'linear' is already registered (by built-in)");
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_dup_name")), MG_ERR_INVALID, "layer 'linear' is already registered (by built-in)");
     ck_assert_str_eq(mg_layer_origin("linear"), "built-in");
 }
 END_TEST
@@ -174,35 +167,20 @@ START_TEST(example_plugin_layer_works_and_is_differentiable) {
     mg_layer *bad = NULL;
     cfg = mg_config_new("scale");
     mg_config_set_list(cfg, "dim=4,gian=2");
-    ASSERT_ERR(mg_layer_create("scale", "s2", cfg, P, &bad), MG_ERR_INVALID, "unknown key 'gian' (known keys: dim, init)");
+    TU_ASSERT_ERR(mg_layer_create("scale", "s2", cfg, P, &bad), MG_ERR_INVALID, "unknown key 'gian' (known keys: dim, init)");
     mg_config_free(cfg);
     mg_layer_free(r.l);
     mg_params_free(P);
 }
 END_TEST
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 /* README.md ("Writing a new layer as a plugin") shows scale.c verbatim (from its #include on): keep the two in step. */
 START_TEST(readme_shows_the_example_verbatim) {
-    const char *src = getenv("MINIGRAD_SOURCE_ROOT");
-    if (!src) return;
     char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/plugins/example_scale/scale.c", src);
-    char *code = slurp(p);
-    snprintf(p, sizeof p, "%s/README.md", src);
-    char *readme = slurp(p);
+    if (!tu_source_path(p, sizeof p, "plugins/example_scale/scale.c")) return;
+    char *code = tu_read_file(p, NULL);
+    tu_source_path(p, sizeof p, "README.md");
+    char *readme = tu_read_file(p, NULL);
     const char *inc = "#include \"minigrad/plugin.h\"";
     char *c0 = strstr(code, inc), *r0 = strstr(readme, "```c\n#include \"minigrad/plugin.h\"");
     ck_assert_ptr_nonnull(c0);
@@ -243,20 +221,20 @@ START_TEST(gpt_unknown_scheme_explained) {
     mg_gpt_config c = tiny("xpos");
     mg_rng rng = mg_rng_make(1);
     mg_gpt *g = (mg_gpt *)1;
-    ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND,
                "pos 'xpos' is not a registered positional scheme (registered: none, learned, sinusoidal, "
                "learned+sinusoidal, rope",
                "plugin 'xpos' not found", "MINIGRAD_PLUGIN_PATH=/nonexistent");
     ck_assert_ptr_null(g);
     c = tiny("Learned!");
-    ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "pos 'Learned!': no such positional scheme");
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "pos 'Learned!': no such positional scheme");
     /* a plugin that loads but provides no such scheme */
     setenv(MG_PLUGIN_PATH_ENV, lc_plugin_dir(), 1);
     c = tiny("example_scale");
-    ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "plugin 'example_scale' loaded but registers no positional scheme");
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "plugin 'example_scale' loaded but registers no positional scheme");
     /* and a broken one is refused with its reason */
     c = tiny("mgtest_bad_abi");
-    ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_ABI, "pos 'mgtest_bad_abi'", "ABI version");
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_ABI, "pos 'mgtest_bad_abi'", "ABI version");
 }
 END_TEST
 

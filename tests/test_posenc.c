@@ -6,6 +6,7 @@
  * or a missing plugin, a plugin scheme joining the comparison, and results that do not depend on
  * the thread count or on the worker processes. The data side has its own suite (posenc_data). */
 #include "layer_check.h"
+#include "test_util.h"
 #include "posenc.h"
 
 #include "minigrad/op.h"
@@ -20,31 +21,20 @@ static const char *const spec_labels[6] = {"none",        "sin",  "learned",
 static const char *const spec_names[6] = {"none", "sinusoidal", "learned", "learned+sinusoidal",
                                           "rope", "alibi"};
 
-static char tmpdir[64];
+static char tmpdir[256];
 
 static void setup(void) {
     mg_log_set(lc_quiet_log, NULL);
     lc_use_build_plugins();
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mg_test_posenc_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_test_posenc");
 }
 
 static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(tu_remove_tree(tmpdir));
 }
 
 static const char *tmp_path(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
-static void assert_has(const char *text, const char *part) {
-    ck_assert_msg(strstr(text, part) != NULL, "'%.2000s' lacks '%s'", text, part);
+    return tu_path_in(tmpdir, name);
 }
 
 static mg_gpt *model(const char *scheme, uint32_t seed) {
@@ -83,7 +73,7 @@ START_TEST(catalogue_lists_the_spec_schemes_in_order) {
     ck_assert_ptr_null(posenc_catalog_find(&c, "sinus"));
     ck_assert_str_eq(posenc_scheme_label("logbias"), "logbias"); /* others keep their name */
     /* the test plugins in the build's folder were tried and refused, with the loader's reason */
-    assert_has(c.skipped, "libmgtest_bad_abi.so");
+    tu_assert_has("text", c.skipped, "libmgtest_bad_abi.so");
     char names[256];
     posenc_catalog_names(&c, names, sizeof names);
     ck_assert_msg(strncmp(names, "none, sin, learned, learned_sin, rope, alibi", 44) == 0, "%s",
@@ -109,15 +99,15 @@ START_TEST(selecting_schemes) {
 
     ck_assert_int_eq(posenc_catalog_select(&c, "sin,bogus", idx, 32, &n, NULL, 0),
                      MG_ERR_NOT_FOUND);
-    assert_has(mg_last_error(), "unknown positional scheme 'bogus' (available: none, sin, learned, "
-                                "learned_sin, rope, alibi");
-    assert_has(mg_last_error(), "plugin directories searched: ");
+    tu_assert_error_has("unknown positional scheme 'bogus' (available: none, sin, learned, "
+                        "learned_sin, rope, alibi");
+    tu_assert_error_has("plugin directories searched: ");
     ck_assert_int_eq(posenc_catalog_select(&c, "rope,rope", idx, 32, &n, NULL, 0), MG_ERR_INVALID);
-    assert_has(mg_last_error(), "'rope' is listed twice");
+    tu_assert_error_has("'rope' is listed twice");
     ck_assert_int_eq(posenc_catalog_select(&c, "rope,,sin", idx, 32, &n, NULL, 0), MG_ERR_INVALID);
-    assert_has(mg_last_error(), "empty or overlong entry");
+    tu_assert_error_has("empty or overlong entry");
     ck_assert_int_eq(posenc_catalog_select(&c, "sin,rope", idx, 1, &n, NULL, 0), MG_ERR_INVALID);
-    assert_has(mg_last_error(), "more than 1 schemes");
+    tu_assert_error_has("more than 1 schemes");
 }
 END_TEST
 
@@ -493,7 +483,7 @@ START_TEST(evaluation_counts_ties_and_loss) {
     ck_assert_str_eq(why, "learned table has 32 rows");
     ck_assert(posenc_model_accepts(g, 32, why, sizeof why));
     ck_assert_int_eq(posenc_evaluate(g, ctx, &longer, 0, &m), MG_ERR_INVALID);
-    assert_has(mg_last_error(), "outside the table's 32 rows");
+    tu_assert_error_has("outside the table's 32 rows");
     ck_assert_int_eq(posenc_evaluate(g, ctx, &d, 3, &m), MG_OK); /* the context is usable again */
     posenc_data_free(&longer);
     posenc_data_free(&d);
@@ -603,19 +593,19 @@ START_TEST(run_errors_are_reported) {
     c = quick("bogus_scheme", POSENC_REV, 2);
     ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_NOT_FOUND);
     ck_assert_int_eq(r->status, MG_ERR_NOT_FOUND);
-    assert_has(r->error, "rev/bogus_scheme seed 0");
-    assert_has(r->error, "bogus_scheme");
+    tu_assert_has("text", r->error, "rev/bogus_scheme seed 0");
+    tu_assert_has("text", r->error, "bogus_scheme");
     c = quick("rope", POSENC_REV, 0);
     ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
-    assert_has(r->error, "steps 0");
+    tu_assert_has("text", r->error, "steps 0");
     c = quick("rope", POSENC_REV, 4000);
     c.eval_every = 1;
     ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
-    assert_has(r->error, "raise the evaluation interval");
+    tu_assert_has("text", r->error, "raise the evaluation interval");
     c = quick("rope", POSENC_REV, 2);
     c.lengths[0] = 5000;
     ck_assert_int_eq(posenc_run(&c, &cache, NULL, NULL, r), MG_ERR_INVALID);
-    assert_has(r->error, "length 5000 out of range");
+    tu_assert_has("text", r->error, "length 5000 out of range");
     free(r);
     posenc_cache_free(&cache);
 }
@@ -623,37 +613,17 @@ END_TEST
 
 /* ---- the program ---- */
 
-static char posenc_bin[1024], plugin_so[1024];
-static char out_text[1 << 16], err_text[1 << 16];
+static tu_program posenc = {.name = "posenc", .rel = "examples/posenc/posenc", .max_status = 2};
+static char plugin_so[1024];
 
 static void find_binary(void) {
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
-    snprintf(posenc_bin, sizeof posenc_bin, "%s/examples/posenc/posenc", root);
-    snprintf(plugin_so, sizeof plugin_so, "%s/examples/posenc/libposenc_logbias.so", root);
-    ck_assert_msg(access(posenc_bin, X_OK) == 0, "%s not built", posenc_bin);
-}
-
-static void read_into(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = 0;
-    if (f) fclose(f);
+    tu_find_program(&posenc);
+    tu_build_path(plugin_so, sizeof plugin_so, "examples/posenc/libposenc_logbias.so");
 }
 
 /* Runs `ENV posenc ARGS` with stdout and stderr captured; a crash fails the test. */
 static int run_env(const char *env, const char *args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env,
-             posenc_bin, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    read_into(tmp_path("stdout"), out_text, sizeof out_text);
-    read_into(tmp_path("stderr"), err_text, sizeof err_text);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "posenc %s: did not exit normally (%d): %.1500s", args,
-                  st, err_text);
-    int rc = WEXITSTATUS(st);
-    ck_assert_msg(rc <= 2, "posenc %s: exit status %d (crash or sanitizer report?): %.3000s", args,
-                  rc, err_text);
-    return rc;
+    return tu_run_in(&posenc, tmpdir, env, args);
 }
 static int run(const char *args) {
     return run_env("", args);
@@ -705,18 +675,19 @@ START_TEST(program_writes_tables_csv_and_pngs) {
              "--batch 8 --eval-every 3 --eval-n 32 --jobs 2 --threads 2 --out '%s'",
              out);
     ck_assert_int_eq(run(args), 0);
-    assert_has(out_text,
-               "2 tasks x 4 schemes x 2 seeds = 16 runs of 6 steps of 8, 2 at a time with 1 thread "
-               "each");
-    assert_has(out_text, "[16/16]");
-    assert_has(out_text, "rev  (2 seeds, 6 steps of 8; mean ± sd over seeds)");
-    assert_has(out_text, "n/a (learned table has 32 rows)");
-    assert_has(out_text, "n/a (perm: pi is defined for 32 positions only)");
+    tu_assert_stdout_has(
+        &posenc,
+        "2 tasks x 4 schemes x 2 seeds = 16 runs of 6 steps of 8, 2 at a time with 1 thread "
+        "each");
+    tu_assert_stdout_has(&posenc, "[16/16]");
+    tu_assert_stdout_has(&posenc, "rev  (2 seeds, 6 steps of 8; mean ± sd over seeds)");
+    tu_assert_stdout_has(&posenc, "n/a (learned table has 32 rows)");
+    tu_assert_stdout_has(&posenc, "n/a (perm: pi is defined for 32 positions only)");
 
     static char csv[1 << 15];
     char path[1024];
     snprintf(path, sizeof path, "%s/results.csv", out);
-    read_into(path, csv, sizeof csv);
+    tu_read_into(path, csv, sizeof csv);
     ck_assert_int_eq(count_lines(csv), 1 + 16);
     char *save = NULL, *line = strtok_r(csv, "\n", &save);
     ck_assert_str_eq(line, "task,scheme,seed,train_acc,val_acc,val_seq_exact,train_loss,val_loss,"
@@ -742,20 +713,20 @@ START_TEST(program_writes_tables_csv_and_pngs) {
         ck_assert_msg(strtod(f[9], NULL) > 0.0, "row %d: no time", k);
     }
     snprintf(path, sizeof path, "%s/length.csv", out);
-    read_into(path, csv, sizeof csv);
+    tu_read_into(path, csv, sizeof csv);
     ck_assert_int_eq(count_lines(csv), 1 + 16 * 3); /* 32 (val), 48, 64 per run */
-    assert_has(csv, "task,scheme,seed,length,token_acc,seq_exact,loss,note\n");
-    assert_has(csv, "rev,learned,1,64,,,,\"n/a (learned table has 32 rows)\"\n");
+    tu_assert_has("text", csv, "task,scheme,seed,length,token_acc,seq_exact,loss,note\n");
+    tu_assert_has("text", csv, "rev,learned,1,64,,,,\"n/a (learned table has 32 rows)\"\n");
     snprintf(path, sizeof path, "%s/curves.csv", out);
-    read_into(path, csv, sizeof csv);
+    tu_read_into(path, csv, sizeof csv);
     ck_assert_int_eq(count_lines(csv), 1 + 16 * 3); /* steps 0, 3, 6 */
     snprintf(path, sizeof path, "%s/results.md", out);
-    read_into(path, csv, sizeof csv);
-    assert_has(csv, "### rev (2 seeds, 6 steps of 8; mean ± sd over seeds)");
-    assert_has(csv, "| scheme ");
-    assert_has(csv, "|:--");
-    assert_has(csv, "| alibi ");
-    assert_has(csv, "Command: `posenc --tasks rev,perm");
+    tu_read_into(path, csv, sizeof csv);
+    tu_assert_has("text", csv, "### rev (2 seeds, 6 steps of 8; mean ± sd over seeds)");
+    tu_assert_has("text", csv, "| scheme ");
+    tu_assert_has("text", csv, "|:--");
+    tu_assert_has("text", csv, "| alibi ");
+    tu_assert_has("text", csv, "Command: `posenc --tasks rev,perm");
     assert_png(out, "curves_rev.png");
     assert_png(out, "curves_perm.png");
     assert_png(out, "length_rev.png");
@@ -779,7 +750,7 @@ static void one_row(const char *args, char *row, size_t n) {
     ck_assert_int_eq(run(args), 0);
     char path[1024], csv[4096];
     snprintf(path, sizeof path, "%s/det/results.csv", tmpdir);
-    read_into(path, csv, sizeof csv);
+    tu_read_into(path, csv, sizeof csv);
     char *nl = strchr(csv, '\n');
     ck_assert_ptr_nonnull(nl);
     snprintf(row, n, "%s", nl + 1);
@@ -807,12 +778,12 @@ START_TEST(program_is_deterministic_across_threads_and_workers) {
     ck_assert_int_eq(run(args), 0);
     char path[1024];
     snprintf(path, sizeof path, "%s/det/results.csv", tmpdir);
-    read_into(path, c, sizeof c);
+    tu_read_into(path, c, sizeof c);
     snprintf(args, sizeof args, "%s --jobs 1 --threads 1", more);
     ck_assert_int_eq(run(args), 0);
-    read_into(path, d, sizeof d);
-    assert_has(c, a);
-    assert_has(d, a);
+    tu_read_into(path, d, sizeof d);
+    tu_assert_has("text", c, a);
+    tu_assert_has("text", d, a);
     /* every row equal apart from the time */
     char *sc = NULL, *sd = NULL;
     for (char *x = strtok_r(c, "\n", &sc), *y = strtok_r(d, "\n", &sd); x || y;
@@ -827,29 +798,30 @@ END_TEST
 START_TEST(program_bad_scheme_lists_the_available_ones) {
     find_binary();
     ck_assert_int_eq(run("--schemes sin,bogus --out o"), 2);
-    assert_has(err_text, "posenc: unknown positional scheme 'bogus' (available: none, sin, "
+    tu_assert_stderr_has(&posenc,
+                         "posenc: unknown positional scheme 'bogus' (available: none, sin, "
                          "learned, learned_sin, rope, "
                          "alibi; plugin directories searched: ");
     ck_assert_msg(access(tmp_path("o"), F_OK) != 0, "nothing is written for a bad command");
     ck_assert_int_eq(run("--schemes 'learned+sin' --out o"), 2);
-    assert_has(err_text, "unknown positional scheme 'learned+sin'");
+    tu_assert_stderr_has(&posenc, "unknown positional scheme 'learned+sin'");
     ck_assert_int_eq(run("--tasks rev,reverse --out o"), 2);
-    assert_has(err_text, "\"reverse\"");
-    assert_has(err_text, "valid: rev, sort, lmax, perm");
+    tu_assert_stderr_has(&posenc, "\"reverse\"");
+    tu_assert_stderr_has(&posenc, "valid: rev, sort, lmax, perm");
     ck_assert_int_eq(run("--seeds 0,x --out o"), 2);
-    assert_has(err_text, "--seeds '0,x'");
+    tu_assert_stderr_has(&posenc, "--seeds '0,x'");
     ck_assert_int_eq(run("--seeds 1,1 --out o"), 2);
-    assert_has(err_text, "1 is listed twice");
+    tu_assert_stderr_has(&posenc, "1 is listed twice");
     ck_assert_int_eq(run("--steps 0 --out o"), 2);
-    assert_has(err_text, "--steps must be in 1..1000000");
+    tu_assert_stderr_has(&posenc, "--steps must be in 1..1000000");
     ck_assert_int_eq(run("--lengths 48,9999 --out o"), 2);
-    assert_has(err_text, "--lengths '48,9999'");
+    tu_assert_stderr_has(&posenc, "--lengths '48,9999'");
     ck_assert_int_eq(run("--steps 1500 --eval-every 1 --out o"), 2);
-    assert_has(err_text, "--eval-every is too small");
+    tu_assert_stderr_has(&posenc, "--eval-every is too small");
     ck_assert_int_eq(run("--bogus"), 2);
-    assert_has(err_text, "unknown option '--bogus'");
+    tu_assert_stderr_has(&posenc, "unknown option '--bogus'");
     ck_assert_int_eq(run("--help"), 0);
-    assert_has(out_text, "--schemes S");
+    tu_assert_stdout_has(&posenc, "--schemes S");
     ck_assert_int_eq(access(tmp_path("o"), F_OK) != 0, 1);
 }
 END_TEST
@@ -868,11 +840,11 @@ START_TEST(program_missing_plugin_is_explained) {
              "(available: none, "
              "sin, learned, learned_sin, rope; plugin directories searched: %s)",
              tmp_path("empty"));
-    assert_has(err_text, want);
+    tu_assert_stderr_has(&posenc, want);
     /* the listing shows the same */
     snprintf(args, sizeof args, "--plugin-path '%s' --list-schemes", tmp_path("empty"));
     ck_assert_int_eq(run_env(env, args), 0);
-    ck_assert_msg(!strstr(out_text, "alibi"), "%s", out_text);
+    ck_assert_msg(!strstr(posenc.out, "alibi"), "%s", posenc.out);
 }
 END_TEST
 
@@ -887,18 +859,18 @@ START_TEST(program_picks_up_a_plugin_scheme) {
     char env[1024];
     snprintf(env, sizeof env, "MINIGRAD_PLUGIN_PATH='%s'", tmp_path("plugins"));
     ck_assert_int_eq(run_env(env, "--list-schemes"), 0);
-    assert_has(out_text, "  alibi ");
-    assert_has(out_text, "  logbias      logbias              ");
-    assert_has(out_text, "libposenc_logbias.so");
+    tu_assert_stdout_has(&posenc, "  alibi ");
+    tu_assert_stdout_has(&posenc, "  logbias      logbias              ");
+    tu_assert_stdout_has(&posenc, "libposenc_logbias.so");
     ck_assert_int_eq(run_env(env, "--tasks lmax --seeds 0 --steps 4 --batch 8 --eval-every 2 "
                                   "--eval-n 32 --lengths 64 --out p"),
                      0);
-    assert_has(out_text, "1 task x 7 schemes x 1 seed = 7 runs");
+    tu_assert_stdout_has(&posenc, "1 task x 7 schemes x 1 seed = 7 runs");
     char path[1024], csv[4096];
     snprintf(path, sizeof path, "%s/p/results.csv", tmpdir);
-    read_into(path, csv, sizeof csv);
+    tu_read_into(path, csv, sizeof csv);
     ck_assert_int_eq(count_lines(csv), 8);
-    assert_has(csv, "\nlmax,logbias,0,");
+    tu_assert_has("text", csv, "\nlmax,logbias,0,");
     snprintf(path, sizeof path, "%s/p", tmpdir);
     assert_png(path, "attention_logbias.png");
 }

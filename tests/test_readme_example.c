@@ -1,6 +1,6 @@
 /* The README's C example, compiled and run, and compared line by line with the README so the two
  * cannot drift apart. */
-#include "harness.h"
+#include "test_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,19 +52,6 @@ START_TEST(example_trains) {
 }
 END_TEST
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 /* The text between the two marker lines (exclusive). */
 static char *between(const char *s, const char *begin, const char *end) {
     const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
@@ -80,14 +67,10 @@ static char *between(const char *s, const char *begin, const char *end) {
 }
 
 START_TEST(readme_matches_this_file) {
-    const char *root = getenv("MINIGRAD_SOURCE_ROOT");
-    ck_assert_msg(root != NULL, "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
     char p1[1024], p2[1024];
-    snprintf(p1, sizeof p1, "%s/README.md", root);
-    snprintf(p2, sizeof p2, "%s/tests/test_readme_example.c", root);
-    char *readme = slurp(p1), *self = slurp(p2);
-    ck_assert_ptr_nonnull(readme);
-    ck_assert_ptr_nonnull(self);
+    ck_assert_msg(tu_source_path(p1, sizeof p1, "README.md"), "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
+    tu_source_path(p2, sizeof p2, "tests/test_readme_example.c");
+    char *readme = tu_read_file(p1, NULL), *self = tu_read_file(p2, NULL); /* either missing fails the test */
     char *doc = between(readme, "readme-example:begin", "readme-example:end");
     if (doc) { /* drop the markdown fence lines */
         char *w = doc;

@@ -14,7 +14,7 @@
  * to a few units of 1e-6 relative, which the polynomial approximations meet with room to spare.
  * Inputs live in exactly-sized malloc blocks so the sanitizers see any read past a row.
  */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/kernels.h"
 #include "minigrad/minigrad.h"
 #include "minigrad/rng.h"
@@ -894,38 +894,24 @@ START_TEST(linear_op_thread_invariant) {
 }
 END_TEST
 
-typedef struct caught {
-    int count;
-    char msg[512];
-} caught;
-
-static void catch_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    caught *c = user;
-    c->count++;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-}
-
 /* One bad call on a fresh context: exactly one error whose message holds every word given. */
 static void expect_linear_error(int64_t xk, int64_t wk, int64_t wn, int64_t bn, bool int_x,
                                 const char *w1, const char *w2, const char *w3) {
-    caught c = {0};
-    mg_ctx *ctx = mg_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-    mg_ctx_set_error_handler(ctx, catch_error, &c);
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
     mg_tensor *x = mg_tensor_new(ctx, int_x ? MG_I32 : MG_F32, 2, (int64_t[]){3, xk});
     mg_tensor *w = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){wk, wn});
     mg_tensor *b = bn ? mg_tensor_new(ctx, MG_F32, 1, (int64_t[]){bn}) : NULL;
     mg_tensor *y = mg_linear(ctx, x, w, b);
     ck_assert_ptr_nonnull(y); /* the placeholder, never NULL */
-    ck_assert_msg(c.count == 1, "expected one error, got %d", c.count);
+    ck_assert_msg(c.calls == 1, "expected one error, got %d", c.calls);
     const char *words[] = {w1, w2, w3};
     for (int i = 0; i < 3; i++)
         ck_assert_msg(strstr(c.msg, words[i]) != NULL, "error message '%s' lacks '%s'", c.msg,
                       words[i]);
     /* the context is sticky: later ops are no-ops and raise nothing new */
     mg_linear(ctx, x, w, b);
-    ck_assert_int_eq(c.count, 1);
+    ck_assert_int_eq(c.calls, 1);
     mg_ctx_free(ctx);
 }
 

@@ -1,7 +1,7 @@
 /* safetensors: bit-exact round trips, the byte layout checked by an independent parse, every
  * malformed header the reader must refuse (with the message naming the culprit), atomic writes,
  * the validated load, and a deterministic fuzz loop over corrupted files. */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/rng.h"
 #include "minigrad/safetensors.h"
 
@@ -45,28 +45,15 @@ static cjson_api cjson(void) {
 /* ---- scratch files ---- */
 
 static char *make_dir(void) {
-    const char *base = getenv("TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/mg_st_XXXXXX", base && base[0] ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
+    char d[512];
+    tu_make_tmpdir(d, sizeof d, "mg_st");
     return strdup(d);
 }
 
+/* Removes dir (made writable again first: a test takes write access away) and frees the name. */
 static void remove_dir(char *dir) {
     chmod(dir, 0700);
-    DIR *dp = opendir(dir);
-    if (dp) {
-        struct dirent *e;
-        char p[1024];
-        while ((e = readdir(dp)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                if (unlink(p)) rmdir(p);
-            }
-        closedir(dp);
-    }
-    rmdir(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
@@ -85,26 +72,6 @@ static void join(char *out, size_t cap, const char *dir, const char *name) {
     snprintf(out, cap, "%s/%s", dir, name);
 }
 
-static void put_bytes(const char *path, const void *b, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
-    ck_assert_uint_eq(fwrite(b, 1, n, fp), n);
-    ck_assert_int_eq(fclose(fp), 0);
-}
-
-static unsigned char *get_bytes(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)len, fp), (size_t)len);
-    fclose(fp);
-    *n = (size_t)len;
-    return b;
-}
-
 /* A file made by hand: 8-byte little-endian length (the header's unless `len` >= 0), the header,
  * then `data_len` bytes 0, 1, 2, ... */
 static void craft(const char *path, const char *hdr, size_t hdr_len, long long len,
@@ -115,7 +82,7 @@ static void craft(const char *path, const char *hdr, size_t hdr_len, long long l
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)(l >> (8 * i));
     memcpy(b + 8, hdr, hdr_len);
     for (size_t i = 0; i < data_len; i++) b[8 + hdr_len + i] = (unsigned char)i;
-    put_bytes(path, b, n);
+    tu_write_bytes(path, b, n);
     free(b);
 }
 
@@ -242,7 +209,7 @@ START_TEST(layout_parsed_independently) {
     float *data[N_RT];
     write_rt(path, data);
     size_t size;
-    unsigned char *b = get_bytes(path, &size);
+    unsigned char *b = tu_read_file(path, &size);
     ck_assert_uint_ge(size, 8);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
@@ -320,14 +287,14 @@ START_TEST(golden_bytes) {
     const unsigned char tail[12] = {0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0, 0, 0, 0, 0x3f};
     memcpy(want + 8 + hl, tail, 12);
     size_t size;
-    unsigned char *b = get_bytes(path, &size);
+    unsigned char *b = tu_read_file(path, &size);
     ck_assert_uint_eq(size, 8 + hl + 12);
     ck_assert_int_eq(memcmp(b, want, size), 0);
     free(b);
 
     /* no tensors, no metadata: still a valid file */
     ck_assert_msg(mg_safetensors_write(path, NULL, 0, NULL, 0) == MG_OK, "%s", mg_last_error());
-    b = get_bytes(path, &size);
+    b = tu_read_file(path, &size);
     ck_assert_uint_eq(size, 16);
     ck_assert_int_eq(memcmp(b, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(b);
@@ -361,7 +328,7 @@ START_TEST(reads_foreign_layouts) {
         memcpy(&bits, &vals[i], 4);
         for (int k = 0; k < 4; k++) buf[8 + hl + 4 * i + k] = (unsigned char)(bits >> (8 * k));
     }
-    put_bytes(path, buf, 8 + hl + 20);
+    tu_write_bytes(path, buf, 8 + hl + 20);
 
     mg_st_file *f;
     ck_assert_msg(mg_safetensors_open(path, &f) == MG_OK, "%s", mg_last_error());
@@ -536,7 +503,7 @@ START_TEST(refuses_malformed) {
     /* len -2 stands for an all-ones-but-one prefix that no signed type holds */
     if (c->len == -2) {
         unsigned char b[10] = {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, '{', '}'};
-        put_bytes(path, b, sizeof b);
+        tu_write_bytes(path, b, sizeof b);
     } else {
         craft(path, c->hdr, hl, c->len, c->data_len);
     }
@@ -569,9 +536,9 @@ END_TEST
 START_TEST(refuses_short_and_missing_files) {
     char *dir = make_dir(), path[1024];
     join(path, sizeof path, dir, "short.safetensors");
-    put_bytes(path, "\x05\0\0\0\0", 5);
+    tu_write_bytes(path, "\x05\0\0\0\0", 5);
     expect_refused(path, MG_ERR_FORMAT, "file is 5 bytes", "too short", (const char *)NULL);
-    put_bytes(path, "", 0);
+    tu_write_bytes(path, "", 0);
     expect_refused(path, MG_ERR_FORMAT, "file is 0 bytes", (const char *)NULL);
     join(path, sizeof path, dir, "absent.safetensors");
     expect_refused(path, MG_ERR_IO, "cannot open", strerror(ENOENT), (const char *)NULL);
@@ -672,7 +639,7 @@ START_TEST(unwritable_directory_leaves_old_file) {
     join(path, sizeof path, dir, "ck.safetensors");
     write_small(path, 1, MG_OK);
     size_t n0, n1;
-    unsigned char *before = get_bytes(path, &n0);
+    unsigned char *before = tu_read_file(path, &n0);
     uid_t uid = geteuid();
     if (lose_write_access(dir)) {
         write_small(path, 2, MG_ERR_IO);
@@ -690,7 +657,7 @@ START_TEST(unwritable_directory_leaves_old_file) {
         ck_assert_ptr_nonnull(strstr(mg_last_error(), strerror(ENOTDIR)));
     }
     chmod(dir, 0700);
-    unsigned char *after = get_bytes(path, &n1);
+    unsigned char *after = tu_read_file(path, &n1);
     ck_assert_uint_eq(n0, n1);
     ck_assert_int_eq(memcmp(before, after, n0), 0);
     ck_assert_int_eq(count_temps(dir), 0);
@@ -707,7 +674,7 @@ START_TEST(failed_write_leaves_old_file) {
     join(path, sizeof path, dir, "ck.safetensors");
     write_small(path, 1, MG_OK);
     size_t n0, n1;
-    unsigned char *before = get_bytes(path, &n0);
+    unsigned char *before = tu_read_file(path, &n0);
 
     enum { BIG = 1 << 16 };
     float *big = calloc(BIG, sizeof(float));
@@ -726,7 +693,7 @@ START_TEST(failed_write_leaves_old_file) {
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "writing tensor data failed"));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), strerror(EFBIG)));
 
-    unsigned char *after = get_bytes(path, &n1);
+    unsigned char *after = tu_read_file(path, &n1);
     ck_assert_uint_eq(n0, n1);
     ck_assert_int_eq(memcmp(before, after, n0), 0);
     ck_assert_int_eq(count_temps(dir), 0);
@@ -743,7 +710,7 @@ START_TEST(failed_rename_and_stale_temp) {
     join(path, sizeof path, dir, "ck.safetensors");
     ck_assert_int_eq(mkdir(path, 0700), 0);
     join(inner, sizeof inner, path, "keep");
-    put_bytes(inner, "k", 1);
+    tu_write_bytes(inner, "k", 1);
     write_small(path, 1, MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "renaming the temporary file over it failed"));
     ck_assert_int_eq(count_temps(dir), 0);
@@ -754,17 +721,17 @@ START_TEST(failed_rename_and_stale_temp) {
     /* a temporary file of the same name exists: refused, and neither file is touched */
     write_small(path, 1, MG_OK);
     size_t n0, n1;
-    unsigned char *before = get_bytes(path, &n0);
+    unsigned char *before = tu_read_file(path, &n0);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    put_bytes(tmp, "stale", 5);
+    tu_write_bytes(tmp, "stale", 5);
     write_small(path, 2, MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), tmp));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), strerror(EEXIST)));
-    unsigned char *after = get_bytes(path, &n1);
+    unsigned char *after = tu_read_file(path, &n1);
     ck_assert_uint_eq(n0, n1);
     ck_assert_int_eq(memcmp(before, after, n0), 0);
     free(after);
-    after = get_bytes(tmp, &n1);
+    after = tu_read_file(tmp, &n1);
     ck_assert_uint_eq(n1, 5);
     free(after);
     free(before);
@@ -981,7 +948,7 @@ START_TEST(fuzz_flips_and_truncations) {
     mg_st_meta m[2] = {{"format", "minigrad-gpt"}, {"vocab", "ab\"c→"}};
     ck_assert_int_eq(mg_safetensors_write(path, e, 3, m, 2), MG_OK);
     size_t n;
-    unsigned char *seed = get_bytes(path, &n);
+    unsigned char *seed = tu_read_file(path, &n);
     unsigned char *b = malloc(n + 16);
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = (hl << 8) | seed[i];
@@ -1012,7 +979,7 @@ START_TEST(fuzz_flips_and_truncations) {
         }
         /* a fresh file each time: rewriting a truncated one makes ext4 flush it on close */
         unlink(fuzz);
-        put_bytes(fuzz, b, len);
+        tu_write_bytes(fuzz, b, len);
         if (open_and_walk(fuzz))
             opened++;
         else

@@ -3,7 +3,7 @@
  * validation windows; then, once the GPT model is built, the `textgen` program end to end: a
  * short run that learns, exact resume, deterministic sampling, the loss PNG, evaluation, and
  * every bad input giving a clear message and a non-zero exit. */
-#include "harness.h"
+#include "test_util.h"
 #include "textgen.h"
 
 #include <dirent.h>
@@ -19,50 +19,11 @@
 
 static char tmpdir[256];
 
-static void make_tmpdir(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/mg_textgen_XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void make_tmpdir(void) { tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_textgen"); }
 
-/* Removes tmpdir and everything below it (tests only make files and directories). */
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (unlink(p) != 0) remove_tree(p);
-        }
-    closedir(d);
-    rmdir(dir);
-}
+static void remove_tmpdir(void) { tu_remove_tree(tmpdir); }
 
-static void remove_tmpdir(void) { remove_tree(tmpdir); }
-
-static const char *tmp_path(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
-static void write_bytes(const char *path, const char *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static void write_file(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
-
-static void assert_error_has(const char *part) {
-    const char *e = mg_last_error();
-    ck_assert_msg(strstr(e, part) != NULL, "error message '%s' lacks '%s'", e, part);
-}
+static const char *tmp_path(const char *name) { return tu_path_in(tmpdir, name); }
 
 static const char *const MIXED = "Hello, w\xC3\xB6rld \xE2\x80\x94 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E "
                                  "\xF0\x9F\x8E\x89\n\ttab \xC3\xA9t\xC3\xA9\r\n";
@@ -175,19 +136,19 @@ START_TEST(vocab_survives_metadata) {
     mg_text_vocab_free(&b);
 
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "char", NULL, 5, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("m.st: metadata 'chars' is missing");
+    tu_assert_error_has("m.st: metadata 'chars' is missing");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "char", a.chars, a.size + 1, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("'vocab_size' is");
+    tu_assert_error_has("'vocab_size' is");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "char", "ba", 2, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("ascending");
+    tu_assert_error_has("ascending");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "char", "aa", 2, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("distinct");
+    tu_assert_error_has("distinct");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "char", "a\xC3", 2, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("invalid UTF-8 at byte 1");
+    tu_assert_error_has("invalid UTF-8 at byte 1");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "word", "a", 1, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("unknown tokenizer 'word'");
+    tu_assert_error_has("unknown tokenizer 'word'");
     ck_assert_int_eq(mg_text_vocab_from_meta(&b, "byte", NULL, 65, "m.st"), MG_ERR_FORMAT);
-    assert_error_has("256");
+    tu_assert_error_has("256");
     mg_text_vocab_free(&a);
 }
 END_TEST
@@ -196,22 +157,22 @@ START_TEST(char_corpus_must_be_utf8_text) {
     mg_text_vocab v;
     const char latin1[] = "caf\xE9 au lait";
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_CHAR, latin1, sizeof latin1 - 1, "menu.txt"), MG_ERR_FORMAT);
-    assert_error_has("menu.txt: byte offset 3: invalid UTF-8 (bytes E9 20 61 75)");
-    assert_error_has("--tokenizer byte");
+    tu_assert_error_has("menu.txt: byte offset 3: invalid UTF-8 (bytes E9 20 61 75)");
+    tu_assert_error_has("--tokenizer byte");
     const char nul[] = "ab\0cd";
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_CHAR, nul, 5, "bin"), MG_ERR_FORMAT);
-    assert_error_has("bin: byte offset 2: NUL byte");
+    tu_assert_error_has("bin: byte offset 2: NUL byte");
     const char cut[] = "ok \xE2\x80";
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_CHAR, cut, sizeof cut - 1, "cut"), MG_ERR_FORMAT);
-    assert_error_has("cut: byte offset 3");
+    tu_assert_error_has("cut: byte offset 3");
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_CHAR, "", 0, "none"), MG_ERR_FORMAT);
-    assert_error_has("none: the text is empty");
+    tu_assert_error_has("none: the text is empty");
     /* the same bytes are fine for the byte tokenizer */
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_BYTE, latin1, sizeof latin1 - 1, "menu.txt"), MG_OK);
     mg_text_vocab_free(&v);
     mg_tokenizer_kind k;
     ck_assert_int_eq(mg_tokenizer_parse("word", &k), MG_ERR_INVALID);
-    assert_error_has("unknown tokenizer 'word' (known: char, byte)");
+    tu_assert_error_has("unknown tokenizer 'word' (known: char, byte)");
 }
 END_TEST
 
@@ -221,13 +182,13 @@ START_TEST(encode_names_unknown_characters) {
     int32_t ids[16];
     size_t k;
     ck_assert_int_eq(mg_text_encode(&v, "ab caf\xC3\xA9", 8, ids, &k, "the prompt"), MG_ERR_INVALID);
-    assert_error_has("the prompt: byte offset 5: the character 'f' is not in the vocabulary (5 characters)");
+    tu_assert_error_has("the prompt: byte offset 5: the character 'f' is not in the vocabulary (5 characters)");
     ck_assert_int_eq(mg_text_encode(&v, "a\xC3\xA9", 3, ids, &k, "the prompt"), MG_ERR_INVALID);
-    assert_error_has("byte offset 1: the character U+00E9 '\xC3\xA9' is not in the vocabulary");
+    tu_assert_error_has("byte offset 1: the character U+00E9 '\xC3\xA9' is not in the vocabulary");
     ck_assert_int_eq(mg_text_encode(&v, "a\t", 2, ids, &k, "p"), MG_ERR_INVALID);
-    assert_error_has("the character '\\t'");
+    tu_assert_error_has("the character '\\t'");
     ck_assert_int_eq(mg_text_encode(&v, "a\xFF", 2, ids, &k, "p"), MG_ERR_FORMAT);
-    assert_error_has("p: byte offset 1: invalid UTF-8");
+    tu_assert_error_has("p: byte offset 1: invalid UTF-8");
     mg_text_vocab_free(&v);
 }
 END_TEST
@@ -274,13 +235,13 @@ START_TEST(split_refuses_text_shorter_than_a_context) {
     ck_assert_int_eq(mg_text_vocab_build(&v, MG_TOKENIZER_CHAR, t, strlen(t), "t"), MG_OK);
     mg_text_data d;
     ck_assert_int_eq(mg_text_data_make(&d, &v, t, strlen(t), 17, "short.txt"), MG_ERR_FORMAT);
-    assert_error_has("short.txt: too short: 19 tokens give a training split (the first 90%) of 17");
-    assert_error_has("--block-size (at most 16 here)");
+    tu_assert_error_has("short.txt: too short: 19 tokens give a training split (the first 90%) of 17");
+    tu_assert_error_has("--block-size (at most 16 here)");
     ck_assert_ptr_null(d.ids);
     ck_assert_int_eq(mg_text_data_make(&d, &v, t, strlen(t), 16, "short.txt"), MG_OK);
     mg_text_data_free(&d);
     ck_assert_int_eq(mg_text_data_make(&d, &v, "0x", 2, 1, "odd.txt"), MG_ERR_INVALID);
-    assert_error_has("odd.txt: byte offset 1: the character 'x'");
+    tu_assert_error_has("odd.txt: byte offset 1: the character 'x'");
     mg_text_vocab_free(&v);
 }
 END_TEST
@@ -368,10 +329,10 @@ END_TEST
 
 START_TEST(read_files_concatenates_and_reports_problems) {
     make_tmpdir();
-    write_file(tmp_path("a.txt"), "first");
-    write_file(tmp_path("b.txt"), "second\n");
-    write_file(tmp_path("c.txt"), "third");
-    write_file(tmp_path("empty.txt"), "");
+    tu_write_text(tmp_path("a.txt"), "first");
+    tu_write_text(tmp_path("b.txt"), "second\n");
+    tu_write_text(tmp_path("c.txt"), "third");
+    tu_write_text(tmp_path("empty.txt"), "");
     const char *p3[] = {tmp_path("a.txt"), tmp_path("b.txt"), tmp_path("c.txt")};
     char *text;
     size_t n;
@@ -381,19 +342,19 @@ START_TEST(read_files_concatenates_and_reports_problems) {
     free(text);
     const char *missing[] = {tmp_path("nope.txt")};
     ck_assert_int_eq(mg_text_read_files(missing, 1, &text, &n), MG_ERR_IO);
-    assert_error_has("nope.txt: cannot open: No such file or directory");
+    tu_assert_error_has("nope.txt: cannot open: No such file or directory");
     ck_assert_ptr_null(text);
     const char *empty[] = {tmp_path("a.txt"), tmp_path("empty.txt")};
     ck_assert_int_eq(mg_text_read_files(empty, 2, &text, &n), MG_ERR_FORMAT);
-    assert_error_has("empty.txt: the file is empty");
+    tu_assert_error_has("empty.txt: the file is empty");
     const char *dir[] = {tmpdir};
     ck_assert_int_eq(mg_text_read_files(dir, 1, &text, &n), MG_ERR_IO);
-    assert_error_has("is a directory");
+    tu_assert_error_has("is a directory");
     /* a file larger than the first buffer */
     size_t big = (3u << 20) + 17;
     char *data = malloc(big);
     for (size_t i = 0; i < big; i++) data[i] = (char)('a' + i % 23);
-    write_bytes(tmp_path("big.txt"), data, big);
+    tu_write_bytes(tmp_path("big.txt"), data, big);
     const char *pb[] = {tmp_path("big.txt")};
     ck_assert_int_eq(mg_text_read_files(pb, 1, &text, &n), MG_OK);
     ck_assert_uint_eq(n, big);
@@ -414,10 +375,10 @@ START_TEST(default_corpus_location_and_missing_program) {
     make_tmpdir();
     setenv("PATH", tmpdir, 1); /* no `bible` here */
     ck_assert_int_eq(mg_text_kjv_make(tmp_path("sub/kjv.txt")), MG_ERR_NOT_FOUND);
-    assert_error_has("bible-kjv");
-    assert_error_has("--data FILE");
+    tu_assert_error_has("bible-kjv");
+    tu_assert_error_has("--data FILE");
     /* an existing file is used as is, whatever is installed */
-    write_file(tmp_path("kjv.txt"), "In the beginning\n");
+    tu_write_text(tmp_path("kjv.txt"), "In the beginning\n");
     ck_assert_int_eq(mg_text_kjv_make(tmp_path("kjv.txt")), MG_OK);
     remove_tmpdir();
 }
@@ -461,47 +422,15 @@ END_TEST
 #include "minigrad/op.h"
 #include "minigrad/safetensors.h"
 
-#include <signal.h>
 #include <stb_image.h>
 
-static char textgen_bin[1024];
-
-static void find_binary(void) {
-    const char *root = getenv("MINIGRAD_BUILD_ROOT");
-    snprintf(textgen_bin, sizeof textgen_bin, "%s/examples/textgen/textgen", root && *root ? root : ".");
-    ck_assert_msg(access(textgen_bin, X_OK) == 0, "%s not built (MINIGRAD_BUILD_ROOT=%s)", textgen_bin,
-                  root ? root : "(unset)");
-}
-
-static char out_text[1 << 16], err_text[1 << 16];
-
-static void read_into(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = 0;
-    if (f) fclose(f);
-}
+static tu_program textgen = {
+    .name = "textgen", .rel = "examples/textgen/textgen", .max_status = 128, .interrupt_ok = true};
 
 /* Runs `textgen ARGS` (a shell word list) in tmpdir with stdout and stderr captured into
- * out_text and err_text. Returns the exit status; a crash (signal) fails the test. */
-static int run_env(const char *env, const char *args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", tmpdir, env, textgen_bin, args, tmpdir,
-             tmpdir);
-    int st = system(cmd);
-    read_into(tmp_path("stdout"), out_text, sizeof out_text);
-    read_into(tmp_path("stderr"), err_text, sizeof err_text);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "textgen %s: did not exit normally (status %d); stderr: %.1500s", args, st,
-                  err_text);
-    int rc = WEXITSTATUS(st);
-    ck_assert_msg(rc != 127 && (rc <= 128 || rc == 130), "textgen %s: killed or not found (%d): %.1500s", args, rc, err_text);
-    return rc;
-}
+ * textgen.out and textgen.err. Returns the exit status; a crash (signal) fails the test. */
+static int run_env(const char *env, const char *args) { return tu_run_in(&textgen, tmpdir, env, args); }
 static int run(const char *args) { return run_env("", args); }
-
-static void assert_stderr_has(const char *part) {
-    ck_assert_msg(strstr(err_text, part) != NULL, "stderr '%.1500s' lacks '%s'", err_text, part);
-}
 
 /* A tiny corpus a tiny model learns in a few dozen steps; non-ASCII on purpose. */
 #define TINY_LINE "the quick brown fox jumps over the lazy d\xC3\xB6g \xE2\x80\x94 caf\xC3\xA9\n"
@@ -515,40 +444,17 @@ static void write_tiny(const char *name, int lines) {
 }
 
 static void setup_run(void) {
-    find_binary();
+    tu_find_program(&textgen);
     make_tmpdir();
     write_tiny("tiny.txt", 60);
-}
-
-/* Steps and losses of a JSON-lines log. */
-typedef struct {
-    int n, nv;
-    long step[512];
-    double loss[512], val[512];
-    long val_step[512];
-} run_log;
-
-static void read_log(const char *path, run_log *lg) {
-    memset(lg, 0, sizeof *lg);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "no log at %s", path);
-    char line[1024];
-    while (fgets(line, sizeof line, f) && lg->n < 512) {
-        const char *s = strstr(line, "\"step\": "), *l = strstr(line, "\"loss\": "), *v = strstr(line, "\"val_loss\": ");
-        ck_assert_msg(s && l && strstr(line, "\"lr\": ") && strstr(line, "\"tokens_per_s\": "), "log line: %s", line);
-        lg->step[lg->n] = strtol(s + 8, NULL, 10);
-        lg->loss[lg->n++] = strtod(l + 8, NULL);
-        if (v) lg->val_step[lg->nv] = lg->step[lg->n - 1], lg->val[lg->nv++] = strtod(v + 12, NULL);
-    }
-    fclose(f);
 }
 
 START_TEST(training_learns_a_tiny_corpus_and_plots) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 80 --eval-every 20 "
                          "--sample-tokens 40 --prompt 'the '"), 0);
-    run_log lg;
-    read_log(tmp_path("run/log.jsonl"), &lg);
+    tu_run_log lg;
+    tu_read_log(tmp_path("run/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_eq(lg.n, 80);
     for (int i = 0; i < lg.n; i++) ck_assert_int_eq(lg.step[i], i + 1);
     /* 31 characters: an untrained model starts near ln 31 = 3.43 */
@@ -560,11 +466,11 @@ START_TEST(training_learns_a_tiny_corpus_and_plots) {
     ck_assert_int_eq(lg.val_step[3], 80);
     ck_assert_double_lt(lg.val[3], 0.6);
     ck_assert_double_lt(lg.val[3], lg.val[0]);
-    ck_assert_msg(strstr(out_text, "vocabulary 31 (char)"), "%.1500s", out_text);
-    ck_assert_msg(strstr(out_text, "tokens/s") && strstr(out_text, "ms/step") && strstr(out_text, "peak RSS"), "%s",
-                  out_text);
-    ck_assert_msg(strstr(out_text, "a sample") && strstr(out_text, "run/model.safetensors") &&
-                      strstr(out_text, "run/loss.png"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "vocabulary 31 (char)"), "%.1500s", textgen.out);
+    ck_assert_msg(strstr(textgen.out, "tokens/s") && strstr(textgen.out, "ms/step") && strstr(textgen.out, "peak RSS"), "%s",
+                  textgen.out);
+    ck_assert_msg(strstr(textgen.out, "a sample") && strstr(textgen.out, "run/model.safetensors") &&
+                      strstr(textgen.out, "run/loss.png"), "%.1500s", textgen.out);
     /* the PNG decodes to the chart's size and holds both curves' colours */
     int w, h, ch;
     unsigned char *px = stbi_load(tmp_path("run/loss.png"), &w, &h, &ch, 3);
@@ -593,33 +499,6 @@ START_TEST(training_learns_a_tiny_corpus_and_plots) {
 }
 END_TEST
 
-/* Every tensor of two safetensors files, bit for bit, and the metadata values named. */
-static void assert_same_file(const char *a, const char *b, const char *const *keys) {
-    mg_st_file *fa, *fb;
-    ck_assert_int_eq(mg_safetensors_open(a, &fa), MG_OK);
-    ck_assert_int_eq(mg_safetensors_open(b, &fb), MG_OK);
-    ck_assert_int_eq(mg_st_count(fa), mg_st_count(fb));
-    for (int i = 0; i < mg_st_count(fa); i++) {
-        const mg_st_tensor_info *ia = mg_st_info(fa, i);
-        int j = mg_st_find(fb, ia->name);
-        ck_assert_msg(j >= 0, "%s lacks %s", b, ia->name);
-        ck_assert_int_eq(mg_st_info(fb, j)->numel, ia->numel);
-        float *x = malloc((size_t)ia->numel * 4), *y = malloc((size_t)ia->numel * 4);
-        ck_assert_int_eq(mg_st_read_f32(fa, i, x, ia->numel), MG_OK);
-        ck_assert_int_eq(mg_st_read_f32(fb, j, y, ia->numel), MG_OK);
-        ck_assert_msg(memcmp(x, y, (size_t)ia->numel * 4) == 0, "%s differs between %s and %s", ia->name, a, b);
-        free(x);
-        free(y);
-    }
-    for (int k = 0; keys && keys[k]; k++) {
-        const char *va = mg_st_meta_get(fa, keys[k]), *vb = mg_st_meta_get(fb, keys[k]);
-        ck_assert_msg(va && vb && strcmp(va, vb) == 0, "metadata %s: '%s' vs '%s'", keys[k], va ? va : "(none)",
-                      vb ? vb : "(none)");
-    }
-    mg_st_close(fa);
-    mg_st_close(fb);
-}
-
 START_TEST(resume_continues_exactly) {
     setup_run();
     /* dropout too, so its generator must be restored as well as the data's */
@@ -630,16 +509,16 @@ START_TEST(resume_continues_exactly) {
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "train --out pieces %s --stop-after 12", common);
     ck_assert_int_eq(run(args), 0);
-    ck_assert_msg(strstr(out_text, "stopped after 12 steps") && strstr(out_text, "--resume"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "stopped after 12 steps") && strstr(textgen.out, "--resume"), "%.1500s", textgen.out);
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 1"), 0);
-    ck_assert_msg(strstr(out_text, "resumed at step 12"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "resumed at step 12"), "%.1500s", textgen.out);
     static const char *const wkeys[] = {"tokenizer", "chars", "vocab_size", "textgen.steps", "textgen.data", NULL};
-    assert_same_file(tmp_path("straight/model.safetensors"), tmp_path("pieces/model.safetensors"), wkeys);
+    tu_assert_same_safetensors(tmp_path("straight/model.safetensors"), tmp_path("pieces/model.safetensors"), wkeys);
     static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout", NULL};
-    assert_same_file(tmp_path("straight/model.state.safetensors"), tmp_path("pieces/model.state.safetensors"), skeys);
-    run_log a, b;
-    read_log(tmp_path("straight/log.jsonl"), &a);
-    read_log(tmp_path("pieces/log.jsonl"), &b);
+    tu_assert_same_safetensors(tmp_path("straight/model.state.safetensors"), tmp_path("pieces/model.state.safetensors"), skeys);
+    tu_run_log a, b;
+    tu_read_log(tmp_path("straight/log.jsonl"), &a, "\"lr\": ");
+    tu_read_log(tmp_path("pieces/log.jsonl"), &b, "\"lr\": ");
     ck_assert_int_eq(a.n, 24);
     ck_assert_int_eq(b.n, 24);
     ck_assert_mem_eq(a.loss, b.loss, sizeof a.loss);
@@ -649,7 +528,7 @@ START_TEST(resume_continues_exactly) {
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0"), 0);
     /* a resume that contradicts the checkpoint's model says which key */
     ck_assert_int_eq(run("train --out pieces --resume --steps 30 --n-embd 64 --sample-tokens 0"), 1);
-    assert_stderr_has("n_embd");
+    tu_assert_stderr_has(&textgen, "n_embd");
     remove_tmpdir();
 }
 END_TEST
@@ -657,31 +536,16 @@ END_TEST
 START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
     setup_run();
     write_tiny("big.txt", 2000);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (chdir(tmpdir) != 0) _exit(99);
-        if (!freopen("int.out", "w", stdout) || !freopen("int.err", "w", stderr)) _exit(99);
-        execl(textgen_bin, "textgen", "train", "--data", "big.txt", "--out", "int", "--block-size", "16", "--n-embd",
-              "32", "--n-layer", "1", "--n-head", "2", "--threads", "1", "--steps", "1000000", "--ckpt-every", "0",
-              "--eval-every", "0", (char *)NULL);
-        _exit(98);
-    }
-    /* wait until it is training: the log has a few steps */
-    for (int i = 0; i < 3000; i++) {
-        struct stat sb;
-        if (stat(tmp_path("int/log.jsonl"), &sb) == 0 && sb.st_size > 300) break;
-        usleep(10000);
-    }
-    ck_assert_int_eq(kill(pid, SIGINT), 0);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    read_into(tmp_path("int.out"), out_text, sizeof out_text);
-    read_into(tmp_path("int.err"), err_text, sizeof err_text);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d; stdout %.1000s; stderr %.1000s", st, out_text, err_text);
-    ck_assert_msg(strstr(out_text, "interrupted: saved step"), "%.1500s", out_text);
-    run_log lg;
-    read_log(tmp_path("int/log.jsonl"), &lg);
+    /* interrupted once it is training: the log has a few steps */
+    int st = tu_run_interrupted(&textgen, tmpdir,
+                                (char *[]){"textgen", "train", "--data", "big.txt", "--out", "int", "--block-size", "16",
+                                           "--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--threads", "1",
+                                           "--steps", "1000000", "--ckpt-every", "0", "--eval-every", "0", NULL},
+                                "int/log.jsonl", 300);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d; stdout %.1000s; stderr %.1000s", st, textgen.out, textgen.err);
+    ck_assert_msg(strstr(textgen.out, "interrupted: saved step"), "%.1500s", textgen.out);
+    tu_run_log lg;
+    tu_read_log(tmp_path("int/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_gt(lg.n, 0);
     /* the checkpoint holds the last logged step, and a resume continues after it */
     mg_st_file *f;
@@ -692,8 +556,8 @@ START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
     ck_assert_int_eq(run(args), 0);
     char want[64];
     snprintf(want, sizeof want, "resumed at step %d", lg.n);
-    ck_assert_msg(strstr(out_text, want), "%.1500s", out_text);
-    read_log(tmp_path("int/log.jsonl"), &lg);
+    ck_assert_msg(strstr(textgen.out, want), "%.1500s", textgen.out);
+    tu_read_log(tmp_path("int/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_eq(lg.step[lg.n - 1], lg.n);
     remove_tmpdir();
 }
@@ -704,27 +568,27 @@ START_TEST(sampling_is_deterministic_for_a_seed) {
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 40 --sample-tokens 0"), 0);
     const char *args = "sample --ckpt run/model.safetensors --prompt 'the qu' --tokens 60 --seed 7 --threads 1";
     ck_assert_int_eq(run(args), 0);
-    static char first[sizeof out_text];
-    snprintf(first, sizeof first, "%.1500s", out_text);
+    static char first[sizeof textgen.out];
+    snprintf(first, sizeof first, "%.1500s", textgen.out);
     ck_assert_msg(strncmp(first, "the qu", 6) == 0, "%s", first);
-    assert_stderr_has("60 tokens in");
-    assert_stderr_has("tokens/s (seed 7");
+    tu_assert_stderr_has(&textgen, "60 tokens in");
+    tu_assert_stderr_has(&textgen, "tokens/s (seed 7");
     /* 60 characters after the prompt, then a newline */
     size_t chars = 0;
     for (const char *p = first; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
     ck_assert_uint_eq(chars, 6 + 60 + 1);
     ck_assert_int_eq(run(args), 0);
-    ck_assert_str_eq(out_text, first);
+    ck_assert_str_eq(textgen.out, first);
     /* whatever the thread count */
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the qu' --tokens 60 --seed 7 --threads 2"), 0);
-    ck_assert_str_eq(out_text, first);
+    ck_assert_str_eq(textgen.out, first);
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the qu' --tokens 60 --seed 8 --threads 2"), 0);
-    ck_assert_str_ne(out_text, first);
+    ck_assert_str_ne(textgen.out, first);
     /* greedy decoding does not depend on the seed; top-k 1 is greedy too */
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the' --tokens 30 --temperature 0 --seed 1"), 0);
-    snprintf(first, sizeof first, "%.1500s", out_text);
+    snprintf(first, sizeof first, "%.1500s", textgen.out);
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --prompt 'the' --tokens 30 --top-k 1 --seed 2"), 0);
-    ck_assert_str_eq(out_text, first);
+    ck_assert_str_eq(textgen.out, first);
     /* past the context length (16) the learned table is cropped, and generation goes on */
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 100 --seed 3"), 0);
     remove_tmpdir();
@@ -766,17 +630,17 @@ START_TEST(eval_reports_nats_and_bits_per_character) {
     write_tiny("odd.txt", 7); /* a validation split that does not fill whole windows */
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 30 --sample-tokens 0"), 0);
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data odd.txt --batch 3 --threads 1"), 0);
-    const char *vl = strstr(out_text, "\nval_loss "), *bpc = strstr(out_text, "\nbpc ");
-    ck_assert_msg(vl && bpc, "%.1500s", out_text);
+    const char *vl = strstr(textgen.out, "\nval_loss "), *bpc = strstr(textgen.out, "\nbpc ");
+    ck_assert_msg(vl && bpc, "%.1500s", textgen.out);
     double loss = strtod(vl + 10, NULL), bits = strtod(bpc + 5, NULL);
     ck_assert_double_eq_tol(bits, loss / log(2.0), 1e-5);
     double ref = reference_val_loss(tmp_path("run/model.safetensors"), tmp_path("odd.txt"));
     ck_assert_double_eq_tol(loss, ref, 2e-5);
     /* 7 lines of 51 characters: a validation split of 357 - 321 = 36 characters, 35 targets */
-    ck_assert_msg(strstr(out_text, "tokens 35\n") && strstr(out_text, "characters 35\n"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "tokens 35\n") && strstr(textgen.out, "characters 35\n"), "%.1500s", textgen.out);
     /* without --data: the run's own corpus */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors"), 0);
-    ck_assert_msg(strstr(out_text, "data tiny.txt\nsplit val\n"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "data tiny.txt\nsplit val\n"), "%.1500s", textgen.out);
     remove_tmpdir();
 }
 END_TEST
@@ -785,12 +649,12 @@ START_TEST(byte_tokenizer_end_to_end) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --tokenizer byte --out run " TINY_MODEL " --steps 30 --sample-tokens 20"),
                      0);
-    ck_assert_msg(strstr(out_text, "vocabulary 256 (byte)"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "vocabulary 256 (byte)"), "%.1500s", textgen.out);
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --threads 1"), 0);
     /* bytes and characters differ for non-ASCII text: loss per character is the larger */
-    const char *tok = strstr(out_text, "\ntokens "), *chr = strstr(out_text, "\ncharacters ");
-    const char *nb = strstr(out_text, "nats_per_byte "), *vl = strstr(out_text, "\nval_loss ");
-    ck_assert_msg(tok && chr && nb && vl, "%.1500s", out_text);
+    const char *tok = strstr(textgen.out, "\ntokens "), *chr = strstr(textgen.out, "\ncharacters ");
+    const char *nb = strstr(textgen.out, "nats_per_byte "), *vl = strstr(textgen.out, "\nval_loss ");
+    ck_assert_msg(tok && chr && nb && vl, "%.1500s", textgen.out);
     ck_assert_int_gt(strtol(tok + 8, NULL, 10), strtol(chr + 12, NULL, 10));
     ck_assert_double_gt(strtod(vl + 10, NULL), strtod(nb + 14, NULL));
     /* any character can be prompted, since every byte has an id */
@@ -801,16 +665,12 @@ END_TEST
 
 START_TEST(bad_inputs_give_clear_errors) {
     setup_run();
-    write_file(tmp_path("empty.txt"), "");
-    write_file(tmp_path("short.txt"), "just a few words\n");
-    write_file(tmp_path("upper.txt"), "THE END\n");
-    write_file(tmp_path("two.txt"), "ab");
-    write_file(tmp_path("latin1.txt"), "caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait\n");
-    struct {
-        const char *args;
-        int rc;
-        const char *msg;
-    } cases[] = {
+    tu_write_text(tmp_path("empty.txt"), "");
+    tu_write_text(tmp_path("short.txt"), "just a few words\n");
+    tu_write_text(tmp_path("upper.txt"), "THE END\n");
+    tu_write_text(tmp_path("two.txt"), "ab");
+    tu_write_text(tmp_path("latin1.txt"), "caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait, caf\xE9 au lait\n");
+    static const tu_bad_run cases[] = {
         {"train --data missing.txt --out r", 1, "missing.txt: cannot open: No such file or directory"},
         {"train --data empty.txt --out r", 1, "empty.txt: the file is empty"},
         {"train --data short.txt --out r", 1, "short.txt: too short: 17 tokens give a training split"},
@@ -844,26 +704,21 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"eval --ckpt run/model.safetensors --data nope.txt", 1, "nope.txt: cannot open"},
     };
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --sample-tokens 0"), 0);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = run(cases[i].args);
-        ck_assert_msg(rc == cases[i].rc, "textgen %s: exit %d, expected %d; stderr: %.1500s", cases[i].args, rc, cases[i].rc,
-                      err_text);
-        assert_stderr_has(cases[i].msg);
-    }
+    tu_expect_bad_runs(&textgen, tmpdir, cases, sizeof cases / sizeof cases[0]);
     /* a run already there is not replaced by accident, and --force replaces it */
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5"), 1);
-    assert_stderr_has("run already holds a run");
-    assert_stderr_has("--resume");
+    tu_assert_stderr_has(&textgen, "run already holds a run");
+    tu_assert_stderr_has(&textgen, "--resume");
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --force --sample-tokens 0"), 0);
     /* --help lists the options and succeeds */
     ck_assert_int_eq(run("train --help"), 0);
-    ck_assert_msg(strstr(out_text, "--block-size") && strstr(out_text, "--resume"), "%.1500s", out_text);
+    ck_assert_msg(strstr(textgen.out, "--block-size") && strstr(textgen.out, "--resume"), "%.1500s", textgen.out);
     /* no --data and no bible-kjv: say what to install or pass */
     char env[600];
     snprintf(env, sizeof env, "env PATH=/nonexistent XDG_CACHE_HOME='%s/cache'", tmpdir);
     ck_assert_int_eq(run_env(env, "train --out r"), 1);
-    assert_stderr_has("bible-kjv");
-    assert_stderr_has("--data FILE");
+    tu_assert_stderr_has(&textgen, "bible-kjv");
+    tu_assert_stderr_has(&textgen, "--data FILE");
     remove_tmpdir();
 }
 END_TEST
@@ -887,30 +742,19 @@ static void poke_tensor(const char *path, const char *name, float v) {
     ck_assert_int_eq(fclose(fp), 0);
 }
 
-static size_t slurp(const char *path, char **out) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *out = malloc((size_t)n);
-    ck_assert_uint_eq(fread(*out, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    return (size_t)n;
-}
-
 START_TEST(non_finite_loss_stops_and_keeps_the_last_checkpoint) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 20 --stop-after 5 --sample-tokens 0"), 0);
     /* a NaN in the row of '\n' (id 0) of the tied embedding: every logit row then holds a NaN */
     poke_tensor(tmp_path("run/model.safetensors"), "wte.weight", NAN);
     char *before, *after;
-    size_t nb = slurp(tmp_path("run/model.safetensors"), &before);
+    size_t nb, na;
+    before = tu_read_file(tmp_path("run/model.safetensors"), &nb);
     ck_assert_int_eq(run("train --out run --resume --sample-tokens 0"), 1);
-    assert_stderr_has("the loss became nan at step 6");
-    assert_stderr_has("the last good checkpoint (step 5) is kept at run/model.safetensors");
-    assert_stderr_has("--lr");
-    size_t na = slurp(tmp_path("run/model.safetensors"), &after);
+    tu_assert_stderr_has(&textgen, "the loss became nan at step 6");
+    tu_assert_stderr_has(&textgen, "the last good checkpoint (step 5) is kept at run/model.safetensors");
+    tu_assert_stderr_has(&textgen, "--lr");
+    after = tu_read_file(tmp_path("run/model.safetensors"), &na);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(after, before, nb);
     free(before);

@@ -1,0 +1,331 @@
+/* Helpers the suites share: a scratch folder, whole files in and out, paths in the source and
+ * build trees, a program of the build tree run as a subprocess with its output captured, the
+ * recoverable error message, a context whose programming errors are trapped, and the JSON-lines
+ * log and safetensors files the example programs write.
+ *
+ * Header-only (static inline, so a suite pays only for what it calls). Every helper fails the
+ * current Check test with a message naming the file or program rather than returning an error.
+ * Ownership: buffers returned by tu_read_file are malloc'ed and the caller frees them; paths from
+ * tu_path_in live in a small ring of static buffers (the latest four stay valid). */
+#ifndef MG_TEST_UTIL_H
+#define MG_TEST_UTIL_H
+
+#include "harness.h"
+#include "minigrad/minigrad.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the scratch folder ---- */
+
+/* Makes a fresh folder $TMPDIR/<prefix>_XXXXXX (/tmp without TMPDIR) into dir. */
+static inline void tu_make_tmpdir(char *dir, size_t cap, const char *prefix) {
+    const char *base = getenv("TMPDIR");
+    int n = snprintf(dir, cap, "%s/%s_XXXXXX", base && *base ? base : "/tmp", prefix);
+    ck_assert_msg(n > 0 && (size_t)n < cap, "scratch folder name too long for %s", prefix);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
+}
+
+/* Removes dir and everything below it, without a shell (tests make only files, links and
+ * folders). True when dir is gone. */
+static inline bool tu_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[4096];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                int n = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                if (n > 0 && (size_t)n < sizeof p && unlink(p) != 0) tu_remove_tree(p);
+            }
+        closedir(d);
+    }
+    return rmdir(dir) == 0 || errno == ENOENT;
+}
+
+/* dir/name, in a ring of four buffers so that a call can take several paths at once. */
+static inline const char *tu_path_in(const char *dir, const char *name) {
+    static char p[4][4096];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+/* ---- whole files ---- */
+
+static inline void tu_write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "%s: cannot create: %s", path, strerror(errno));
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static inline void tu_write_text(const char *path, const char *text) {
+    tu_write_bytes(path, text, strlen(text));
+}
+
+/* The whole file, malloc'ed with a NUL after its last byte (so text can be searched); *n (when
+ * not NULL) gets its length. */
+static inline void *tu_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s: cannot open: %s", path, strerror(errno));
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *b = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    b[len] = 0;
+    if (n) *n = (size_t)len;
+    return b;
+}
+
+/* At most cap - 1 bytes of the file into buf, NUL-terminated; "" when it cannot be opened (a
+ * program that failed early may not have written it). */
+static inline void tu_read_into(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* ---- the source and build trees (tests/meson.build sets both variables) ---- */
+
+/* $var/rel into out; false (out "") when the variable is not set, e.g. outside `meson test`. */
+static inline bool tu_root_path(char *out, size_t cap, const char *var, const char *rel) {
+    const char *root = getenv(var);
+    out[0] = 0;
+    if (!root || !*root) return false;
+    snprintf(out, cap, "%s/%s", root, rel);
+    return true;
+}
+
+static inline bool tu_build_path(char *out, size_t cap, const char *rel) {
+    return tu_root_path(out, cap, "MINIGRAD_BUILD_ROOT", rel);
+}
+
+static inline bool tu_source_path(char *out, size_t cap, const char *rel) {
+    return tu_root_path(out, cap, "MINIGRAD_SOURCE_ROOT", rel);
+}
+
+/* ---- a program of the build tree, run as a subprocess ---- */
+
+/* What a suite knows of one program; the runner fills bin, out and err. A normal exit is a status
+ * of at most max_status other than 127 (the shell's "not found"), or 130 when interrupt_ok (the
+ * program's own exit on SIGINT); anything else (a signal, a sanitizer's report, a crash) fails the
+ * test whatever status the caller expects. */
+typedef struct {
+    const char *name; /* in messages: "music" */
+    const char *rel;  /* below the build root: "examples/music/music" */
+    int max_status;
+    bool interrupt_ok;
+    char bin[1024];
+    char out[1 << 16], err[1 << 16]; /* the last run's stdout and stderr, truncated */
+} tu_program;
+
+/* Fills p->bin; false when the program is not built (or the build root is unknown). */
+static inline bool tu_program_built(tu_program *p) {
+    return tu_build_path(p->bin, sizeof p->bin, p->rel) && access(p->bin, X_OK) == 0;
+}
+
+/* As tu_program_built, failing the current test when the program is not there. */
+static inline void tu_find_program(tu_program *p) {
+    const char *root = getenv("MINIGRAD_BUILD_ROOT");
+    ck_assert_msg(tu_program_built(p), "%s: %s not built (MINIGRAD_BUILD_ROOT=%s)", p->name, p->rel,
+                  root ? root : "(unset)");
+}
+
+/* Runs `cd DIR && ENV 'BIN' ARGS` through the shell (ARGS is a shell word list, ENV e.g.
+ * "env X=1" or "") with stdout and stderr captured into DIR/stdout and DIR/stderr and read back
+ * into p->out and p->err. Returns the exit status. */
+static inline int tu_run_in(tu_program *p, const char *dir, const char *env, const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", dir, env, p->bin,
+             args, dir, dir);
+    int st = system(cmd);
+    tu_read_into(tu_path_in(dir, "stdout"), p->out, sizeof p->out);
+    tu_read_into(tu_path_in(dir, "stderr"), p->err, sizeof p->err);
+    ck_assert_msg(st != -1 && WIFEXITED(st),
+                  "%s %s: did not exit normally (status %d); stderr: %.1500s", p->name, args, st,
+                  p->err);
+    int rc = WEXITSTATUS(st);
+    ck_assert_msg(
+        rc != 127 && (rc <= p->max_status || (rc == 130 && p->interrupt_ok)),
+        "%s %s: exit status %d (killed, a crash, a sanitizer's report or not found): %.3000s",
+        p->name, args, rc, p->err);
+    return rc;
+}
+
+/* Starts BIN with argv (argv[0] the program's name, NULL-terminated) in dir, waits (up to about
+ * 30 s) until the file dir/watch holds more than min_bytes (the program is well under way), then
+ * interrupts it with SIGINT as Ctrl-C would. Its stdout and stderr, kept in dir/int.out and
+ * dir/int.err, are read back into p->out and p->err. Returns the child's wait status. */
+static inline int tu_run_interrupted(tu_program *p, const char *dir, char *const argv[],
+                                     const char *watch, long min_bytes) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(dir) != 0) _exit(99);
+        if (!freopen("int.out", "w", stdout) || !freopen("int.err", "w", stderr)) _exit(99);
+        execv(p->bin, argv);
+        _exit(98);
+    }
+    for (int i = 0; i < 3000; i++) {
+        struct stat sb;
+        if (stat(tu_path_in(dir, watch), &sb) == 0 && sb.st_size > min_bytes) break;
+        usleep(10000);
+    }
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    tu_read_into(tu_path_in(dir, "int.out"), p->out, sizeof p->out);
+    tu_read_into(tu_path_in(dir, "int.err"), p->err, sizeof p->err);
+    return st;
+}
+
+/* text (what, e.g. "stdout", names it) contains part. */
+static inline void tu_assert_has(const char *what, const char *text, const char *part) {
+    ck_assert_msg(strstr(text, part) != NULL, "%s '%.2000s' lacks '%s'", what, text, part);
+}
+
+static inline void tu_assert_stdout_has(const tu_program *p, const char *part) {
+    tu_assert_has("stdout", p->out, part);
+}
+
+static inline void tu_assert_stderr_has(const tu_program *p, const char *part) {
+    tu_assert_has("stderr", p->err, part);
+}
+
+/* One run expected to fail: its arguments, exit status and a part of what it says on stderr. */
+typedef struct {
+    const char *args;
+    int rc;
+    const char *msg;
+} tu_bad_run;
+
+/* Runs each case in dir and checks its status and message. */
+static inline void tu_expect_bad_runs(tu_program *p, const char *dir, const tu_bad_run *cases,
+                                      size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = tu_run_in(p, dir, "", cases[i].args);
+        ck_assert_msg(rc == cases[i].rc, "%s %s: exit %d, expected %d; stderr: %.1500s", p->name,
+                      cases[i].args, rc, cases[i].rc, p->err);
+        tu_assert_stderr_has(p, cases[i].msg);
+    }
+}
+
+/* ---- recoverable errors (mg_last_error) ---- */
+
+static inline void tu_assert_error_has(const char *part) {
+    tu_assert_has("error message", mg_last_error(), part);
+}
+
+/* `expr` (a call returning mg_status) succeeds; otherwise the message names the call and the
+ * error. */
+#define TU_OK(expr)                                                                                \
+    do {                                                                                           \
+        mg_status st_ = (expr);                                                                    \
+        ck_assert_msg(st_ == MG_OK, "%s -> %d: %s", #expr, st_, mg_last_error());                  \
+    } while (0)
+
+/* `expr` returns `code` and the thread's error message holds every string that follows. */
+#define TU_ASSERT_ERR(expr, code, ...)                                                             \
+    do {                                                                                           \
+        ck_assert_int_eq((expr), (code));                                                          \
+        const char *subs_[] = {__VA_ARGS__};                                                       \
+        for (size_t k_ = 0; k_ < sizeof subs_ / sizeof subs_[0]; k_++)                             \
+            tu_assert_error_has(subs_[k_]);                                                        \
+    } while (0)
+
+/* ---- programming errors on a context, trapped instead of aborting ---- */
+
+typedef struct {
+    int calls;      /* how many times the handler ran */
+    char msg[1024]; /* the latest message */
+} tu_trap;
+
+static inline void tu_trap_handler(mg_ctx *ctx, const char *msg, void *user) {
+    (void)ctx;
+    tu_trap *t = user;
+    t->calls++;
+    snprintf(t->msg, sizeof t->msg, "%s", msg);
+}
+
+/* A new context (arena bytes as mg_ctx_new) whose errors land in *t (cleared here). */
+static inline mg_ctx *tu_trapping_ctx(tu_trap *t, size_t arena) {
+    memset(t, 0, sizeof *t);
+    mg_ctx *ctx = mg_ctx_new(arena);
+    ck_assert_ptr_nonnull(ctx);
+    mg_ctx_set_error_handler(ctx, tu_trap_handler, t);
+    return ctx;
+}
+
+/* ---- what the example programs write ---- */
+
+/* Steps and losses of a training run's JSON-lines log (--log / log.jsonl), up to 512 lines. */
+typedef struct {
+    int n, nv; /* lines; lines with a validation loss */
+    long step[512], val_step[512];
+    double loss[512], val[512];
+} tu_run_log;
+
+/* Reads the log; every line must hold "step", "loss", "tokens_per_s" and also_key (when not
+ * NULL, e.g. "\"lr\": "). */
+static inline void tu_read_log(const char *path, tu_run_log *lg, const char *also_key) {
+    memset(lg, 0, sizeof *lg);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no log at %s", path);
+    char line[1024];
+    while (fgets(line, sizeof line, f) && lg->n < 512) {
+        const char *s = strstr(line, "\"step\": "), *l = strstr(line, "\"loss\": "),
+                   *v = strstr(line, "\"val_loss\": ");
+        ck_assert_msg(s && l && strstr(line, "\"tokens_per_s\": ") &&
+                          (!also_key || strstr(line, also_key)),
+                      "log line: %s", line);
+        lg->step[lg->n] = strtol(s + 8, NULL, 10);
+        lg->loss[lg->n++] = strtod(l + 8, NULL);
+        if (v) lg->val_step[lg->nv] = lg->step[lg->n - 1], lg->val[lg->nv++] = strtod(v + 12, NULL);
+    }
+    fclose(f);
+}
+
+/* Every tensor of two safetensors files, bit for bit, and the metadata values named by keys
+ * (NULL-terminated; keys itself may be NULL). */
+static inline void tu_assert_same_safetensors(const char *a, const char *b,
+                                              const char *const *keys) {
+    mg_st_file *fa, *fb;
+    ck_assert_msg(mg_safetensors_open(a, &fa) == MG_OK, "%s", mg_last_error());
+    ck_assert_msg(mg_safetensors_open(b, &fb) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(mg_st_count(fa), mg_st_count(fb));
+    for (int i = 0; i < mg_st_count(fa); i++) {
+        const mg_st_tensor_info *ia = mg_st_info(fa, i);
+        int j = mg_st_find(fb, ia->name);
+        ck_assert_msg(j >= 0, "%s lacks %s", b, ia->name);
+        ck_assert_int_eq(mg_st_info(fb, j)->numel, ia->numel);
+        float *x = malloc((size_t)ia->numel * 4), *y = malloc((size_t)ia->numel * 4);
+        ck_assert_msg(mg_st_read_f32(fa, i, x, ia->numel) == MG_OK, "%s", mg_last_error());
+        ck_assert_msg(mg_st_read_f32(fb, j, y, ia->numel) == MG_OK, "%s", mg_last_error());
+        ck_assert_msg(memcmp(x, y, (size_t)ia->numel * 4) == 0, "%s differs between %s and %s",
+                      ia->name, a, b);
+        free(x);
+        free(y);
+    }
+    for (int k = 0; keys && keys[k]; k++) {
+        const char *va = mg_st_meta_get(fa, keys[k]), *vb = mg_st_meta_get(fb, keys[k]);
+        ck_assert_msg(va && vb && strcmp(va, vb) == 0, "metadata %s: '%s' vs '%s'", keys[k],
+                      va ? va : "(none)", vb ? vb : "(none)");
+    }
+    mg_st_close(fa);
+    mg_st_close(fb);
+}
+
+#endif
