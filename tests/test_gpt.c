@@ -5,6 +5,7 @@
  * trip, every malformed case at the model level, a good file never harmed), and exact resume.
  * alibi comes from the plugin in the build tree, loaded on demand as a user's model would. */
 #include "layer_check.h"
+#include "posenc_golden.h"
 #include "test_util.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
@@ -118,68 +119,13 @@ END_TEST
 
 /* ---- POSENC-TASKS.md section 7 ---- */
 
-typedef struct {
-    double sum, first[4];
-} golden;
-
-static const golden goldens[N_SCHEMES] = {
-    {-42.041883, {-1.453762, 0.425762, -1.162289, 0.571421}}, /* none */
-    {-44.261774, {-1.482104, 0.361975, -1.037306, 0.559513}}, /* learned */
-    {-27.875574, {-1.246886, 0.681284, -0.388223, 0.459728}}, /* sin */
-    {-29.917710, {-1.268311, 0.631044, -0.334061, 0.446623}}, /* learned_sin */
-    {-43.212427, {-1.438766, 0.347271, -1.172973, 0.568156}}, /* rope */
-    {-42.227777, {-1.503081, 0.400652, -1.120994, 0.536787}}, /* alibi */
-};
-
-/* Fills rows x cols values of a PyTorch-layout tensor in row-major order: w = c + a (2u - 1).
- * transpose: the store holds it [cols][rows] (minigrad's Linear is [in][out]). */
-static void fill(mg_rng *r, mg_tensor *t, int64_t rows, int64_t cols, bool transpose, double c, double a) {
-    ck_assert_int_eq(t->numel, rows * cols);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) {
-            double u = mg_rng_double(r);
-            t->data[transpose ? j * rows + i : i * cols + j] = (float)(c + a * (2.0 * u - 1.0));
-        }
-}
-
-static mg_tensor *P_(mg_gpt *g, const char *name) {
-    mg_tensor *t = mg_params_find(mg_gpt_params(g), name);
-    ck_assert_msg(t != NULL, "no parameter %s", name);
-    return t;
-}
-
 static mg_gpt *posenc_model(const char *pos) {
     mg_gpt_config c = mg_gpt_config_default();
     c.vocab_size = 16, c.block_size = 32, c.n_layer = 2, c.n_head = 4, c.n_embd = 64;
     c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = 8.0f, c.tied_head = false, c.head_bias = true;
     snprintf(c.pos, sizeof c.pos, "%s", pos);
     mg_gpt *g = make(&c, 1);
-    const int64_t d = 64, dff = 256, V = 16, L = 32;
-    const double s = 1.0 / sqrt((double)d), s2 = 1.0 / sqrt((double)dff);
-    mg_rng r = mg_rng_make(0x601DE0);
-    char n[64];
-    fill(&r, P_(g, "wte.weight"), V, d, false, 0, 0.1);
-    for (int l = 0; l < 2; l++) {
-#define NM(x) (snprintf(n, sizeof n, "h.%d." x, l), n)
-        fill(&r, P_(g, NM("ln_1.weight")), 1, d, false, 1, 0.1);
-        fill(&r, P_(g, NM("ln_1.bias")), 1, d, false, 0, 0.1);
-        fill(&r, P_(g, NM("attn.c_attn.weight")), 3 * d, d, true, 0, s);
-        fill(&r, P_(g, NM("attn.c_attn.bias")), 1, 3 * d, false, 0, s);
-        fill(&r, P_(g, NM("attn.c_proj.weight")), d, d, true, 0, s);
-        fill(&r, P_(g, NM("attn.c_proj.bias")), 1, d, false, 0, s);
-        fill(&r, P_(g, NM("ln_2.weight")), 1, d, false, 1, 0.1);
-        fill(&r, P_(g, NM("ln_2.bias")), 1, d, false, 0, 0.1);
-        fill(&r, P_(g, NM("mlp.c_fc.weight")), dff, d, true, 0, s);
-        fill(&r, P_(g, NM("mlp.c_fc.bias")), 1, dff, false, 0, s);
-        fill(&r, P_(g, NM("mlp.c_proj.weight")), d, dff, true, 0, s2);
-        fill(&r, P_(g, NM("mlp.c_proj.bias")), 1, d, false, 0, s2);
-#undef NM
-    }
-    fill(&r, P_(g, "ln_f.weight"), 1, d, false, 1, 0.1);
-    fill(&r, P_(g, "ln_f.bias"), 1, d, false, 0, 0.1);
-    fill(&r, P_(g, "lm_head.weight"), V, d, true, 0, s);
-    fill(&r, P_(g, "lm_head.bias"), 1, V, false, 0, s);
-    if (strncmp(pos, "learned", 7) == 0) fill(&r, P_(g, "wpe.weight"), L, d, false, 0, 0.1);
+    pg_fill_section7(g, pos);
     int n_expected = 1 + 2 * 12 + 2 + 2 + (strncmp(pos, "learned", 7) == 0);
     ck_assert_int_eq(mg_params_len(mg_gpt_params(g)), n_expected); /* every parameter was filled */
     ck_assert_int_eq(mg_params_numel(mg_gpt_params(g)), strncmp(pos, "learned", 7) == 0 ? 104208 : 102160);
@@ -209,13 +155,7 @@ START_TEST(posenc_golden_logits) {
     mg_ctx_set_grad_enabled(ctx, false);
     mg_tensor *y = logits_of(g, ctx, x, 2);
     ck_assert_int_eq(y->numel, 2 * 32 * 16);
-    double sum = 0.0;
-    for (int64_t i = 0; i < y->numel; i++) sum += y->data[i];
-    const golden *w = &goldens[_i];
-    for (int k = 0; k < 4; k++)
-        ck_assert_msg(fabs(y->data[k] - w->first[k]) < 1e-4, "%s: logits[0,0,%d] = %.6f, golden %.6f", schemes[_i], k,
-                      (double)y->data[k], w->first[k]);
-    ck_assert_msg(fabs(sum - w->sum) < 2e-3, "%s: sum of logits %.6f, golden %.6f", schemes[_i], sum, w->sum);
+    pg_expect_golden_logits(y, schemes[_i], schemes[_i]);
     mg_ctx_free(ctx);
     mg_gpt_free(g);
 }

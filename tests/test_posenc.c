@@ -6,6 +6,7 @@
  * or a missing plugin, a plugin scheme joining the comparison, and results that do not depend on
  * the thread count or on the worker processes. The data side has its own suite (posenc_data). */
 #include "layer_check.h"
+#include "posenc_golden.h"
 #include "test_util.h"
 #include "posenc.h"
 
@@ -41,12 +42,6 @@ static mg_gpt *model(const char *scheme, uint32_t seed) {
     mg_gpt *g = NULL;
     ck_assert_msg(posenc_model_new(scheme, seed, &g) == MG_OK, "%s: %s", scheme, mg_last_error());
     return g;
-}
-
-static mg_tensor *param(mg_gpt *g, const char *name) {
-    mg_tensor *t = mg_params_find(mg_gpt_params(g), name);
-    ck_assert_msg(t != NULL, "no parameter %s", name);
-    return t;
 }
 
 static void set_all(mg_tensor *t, float v) {
@@ -129,7 +124,7 @@ START_TEST(model_has_the_spec_shape_and_initialisation) {
     mg_params *P = mg_gpt_params(g);
     ck_assert_int_eq(mg_params_numel(P), learned ? 104208 : 102160); /* POSENC-TASKS.md section 4 */
     /* d_ff = 256 */
-    ck_assert_int_eq(param(g, "h.1.mlp.c_fc.weight")->shape[1], 256);
+    ck_assert_int_eq(pg_param(g, "h.1.mlp.c_fc.weight")->shape[1], 256);
     for (int i = 0; i < mg_params_len(P); i++) {
         mg_tensor *t = mg_params_at(P, i);
         double lo = 1e9, hi = -1e9;
@@ -154,9 +149,9 @@ START_TEST(model_has_the_spec_shape_and_initialisation) {
             ck_assert_msg(lo < -0.8 * bound && hi > 0.8 * bound, "%s: %g..%g does not fill +-%g",
                           t->name, lo, hi, bound);
         /* seeded: the same seed gives the same weights, another seed others */
-        ck_assert_mem_eq(t->data, param(same, t->name)->data, (size_t)t->numel * sizeof(float));
+        ck_assert_mem_eq(t->data, pg_param(same, t->name)->data, (size_t)t->numel * sizeof(float));
         ck_assert_msg(
-            memcmp(t->data, param(other, t->name)->data, (size_t)t->numel * sizeof(float)) != 0,
+            memcmp(t->data, pg_param(other, t->name)->data, (size_t)t->numel * sizeof(float)) != 0,
             "%s: seed 8 gives seed 7's weights", t->name);
     }
     /* the shared weights do not depend on the scheme: only the positional parameters differ */
@@ -164,7 +159,7 @@ START_TEST(model_has_the_spec_shape_and_initialisation) {
     mg_params *R = mg_gpt_params(ref);
     for (int i = 0; i < mg_params_len(R); i++) {
         mg_tensor *t = mg_params_at(R, i);
-        ck_assert_mem_eq(t->data, param(g, t->name)->data, (size_t)t->numel * sizeof(float));
+        ck_assert_mem_eq(t->data, pg_param(g, t->name)->data, (size_t)t->numel * sizeof(float));
     }
     mg_gpt_free(ref);
     mg_gpt_free(g);
@@ -176,57 +171,9 @@ END_TEST
 /* POSENC-TASKS.md section 7, through the program's builder: every weight filled from
  * sm64(0x601DE0) with w = c + a (2u - 1) in the spec's order, logits of the first two rev/val
  * sequences against the float64 goldens. */
-typedef struct {
-    double sum, first[4];
-} golden;
-
-static const golden goldens[6] = {
-    {-42.041883, {-1.453762, 0.425762, -1.162289, 0.571421}}, /* none */
-    {-27.875574, {-1.246886, 0.681284, -0.388223, 0.459728}}, /* sin */
-    {-44.261774, {-1.482104, 0.361975, -1.037306, 0.559513}}, /* learned */
-    {-29.917710, {-1.268311, 0.631044, -0.334061, 0.446623}}, /* learned_sin */
-    {-43.212427, {-1.438766, 0.347271, -1.172973, 0.568156}}, /* rope */
-    {-42.227777, {-1.503081, 0.400652, -1.120994, 0.536787}}, /* alibi */
-};
-
-/* rows x cols in row-major order of the PyTorch layout; transpose: stored [cols][rows]. */
-static void fill(mg_rng *r, mg_tensor *t, int64_t rows, int64_t cols, bool transpose, double c,
-                 double a) {
-    ck_assert_int_eq(t->numel, rows * cols);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++)
-            t->data[transpose ? j * rows + i : i * cols + j] =
-                (float)(c + a * (2.0 * mg_rng_double(r) - 1.0));
-}
-
 START_TEST(golden_logits_of_section_7) {
     mg_gpt *g = model(spec_names[_i], 0);
-    const int64_t d = 64, dff = 256, V = 16;
-    const double s = 1.0 / 8.0, s2 = 1.0 / 16.0;
-    mg_rng r = mg_rng_make(0x601DE0);
-    char n[64];
-    fill(&r, param(g, "wte.weight"), V, d, false, 0, 0.1);
-    for (int l = 0; l < 2; l++) {
-#define NM(x) (snprintf(n, sizeof n, "h.%d." x, l), n)
-        fill(&r, param(g, NM("ln_1.weight")), 1, d, false, 1, 0.1);
-        fill(&r, param(g, NM("ln_1.bias")), 1, d, false, 0, 0.1);
-        fill(&r, param(g, NM("attn.c_attn.weight")), 3 * d, d, true, 0, s);
-        fill(&r, param(g, NM("attn.c_attn.bias")), 1, 3 * d, false, 0, s);
-        fill(&r, param(g, NM("attn.c_proj.weight")), d, d, true, 0, s);
-        fill(&r, param(g, NM("attn.c_proj.bias")), 1, d, false, 0, s);
-        fill(&r, param(g, NM("ln_2.weight")), 1, d, false, 1, 0.1);
-        fill(&r, param(g, NM("ln_2.bias")), 1, d, false, 0, 0.1);
-        fill(&r, param(g, NM("mlp.c_fc.weight")), dff, d, true, 0, s);
-        fill(&r, param(g, NM("mlp.c_fc.bias")), 1, dff, false, 0, s);
-        fill(&r, param(g, NM("mlp.c_proj.weight")), d, dff, true, 0, s2);
-        fill(&r, param(g, NM("mlp.c_proj.bias")), 1, d, false, 0, s2);
-#undef NM
-    }
-    fill(&r, param(g, "ln_f.weight"), 1, d, false, 1, 0.1);
-    fill(&r, param(g, "ln_f.bias"), 1, d, false, 0, 0.1);
-    fill(&r, param(g, "lm_head.weight"), V, d, true, 0, s);
-    fill(&r, param(g, "lm_head.bias"), 1, V, false, 0, s);
-    if (_i == 2 || _i == 3) fill(&r, param(g, "wpe.weight"), 32, d, false, 0, 0.1);
+    pg_fill_section7(g, spec_names[_i]);
 
     posenc_data val;
     ck_assert_int_eq(posenc_data_make(&val, POSENC_REV, POSENC_VAL, 2), MG_OK);
@@ -235,14 +182,7 @@ START_TEST(golden_logits_of_section_7) {
     mg_tensor *y =
         mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 32}, val.x), NULL);
     ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-    double sum = 0.0;
-    for (int64_t i = 0; i < y->numel; i++) sum += y->data[i];
-    for (int k = 0; k < 4; k++)
-        ck_assert_msg(fabs(y->data[k] - goldens[_i].first[k]) < 1e-4,
-                      "%s: logits[0,0,%d] = %.6f, golden %.6f", spec_labels[_i], k,
-                      (double)y->data[k], goldens[_i].first[k]);
-    ck_assert_msg(fabs(sum - goldens[_i].sum) < 2e-3, "%s: sum %.6f, golden %.6f", spec_labels[_i],
-                  sum, goldens[_i].sum);
+    pg_expect_golden_logits(y, spec_names[_i], spec_labels[_i]);
     mg_ctx_free(ctx);
     posenc_data_free(&val);
     mg_gpt_free(g);
@@ -254,10 +194,10 @@ END_TEST
  * within head 0 set to `amp` in q and in k (-1: none). */
 static mg_gpt *bias_only_attention(const char *scheme, int head0_q, int head0_k, float amp) {
     mg_gpt *g = model(scheme, 1);
-    set_all(param(g, "h.0.ln_1.weight"), 0.0f);
-    set_all(param(g, "h.0.ln_1.bias"), 0.0f);
-    set_all(param(g, "h.0.attn.c_attn.weight"), 0.0f);
-    mg_tensor *b = param(g, "h.0.attn.c_attn.bias");
+    set_all(pg_param(g, "h.0.ln_1.weight"), 0.0f);
+    set_all(pg_param(g, "h.0.ln_1.bias"), 0.0f);
+    set_all(pg_param(g, "h.0.attn.c_attn.weight"), 0.0f);
+    mg_tensor *b = pg_param(g, "h.0.attn.c_attn.bias");
     set_all(b, 0.0f);
     if (head0_q >= 0) b->data[head0_q] = amp;      /* q: columns 0..63, head 0 = 0..15 */
     if (head0_k >= 0) b->data[64 + head0_k] = amp; /* k: columns 64..127 */
@@ -362,7 +302,7 @@ START_TEST(sinusoid_layout_as_worked_out) {
     /* learned_sin adds P_sin + P_learn; learned adds P_learn alone */
     g = model("learned_sin", 3);
     ck_assert_int_eq(posenc_additive_table(g, ctx, 32, both, &nz), MG_OK);
-    const float *w = param(g, "wpe.weight")->data;
+    const float *w = pg_param(g, "wpe.weight")->data;
     for (int i = 0; i < 32 * 64; i++) ck_assert_float_eq_tol(both[i], tab[i] + w[i], 1e-6f);
     posenc_trained_table(g, both, 32 * 64, &rows, &cols);
     ck_assert_int_eq(rows, 32);
@@ -374,7 +314,8 @@ START_TEST(sinusoid_layout_as_worked_out) {
         g = model(spec_names[s], 3);
         ck_assert_int_eq(posenc_additive_table(g, ctx, 32, both, &nz), MG_OK);
         ck_assert_msg(nz == (s == 2), "%s: additive table nonzero = %d", spec_names[s], nz);
-        if (s == 2) ck_assert_mem_eq(both, param(g, "wpe.weight")->data, sizeof(float) * 32 * 64);
+        if (s == 2)
+            ck_assert_mem_eq(both, pg_param(g, "wpe.weight")->data, sizeof(float) * 32 * 64);
         mg_gpt_free(g);
     }
     free(tab);
@@ -394,7 +335,7 @@ START_TEST(attention_map_matches_the_layer) {
     for (int l = 0; l < 2; l++) {
         char n[64];
         snprintf(n, sizeof n, "h.%d.attn.c_attn.weight", l);
-        mg_tensor *w = param(g, n);
+        mg_tensor *w = pg_param(g, n);
         for (int64_t i = 0; i < w->numel; i++) w->data[i] *= 3.0f;
     }
     float *p = malloc(sizeof(float) * 2 * 4 * 32 * 32);
@@ -444,8 +385,8 @@ END_TEST
 
 START_TEST(evaluation_counts_ties_and_loss) {
     mg_gpt *g = model("learned", 2);
-    set_all(param(g, "lm_head.weight"), 0.0f);
-    mg_tensor *bias = param(g, "lm_head.bias");
+    set_all(pg_param(g, "lm_head.weight"), 0.0f);
+    mg_tensor *bias = pg_param(g, "lm_head.bias");
     set_all(bias, 0.0f);
     posenc_data d;
     ck_assert_int_eq(posenc_data_make(&d, POSENC_SORT, POSENC_VAL, 40), MG_OK);
