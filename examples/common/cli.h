@@ -1,6 +1,7 @@
 /* Command-line options for the example programs: one table per command, `--name value` or
  * `--name=value`, typed, with --help generated from the table. Unknown options and bad values are
- * errors that name the option and the value. */
+ * errors that name the option and the value. Also what such a program does at start-up (find the
+ * plugins beside it) and on failure (say the library's message). */
 #ifndef EX_CLI_H
 #define EX_CLI_H
 
@@ -27,5 +28,15 @@ ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **a
                          int n_opts, const char **pos, int max_pos, int *n_pos);
 
 void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts);
+
+/* Lets positional schemes from plugins (--pos alibi) be found beside the program without
+ * MINIGRAD_PLUGIN_PATH: in the build tree (<build>/examples/NAME/NAME -> <build>/plugins) and once
+ * installed (<prefix>/bin/NAME -> <prefix>/lib/minigrad/plugins). Folders that do not exist are
+ * skipped. */
+void ex_add_plugin_dirs(void);
+
+/* Prints "PROG: message" for the last recoverable error (mg_last_error) and returns 1, the exit
+ * status of a failed command. */
+int ex_fail(const char *prog);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 char *ex_fmt_duration(double s, char *buf, size_t n) {
@@ -18,6 +19,22 @@ char *ex_fmt_duration(double s, char *buf, size_t n) {
     else
         snprintf(buf, n, "%lds", t);
     return buf;
+}
+
+char *ex_fmt_bytes(double b, char *buf, size_t n) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    return buf;
+}
+
+size_t ex_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
 }
 
 mg_status ex_progress_open(ex_progress *p, const char *prog, int64_t total, int64_t first_step,

@@ -35,4 +35,10 @@ void ex_progress_close(ex_progress *p);
 /* "1h02m", "3m12s", "45s" */
 char *ex_fmt_duration(double seconds, char *buf, size_t n);
 
+/* "512.0 KiB", "12.3 MiB", "1.50 GiB" */
+char *ex_fmt_bytes(double bytes, char *buf, size_t n);
+
+/* Peak resident memory of the process so far, in bytes (0 when unknown). */
+size_t ex_peak_rss(void);
+
 #endif

@@ -11,7 +11,7 @@
 #define PROG "music eval"
 
 int music_cmd_eval(int argc, char **argv) {
-    music_add_plugin_dirs();
+    ex_add_plugin_dirs();
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
     int64_t windows = -1, batch = 1, threads = 0, pieces = -1;
     const ex_opt table[] = {
@@ -41,7 +41,7 @@ int music_cmd_eval(int argc, char **argv) {
     mg_gpt *g;
     mg_st_file *f;
     if (mg_music_load(ckpt, &g, &f) != MG_OK) {
-        music_fail(PROG);
+        ex_fail(PROG);
         music_no_ckpt_hint(PROG, ckpt);
         return 1;
     }
@@ -82,7 +82,7 @@ int music_cmd_eval(int argc, char **argv) {
            dt > 0 ? (double)(w.count * (size_t)T) / dt : 0.0);
     rc = 0;
 out:
-    if (rc) music_fail(PROG);
+    if (rc) ex_fail(PROG);
     mg_music_eval_free(&e);
     mg_music_windows_free(&w);
     mg_music_data_free(&d);

@@ -1,32 +1,16 @@
-/* Helpers the model subcommands share: plugins, the corpus, generation into MIDI / PNG / WAV. */
+/* Helpers the model subcommands share: the corpus, generation into MIDI / PNG / WAV. */
 #include "cmd_model.h"
-
-#include "minigrad/plugin.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
-
-void music_add_plugin_dirs(void) {
-    char exe[4096], dir[4200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return;
-    exe[n] = 0;
-    const char *d = dirname(exe);
-    snprintf(dir, sizeof dir, "%s/../../plugins", d); /* <build>/examples/music/music */
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
-    snprintf(dir, sizeof dir, "%s/../lib/minigrad/plugins", d); /* <prefix>/bin/music */
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
-}
 
 mg_status music_load_corpus(const char *prog, const char *dir, int64_t pieces, FILE *out,
                             mg_music_corpus *c, char *label, size_t label_n) {
@@ -209,28 +193,6 @@ out:
     mg_notes_free(&notes);
     free(hist);
     return st;
-}
-
-size_t music_peak_rss(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
-}
-
-char *music_fmt_bytes(double b, char *buf, size_t n) {
-    if (b >= 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-    else
-        snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    return buf;
-}
-
-int music_fail(const char *prog) {
-    fflush(stdout);
-    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
-    return 1;
 }
 
 void music_no_ckpt_hint(const char *prog, const char *ckpt) {

@@ -23,10 +23,6 @@ int music_cmd_eval(int argc, char **argv);
 #define MUSIC_META_DATA "music.data"     /* the corpus directory (absolute); "" = generated */
 #define MUSIC_META_PIECES "music.pieces" /* pieces of the generated corpus */
 
-/* Finds the alibi plugin (and any other) beside the program: <build>/plugins from the build tree,
- * <prefix>/lib/minigrad/plugins once installed. */
-void music_add_plugin_dirs(void);
-
 /* Loads a corpus with its tokens: every MIDI file under `dir`, or (dir NULL or "") the first
  * `pieces` procedural pieces. Prints "PROG: LABEL: <summary>" and a line per skipped file to
  * `out` (NULL: quiet). label receives the directory or "generated corpus (N pieces)". */
@@ -63,11 +59,6 @@ mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
 /* True when `timidity` is on PATH (what --wav needs). */
 bool music_have_timidity(void);
 
-/* Peak resident memory of the process so far, in bytes; "12.3 MiB". */
-size_t music_peak_rss(void);
-char *music_fmt_bytes(double bytes, char *buf, size_t n);
-/* Prints "PROG: message" for the last error and returns 1. */
-int music_fail(const char *prog);
 /* After a checkpoint failed to load: when the file does not exist, says how to make one. */
 void music_no_ckpt_hint(const char *prog, const char *ckpt);
 

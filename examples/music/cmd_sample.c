@@ -26,7 +26,7 @@ static mg_status prompt_tokens(const char *path, mg_tokens *out, size_t *notes) 
 }
 
 int music_cmd_sample(int argc, char **argv) {
-    music_add_plugin_dirs();
+    ex_add_plugin_dirs();
     const char *ckpt = MUSIC_DEFAULT_CKPT, *prompt = NULL,
                *out_mid = MUSIC_DEFAULT_OUT "/sample.mid";
     const char *png = NULL, *wav = NULL;
@@ -81,12 +81,12 @@ int music_cmd_sample(int argc, char **argv) {
     int rc = 1;
     size_t prompt_notes = 0;
     if (prompt) {
-        if (prompt_tokens(prompt, &pt, &prompt_notes) != MG_OK) return music_fail(PROG);
+        if (prompt_tokens(prompt, &pt, &prompt_notes) != MG_OK) return ex_fail(PROG);
     } else if (mg_tokens_push(&pt, MG_PERF_START) != MG_OK) {
-        return music_fail(PROG);
+        return ex_fail(PROG);
     }
     if (mg_music_load(ckpt, &g, NULL) != MG_OK) {
-        music_fail(PROG);
+        ex_fail(PROG);
         music_no_ckpt_hint(PROG, ckpt);
         rc = 1;
         goto out_quiet;
@@ -132,7 +132,7 @@ int music_cmd_sample(int argc, char **argv) {
     printf("\n");
     rc = 0;
 out:
-    if (rc) music_fail(PROG);
+    if (rc) ex_fail(PROG);
 out_quiet:
     mg_tokens_free(&pt);
     mg_gpt_free(g);

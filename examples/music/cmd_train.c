@@ -1,6 +1,7 @@
 /* music train: a GPT on performance tokens, with the shared training loop (examples/common). */
 #include "cli.h"
 #include "cmd_model.h"
+#include "progress.h"
 #include "trainer.h"
 
 #include "minigrad/checkpoint.h"
@@ -286,7 +287,7 @@ static mg_status make_dirs(const char *dir) {
 /* ---- the command ---- */
 
 int music_cmd_train(int argc, char **argv) {
-    music_add_plugin_dirs();
+    ex_add_plugin_dirs();
     train_opts o = defaults();
     ex_opt table[40];
     int n_opts = make_opts(&o, table);
@@ -427,7 +428,7 @@ int music_cmd_train(int argc, char **argv) {
            "%.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head,
            (long long)cfg.block_size, cfg.pos, MG_PERF_VOCAB, (double)n_params / 1e6,
-           music_fmt_bytes((double)n_params * 4, b1, sizeof b1));
+           ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
     printf("music: %lld steps of %lld x %lld tokens, lr %g -> %g, %d threads; Ctrl-C saves and "
            "stops\n",
            (long long)o.steps, (long long)o.batch, (long long)o.block, (double)o.lr,
@@ -459,9 +460,9 @@ int music_cmd_train(int argc, char **argv) {
                "%s, activations (arena peak) %s, parameters + gradients + AdamW %s\n",
                res.tokens_per_s, 1000.0 * (double)(o.batch * o.block) / res.tokens_per_s,
                (long long)o.batch, (long long)o.block,
-               music_fmt_bytes((double)music_peak_rss(), b1, sizeof b1),
-               music_fmt_bytes((double)res.peak_arena, b2, sizeof b2),
-               music_fmt_bytes((double)slabs, b3, sizeof b3));
+               ex_fmt_bytes((double)ex_peak_rss(), b1, sizeof b1),
+               ex_fmt_bytes((double)res.peak_arena, b2, sizeof b2),
+               ex_fmt_bytes((double)slabs, b3, sizeof b3));
     }
     if (o.sample_tokens > 0) {
         printf("\nmusic: a sample of %lld tokens (temperature %g):\n", (long long)o.sample_tokens,
@@ -485,7 +486,7 @@ int music_cmd_train(int argc, char **argv) {
     printf("music: more music: music sample --ckpt %s --out piece.mid --png piece.png\n", ckpt);
     rc = 0;
 out:
-    if (rc == 1) music_fail(PROG);
+    if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
     mg_music_eval_free(&j.eval);
     mg_music_windows_free(&j.val);

@@ -42,7 +42,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     mg_text_vocab v;
     mg_st_file *f;
     if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) {
-        textgen_fail(PROG);
+        ex_fail(PROG);
         if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
         return 1;
     }
@@ -85,7 +85,7 @@ int textgen_cmd_eval(int argc, char **argv) {
            sum.nats / (double)sum.chars / log(2.0), dt, dt > 0 ? (double)sum.tokens / dt : 0.0);
     rc = 0;
 out:
-    if (rc) textgen_fail(PROG);
+    if (rc) ex_fail(PROG);
     mg_text_eval_free(&e);
     mg_text_windows_free(&w);
     mg_text_data_free(&d);

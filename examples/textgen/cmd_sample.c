@@ -44,7 +44,7 @@ int textgen_cmd_sample(int argc, char **argv) {
     mg_gpt *g;
     mg_text_vocab v;
     if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) {
-        textgen_fail(PROG);
+        ex_fail(PROG);
         if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
         return 1;
     }
@@ -73,7 +73,7 @@ int textgen_cmd_sample(int argc, char **argv) {
             dt > 0 ? (double)made / dt : 0.0, (long long)seed, (double)temperature);
     rc = 0;
 out:
-    if (rc) textgen_fail(PROG);
+    if (rc) ex_fail(PROG);
     free(ids);
     mg_text_vocab_free(&v);
     mg_gpt_free(g);

@@ -369,7 +369,7 @@ int textgen_cmd_train(int argc, char **argv) {
            j.data.n_train, mg_text_val_len(&j.data));
     printf("textgen: GPT %lld layers x %lld wide, %lld heads, context %lld, pos %s: %.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head, (long long)cfg.block_size, cfg.pos,
-           (double)n_params / 1e6, textgen_fmt_bytes((double)n_params * 4, b1, sizeof b1));
+           (double)n_params / 1e6, ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
     printf("textgen: %lld steps of %lld x %lld tokens, lr %g -> %g, %d thread%s; Ctrl-C saves and stops\n",
            (long long)o.steps, (long long)o.batch, (long long)o.block, (double)o.lr, (double)o.lr_min,
            mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s");
@@ -398,8 +398,8 @@ int textgen_cmd_train(int argc, char **argv) {
                tps, 1000.0 * res.seconds / (double)res.steps_run, (long long)res.steps_run, res.seconds,
                res.tokens_per_s);
         printf("textgen: memory: peak RSS %s, activations %s, parameters + gradients + AdamW %s\n",
-               textgen_fmt_bytes((double)textgen_peak_rss(), b1, sizeof b1),
-               textgen_fmt_bytes((double)res.peak_arena, b2, sizeof b2), textgen_fmt_bytes((double)slabs, b3, sizeof b3));
+               ex_fmt_bytes((double)ex_peak_rss(), b1, sizeof b1),
+               ex_fmt_bytes((double)res.peak_arena, b2, sizeof b2), ex_fmt_bytes((double)slabs, b3, sizeof b3));
     }
     if (o.sample_tokens > 0) {
         printf("\ntextgen: a sample (temperature %g):\n", (double)o.temperature);
@@ -415,7 +415,7 @@ int textgen_cmd_train(int argc, char **argv) {
     printf("textgen: more text: textgen sample --ckpt %s --prompt 'TEXT' --tokens 500\n", ckpt);
     rc = 0;
 out:
-    if (rc == 1) textgen_fail(PROG);
+    if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
     mg_text_eval_free(&j.eval);
     mg_text_windows_free(&j.val);

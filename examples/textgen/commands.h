@@ -24,13 +24,7 @@ mg_status textgen_read_corpus(const char *const *files, int n, char **text, size
                               size_t label_n);
 /* Splits a '\n'-separated list into a new array of strings (one allocation; free(*out)). */
 int textgen_split_list(const char *list, const char ***out);
-/* Peak resident memory of the process so far, in bytes. */
-size_t textgen_peak_rss(void);
-/* "12.3 MiB" */
-char *textgen_fmt_bytes(double bytes, char *buf, size_t n);
 /* Streams generated tokens to stdout as they come: an mg_gen_token_fn whose user is the vocab. */
 bool textgen_print_token(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab);
-/* Prints "PROG: message" for the last error and returns 1. */
-int textgen_fail(const char *prog);
 
 #endif

@@ -1,14 +1,10 @@
 /* `textgen`: a character-level GPT on any text: train, sample, eval. One table of subcommands; each
  * lives in its own file (see commands.h). */
+#include "cli.h"
 #include "commands.h"
 
-#include "minigrad/plugin.h"
-
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 typedef struct {
     const char *name, *usage, *summary;
@@ -33,23 +29,8 @@ static void help(FILE *out) {
         fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
 }
 
-/* Positional schemes from plugins (--pos alibi) are found beside this program without setting
- * MINIGRAD_PLUGIN_PATH: in the build tree (<build>/examples/textgen/textgen -> <build>/plugins) and
- * once installed (<prefix>/bin/textgen -> <prefix>/lib/minigrad/plugins). */
-static void add_plugin_dirs(void) {
-    char exe[4096], dir[4200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return;
-    exe[n] = 0;
-    const char *d = dirname(exe);
-    snprintf(dir, sizeof dir, "%s/../../plugins", d);
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
-    snprintf(dir, sizeof dir, "%s/../lib/minigrad/plugins", d);
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
-}
-
 int main(int argc, char **argv) {
-    add_plugin_dirs();
+    ex_add_plugin_dirs(); /* --pos alibi without MINIGRAD_PLUGIN_PATH */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -62,12 +43,6 @@ int main(int argc, char **argv) {
 }
 
 /* ---- shared helpers ---- */
-
-int textgen_fail(const char *prog) {
-    fflush(stdout);
-    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
-    return 1;
-}
 
 mg_status textgen_read_corpus(const char *const *files, int n, char **text, size_t *len, char *label,
                               size_t label_n) {
@@ -108,19 +83,6 @@ int textgen_split_list(const char *list, const char ***out) {
     }
     *out = (const char **)v;
     return k;
-}
-
-size_t textgen_peak_rss(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
-}
-
-char *textgen_fmt_bytes(double b, char *buf, size_t n) {
-    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    return buf;
 }
 
 bool textgen_print_token(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
