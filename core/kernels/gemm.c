@@ -248,8 +248,17 @@ static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t 
     run_part(im, &pl, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* Tests route whole models through the plain loops to compare them with the fast path. */
+static bool use_reference;
+void mg_sgemm_set_reference(bool on) { use_reference = on; }
+bool mg_sgemm_get_reference(void) { return use_reference; }
+
 void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (use_reference) {
+        mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     gemm(mg_gemm_impl_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
          ldc);
 }
@@ -258,6 +267,11 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
                       const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
                       int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
+    if (use_reference) {
+        for (int64_t i = 0; i < batch; i++)
+            mg_sgemm_ref(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+        return;
+    }
     const mg_gemm_impl *im = mg_gemm_impl_active();
     /* One matrix per thread when the batch shares out evenly or is long enough that the last
      * round's imbalance is small, or when a matrix is too small to split among the threads;

@@ -41,6 +41,12 @@ void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc);
 
+/* Process-wide switch (like mg_isa_force): true makes mg_sgemm and mg_sgemm_batched run the plain
+ * reference loops, so a test can compare a whole model on the reference twins against the fast
+ * kernels (with mg_attn_set_impl and mg_rowops_set_impl). */
+void mg_sgemm_set_reference(bool on);
+bool mg_sgemm_get_reference(void);
+
 /* `batch` independent GEMMs; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
  * A stride of 0 shares one matrix across the batch; stride_c == 0 accumulates the products into
  * one C in batch order (beta applies at each step, so use beta = 1 to sum them). Threads take
