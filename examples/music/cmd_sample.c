@@ -2,10 +2,10 @@
  * writes the piece as MIDI, a piano roll and, with timidity, audio. */
 #include "cli.h"
 #include "cmd_model.h"
+#include "gpt_opts.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PROG "music sample"
 
@@ -30,38 +30,31 @@ int music_cmd_sample(int argc, char **argv) {
     const char *ckpt = MUSIC_DEFAULT_CKPT, *prompt = NULL,
                *out_mid = MUSIC_DEFAULT_OUT "/sample.mid";
     const char *png = NULL, *wav = NULL;
-    int64_t tokens = 1024, top_k = 0, seed = -1, threads = 0;
-    float temperature = 1.0f, top_p = 1.0f;
+    int64_t tokens = 1024;
+    ex_sample_opts so = {.temperature = 1.0f, .top_p = 1.0f, .seed = -1};
     bool quiet = false;
-    const ex_opt table[] = {
+    ex_opt table[12] = {
         {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
         {"prompt", EX_STR, &prompt, "MIDI file to continue (default: start a new piece)"},
         {"tokens", EX_INT, &tokens, "new tokens at most (the model may end the piece sooner)"},
-        {"temperature", EX_FLOAT, &temperature,
-         "sharpness: below 1 more conservative, 0 always the most likely"},
-        {"top-k", EX_INT, &top_k, "sample among the K most likely tokens only (0: all)"},
-        {"top-p", EX_FLOAT, &top_p,
-         "sample among the most likely tokens whose probability reaches P (1: all)"},
-        {"seed", EX_INT, &seed, "random seed (-1: from the clock; the seed used is printed)"},
+    };
+    int n = 3;
+    n += ex_sample_rows(&so, table + n);
+    const ex_opt rest[] = {
+        {"seed", EX_INT, &so.seed, "random seed (-1: from the clock; the seed used is printed)"},
         {"out", EX_STR, &out_mid, "the piece (prompt + continuation) as a MIDI file"},
         {"png", EX_STR, &png, "also draw its piano roll into this PNG"},
         {"wav", EX_STR, &wav, "also render it to this WAV file with timidity (if installed)"},
         {"quiet", EX_FLAG, &quiet, "no live progress line"},
-        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+        {"threads", EX_INT, &so.threads, "threads (0: all cores)"},
     };
-    ex_parse_result pr =
-        ex_parse(PROG, "[--ckpt FILE] [--prompt FILE.mid] [options]", argc - 1, argv + 1, table,
-                 (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) table[n++] = rest[i];
+    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt FILE.mid] [options]", argc - 1,
+                                  argv + 1, table, n, NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
     const char *bad = tokens < 1 || tokens > (1 << 24) ? "--tokens must lie in [1, 16777216]"
-                      : top_k < 0                      ? "--top-k must be at least 0"
-                      : !(temperature >= 0 && temperature <= 100)
-                          ? "--temperature must lie in [0, 100]"
-                      : !(top_p >= 0 && top_p <= 1) ? "--top-p must lie in [0, 1]"
-                      : seed < -1                   ? "--seed must be -1 or more"
-                      : threads < 0                 ? "--threads must be at least 0"
-                      : !out_mid[0]                 ? "--out must name a file"
-                                                    : NULL;
+                                                       : ex_sample_check(&so);
+    if (!bad && !out_mid[0]) bad = "--out must name a file";
     if (bad) {
         fprintf(stderr, PROG ": %s\n", bad);
         return 2;
@@ -73,8 +66,8 @@ int music_cmd_sample(int argc, char **argv) {
                      "timidity); leave out --wav to get the MIDI file and the piano roll only\n");
         return 1;
     }
-    mg_set_num_threads((int)threads);
-    if (seed < 0) seed = (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
+    mg_set_num_threads((int)so.threads);
+    int64_t seed = ex_sample_seed(so.seed);
 
     mg_gpt *g = NULL;
     mg_tokens pt = {0};
@@ -102,13 +95,13 @@ int music_cmd_sample(int argc, char **argv) {
     char title[512];
     snprintf(title, sizeof title, "music sample: %s%s (seed %lld, temperature %g)",
              prompt ? "continuing " : "a new piece", prompt ? prompt : "", (long long)seed,
-             (double)temperature);
+             (double)so.temperature);
     mg_rng rng = mg_rng_make((uint64_t)seed);
     music_gen_req req = {.prog = "music",
                          .tokens = tokens,
-                         .temperature = temperature,
-                         .top_k = top_k,
-                         .top_p = top_p,
+                         .temperature = so.temperature,
+                         .top_k = so.top_k,
+                         .top_p = so.top_p,
                          .mid = out_mid,
                          .png = png,
                          .wav = wav,
@@ -119,7 +112,7 @@ int music_cmd_sample(int argc, char **argv) {
     printf("music: %lld tokens in %.2fs: %.1f tokens/s (seed %lld, temperature %g)%s\n",
            (long long)res.made, res.gen_seconds,
            res.gen_seconds > 0 ? (double)res.made / res.gen_seconds : 0.0, (long long)seed,
-           (double)temperature, res.ended ? "; the model ended the piece" : "");
+           (double)so.temperature, res.ended ? "; the model ended the piece" : "");
     if (prompt)
         printf("music: %zu notes, %.1f s: the prompt's %zu notes (%.1f s), then %zu new\n",
                res.notes, res.seconds, res.prompt_notes, res.prompt_seconds,

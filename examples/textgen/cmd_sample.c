@@ -1,45 +1,39 @@
 /* textgen sample: streams text from a checkpoint, one token at a time through the KV cache. */
 #include "cli.h"
 #include "commands.h"
+#include "gpt_opts.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PROG "textgen sample"
 
 int textgen_cmd_sample(int argc, char **argv) {
     const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = NULL;
-    int64_t tokens = 500, top_k = 0, seed = -1, threads = 0;
-    float temperature = 0.8f, top_p = 1.0f;
-    const ex_opt table[] = {
+    int64_t tokens = 500;
+    ex_sample_opts so = {.temperature = 0.8f, .top_p = 1.0f, .seed = -1};
+    ex_opt table[8] = {
         {"ckpt", EX_STR, &ckpt, "checkpoint written by textgen train"},
         {"prompt", EX_STR, &prompt, "text to continue (default: a newline)"},
         {"tokens", EX_INT, &tokens, "tokens (characters) to generate"},
-        {"temperature", EX_FLOAT, &temperature, "sharpness: below 1 more conservative, 0 always the most likely"},
-        {"top-k", EX_INT, &top_k, "sample among the K most likely tokens only (0: all)"},
-        {"top-p", EX_FLOAT, &top_p, "sample among the most likely tokens whose probability reaches P (1: all)"},
-        {"seed", EX_INT, &seed, "random seed (-1: from the clock; the seed used is printed at the end)"},
-        {"threads", EX_INT, &threads, "threads (0: all cores)"},
     };
-    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt TEXT] [options]", argc - 1, argv + 1, table,
-                                  (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    int n = 3;
+    n += ex_sample_rows(&so, table + n);
+    table[n++] =
+        (ex_opt){"seed", EX_INT, &so.seed, "random seed (-1: from the clock; the seed used is printed at the end)"};
+    table[n++] = (ex_opt){"threads", EX_INT, &so.threads, "threads (0: all cores)"};
+    ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt TEXT] [options]", argc - 1, argv + 1, table, n, NULL,
+                                  0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
-    const char *bad = tokens < 0                                  ? "--tokens must be at least 0"
-                      : top_k < 0                                 ? "--top-k must be at least 0"
-                      : !(temperature >= 0 && temperature <= 100) ? "--temperature must lie in [0, 100]"
-                      : !(top_p >= 0 && top_p <= 1)               ? "--top-p must lie in [0, 1]"
-                      : seed < -1                                 ? "--seed must be -1 or more"
-                      : threads < 0                               ? "--threads must be at least 0"
-                                                                  : NULL;
+    const char *bad = tokens < 0 ? "--tokens must be at least 0" : ex_sample_check(&so);
     if (bad) {
         fprintf(stderr, PROG ": %s\n", bad);
         return 2;
     }
-    mg_set_num_threads((int)threads);
+    mg_set_num_threads((int)so.threads);
     if (!prompt) prompt = "";
-    if (seed < 0) seed = (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
+    int64_t seed = ex_sample_seed(so.seed);
 
     mg_gpt *g;
     mg_text_vocab v;
@@ -59,7 +53,7 @@ int textgen_cmd_sample(int argc, char **argv) {
         goto out;
     }
     mg_rng rng = mg_rng_make((uint64_t)seed);
-    mg_gen_opts go = {.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+    mg_gen_opts go = {.max_new_tokens = tokens, .temperature = so.temperature, .top_k = so.top_k, .top_p = so.top_p,
                       .on_token = textgen_print_token, .user = &v};
     if (pl == 0) textgen_print_token(&v, 0, ids[0], NULL, 0);
     else fwrite(prompt, 1, pl, stdout);
@@ -70,7 +64,7 @@ int textgen_cmd_sample(int argc, char **argv) {
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "textgen: %lld tokens in %.2fs: %.1f tokens/s (seed %lld, temperature %g)\n", (long long)made, dt,
-            dt > 0 ? (double)made / dt : 0.0, (long long)seed, (double)temperature);
+            dt > 0 ? (double)made / dt : 0.0, (long long)seed, (double)so.temperature);
     rc = 0;
 out:
     if (rc) ex_fail(PROG);

@@ -1,0 +1,266 @@
+/* The options, checks, remembered settings and run files the GPT example programs share. */
+#include "gpt_opts.h"
+
+#include "minigrad/checkpoint.h"
+#include "minigrad/config.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define ROW(name, type, field, help)                                                               \
+    t[n++] = (ex_opt) {                                                                            \
+        name, type, &o->field, help                                                                \
+    }
+
+int ex_train_rows_model(ex_train_opts *o, const ex_train_help *h, ex_opt *t) {
+    int n = 0;
+    ROW("out", EX_STR, out, h->out);
+    ROW("resume", EX_FLAG, resume,
+        "continue the run saved in --out (same data and settings unless given)");
+    ROW("force", EX_FLAG, force,
+        "start a new run even if --out already holds one (it is replaced)");
+    ROW("steps", EX_INT, steps, "optimizer steps of the whole run");
+    ROW("batch", EX_INT, batch, "windows per step");
+    ROW("block-size", EX_INT, block, h->block);
+    ROW("n-embd", EX_INT, n_embd, "model width");
+    ROW("n-layer", EX_INT, n_layer, "decoder blocks");
+    ROW("n-head", EX_INT, n_head, "attention heads (must divide --n-embd)");
+    ROW("pos", EX_STR, pos, h->pos);
+    ROW("pos-opts", EX_STR, pos_opts, "extra keys for the positional layer, k=v,k=v");
+    ROW("dropout", EX_FLOAT, dropout, "dropout probability");
+    ROW("lr", EX_FLOAT, lr, "peak learning rate (AdamW)");
+    ROW("lr-min", EX_FLOAT, lr_min, "final learning rate of the cosine schedule");
+    ROW("warmup", EX_INT, warmup, "linear warmup steps");
+    ROW("weight-decay", EX_FLOAT, weight_decay, "AdamW weight decay");
+    ROW("clip", EX_FLOAT, clip, "gradient-norm clipping (0: none)");
+    return n;
+}
+
+int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t) {
+    int n = 0;
+    ROW("eval-every", EX_INT, eval_every, "validation loss every N steps (and at the end)");
+    ROW("eval-windows", EX_INT, eval_windows, h->eval_windows);
+    ROW("ckpt-every", EX_INT, ckpt_every, "checkpoint every N steps (and at the end)");
+    ROW("stop-after", EX_INT, stop_after,
+        "stop after N steps of this invocation, saving a checkpoint (0: run to --steps); continue "
+        "with --resume");
+    ROW("seed", EX_INT, seed, h->seed);
+    ROW("threads", EX_INT, threads, "threads (0: all cores)");
+    ROW("log", EX_STR, log, "JSON-lines log, one object per step (default OUT/log.jsonl)");
+    ROW("sample-tokens", EX_INT, sample_tokens, h->sample_tokens);
+    ROW("temperature", EX_FLOAT, temperature, "temperature of that sample");
+    return n;
+}
+
+bool ex_train_check_floats(const char *prog, const ex_train_opts *o, const ex_float_range *extra,
+                           int n_extra) {
+    const ex_float_range common[] = {{"lr", o->lr, 0, 10},
+                                     {"lr-min", o->lr_min, 0, 10},
+                                     {"weight-decay", o->weight_decay, 0, 10},
+                                     {"clip", o->clip, 0, 1e9f},
+                                     {"dropout", o->dropout, 0, 0.99f},
+                                     {"temperature", o->temperature, 0, 100}};
+    const int n_common = (int)(sizeof common / sizeof common[0]);
+    for (int i = 0; i < n_common + n_extra; i++) {
+        const ex_float_range *r = i < n_common ? &common[i] : &extra[i - n_common];
+        if (!(r->v >= r->min && r->v <= r->max)) {
+            fprintf(stderr, "%s: --%s must lie in [%g, %g], got %g\n", prog, r->name,
+                    (double)r->min, (double)r->max, (double)r->v);
+            return false;
+        }
+    }
+    if (!(o->lr > 0)) {
+        fprintf(stderr, "%s: --lr must be positive\n", prog);
+        return false;
+    }
+    return true;
+}
+
+mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
+                                mg_gpt_config *cfg) {
+    *cfg = mg_gpt_config_default();
+    mg_config *kv = mg_config_new(what);
+    if (!kv) return mg_set_error(MG_ERR_NOMEM, "out of memory");
+    mg_config_setf(kv, "vocab_size", "%lld", (long long)vocab);
+    mg_config_setf(kv, "block_size", "%lld", (long long)o->block);
+    mg_config_setf(kv, "n_embd", "%lld", (long long)o->n_embd);
+    mg_config_setf(kv, "n_layer", "%lld", (long long)o->n_layer);
+    mg_config_setf(kv, "n_head", "%lld", (long long)o->n_head);
+    mg_config_setf(kv, "dropout", "%.9g", (double)o->dropout);
+    mg_config_set(kv, "pos", o->pos);
+    mg_status st = o->pos_opts[0] ? mg_config_set(kv, "pos_opts", o->pos_opts) : MG_OK;
+    if (st == MG_OK) st = mg_gpt_config_from(kv, cfg);
+    mg_config_free(kv);
+    return st;
+}
+
+/* ---- resuming ---- */
+
+static bool file_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+int ex_train_check_out(const char *prog, const ex_train_opts *o, const char *ckpt) {
+    if (o->resume && !file_exists(ckpt)) {
+        fprintf(stderr,
+                "%s: --resume: %s holds no checkpoint (%s is missing); start without --resume\n",
+                prog, o->out, ckpt);
+        return 1;
+    }
+    if (!o->resume && file_exists(ckpt) && !o->force) {
+        fprintf(stderr,
+                "%s: %s already holds a run (%s): pass --resume to continue it, --force to start "
+                "over (replacing it), or another --out\n",
+                prog, o->out, ckpt);
+        return 1;
+    }
+    return 0;
+}
+
+mg_status ex_train_opts_from_ckpt(mg_st_file *f, ex_train_opts *o) {
+    mg_gpt_config c;
+    mg_status st = mg_gpt_config_from_file(f, &c);
+    if (st != MG_OK) return st;
+    o->block = c.block_size, o->n_embd = c.n_embd, o->n_layer = c.n_layer, o->n_head = c.n_head;
+    o->dropout = c.dropout;
+    o->pos = mg_st_meta_get(f, "pos");
+    o->pos_opts = mg_st_meta_get(f, "pos_opts") ? mg_st_meta_get(f, "pos_opts") : "";
+    return MG_OK;
+}
+
+/* The shared settings a checkpoint remembers, in the order they are written: these integers, the
+ * program's extra integers, these floats, its extra floats. */
+static const struct {
+    const char *name;
+    size_t off;
+    bool is_int;
+} shared[] = {{"steps", offsetof(ex_train_opts, steps), true},
+              {"batch", offsetof(ex_train_opts, batch), true},
+              {"warmup", offsetof(ex_train_opts, warmup), true},
+              {"eval_every", offsetof(ex_train_opts, eval_every), true},
+              {"eval_windows", offsetof(ex_train_opts, eval_windows), true},
+              {"ckpt_every", offsetof(ex_train_opts, ckpt_every), true},
+              {"seed", offsetof(ex_train_opts, seed), true},
+              {"lr", offsetof(ex_train_opts, lr), false},
+              {"lr_min", offsetof(ex_train_opts, lr_min), false},
+              {"weight_decay", offsetof(ex_train_opts, weight_decay), false},
+              {"clip", offsetof(ex_train_opts, clip), false}};
+enum { N_SHARED = sizeof shared / sizeof shared[0], N_SHARED_INTS = 7 };
+
+/* Lists every remembered setting, in order, as pointers into o and the extras. */
+static int all_settings(ex_train_opts *o, const ex_setting *extra, int n_extra, ex_setting *all) {
+    assert(N_SHARED + n_extra <= EX_MAX_SETTINGS);
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N_SHARED; i++)
+            if ((i < N_SHARED_INTS) == (pass == 0)) {
+                void *p = (char *)o + shared[i].off;
+                all[n++] = shared[i].is_int ? (ex_setting){shared[i].name, p, NULL}
+                                            : (ex_setting){shared[i].name, NULL, p};
+            }
+        for (int i = 0; i < n_extra; i++)
+            if ((extra[i].i != NULL) == (pass == 0)) all[n++] = extra[i];
+    }
+    return n;
+}
+
+int ex_settings_to_meta(ex_settings_meta *s, const char *prefix, const ex_train_opts *o,
+                        const ex_setting *extra, int n_extra, mg_st_meta *meta) {
+    ex_train_opts copy = *o; /* all_settings hands out writable pointers; these are only read */
+    ex_setting all[EX_MAX_SETTINGS];
+    int n = all_settings(&copy, extra, n_extra, all);
+    for (int i = 0; i < n; i++) {
+        snprintf(s->key[i], sizeof s->key[i], "%s.%s", prefix, all[i].name);
+        if (all[i].i)
+            snprintf(s->val[i], sizeof s->val[i], "%lld", (long long)*all[i].i);
+        else
+            snprintf(s->val[i], sizeof s->val[i], "%.9g", (double)*all[i].f);
+        meta[i] = (mg_st_meta){s->key[i], s->val[i]};
+    }
+    s->n = n;
+    return n;
+}
+
+mg_status ex_settings_from_ckpt(mg_st_file *f, const char *prefix, ex_train_opts *o,
+                                const ex_setting *extra, int n_extra) {
+    ex_setting all[EX_MAX_SETTINGS];
+    int n = all_settings(o, extra, n_extra, all);
+    mg_status st = MG_OK;
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s.%s", prefix, all[i].name);
+        const char *v = mg_st_meta_get(f, key);
+        if (!v) continue;
+        if (!all[i].i)
+            *all[i].f = strtof(v, NULL);
+        else if (st == MG_OK)
+            st = mg_meta_get_i64(f, key, all[i].i);
+    }
+    return st;
+}
+
+/* ---- the run ---- */
+
+void ex_run_files_make(ex_run_files *f, const ex_train_opts *o) {
+    snprintf(f->ckpt, sizeof f->ckpt, "%s/model.safetensors", o->out);
+    snprintf(f->plot, sizeof f->plot, "%s/loss.png", o->out);
+    if (o->log)
+        snprintf(f->log, sizeof f->log, "%s", o->log);
+    else
+        snprintf(f->log, sizeof f->log, "%s/log.jsonl", o->out);
+}
+
+ex_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog) {
+    ex_train_cfg tc = ex_train_defaults();
+    tc.steps = o->steps, tc.warmup = o->warmup, tc.lr = o->lr, tc.lr_min = o->lr_min;
+    tc.weight_decay = o->weight_decay, tc.clip = o->clip, tc.eval_every = o->eval_every;
+    tc.ckpt_every = o->ckpt_every, tc.seed = (uint64_t)o->seed, tc.ckpt = f->ckpt,
+    tc.log_path = f->log;
+    tc.plot_path = f->plot, tc.resume = o->resume, tc.stop_after = o->stop_after, tc.prog = prog;
+    return tc;
+}
+
+int ex_train_stopped(const char *prog, const ex_train_opts *o, const ex_train_result *res) {
+    if (res->interrupted) return 130;
+    if (res->step < o->steps) { /* --stop-after */
+        printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
+        return 0;
+    }
+    return -1;
+}
+
+void ex_train_print_files(const char *prog, const ex_run_files *f) {
+    printf("\n%s: checkpoint %s (training state beside it)\n", prog, f->ckpt);
+    printf("%s: loss curve %s, log %s\n", prog, f->plot, f->log);
+}
+
+/* ---- sampling ---- */
+
+int ex_sample_rows(ex_sample_opts *o, ex_opt *t) {
+    int n = 0;
+    ROW("temperature", EX_FLOAT, temperature,
+        "sharpness: below 1 more conservative, 0 always the most likely");
+    ROW("top-k", EX_INT, top_k, "sample among the K most likely tokens only (0: all)");
+    ROW("top-p", EX_FLOAT, top_p,
+        "sample among the most likely tokens whose probability reaches P (1: all)");
+    return n;
+}
+
+const char *ex_sample_check(const ex_sample_opts *o) {
+    return o->top_k < 0                                      ? "--top-k must be at least 0"
+           : !(o->temperature >= 0 && o->temperature <= 100) ? "--temperature must lie in [0, 100]"
+           : !(o->top_p >= 0 && o->top_p <= 1)               ? "--top-p must lie in [0, 1]"
+           : o->seed < -1                                    ? "--seed must be -1 or more"
+           : o->threads < 0                                  ? "--threads must be at least 0"
+                                                             : NULL;
+}
+
+int64_t ex_sample_seed(int64_t seed) {
+    return seed >= 0 ? seed : (int64_t)(((uint64_t)time(NULL) * 2654435761u) & 0x7FFFFFFF);
+}

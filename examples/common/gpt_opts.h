@@ -1,0 +1,130 @@
+/* What the `train` and `sample` commands of the GPT example programs (textgen, music) share.
+ * train, around the training loop of trainer.h: the options both take (one struct, their --help
+ * rows, the checks of the float ones, the model config they make), the settings a checkpoint
+ * remembers so that --resume needs only --out, the run's files in --out, and how a run ends.
+ * sample: the sampling options and their checks. Each program keeps its own defaults, its own
+ * extra options and its own messages where they differ.
+ *
+ * Ownership: nothing here allocates; strings in ex_train_opts are borrowed (argv, the defaults, or
+ * the metadata of the checkpoint file being resumed, which must stay open). */
+#ifndef EX_GPT_OPTS_H
+#define EX_GPT_OPTS_H
+
+#include "cli.h"
+#include "trainer.h"
+
+#include "minigrad/safetensors.h"
+
+typedef struct ex_train_opts {
+    const char *data, *out, *log, *pos, *pos_opts;
+    int64_t steps, batch, block, n_embd, n_layer, n_head, warmup, eval_every, eval_windows,
+        ckpt_every;
+    int64_t seed, threads, sample_tokens, stop_after;
+    float lr, lr_min, weight_decay, clip, dropout, temperature;
+    bool resume, force;
+} ex_train_opts;
+
+/* The --help texts that say something program-specific. */
+typedef struct ex_train_help {
+    const char *out, *block, *pos, *eval_windows, *seed, *sample_tokens;
+} ex_train_help;
+
+/* Appends the rows --out, --resume, --force, --steps, --batch, --block-size, --n-embd,
+ * --n-layer, --n-head, --pos, --pos-opts, --dropout, --lr, --lr-min, --warmup, --weight-decay,
+ * --clip to t (room for 17); returns how many. */
+int ex_train_rows_model(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
+
+/* Appends --eval-every, --eval-windows, --ckpt-every, --stop-after, --seed, --threads, --log,
+ * --sample-tokens, --temperature (room for 9); returns how many. */
+int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
+
+/* A float option's value and its allowed range (inclusive). */
+typedef struct ex_float_range {
+    const char *name;
+    float v, min, max;
+} ex_float_range;
+
+/* --lr, --lr-min, --weight-decay, --clip, --dropout, --temperature, then the extra ranges, each
+ * within its range (NaN is not); then --lr positive. On the first failure prints
+ * "PROG: --NAME must lie in [MIN, MAX], got V" (or that --lr must be positive) and returns false.
+ */
+bool ex_train_check_floats(const char *prog, const ex_train_opts *o, const ex_float_range *extra,
+                           int n_extra);
+
+/* The model config from the options (vocab_size, block_size, n_embd, n_layer, n_head, dropout,
+ * pos, pos_opts), checked by the library, whose message names the key; `what` names the source in
+ * it ("textgen train options"). */
+mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
+                                mg_gpt_config *cfg);
+
+/* ---- resuming ---- */
+
+/* --resume needs a checkpoint in --out, and a new run must not replace one without --force.
+ * Returns 0 to go on; otherwise prints why and returns the exit status 1. */
+int ex_train_check_out(const char *prog, const ex_train_opts *o, const char *ckpt);
+
+/* The model options of a checkpoint being resumed (its model config, pos and pos_opts). */
+mg_status ex_train_opts_from_ckpt(mg_st_file *f, ex_train_opts *o);
+
+/* A program's own setting that the checkpoint remembers: exactly one of i, f is set. */
+typedef struct ex_setting {
+    const char *name;
+    int64_t *i;
+    float *f;
+} ex_setting;
+
+#define EX_MAX_SETTINGS 24
+
+/* The remembered settings as checkpoint metadata "PREFIX.NAME": steps, batch, warmup, eval_every,
+ * eval_windows, ckpt_every, seed, the extra integers, lr, lr_min, weight_decay, clip, the extra
+ * floats. The strings live here. */
+typedef struct ex_settings_meta {
+    int n;
+    char key[EX_MAX_SETTINGS][48], val[EX_MAX_SETTINGS][32];
+} ex_settings_meta;
+
+/* Fills s from the options and appends its entries to meta; returns how many were appended. */
+int ex_settings_to_meta(ex_settings_meta *s, const char *prefix, const ex_train_opts *o,
+                        const ex_setting *extra, int n_extra, mg_st_meta *meta);
+
+/* Reads back what ex_settings_to_meta wrote (keys that are absent keep their value). */
+mg_status ex_settings_from_ckpt(mg_st_file *f, const char *prefix, ex_train_opts *o,
+                                const ex_setting *extra, int n_extra);
+
+/* ---- the run ---- */
+
+/* OUT/model.safetensors, OUT/loss.png, and the log (--log, else OUT/log.jsonl). */
+typedef struct ex_run_files {
+    char ckpt[4096], plot[4096], log[4096];
+} ex_run_files;
+
+void ex_run_files_make(ex_run_files *f, const ex_train_opts *o);
+
+/* The trainer's settings from the options and files; prog names the program in messages. */
+ex_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog);
+
+/* After ex_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (after
+ * saying how to continue), -1 when the run is complete and the program goes on to its summary. */
+int ex_train_stopped(const char *prog, const ex_train_opts *o, const ex_train_result *res);
+
+/* The closing lines naming the checkpoint, the loss curve and the log. */
+void ex_train_print_files(const char *prog, const ex_run_files *f);
+
+/* ---- sampling ---- */
+
+typedef struct ex_sample_opts {
+    float temperature, top_p;
+    int64_t top_k, seed, threads;
+} ex_sample_opts;
+
+/* Appends the rows --temperature, --top-k, --top-p (room for 3); returns how many. */
+int ex_sample_rows(ex_sample_opts *o, ex_opt *t);
+
+/* The first of --top-k, --temperature, --top-p, --seed (-1 or more), --threads that is out of
+ * range, as the message to print ("--top-p must lie in [0, 1]"); NULL when all are fine. */
+const char *ex_sample_check(const ex_sample_opts *o);
+
+/* seed, or one drawn from the clock when it is negative (-1: "from the clock"). */
+int64_t ex_sample_seed(int64_t seed);
+
+#endif
