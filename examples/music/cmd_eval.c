@@ -70,7 +70,7 @@ int music_cmd_eval(int argc, char **argv) {
         goto out;
     }
     if (mg_music_val_windows(&d, T, (size_t)windows, &w) != MG_OK ||
-        mg_music_eval_init(&e, batch, T) != MG_OK)
+        ex_evaluator_init(&e, batch, T) != MG_OK)
         goto out;
     double nats, t0 = mg_time();
     int64_t tokens;
@@ -83,7 +83,7 @@ int music_cmd_eval(int argc, char **argv) {
     rc = 0;
 out:
     if (rc) ex_fail(PROG);
-    mg_music_eval_free(&e);
+    ex_evaluator_free(&e);
     mg_music_windows_free(&w);
     mg_music_data_free(&d);
     mg_music_corpus_free(&c);

@@ -270,7 +270,7 @@ int music_cmd_train(int argc, char **argv) {
     if (mg_music_data_make(&j.data, &corpus, label) != MG_OK) goto out;
     mg_music_corpus_free(&corpus);
     if (mg_music_val_windows(&j.data, o.c.block, (size_t)o.c.eval_windows, &j.val) != MG_OK ||
-        mg_music_eval_init(&j.eval, o.c.batch, o.c.block) != MG_OK)
+        ex_evaluator_init(&j.eval, o.c.batch, o.c.block) != MG_OK)
         goto out;
     j.B = o.c.batch, j.T = o.c.block;
     j.rng = mg_rng_make((uint64_t)o.c.seed * 0x9E3779B97F4A7C15ull + 0x3D1C);
@@ -380,7 +380,7 @@ int music_cmd_train(int argc, char **argv) {
 out:
     if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
-    mg_music_eval_free(&j.eval);
+    ex_evaluator_free(&j.eval);
     mg_music_windows_free(&j.val);
     mg_music_scratch_free(&j.scratch);
     mg_music_data_free(&j.data);

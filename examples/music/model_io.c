@@ -47,35 +47,6 @@ mg_status mg_music_load(const char *path, mg_gpt **g, mg_st_file **file_out) {
     return MG_OK;
 }
 
-static void on_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    mg_music_eval *e = user;
-    if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", msg);
-}
-
-mg_status mg_music_eval_init(mg_music_eval *e, int64_t B, int64_t T) {
-    memset(e, 0, sizeof *e);
-    e->B = B, e->T = T;
-    e->ctx = mg_ctx_new(0);
-    e->x = malloc((size_t)(B * T) * sizeof *e->x);
-    e->y = malloc((size_t)(B * T) * sizeof *e->y);
-    if (!e->ctx || !e->x || !e->y) {
-        mg_music_eval_free(e);
-        return mg_set_error(MG_ERR_NOMEM, "out of memory for evaluation batches of %lld x %lld",
-                            (long long)B, (long long)T);
-    }
-    mg_ctx_set_error_handler(e->ctx, on_error, e);
-    mg_ctx_set_grad_enabled(e->ctx, false);
-    return MG_OK;
-}
-
-void mg_music_eval_free(mg_music_eval *e) {
-    mg_ctx_free(e->ctx);
-    free(e->x);
-    free(e->y);
-    memset(e, 0, sizeof *e);
-}
-
 mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data *d,
                                 const mg_music_windows *w, double *nats, int64_t *tokens) {
     double sum = 0;
@@ -89,18 +60,10 @@ mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data
             if (st != MG_OK) return st;
         }
         for (int64_t k = 0; k < nb * e->T; k++) scored += e->y[k] >= 0;
-        mg_ctx_reset(e->ctx);
-        mg_tensor *x = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, e->T}, e->x);
-        mg_tensor *y = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, e->T}, e->y);
-        mg_tensor *loss = mg_gpt_loss(g, e->ctx, x, y, NULL);
-        if (!mg_ctx_ok(e->ctx)) {
-            mg_status st = mg_set_error(MG_ERR_INVALID, "evaluation: %s",
-                                        e->err[0] ? e->err : mg_ctx_error(e->ctx));
-            mg_ctx_clear_error(e->ctx);
-            e->err[0] = 0;
-            return st;
-        }
-        sum += (double)loss->data[0] * (double)scored;
+        float loss;
+        mg_status st = ex_evaluator_loss(e, g, nb, e->T, &loss);
+        if (st != MG_OK) return st;
+        sum += (double)loss * (double)scored;
         count += scored;
     }
     if (nats) *nats = sum;

@@ -21,6 +21,7 @@
 #ifndef MG_MUSIC_MODEL_H
 #define MG_MUSIC_MODEL_H
 
+#include "evaluator.h"
 #include "music.h"
 
 #include "minigrad/gpt.h"
@@ -104,16 +105,10 @@ void mg_music_windows_free(mg_music_windows *w);
  * metadata; the caller closes it. On failure nothing is left to free. */
 mg_status mg_music_load(const char *path, mg_gpt **g, mg_st_file **file_out);
 
-/* Evaluation without gradients, with buffers and an arena made once and reused. */
-typedef struct mg_music_eval {
-    mg_ctx *ctx;
-    int32_t *x, *y; /* (B,T) */
-    int64_t B, T;
-    char err[512];
-} mg_music_eval;
+/* Evaluation without gradients, with buffers and an arena made once and reused: the examples'
+ * shared evaluator (examples/common/evaluator.h: ex_evaluator_init, ex_evaluator_free). */
+typedef ex_evaluator mg_music_eval;
 
-mg_status mg_music_eval_init(mg_music_eval *e, int64_t B, int64_t T);
-void mg_music_eval_free(mg_music_eval *e);
 /* Mean loss over the windows (B per forward pass, no augmentation), in nats per scored token:
  * *nats gets the sum, *tokens the count (either may be NULL). */
 mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data *d,

@@ -73,7 +73,7 @@ int textgen_cmd_eval(int argc, char **argv) {
         goto out;
     }
     int64_t last;
-    if (mg_text_cover_windows(&w, n, T, &last) != MG_OK || mg_text_eval_init(&e, batch, T) != MG_OK) goto out;
+    if (mg_text_cover_windows(&w, n, T, &last) != MG_OK || ex_evaluator_init(&e, batch, T) != MG_OK) goto out;
     mg_text_loss sum = {0};
     double t0 = mg_time();
     if (mg_text_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;
@@ -86,7 +86,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     rc = 0;
 out:
     if (rc) ex_fail(PROG);
-    mg_text_eval_free(&e);
+    ex_evaluator_free(&e);
     mg_text_windows_free(&w);
     mg_text_data_free(&d);
     free(text);

@@ -216,7 +216,7 @@ int textgen_cmd_train(int argc, char **argv) {
     free(text);
     text = NULL;
     if (mg_text_val_windows(&j.val, mg_text_val_len(&j.data), o.c.block, (size_t)o.c.eval_windows) != MG_OK ||
-        mg_text_eval_init(&j.eval, o.c.batch, j.val.len > 0 ? j.val.len : 1) != MG_OK)
+        ex_evaluator_init(&j.eval, o.c.batch, j.val.len > 0 ? j.val.len : 1) != MG_OK)
         goto out;
     j.B = o.c.batch, j.T = o.c.block;
     j.rng = mg_rng_make((uint64_t)o.c.seed * 0x9E3779B97F4A7C15ull + 0xDA7A);
@@ -307,7 +307,7 @@ int textgen_cmd_train(int argc, char **argv) {
 out:
     if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
-    mg_text_eval_free(&j.eval);
+    ex_evaluator_free(&j.eval);
     mg_text_windows_free(&j.val);
     mg_text_data_free(&j.data);
     mg_text_vocab_free(&j.vocab);

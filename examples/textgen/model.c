@@ -34,35 +34,6 @@ mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_fil
     return MG_OK;
 }
 
-static void on_error(mg_ctx *ctx, const char *msg, void *user) {
-    (void)ctx;
-    mg_text_eval *e = user;
-    if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", msg);
-}
-
-mg_status mg_text_eval_init(mg_text_eval *e, int64_t B, int64_t T) {
-    memset(e, 0, sizeof *e);
-    e->B = B, e->T = T;
-    e->ctx = mg_ctx_new(0);
-    e->x = malloc((size_t)(B * T) * sizeof *e->x);
-    e->y = malloc((size_t)(B * T) * sizeof *e->y);
-    if (!e->ctx || !e->x || !e->y) {
-        mg_text_eval_free(e);
-        return mg_set_error(MG_ERR_NOMEM, "out of memory for evaluation batches of %lld x %lld", (long long)B,
-                            (long long)T);
-    }
-    mg_ctx_set_error_handler(e->ctx, on_error, e);
-    mg_ctx_set_grad_enabled(e->ctx, false);
-    return MG_OK;
-}
-
-void mg_text_eval_free(mg_text_eval *e) {
-    mg_ctx_free(e->ctx);
-    free(e->x);
-    free(e->y);
-    memset(e, 0, sizeof *e);
-}
-
 /* One forward pass over nb windows of length len starting at starts[0..nb). */
 static mg_status eval_batch(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
                             const size_t *starts, int64_t nb, int64_t len, mg_text_loss *sum) {
@@ -75,17 +46,10 @@ static mg_status eval_batch(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, 
         for (int64_t i = 0; i < nb * len; i++) chars += (e->y[i] & 0xC0) != 0x80;
     else
         chars = nb * len;
-    mg_ctx_reset(e->ctx);
-    mg_tensor *x = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, len}, e->x);
-    mg_tensor *y = mg_tensor_wrap(e->ctx, MG_I32, 2, (int64_t[]){nb, len}, e->y);
-    mg_tensor *loss = mg_gpt_loss(g, e->ctx, x, y, NULL);
-    if (!mg_ctx_ok(e->ctx)) {
-        mg_status st = mg_set_error(MG_ERR_INVALID, "evaluation: %s", e->err[0] ? e->err : mg_ctx_error(e->ctx));
-        mg_ctx_clear_error(e->ctx);
-        e->err[0] = 0;
-        return st;
-    }
-    sum->nats += (double)loss->data[0] * (double)(nb * len);
+    float loss;
+    mg_status st = ex_evaluator_loss(e, g, nb, len, &loss);
+    if (st != MG_OK) return st;
+    sum->nats += (double)loss * (double)(nb * len);
     sum->tokens += nb * len;
     sum->chars += chars;
     return MG_OK;

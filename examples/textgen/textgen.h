@@ -22,6 +22,8 @@
 #ifndef MG_TEXTGEN_H
 #define MG_TEXTGEN_H
 
+#include "evaluator.h"
+
 #include "minigrad/base.h"
 #include "minigrad/gpt.h"
 #include "minigrad/rng.h"
@@ -165,13 +167,9 @@ int mg_text_vocab_meta(const mg_text_vocab *v, mg_st_meta meta[2]);
  * metadata (the caller closes it). On failure nothing is left to free. */
 mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_file **file_out);
 
-/* Evaluation without gradients, with buffers and an arena made once and reused. */
-typedef struct mg_text_eval {
-    mg_ctx *ctx;
-    int32_t *x, *y; /* (B,T) */
-    int64_t B, T;
-    char err[512]; /* a model error raised on ctx */
-} mg_text_eval;
+/* Evaluation without gradients, with buffers and an arena made once and reused: the examples'
+ * shared evaluator (examples/common/evaluator.h: ex_evaluator_init, ex_evaluator_free). */
+typedef ex_evaluator mg_text_eval;
 
 typedef struct mg_text_loss {
     double nats;    /* summed cross-entropy */
@@ -179,8 +177,6 @@ typedef struct mg_text_loss {
     int64_t chars;  /* characters among them (byte tokenizer: bytes that start a UTF-8 sequence) */
 } mg_text_loss;
 
-mg_status mg_text_eval_init(mg_text_eval *e, int64_t B, int64_t T);
-void mg_text_eval_free(mg_text_eval *e);
 /* Scores every target of the windows over ids (w->len each; the last one last_len when
  * last_len > 0), B windows per forward pass, from position 0 in each window. Adds into *sum. */
 mg_status mg_text_eval_windows(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
