@@ -509,20 +509,7 @@ START_TEST(resume_continues_exactly) {
     tu_assert_stdout_has(&music, "resumed at step 12");
     static const char *const wkeys[] = {"tokenizer",    "vocab_size", "music.steps",
                                         "music.pieces", "music.data", NULL};
-    tu_assert_same_safetensors(tmp_path("straight/model.safetensors"),
-                               tmp_path("pieces/model.safetensors"), wkeys);
-    static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout",
-                                        NULL};
-    tu_assert_same_safetensors(tmp_path("straight/model.state.safetensors"),
-                               tmp_path("pieces/model.state.safetensors"), skeys);
-    tu_run_log a, b;
-    tu_read_log(tmp_path("straight/log.jsonl"), &a, NULL);
-    tu_read_log(tmp_path("pieces/log.jsonl"), &b, NULL);
-    ck_assert_int_eq(a.n, 24);
-    ck_assert_int_eq(b.n, 24);
-    ck_assert_mem_eq(a.loss, b.loss, sizeof a.loss);
-    ck_assert_mem_eq(a.val, b.val, sizeof a.val);
-    ck_assert_int_eq(b.step[12], 13);
+    tu_assert_resumed_exactly(tmpdir, "straight", "pieces", wkeys, 24, 12, NULL);
     /* a finished run has nothing left to do; a contradicting model size is named */
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0"), 0);
     ck_assert_int_eq(run("train --out pieces --resume --steps 30 --n-embd 64 --sample-tokens 0"),

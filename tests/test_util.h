@@ -328,4 +328,32 @@ static inline void tu_assert_same_safetensors(const char *a, const char *b,
     mg_st_close(fb);
 }
 
+/* A run trained straight to the end (dir/a) and the same run stopped after `stop` steps and resumed
+ * (dir/b) agree exactly: the weights bit for bit with the metadata values wkeys, the training
+ * state with its loss history and RNG states, and every line of both logs (steps lines each,
+ * log_key as tu_read_log). */
+static inline void tu_assert_resumed_exactly(const char *dir, const char *a, const char *b,
+                                             const char *const *wkeys, int steps, int stop,
+                                             const char *log_key) {
+    static const char *const skeys[] = {"history.loss", "history.val", "rng.data", "rng.dropout",
+                                        NULL};
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/%s/model.safetensors", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/model.safetensors", dir, b);
+    tu_assert_same_safetensors(pa, pb, wkeys);
+    snprintf(pa, sizeof pa, "%s/%s/model.state.safetensors", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/model.state.safetensors", dir, b);
+    tu_assert_same_safetensors(pa, pb, skeys);
+    static tu_run_log la, lb; /* 16 KiB each: off the stack */
+    snprintf(pa, sizeof pa, "%s/%s/log.jsonl", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/log.jsonl", dir, b);
+    tu_read_log(pa, &la, log_key);
+    tu_read_log(pb, &lb, log_key);
+    ck_assert_int_eq(la.n, steps);
+    ck_assert_int_eq(lb.n, steps);
+    ck_assert_mem_eq(la.loss, lb.loss, sizeof la.loss);
+    ck_assert_mem_eq(la.val, lb.val, sizeof la.val);
+    ck_assert_int_eq(lb.step[stop], stop + 1);
+}
+
 #endif
