@@ -28,6 +28,14 @@ struct mg_ctx {
     char error[1024];
     mg_tensor dummy;
     float dummy_data[16];
+    /* Gradient buffers of intermediate results whose backward has run: dead, so mg_grad hands them
+     * out again during the rest of the pass (see mg_backward). Cleared at reset. */
+    bool in_backward;
+    int n_spare;
+    struct spare_grad {
+        float *p;
+        size_t bytes;
+    } spare[256];
 };
 
 enum { ALIGN = 64 };
@@ -101,6 +109,7 @@ void mg_ctx_reset(mg_ctx *ctx) {
     ctx->used_total = 0;
     ctx->tape = NULL;
     ctx->tape_len = 0;
+    ctx->n_spare = 0;
 }
 
 size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }
@@ -306,12 +315,40 @@ mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, int n_i
     return n;
 }
 
+/* The smallest spare gradient buffer that holds `bytes` without wasting more than half of itself
+ * (a small gradient must not take a large buffer that a later large one could reuse). */
+static float *take_spare(mg_ctx *ctx, size_t bytes) {
+    int best = -1;
+    for (int i = 0; i < ctx->n_spare; i++) {
+        size_t b = ctx->spare[i].bytes;
+        if (b >= bytes && b / 2 <= bytes && (best < 0 || b < ctx->spare[best].bytes)) best = i;
+    }
+    if (best < 0) return NULL;
+    float *p = ctx->spare[best].p;
+    ctx->spare[best] = ctx->spare[--ctx->n_spare];
+    return p;
+}
+
 float *mg_grad(mg_ctx *ctx, mg_tensor *t) {
     if (t->grad) return t->grad;
-    float *g = mg_ctx_alloc(ctx, (size_t)t->numel * 4, "gradient buffer");
-    if (g) memset(g, 0, (size_t)t->numel * 4);
+    size_t bytes = (size_t)t->numel * 4;
+    float *g = ctx->in_backward ? take_spare(ctx, bytes) : NULL;
+    if (!g) g = mg_ctx_alloc(ctx, bytes, "gradient buffer");
+    if (g) memset(g, 0, bytes);
     t->grad = g;
     return g;
+}
+
+void mg_retain_grad(mg_tensor *t) { t->flags |= MG_RETAIN_GRAD; }
+
+/* After its node's backward, an intermediate result's gradient is dead: every op that consumed the
+ * result was recorded later and so has already run. Its buffer goes to the spares, and the tensor's
+ * grad is reset to NULL so that nothing reads a buffer another gradient now owns. */
+static void retire_grad(mg_ctx *ctx, mg_tensor *t) {
+    if (t->flags & MG_RETAIN_GRAD) return;
+    if (ctx->n_spare < (int)(sizeof ctx->spare / sizeof ctx->spare[0]))
+        ctx->spare[ctx->n_spare++] = (struct spare_grad){t->grad, (size_t)t->numel * 4};
+    t->grad = NULL;
 }
 
 void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
@@ -327,12 +364,14 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
         return;
     }
     /* Gradients of intermediate results belong to this pass: a second backward over the same tape
-     * must not add the first pass's flow again. Leaves (parameters, inputs) keep accumulating. */
+     * must not add the first pass's flow again (only retained ones are still there). Leaves
+     * (parameters, inputs) keep accumulating. */
     for (mg_node *n = ctx->tape; n; n = n->prev)
         if (n->out->grad) memset(n->out->grad, 0, (size_t)n->out->numel * sizeof(float));
     float *g = mg_grad(ctx, loss);
     if (!g) return;
     g[0] = 1.0f;
+    ctx->in_backward = true;
     for (mg_node *n = ctx->tape; n && !ctx->failed; n = n->prev) {
         if (!n->out->grad) continue; /* nothing flowed back into this node */
         if (!n->op->backward) {
@@ -340,10 +379,12 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
             while (k < n->n_in && !(n->in[k] && mg_requires_grad(n->in[k]))) k++;
             mg_ctx_fail(ctx, "mg_backward: op '%s' has no backward (its input #%d requires a gradient)",
                         n->op->name, k);
-            return;
+            break;
         }
         n->op->backward(ctx, n);
+        retire_grad(ctx, n->out);
     }
+    ctx->in_backward = false;
 }
 
 /* ---- shared reduction ---- */

@@ -33,6 +33,7 @@ enum {
     MG_REQUIRES_GRAD = 1u << 0, /* gradient wanted (set on parameters and on op outputs) */
     MG_PARAM = 1u << 1,         /* lives in an mg_params store */
     MG_NO_DECAY = 1u << 2,      /* optimizer: no weight decay (biases, LayerNorm, embeddings) */
+    MG_RETAIN_GRAD = 1u << 3,   /* an op output whose gradient mg_backward keeps (mg_retain_grad) */
 };
 
 typedef struct mg_tensor {
@@ -40,7 +41,8 @@ typedef struct mg_tensor {
         float *data;  /* MG_F32 */
         int32_t *i32; /* MG_I32 */
     };
-    float *grad; /* same shape as data; NULL until a gradient reaches it */
+    float *grad; /* same shape as data; NULL until a gradient reaches it (and again after backward
+                  * for op outputs, unless mg_retain_grad) */
     int64_t shape[MG_MAX_DIMS];
     int ndim;
     int64_t numel;
@@ -92,8 +94,13 @@ bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
 
 /* ---- autodiff ---- */
 /* loss must be a one-element tensor that requires a gradient. Seeds d(loss) = 1 and runs every
- * recorded node's backward in reverse order. */
+ * recorded node's backward in reverse order. Leaves (parameters, and arena tensors marked with
+ * mg_tensor_set_requires_grad) keep their gradients. An op output's gradient is dead once its own
+ * node's backward has run, so its buffer is handed to gradients still to come and t->grad is set
+ * back to NULL: the arena then holds a few live gradients at a time instead of one per
+ * activation. Call mg_retain_grad on an op output before backward to read its gradient after. */
 void mg_backward(mg_ctx *ctx, mg_tensor *loss);
+void mg_retain_grad(mg_tensor *t);
 
 #ifdef __cplusplus
 }
