@@ -275,8 +275,8 @@ static float *run_threads(int threads, const problem *p) {
 }
 
 /* The same bits for 1, 2 and 3 threads (3 oversubscribes 2 cores and splits differently), on the
- * packed path (each form) and the small-M path. Every shape has enough flops (> 12M) for the
- * driver to use 3 threads. */
+ * packed path (each form) and the small-M path, decoding's M = 1 included. Every shape has enough
+ * flops for the driver to use 3 threads (packed: > 12M; small M: > 0.75M). */
 START_TEST(thread_count_invariance) {
     static const struct {
         bool ta, tb;
@@ -284,6 +284,7 @@ START_TEST(thread_count_invariance) {
     } shapes[] = {
         {false, false, 301, 203, 700}, {true, false, 257, 190, 1100}, {false, true, 300, 260, 333},
         {true, true, 129, 300, 517},   {false, false, 3, 4100, 700},  {false, true, 4, 3000, 701},
+        {false, false, 1, 1500, 300},  {false, true, 1, 700, 777},
     };
     const int saved = mg_get_num_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

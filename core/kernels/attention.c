@@ -524,6 +524,10 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
                ws_bytes, per * sizeof(float));
         return;
     }
+    /* A decoding step (one query over a short cache) is a few microseconds of work, less than
+     * waking a second thread costs: below about a million FLOPs per thread, use fewer. */
+    const double flops = 4.0 * (double)a->B * (double)a->H * (double)a->Tq * (double)a->Tk * (double)a->D;
+    while (nt > 1 && flops < (double)nt * 1.0e6) nt--;
     float *base = ws;
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
     const bool causal = a->causal;

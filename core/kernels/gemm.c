@@ -157,6 +157,9 @@ static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
 
 /* Below this many flops per thread the fork/join costs more than the thread gains. */
 #define MIN_FLOPS_PER_THREAD 4.0e6
+/* With M <= small_m (decoding) the time goes to streaming B, 2 flops per 4 bytes, not to arithmetic:
+ * a share of B that takes longer to read than a fork/join costs is worth a thread. */
+#define MIN_SMALL_FLOPS_PER_THREAD 2.5e5
 #define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
 
 typedef struct plan {
@@ -174,7 +177,8 @@ static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_
     if (pl.small) pl.unit_n = SMALL_COLS_ALIGN;
     const double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = max_threads;
-    if ((double)nt * MIN_FLOPS_PER_THREAD > flops) nt = (int)(flops / MIN_FLOPS_PER_THREAD);
+    const double min_flops = pl.small ? MIN_SMALL_FLOPS_PER_THREAD : MIN_FLOPS_PER_THREAD;
+    if ((double)nt * min_flops > flops) nt = (int)(flops / min_flops);
     const int64_t um = pl.small ? 1 : (M + pl.unit_m - 1) / pl.unit_m;
     const int64_t un = (N + pl.unit_n - 1) / pl.unit_n;
     if ((int64_t)nt > um * un) nt = (int)(um * un);
