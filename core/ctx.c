@@ -329,12 +329,27 @@ static float *take_spare(mg_ctx *ctx, size_t bytes) {
     return p;
 }
 
+/* Zeroing an activation's gradient is a pass over memory the training step makes once per
+ * activation: on every core when it is big enough to pay for waking them. */
+static void zero_floats(float *p, int64_t n) {
+    enum { CHUNK = 1 << 16 };
+    if (n < 4 * CHUNK) {
+        memset(p, 0, (size_t)n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < (n + CHUNK - 1) / CHUNK; c++) {
+        const int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    }
+}
+
 float *mg_grad(mg_ctx *ctx, mg_tensor *t) {
     if (t->grad) return t->grad;
     size_t bytes = (size_t)t->numel * 4;
     float *g = ctx->in_backward ? take_spare(ctx, bytes) : NULL;
     if (!g) g = mg_ctx_alloc(ctx, bytes, "gradient buffer");
-    if (g) memset(g, 0, bytes);
+    if (g) zero_floats(g, t->numel);
     t->grad = g;
     return g;
 }
