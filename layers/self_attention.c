@@ -37,18 +37,13 @@ static mg_status attn_create(mg_layer *self, mg_config *cfg, mg_params *params) 
     return st;
 }
 
-/* Appends k_new (B,H,T,D) to the cache rows [len, len+T) and returns the whole cache so far as a
- * contiguous (B,H,len+T,D) arena tensor. */
+/* Writes x (B,H,T,D) into the cache rows [len, len+T) of each head and returns the whole cache
+ * as a (B,H,cap,D) tensor over it: attention reads its first len+T rows in place (kv_len). */
 static mg_tensor *cache_append(mg_ctx *ctx, const mg_tensor *x, float *cache, const mg_kv_cache *kv) {
-    int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3], n = kv->len + T;
-    mg_tensor *all = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, n, D});
-    if (!mg_ctx_ok(ctx)) return all;
-    for (int64_t bh = 0; bh < B * H; bh++) {
-        float *rows = cache + bh * kv->cap * D;
-        memcpy(rows + kv->len * D, x->data + bh * T * D, (size_t)(T * D) * sizeof(float));
-        memcpy(all->data + bh * n * D, rows, (size_t)(n * D) * sizeof(float));
-    }
-    return all;
+    int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
+    for (int64_t bh = 0; bh < B * H; bh++)
+        memcpy(cache + (bh * kv->cap + kv->len) * D, x->data + bh * T * D, (size_t)(T * D) * sizeof(float));
+    return mg_tensor_wrap(ctx, MG_F32, 4, (int64_t[]){B, H, kv->cap, D}, cache);
 }
 
 static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
@@ -79,6 +74,7 @@ static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const 
         v = cache_append(ctx, v, kv->v, kv);
         o.q_pos0 = kv->len;
         kv->len += T;
+        o.kv_len = kv->len;
     }
     if (pvt && pvt->attn_bias) pvt->attn_bias(args->pos, ctx, H, &o);
     mg_tensor *y = mg_merge_heads(ctx, mg_attention(ctx, q, k, v, &o));

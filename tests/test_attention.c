@@ -578,6 +578,45 @@ START_TEST(no_grad_forward_is_the_same) {
 }
 END_TEST
 
+/* A KV cache read in place (kv_len) gives the same bits as the same keys packed, for the fused
+ * kernel and the reference, with a bias that depends on the head and on both positions. */
+START_TEST(kv_cache_read_in_place_matches_packed) {
+    const int64_t B = 2, H = 3, cap = 150, D = 24, Tq = 2;
+    alibi_user au = {H, false};
+    const mg_attn_impl impls[2] = {MG_ATTN_FUSED, MG_ATTN_REFERENCE};
+    for (int ii = 0; ii < 2; ii++) {
+        mg_attn_set_impl(impls[ii]);
+        mg_ctx *ctx = mg_ctx_new(0);
+        mg_ctx_set_grad_enabled(ctx, false);
+        mg_rng r = mg_rng_make(21);
+        mg_tensor *kc = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, cap, D});
+        mg_tensor *vc = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, cap, D});
+        for (int64_t j = 0; j < kc->numel; j++) kc->data[j] = mg_rng_normal(&r), vc->data[j] = mg_rng_normal(&r);
+        mg_tensor *q = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, Tq, D});
+        for (int64_t j = 0; j < q->numel; j++) q->data[j] = mg_rng_normal(&r);
+        const int64_t lens[] = {2, 63, 64, 65, 149, 150};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t n = lens[li];
+            mg_tensor *kp = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, n, D});
+            mg_tensor *vp = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, H, n, D});
+            for (int64_t bh = 0; bh < B * H; bh++) {
+                memcpy(kp->data + bh * n * D, kc->data + bh * cap * D, (size_t)(n * D) * sizeof(float));
+                memcpy(vp->data + bh * n * D, vc->data + bh * cap * D, (size_t)(n * D) * sizeof(float));
+            }
+            mg_attn_opts o = {.causal = true, .q_pos0 = n - Tq, .bias = alibi, .bias_user = &au};
+            mg_tensor *want = mg_attention(ctx, q, kp, vp, &o);
+            o.kv_len = n;
+            mg_tensor *got = mg_attention(ctx, q, kc, vc, &o);
+            ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+            ck_assert_msg(same_bits(want->data, got->data, want->numel), "%s: kv_len %lld differs from packed",
+                          impls[ii] == MG_ATTN_FUSED ? "fused" : "reference", (long long)n);
+        }
+        mg_ctx_free(ctx);
+    }
+    mg_attn_set_impl(MG_ATTN_FUSED);
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 START_TEST(negative_q_pos0_is_an_error) {
@@ -622,6 +661,37 @@ START_TEST(short_workspace_is_reported_not_overrun) {
 }
 END_TEST
 
+START_TEST(kv_len_errors_are_clear) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_tensor *q = mg_zeros(ctx, 4, (int64_t[]){1, 1, 1, 4});
+    mg_tensor *kc = mg_zeros(ctx, 4, (int64_t[]){1, 1, 8, 4});
+    mg_tensor *y = mg_attention(ctx, q, kc, kc, &(mg_attn_opts){.kv_len = 9});
+    ck_assert_int_eq(c.calls, 1);
+    ck_assert_msg(strstr(c.msg, "mg_attention: kv_len 9 is outside the cache k(1,1,8,4) (1..8 rows)") != NULL,
+                  "got '%s'", c.msg);
+    ck_assert_ptr_nonnull(y);
+    mg_ctx_clear_error(ctx);
+    mg_tensor_set_requires_grad(q, true);
+    y = mg_attention(ctx, q, kc, kc, &(mg_attn_opts){.kv_len = 4});
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert_msg(strstr(c.msg, "mg_attention: kv_len reads a KV cache in place, for inference") != NULL,
+                  "got '%s'", c.msg);
+    ck_assert_ptr_nonnull(y);
+    mg_ctx_free(ctx);
+    /* the kernel refuses a strided backward instead of reading past the cache */
+    tu_trap l = {0};
+    mg_log_set(on_log, &l);
+    mg_attn_desc a = {.B = 1, .H = 1, .Tq = 1, .Tk = 2, .D = 4, .scale = 0.5f, .kv_stride = 32};
+    float buf[64] = {0}, dq[4] = {0};
+    mg_attn_backward(&a, buf, buf, buf, buf, buf, buf, dq, NULL, NULL, buf, sizeof buf);
+    ck_assert_int_eq(l.calls, 1);
+    ck_assert_msg(strstr(l.msg, "mg_attn_backward: keys and values must be packed (kv_stride 32 given)") != NULL,
+                  "got '%s'", l.msg);
+    mg_log_set(NULL, NULL);
+}
+END_TEST
+
 START_TEST(impl_switch_round_trips) {
     ck_assert_int_eq(mg_attn_get_impl(), MG_ATTN_FUSED);
     mg_attn_set_impl(MG_ATTN_REFERENCE);
@@ -649,10 +719,12 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, one_tensor_as_q_k_and_v);
     tcase_add_test(tc, arena_use_is_linear_in_T);
     tcase_add_test(tc, no_grad_forward_is_the_same);
+    tcase_add_test(tc, kv_cache_read_in_place_matches_packed);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, negative_q_pos0_is_an_error);
     tcase_add_test(tc, short_workspace_is_reported_not_overrun);
+    tcase_add_test(tc, kv_len_errors_are_clear);
     tcase_add_test(tc, impl_switch_round_trips);
     suite_add_tcase(s, tc);
     return s;

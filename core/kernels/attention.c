@@ -127,6 +127,10 @@ static size_t at_take(size_t *off, int64_t floats) {
     return at;
 }
 
+static inline int64_t at_kv_stride(const mg_attn_desc *a) {
+    return a->kv_stride ? a->kv_stride : a->Tk * a->D;
+}
+
 static void at_job_init(at_job *J, const mg_attn_desc *a) {
     memset(J, 0, sizeof *J);
     J->a = a;
@@ -707,6 +711,11 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes) {
     if (!dq && !dk && !dv) return;
+    if (a->kv_stride && a->kv_stride != a->Tk * a->D) {
+        mg_log(MG_LOG_ERROR, "mg_attn_backward: keys and values must be packed (kv_stride %lld given)",
+               (long long)a->kv_stride);
+        return;
+    }
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
@@ -788,8 +797,8 @@ void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, 
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; bh++) {
         float *p = P + bh * Tq * Tk;
-        mg_sgemm(false, true, Tq, Tk, D, a->scale, q + bh * Tq * D, D, k + bh * Tk * D, D, 0.0f,
-                 p, Tk);
+        mg_sgemm(false, true, Tq, Tk, D, a->scale, q + bh * Tq * D, D, k + bh * at_kv_stride(a), D,
+                 0.0f, p, Tk);
         for (int64_t i = 0; i < Tq; i++) {
             float *row = p + i * Tk;
             const int64_t visible = at_nvis(a, a->q_pos0 + i, 0, Tk);
@@ -797,7 +806,7 @@ void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, 
             for (int64_t j = visible; j < Tk; j++) row[j] = -INFINITY;
             at_softmax_row(row, Tk);
         }
-        mg_sgemm(false, false, Tq, D, Tk, 1.0f, p, Tk, v + bh * Tk * D, D, 0.0f, o + bh * Tq * D,
+        mg_sgemm(false, false, Tq, D, Tk, 1.0f, p, Tk, v + bh * at_kv_stride(a), D, 0.0f, o + bh * Tq * D,
                  D);
     }
 }

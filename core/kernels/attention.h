@@ -168,9 +168,9 @@ static AT_ATTR void FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int
 /* Forward for query tile qt of head bh: online softmax over the visible key tiles. */
 static AT_ATTR void FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
     const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, Tq = a->Tq, Tk = a->Tk, DP = J->dp, Dn = at_round_up(D, AT_W);
+    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, Dn = at_round_up(D, AT_W);
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), mp = at_round_up(m, AT_W);
-    const float *q = J->q + (bh * Tq + i0) * D, *kb = J->k + bh * Tk * D, *vb = J->v + bh * Tk * D;
+    const float *q = J->q + (bh * Tq + i0) * D, *kb = J->k + bh * at_kv_stride(a), *vb = J->v + bh * at_kv_stride(a);
     float *qt_ = ws + J->fl.qt, *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m,
           *lv = ws + J->fl.l, *al = ws + J->fl.al, *vp = ws + J->fl.vp, *tmp = ws + J->fl.tmp;
     const bool few = m <= AT_FEW_QUERIES;

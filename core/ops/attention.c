@@ -57,6 +57,22 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
         .causal = o.causal, .q_pos0 = o.q_pos0, .bias = o.bias, .bias_user = o.bias_user,
     };
     a.scale = o.scale != 0.0f ? o.scale : 1.0f / sqrtf((float)a.D);
+    const bool keep = mg_ctx_grad_enabled(ctx) &&
+                      (mg_requires_grad(q) || mg_requires_grad(k) || mg_requires_grad(v));
+    if (o.kv_len) {
+        if (o.kv_len < 0 || o.kv_len > k->shape[2]) {
+            mg_ctx_fail(ctx, "%s: kv_len %lld is outside the cache k%s (1..%lld rows)", op, (long long)o.kv_len,
+                        MG_SHAPE(k), (long long)k->shape[2]);
+            return mg_ctx_dummy(ctx);
+        }
+        if (keep) {
+            mg_ctx_fail(ctx, "%s: kv_len reads a KV cache in place, for inference; no gradient can flow "
+                             "through it (disable gradients, or pass packed k and v)", op);
+            return mg_ctx_dummy(ctx);
+        }
+        a.Tk = o.kv_len;
+        a.kv_stride = k->shape[2] * a.D;
+    }
     if (o.q_pos0 < 0) {
         mg_ctx_fail(ctx, "%s: q_pos0 %lld is negative", op, (long long)o.q_pos0);
         return mg_ctx_dummy(ctx);
@@ -68,8 +84,6 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
     }
     mg_tensor *out = mg_op_output(ctx, op, 4, q->shape);
     if (!mg_ctx_ok(ctx)) return out;
-    const bool keep = mg_ctx_grad_enabled(ctx) &&
-                      (mg_requires_grad(q) || mg_requires_grad(k) || mg_requires_grad(v));
     attn_saved *s = keep ? mg_ctx_alloc(ctx, sizeof *s, "mg_attention saved state") : NULL;
     if (s) *s = (attn_saved){.desc = a, .impl = mg_attn_get_impl()};
     const int64_t BH = a.B * a.H;

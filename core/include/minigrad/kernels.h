@@ -82,6 +82,10 @@ typedef struct mg_attn_desc {
     void (*bias)(const void *user, int64_t head, int64_t qpos, int64_t kpos0, int64_t n,
                  float *logits);
     const void *bias_user;
+    /* Floats from one (batch, head)'s keys to the next's, and likewise for values; 0 means Tk * D
+     * (packed). A larger stride reads the first Tk rows of each head of a KV cache in place.
+     * Forward only: backward needs packed keys. */
+    int64_t kv_stride;
     /* Backward work split, for tests (0 = automatic): 1 = two passes (keys tiles -> dK, dV, then
      * query tiles -> dQ), 2 = one (batch, head) per item. Both give the same bits. */
     int backward_split;

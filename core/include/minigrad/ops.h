@@ -61,6 +61,10 @@ typedef struct mg_attn_opts {
     int64_t q_pos0;    /* absolute position of the first query (incremental decoding); keys start at 0 */
     mg_attn_bias_fn bias; /* optional (ALiBi and other additive schemes) */
     const void *bias_user; /* retained until the step ends */
+    /* > 0: k and v are KV caches (B,H,cap,D) and the keys are the first kv_len rows of each head,
+     * read in place (incremental decoding without copying the cache). Inference only: an error if
+     * a gradient would be recorded. */
+    int64_t kv_len;
 } mg_attn_opts;
 
 /* Scaled dot-product attention: q (B,H,Tq,D), k and v (B,H,Tk,D) -> (B,H,Tq,D).
