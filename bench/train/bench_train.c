@@ -52,7 +52,7 @@ static void usage(FILE *f) {
             "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 2 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
-            "  --gen-runs N    timed generation runs per implementation and mode (default 3 textgen, 2 music)\n"
+            "  --gen-runs N    timed generation runs per implementation and mode (default 9 textgen, 2 music)\n"
             "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
             "                  (and redraw its --png)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
@@ -223,7 +223,7 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
 
 static void measure_gen(bt_report *rep, const options *o, const bt_config *c, int threads) {
     const bool big = c->T * c->C > 256 * 1024;
-    const int runs = o->gen_runs > 0 ? o->gen_runs : o->quick ? 1 : big ? 2 : 3;
+    const int runs = o->gen_runs > 0 ? o->gen_runs : o->quick ? 1 : big ? 2 : 9;
     const int64_t n = bt_gen_tokens(c);
     const int n_impl = rep->have_pytorch ? 2 : 1;
     side sd[2];
