@@ -12,12 +12,17 @@
  *   bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]
  *              [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]
  *
+ * Alternating call by call is only fair if neither library's idle threads spin on the cores the
+ * other is computing on: both spin for a while after a call by default, which halved OpenBLAS's
+ * 2-thread speed here. So the bench runs with OMP_WAIT_POLICY=passive (re-executing itself once
+ * to set it, since libgomp reads it at start-up; an explicit setting is kept) and
+ * OPENBLAS_THREAD_TIMEOUT=4 (OpenBLAS's workers sleep at once). Waking them costs microseconds
+ * against milliseconds per product.
+ *
  * --clock cpu is for shared, busy machines, where wall-clock time mostly measures the other
  * processes: a run's time is then the process CPU time divided by the thread count, i.e. the time
- * the cores spent on it. Waiting threads must sleep rather than spin for that to be fair (run with
- * OMP_WAIT_POLICY=passive; the bench sets OPENBLAS_THREAD_TIMEOUT=4 for OpenBLAS), and it does not
- * see load imbalance between threads. Wall clock is the default and the honest number on a quiet
- * machine.
+ * the cores spent on it. It does not see load imbalance between threads. Wall clock is the
+ * default and the honest number on a quiet machine.
  */
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -283,6 +289,14 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        execv("/proc/self/exe", argv);
+        /* no re-exec: measure anyway, and say why the 2-thread numbers may be low */
+        fprintf(stderr, "bench_gemm: warning: could not restart with OMP_WAIT_POLICY=passive; idle "
+                        "OpenMP threads may spin while OpenBLAS runs\n");
+    }
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0); /* before dlopen: OpenBLAS workers sleep at once */
     bool quick = false, use_openblas = true;
     const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL;
     int reps = 0;
@@ -322,7 +336,6 @@ int main(int argc, char **argv) {
         if (!wp || strcasecmp(wp, "passive") != 0)
             fprintf(stderr, "bench_gemm: warning: --clock cpu counts spinning threads; run with "
                             "OMP_WAIT_POLICY=passive\n");
-        setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0); /* OpenBLAS workers sleep at once when idle */
     }
 
     if (isa_name) {
