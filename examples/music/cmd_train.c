@@ -64,7 +64,7 @@ static const char *const USAGE =
     "[--data DIR] [options]\n\n"
     "Trains a GPT on MIDI performances (the 390-token encoding of music.h). Without --data it "
     "learns generated piano pieces.\nThe defaults (the full 2048 x 512 model, 200 steps) take "
-    "about 640 CPU seconds: 6 to 15 minutes on 2 cores; README.md gives a small model that learns "
+    "about 400 CPU seconds: 3.5 minutes on 2 idle cores; README.md gives a small model that learns "
     "in a few minutes.";
 
 static train_opts defaults(void) {
