@@ -273,32 +273,6 @@ static inline float rog_pow2(float n) {
 #define v_pow2(n) rog_pow2(n)
 #define v_gt_sel(x, t, a, b) rog_sel(x, t, a, b)
 #include "rowops_tmpl.h"
-#undef V
-#undef VL
-#undef RO
-#undef v_zero
-#undef v_set1
-#undef v_load
-#undef v_store
-#undef v_load_n
-#undef v_load_n_fill
-#undef v_store_n
-#undef v_keep_n
-#undef v_add
-#undef v_sub
-#undef v_mul
-#undef v_div
-#undef v_sqrt
-#undef v_abs
-#undef v_fma
-#undef v_fnma
-#undef v_max
-#undef v_min
-#undef v_hsum
-#undef v_hmax
-#undef v_round
-#undef v_pow2
-#undef v_gt_sel
 
 #if RO_X86
 /* ---- AVX2 + FMA (8 lanes) ---- */
@@ -368,32 +342,6 @@ static inline __m256 ro2_pow2(__m256 n) {
 #define v_pow2(n) ro2_pow2(n)
 #define v_gt_sel(x, t, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, t, _CMP_GT_OQ))
 #include "rowops_tmpl.h"
-#undef V
-#undef VL
-#undef RO
-#undef v_zero
-#undef v_set1
-#undef v_load
-#undef v_store
-#undef v_load_n
-#undef v_load_n_fill
-#undef v_store_n
-#undef v_keep_n
-#undef v_add
-#undef v_sub
-#undef v_mul
-#undef v_div
-#undef v_sqrt
-#undef v_abs
-#undef v_fma
-#undef v_fnma
-#undef v_max
-#undef v_min
-#undef v_hsum
-#undef v_hmax
-#undef v_round
-#undef v_pow2
-#undef v_gt_sel
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -450,32 +398,6 @@ static inline __m512 ro5_pow2(__m512 n) {
 #define v_pow2(n) ro5_pow2(n)
 #define v_gt_sel(x, t, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, t, _CMP_GT_OQ), b, a)
 #include "rowops_tmpl.h"
-#undef V
-#undef VL
-#undef RO
-#undef v_zero
-#undef v_set1
-#undef v_load
-#undef v_store
-#undef v_load_n
-#undef v_load_n_fill
-#undef v_store_n
-#undef v_keep_n
-#undef v_add
-#undef v_sub
-#undef v_mul
-#undef v_div
-#undef v_sqrt
-#undef v_abs
-#undef v_fma
-#undef v_fnma
-#undef v_max
-#undef v_min
-#undef v_hsum
-#undef v_hmax
-#undef v_round
-#undef v_pow2
-#undef v_gt_sel
 #if defined(__clang__)
 #pragma clang attribute pop
 #else

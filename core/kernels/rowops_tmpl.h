@@ -1,5 +1,6 @@
 /* rowops_tmpl.h: the row/elementwise kernels written once over a small vector vocabulary, included
- * by rowops.c once per SIMD path (no include guard on purpose). The includer defines:
+ * by rowops.c once per SIMD path (no include guard on purpose). The includer defines these, and
+ * the template #undefs them all at its end:
  *
  *   V, VL                   vector type and lane count (VL 1: the portable scalar path)
  *   RO(name)                the path's name for a function (name_avx512, ...)
@@ -467,3 +468,31 @@ static const ro_impl RO(impl) = {
     .adamw = RO(adamw),
     .sgd = RO(sgd),
 };
+
+/* The instantiation is done: its parameters go, so the next ISA can define them afresh. */
+#undef V
+#undef VL
+#undef RO
+#undef v_zero
+#undef v_set1
+#undef v_load
+#undef v_store
+#undef v_load_n
+#undef v_load_n_fill
+#undef v_store_n
+#undef v_keep_n
+#undef v_add
+#undef v_sub
+#undef v_mul
+#undef v_div
+#undef v_sqrt
+#undef v_abs
+#undef v_fma
+#undef v_fnma
+#undef v_max
+#undef v_min
+#undef v_hsum
+#undef v_hmax
+#undef v_round
+#undef v_pow2
+#undef v_gt_sel
