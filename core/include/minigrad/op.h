@@ -56,7 +56,10 @@ mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int64_t *sh
 void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what);
 
 /* Appends a node when gradients are enabled and some input requires one; marks `out` as requiring
- * a gradient. Returns NULL when nothing was recorded (then backward data need not be saved). */
+ * a gradient. Returns NULL when nothing was recorded (then backward data need not be saved).
+ * `out` must be a tensor this op has just made (mg_op_output), never one of its inputs: once the
+ * node's backward has run, mg_backward hands out's gradient buffer on to later gradients. A
+ * backward reads only its own out->grad and writes only through mg_grad of its inputs. */
 mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, int n_in, mg_tensor *const *in);
 
 /* The gradient buffer of t, allocated zeroed in the arena on first use (parameters already have one).
