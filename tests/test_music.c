@@ -569,6 +569,15 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
     ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 150 --seed 7 --threads 2 "
                          "--out b.mid --quiet"),
                      0);
+    /* the piano roll goes beside the .mid by default, and only there; --no-png skips it */
+    tu_assert_stdout_has(&music, "wrote b.mid, b.png");
+    int bw, bh;
+    png_size(tmp_path("b.png"), &bw, &bh);
+    ck_assert_int_eq(bw, 1200);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 20 --seed 7 --out d.mid --no-png"), 0);
+    ck_assert_int_ne(access(tmp_path("d.png"), F_OK), 0);
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --out e.mid --png e.png --no-png"), 2);
+    ck_assert_int_ne(access(tmp_path("e.mid"), F_OK), 0);
     uint8_t *mb = tu_read_file(tmp_path("b.mid"), &nb);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(ma, mb, na);
@@ -779,7 +788,7 @@ START_TEST(wav_through_timidity_when_installed) {
     }
     ck_assert_int_eq(
         run("sample --ckpt run/model.safetensors --tokens 80 --seed 2 --out w.mid --wav w.wav"), 0);
-    tu_assert_stdout_has(&music, "wrote w.mid, w.wav");
+    tu_assert_stdout_has(&music, "wrote w.mid, w.png, w.wav");
     size_t n;
     uint8_t *b = tu_read_file(tmp_path("w.wav"), &n);
     ck_assert_uint_gt(n, 44);

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PROG "music sample"
 
@@ -32,8 +33,8 @@ int music_cmd_sample(int argc, char **argv) {
     const char *png = NULL, *wav = NULL;
     int64_t tokens = 1024;
     ex_sample_opts so = {.temperature = 1.0f, .top_p = 1.0f, .seed = -1};
-    bool quiet = false;
-    ex_opt table[12] = {
+    bool quiet = false, no_png = false;
+    ex_opt table[13] = {
         {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
         {"prompt", EX_STR, &prompt, "MIDI file to continue (default: start a new piece)"},
         {"tokens", EX_INT, &tokens, "new tokens at most (the model may end the piece sooner)"},
@@ -43,7 +44,8 @@ int music_cmd_sample(int argc, char **argv) {
     const ex_opt rest[] = {
         {"seed", EX_INT, &so.seed, "random seed (-1: from the clock; the seed used is printed)"},
         {"out", EX_STR, &out_mid, "the piece (prompt + continuation) as a MIDI file"},
-        {"png", EX_STR, &png, "also draw its piano roll into this PNG"},
+        {"png", EX_STR, &png, "its piano roll (default: the --out path with .png for .mid)"},
+        {"no-png", EX_FLAG, &no_png, "no piano roll"},
         {"wav", EX_STR, &wav, "also render it to this WAV file with timidity (if installed)"},
         {"quiet", EX_FLAG, &quiet, "no live progress line"},
         {"threads", EX_INT, &so.threads, "threads (0: all cores)"},
@@ -55,6 +57,7 @@ int music_cmd_sample(int argc, char **argv) {
     const char *bad = tokens < 1 || tokens > (1 << 24) ? "--tokens must lie in [1, 16777216]"
                                                        : ex_sample_check(&so);
     if (!bad && !out_mid[0]) bad = "--out must name a file";
+    if (!bad && png && no_png) bad = "--png and --no-png contradict each other";
     if (bad) {
         fprintf(stderr, PROG ": %s\n", bad);
         return 2;
@@ -65,6 +68,21 @@ int music_cmd_sample(int argc, char **argv) {
                 PROG ": --wav needs timidity, which is not installed (Debian: apt-get install "
                      "timidity); leave out --wav to get the MIDI file and the piano roll only\n");
         return 1;
+    }
+    /* The piano roll goes beside the .mid unless asked otherwise. */
+    char png_buf[4096];
+    if (!png && !no_png) {
+        const char *dot = strrchr(out_mid, '.'), *slash = strrchr(out_mid, '/');
+        const size_t stem = dot && (!slash || dot > slash) && (!strcasecmp(dot, ".mid") || !strcasecmp(dot, ".midi"))
+                                ? (size_t)(dot - out_mid)
+                                : strlen(out_mid);
+        if (stem + 5 > sizeof png_buf) {
+            fprintf(stderr, PROG ": --out is too long to derive the piano roll's name; pass --png\n");
+            return 2;
+        }
+        memcpy(png_buf, out_mid, stem);
+        memcpy(png_buf + stem, ".png", 5);
+        png = png_buf;
     }
     mg_set_num_threads((int)so.threads);
     int64_t seed = ex_sample_seed(so.seed);
