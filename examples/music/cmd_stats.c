@@ -17,6 +17,14 @@ int music_cmd_stats(int argc, char **argv) {
             opts.notes.no_sustain = true;
         } else if (strcmp(argv[i], "--keep-drums") == 0) {
             opts.notes.keep_drums = true;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: music stats --data DIR [--no-sustain] [--keep-drums]\n"
+                   "One tab-separated line per MIDI file under DIR: path, SMF format, tracks, "
+                   "note-ons (velocity > 0, before merging), tempo events, seconds, tokens; then a "
+                   "total line.\n"
+                   "  --no-sustain  ignore the sustain pedal (CC 64) when counting tokens\n"
+                   "  --keep-drums  keep channel 10 (drums), which is dropped by default\n");
+            return 0;
         } else {
             return music_usage_error("stats", argv[i]);
         }

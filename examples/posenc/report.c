@@ -630,11 +630,14 @@ static mg_status write_markdown(const char *dir, const posenc_report *rep) {
             rep->n_runs, rep->jobs, rep->threads_per_run, rep->threads_per_run == 1 ? "" : "s",
             rep->n_runs ? sum / rep->n_runs : 0.0, rep->n_runs ? cpu / rep->n_runs : 0.0,
             rep->total_seconds);
+    /* --eval-n evaluates the first eval_n sequences of each set instead of all of them */
+    const int eval_n = rep->n_runs ? rep->runs[0].cfg.eval_n : 0;
+    const int length_n = eval_n > 0 && eval_n < POSENC_N_LENGTH ? eval_n : POSENC_N_LENGTH;
     fprintf(f,
             "Accuracies in %%, losses in nats per token; `val acc %% @N`: token accuracy on %d "
             "fresh sequences of length N (trained on %d); `s/run (cpu)`: wall and CPU seconds per "
             "run, training and every evaluation included.\n",
-            POSENC_N_LENGTH, POSENC_L);
+            length_n, POSENC_L);
     posenc_print_tables(f, rep, true);
     fprintf(f, "\nFiles: `results.csv` (one row per run), `length.csv`, `curves.csv`; plots "
                "`curves_<task>.png`, "

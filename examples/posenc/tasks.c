@@ -26,7 +26,7 @@ mg_status posenc_task_from_name(const char *name, posenc_task *out) {
         }
     }
     return mg_set_error(MG_ERR_NOT_FOUND,
-                        "posenc: unknown task \"%s\" (valid: rev, sort, lmax, perm)",
+                        "unknown task \"%s\" (valid: rev, sort, lmax, perm)",
                         name ? name : "(null)");
 }
 

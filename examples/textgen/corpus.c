@@ -37,7 +37,7 @@ static mg_status read_one(const char *path, char **buf, size_t *n, size_t *cap) 
     int err = ferror(f) ? errno : 0;
     fclose(f);
     if (err) return mg_set_error(MG_ERR_IO, "%s: read error after %zu bytes: %s", path, *n - start, strerror(err));
-    if (*n == start) return mg_set_error(MG_ERR_FORMAT, "%s: the file is empty: there is no text to learn from", path);
+    if (*n == start) return mg_set_error(MG_ERR_FORMAT, "%s: the file is empty: there is no text in it", path);
     return MG_OK;
 }
 
