@@ -153,6 +153,12 @@ static int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "gpt eval: --ckpt, --tokens, --batch >= 1 and --seq >= 1 are required (see --help)\n");
         return 2;
     }
+    /* B * (T + 1) tokens of 2 bytes, and B * T int32 twice: keep every product far from overflow */
+    if (B > ((int64_t)1 << 24) || T > ((int64_t)1 << 24) || B * (T + 1) > ((int64_t)1 << 28)) {
+        fprintf(stderr, "gpt eval: --batch %lld --seq %lld: at most 2^24 each and 2^28 tokens in all\n",
+                (long long)B, (long long)T);
+        return 2;
+    }
     mg_set_num_threads((int)threads);
     mg_gpt *g;
     if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return fail("eval");
@@ -172,7 +178,7 @@ static int cmd_eval(int argc, char **argv) {
     if (!mg_ctx_ok(ctx)) {
         rc = 1;
     } else {
-        printf("loss %.9g\n", (double)loss->data[0]);
+        printf("loss %#.9g\n", (double)loss->data[0]); /* '#': 9 digits even with trailing zeros */
         if (dump) {
             mg_params_zero_grad(mg_gpt_params(g));
             mg_backward(ctx, loss);

@@ -42,7 +42,7 @@ CFG
     check "init pos=$pos" "$GPT" init --config "$dir/$pos.cfg" --out "$dir/$pos.safetensors" --seed 7
     check "eval pos=$pos" "$GPT" eval --ckpt "$dir/$pos.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 \
         --dump-grads "$dir/$pos.grads.safetensors"
-    if grep -Eq '^loss [0-9]\.[0-9]{8}$' "$dir/out"; then ok "loss line pos=$pos"; else bad "loss line pos=$pos: $(cat "$dir/out")"; fi
+    if grep -Eq '^loss ([0-9]\.[0-9]{8}|[0-9]{2}\.[0-9]{7})$' "$dir/out"; then ok "loss line pos=$pos"; else bad "loss line pos=$pos: $(cat "$dir/out")"; fi
     check "inspect pos=$pos" "$GPT" inspect "$dir/$pos.safetensors"
     if grep -q "h.1.mlp.c_proj.weight" "$dir/out" && grep -q "pos $pos" "$dir/out"; then ok "inspect lists pos=$pos"; else bad "inspect output pos=$pos"; fi
     check "gradients carry the parameter names pos=$pos" "$GPT" inspect "$dir/$pos.grads.safetensors"
@@ -67,5 +67,7 @@ head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train
 refuse "missing options" 2 "required" "$GPT" eval --ckpt "$dir/rope.safetensors"
+refuse "absurd sizes (no overflow)" 2 "at most 2^24 each and 2^28 tokens in all" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 31 --seq 6843146995085801406
+refuse "too many tokens" 2 "2^28 tokens in all" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 16777216 --seq 16777216
 echo "1..$n"
 [ "$fails" -eq 0 ]
