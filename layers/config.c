@@ -198,6 +198,11 @@ static void where(const mg_config *c, const entry *e, char *buf, size_t n) {
         snprintf(buf, n, "%s", c->name);
 }
 
+const char *mg_config_where(const mg_config *c, const char *key, char *buf, size_t n) {
+    where(c, key ? find(c, key) : NULL, buf, n);
+    return buf;
+}
+
 static void fail(mg_config *c, const entry *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(mg_config *c, const entry *e, const char *fmt, ...) {
     if (c->status != MG_OK) return; /* keep the first */

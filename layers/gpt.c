@@ -55,8 +55,10 @@ mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out) {
                             sizeof c.pos - 1);
     if (strlen(pos_opts) >= sizeof c.pos_opts)
         return mg_set_error(MG_ERR_INVALID, "%s: key 'pos_opts' is longer than %zu characters", name, sizeof c.pos_opts - 1);
+    char at[600];
     if (c.n_embd % c.n_head)
-        return mg_set_error(MG_ERR_INVALID, "%s: n_embd %lld is not a multiple of n_head %lld", name,
+        return mg_set_error(MG_ERR_INVALID, "%s: n_embd %lld is not a multiple of n_head %lld",
+                            mg_config_where(kv, mg_config_has(kv, "n_head") ? "n_head" : "n_embd", at, sizeof at),
                             (long long)c.n_embd, (long long)c.n_head);
     if (c.tied_head && c.head_bias)
         return mg_set_error(MG_ERR_INVALID, "%s: head_bias needs an untied head (head = linear)", name);

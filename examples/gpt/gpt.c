@@ -78,7 +78,11 @@ static int cmd_init(int argc, char **argv) {
     if (mg_gpt_config_read(config, &c) != MG_OK) return fail("init");
     mg_rng rng = mg_rng_make((uint64_t)seed);
     mg_gpt *g;
-    if (mg_gpt_new(&c, &rng, &g) != MG_OK) return fail("init");
+    mg_status built = mg_gpt_new(&c, &rng, &g);
+    if (built != MG_OK) { /* a value that parsed but names nothing buildable: say which file */
+        mg_wrap_error(built, "%s", config);
+        return fail("init");
+    }
     mg_gpt_print(g, stdout);
     mg_status st = mg_gpt_save(g, out, NULL, 0);
     mg_gpt_free(g);

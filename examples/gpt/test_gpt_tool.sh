@@ -63,6 +63,10 @@ refuse "longer than a learned table" 1 "outside the table's 8 rows" "$GPT" eval 
 refuse "missing config" 1 "nope.cfg: cannot open" "$GPT" init --config "$dir/nope.cfg" --out "$dir/x.safetensors"
 printf '[gpt]\nn_layers = 2\n' >"$dir/typo.cfg"
 refuse "config typo named with line" 1 "typo.cfg:2: [gpt]: unknown key 'n_layers'" "$GPT" init --config "$dir/typo.cfg" --out "$dir/x.safetensors"
+printf '[gpt]\nvocab_size = 50\nn_head = 3\nn_embd = 16\n' >"$dir/heads.cfg"
+refuse "heads that do not divide the width, with file and line" 1 "heads.cfg:3: [gpt]: n_embd 16 is not a multiple of n_head 3" "$GPT" init --config "$dir/heads.cfg" --out "$dir/x.safetensors"
+printf '[gpt]\nvocab_size = 50\npos = nosuchscheme\n' >"$dir/pos.cfg"
+refuse "unknown positional scheme, with the file" 1 "pos.cfg: pos 'nosuchscheme' is not a registered positional scheme" "$GPT" init --config "$dir/pos.cfg" --out "$dir/x.safetensors"
 head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train

@@ -58,6 +58,9 @@ mg_status mg_config_set_list(mg_config *c, const char *list);
 mg_status mg_config_copy(mg_config *dst, const mg_config *src);
 
 bool mg_config_has(const mg_config *c, const char *key);
+/* "file:line: name" of key's entry (or of the config's origin when the key has no line, or just
+ * the name) into buf; returns buf. For messages about a value that parsed but does not fit. */
+const char *mg_config_where(const mg_config *c, const char *key, char *buf, size_t n);
 int mg_config_len(const mg_config *c);
 const char *mg_config_key(const mg_config *c, int i);   /* NULL if out of range */
 const char *mg_config_value(const mg_config *c, int i); /* NULL if out of range */
