@@ -285,6 +285,9 @@ START_TEST(thread_count_invariance) {
         {false, false, 301, 203, 700}, {true, false, 257, 190, 1100}, {false, true, 300, 260, 333},
         {true, true, 129, 300, 517},   {false, false, 3, 4100, 700},  {false, true, 4, 3000, 701},
         {false, false, 1, 1500, 300},  {false, true, 1, 700, 777},
+        /* small M, B not transposed, K past one 256-row chunk: the K-split decode path (a last
+         * chunk of 1 row; op(A) transposed) */
+        {false, false, 4, 1000, 513},  {true, false, 2, 900, 600},
     };
     const int saved = mg_get_num_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -220,6 +220,49 @@ static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, b
         packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* Decoding with op(B) = B (K x N, row-major): the time goes to streaming B from memory, and a
+ * split of the columns among threads has every thread read a slice of every row. Instead K is cut
+ * into fixed chunks of SMALL_KCHUNK rows; a chunk's partial product A[:, chunk] B[chunk, :] reads
+ * one contiguous block of B, the chunks are shared out among the threads, and the partials are
+ * added in chunk order. The chunks depend on K only, so the bits do not depend on the thread
+ * count. Returns false (nothing done) when the partials' workspace cannot be had. */
+#define SMALL_KCHUNK 256
+static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M, int64_t N,
+                         int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float beta, float *C, int64_t ldc) {
+    const int64_t nch = (K + SMALL_KCHUNK - 1) / SMALL_KCHUNK;
+    const size_t part_floats = (size_t)(nch * M * N), need = part_floats + (ta ? (size_t)(M * K) : 0);
+    float *part = workspace(need);
+    if (!part) return false;
+    if (ta) { /* op(A) row-major, so that each chunk's rows of A are contiguous */
+        float *a = part + part_floats;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t i = 0; i < M; i++) a[i * K + k] = A[k * lda + i];
+        A = a;
+        lda = K;
+    }
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    int nt = threads;
+    if ((double)nt * MIN_SMALL_FLOPS_PER_THREAD > flops) nt = (int)(flops / MIN_SMALL_FLOPS_PER_THREAD);
+    if (nt > nch) nt = (int)nch;
+    if (nt < 1) nt = 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t c = 0; c < nch; c++) {
+        const int64_t p0 = c * SMALL_KCHUNK, kc = min64(SMALL_KCHUNK, K - p0);
+        im->small(false, false, M, N, kc, 1.0f, A + p0, lda, B + p0 * ldb, ldb, 0.0f,
+                  part + (size_t)(c * M * N), N);
+    }
+    for (int64_t i = 0; i < M; i++) {
+        float *ci = C + i * ldc;
+        for (int64_t j = 0; j < N; j++) {
+            float sum = part[i * N + j];
+            for (int64_t c = 1; c < nch; c++) sum += part[(size_t)(c * M * N) + (size_t)(i * N + j)];
+            ci[j] = beta == 0.0f ? alpha * sum : alpha * sum + beta * ci[j];
+        }
+    }
+    return true;
+}
+
 static int max_threads(void) {
 #ifdef _OPENMP
     return omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -236,6 +279,9 @@ static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t 
         scale_c(M, N, beta, C, ldc);
         return;
     }
+    if (M <= im->small_m && !tb && K > SMALL_KCHUNK &&
+        small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
     const plan pl = make_plan(im, threads, M, N, K);
 #ifdef _OPENMP
     if (pl.nt > 1) {

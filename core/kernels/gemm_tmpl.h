@@ -202,8 +202,9 @@ static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float
 
 /* ---- small M (decode steps, GEMV): no packing ---- */
 
-/* Columns per stripe of the row-streaming kernel (an L1-resident buffer). */
-#define MGK_SMALL_W 256
+/* Columns per stripe of the row-streaming kernel for m = 1 (an 8 KB L1-resident buffer; m rows
+ * get 1/m of it). A whole weight row of the models here fits, so B streams from memory in order. */
+#define MGK_SMALL_W 2048
 #define MGK_SMALL_RB 4 /* vectors of a stripe narrow enough to accumulate in registers */
 #define MGK_DOT_J 4    /* columns per group of the dot-product kernel */
 
@@ -213,8 +214,10 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
                                   int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                                   int64_t ldc) {
     _Alignas(64) float acc[MGK_SMALL_M][MGK_SMALL_W];
-    for (int64_t j = 0; j < n; j += MGK_SMALL_W) {
-        const int64_t w = mgk_min(MGK_SMALL_W, n - j);
+    /* m rows of accumulators share 8 KB of L1: the stripe narrows as m grows */
+    const int64_t sw = (MGK_SMALL_W / m) / 64 * 64;
+    for (int64_t j = 0; j < n; j += sw) {
+        const int64_t w = mgk_min(sw, n - j);
         const int64_t wf = w / MGK_VLEN * MGK_VLEN;
         const int tail = (int)(w - wf);
         if (w <= MGK_SMALL_RB * MGK_VLEN) {
