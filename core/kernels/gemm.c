@@ -227,6 +227,9 @@ static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, b
  * added in chunk order. The chunks depend on K only, so the bits do not depend on the thread
  * count. Returns false (nothing done) when the partials' workspace cannot be had. */
 #define SMALL_KCHUNK 256
+/* Narrower B (attention's P V: N = head size) is contiguous row after row already, and has too
+ * few columns to share: its register kernel over the whole K is faster than partial sums. */
+#define SMALL_KSPLIT_MIN_N 256
 static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M, int64_t N,
                          int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -279,7 +282,7 @@ static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t 
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    if (M <= im->small_m && !tb && K > SMALL_KCHUNK &&
+    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N &&
         small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     const plan pl = make_plan(im, threads, M, N, K);
