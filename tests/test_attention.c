@@ -688,6 +688,10 @@ START_TEST(kv_len_errors_are_clear) {
     ck_assert_int_eq(l.calls, 1);
     ck_assert_msg(strstr(l.msg, "mg_attn_backward: keys and values must be packed (kv_stride 32 given)") != NULL,
                   "got '%s'", l.msg);
+    mg_attn_backward_ref(&a, buf, buf, buf, buf, buf, dq, NULL, NULL, buf, sizeof buf);
+    ck_assert_int_eq(l.calls, 2);
+    ck_assert_msg(strstr(l.msg, "mg_attn_backward_ref: keys and values must be packed") != NULL, "got '%s'", l.msg);
+    for (int i = 0; i < 4; i++) ck_assert(dq[i] == 0.0f);
     mg_log_set(NULL, NULL);
 }
 END_TEST

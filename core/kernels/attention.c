@@ -818,6 +818,11 @@ size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a) {
 void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                           const float *P, const float *dO, float *dq, float *dk, float *dv,
                           void *ws, size_t ws_bytes) {
+    if (a->kv_stride && a->kv_stride != a->Tk * a->D) {
+        mg_log(MG_LOG_ERROR, "mg_attn_backward_ref: keys and values must be packed (kv_stride %lld given)",
+               (long long)a->kv_stride);
+        return;
+    }
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
     const size_t per = (size_t)(Tq * Tk);
     int nt = at_threads();
