@@ -382,7 +382,7 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
      * must not add the first pass's flow again (only retained ones are still there). Leaves
      * (parameters, inputs) keep accumulating. */
     for (mg_node *n = ctx->tape; n; n = n->prev)
-        if (n->out->grad) memset(n->out->grad, 0, (size_t)n->out->numel * sizeof(float));
+        if (n->out->grad) zero_floats(n->out->grad, n->out->numel);
     float *g = mg_grad(ctx, loss);
     if (!g) return;
     g[0] = 1.0f;

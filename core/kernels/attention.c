@@ -131,6 +131,14 @@ static inline int64_t at_kv_stride(const mg_attn_desc *a) {
     return a->kv_stride ? a->kv_stride : a->Tk * a->D;
 }
 
+/* Backward needs packed keys and values; says so (as `who`) when they are not. */
+static bool at_kv_packed(const mg_attn_desc *a, const char *who) {
+    if (at_kv_stride(a) == a->Tk * a->D) return true;
+    mg_log(MG_LOG_ERROR, "%s: keys and values must be packed (kv_stride %lld given)", who,
+           (long long)a->kv_stride);
+    return false;
+}
+
 static void at_job_init(at_job *J, const mg_attn_desc *a) {
     memset(J, 0, sizeof *J);
     J->a = a;
@@ -587,7 +595,6 @@ static void at_add_rows(float *dst, const float *acc, int64_t rows, int64_t D, i
         for (int64_t d = 0; d < D; d++) dst[r * D + d] += acc[r * dp + d];
 }
 
-/* dK and dV of key tile kt of head bh, over every query tile that sees it, in order. */
 /* Software prefetch of the rows the next head will read and update, spread over this head's tile
  * pairs, so its first touches of memory overlap with compute (for short sequences a head is done in
  * tens of microseconds, and a cold head's rows are a third of that). */
@@ -620,6 +627,7 @@ static void at_prefetch_step(at_prefetch *pf) {
     }
 }
 
+/* dK and dV of key tile kt of head bh, over every query tile that sees it, in order. */
 static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk, float *scratch,
                         float *dq_head, at_prefetch *pf) {
     const mg_attn_desc *a = J->a;
@@ -657,14 +665,17 @@ static void at_bwd_head(const at_job *J, int64_t bh, int64_t next, float *scratc
         at_prefetch_add(&pf, J->dk ? J->dk + next * nk : NULL, nk, true);
         at_prefetch_add(&pf, J->dv ? J->dv + next * nk : NULL, nk, true);
         at_prefetch_add(&pf, J->dq ? J->dq + next * nq : NULL, nq, true);
-        size_t total = 0, pairs = 0;
+        size_t total = 0;
         for (int i = 0; i < pf.n; i++) total += pf.bytes[i];
-        for (int64_t kt = 0; kt < nkt_vis; kt++)
-            for (int64_t qt = 0; qt < J->nqt; qt++) pairs += at_pair_visible(a, qt, kt);
-        pf.quota = pairs ? (total / pairs + 63) / 64 * 64 : 0;
         /* A long head's rows would not fit in L2 beside its own working set (and its compute
          * dwarfs them anyway): leave those to the hardware prefetcher. */
-        if (total <= AT_PREFETCH_MAX) pfp = &pf;
+        if (total <= AT_PREFETCH_MAX) {
+            size_t pairs = 0;
+            for (int64_t kt = 0; kt < nkt_vis; kt++)
+                for (int64_t qt = 0; qt < J->nqt; qt++) pairs += at_pair_visible(a, qt, kt);
+            pf.quota = pairs ? (total / pairs + 63) / 64 * 64 : 0;
+            pfp = &pf;
+        }
     }
     for (int64_t qt = 0; qt < J->nqt; qt++) J->isa->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
@@ -711,11 +722,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes) {
     if (!dq && !dk && !dv) return;
-    if (a->kv_stride && a->kv_stride != a->Tk * a->D) {
-        mg_log(MG_LOG_ERROR, "mg_attn_backward: keys and values must be packed (kv_stride %lld given)",
-               (long long)a->kv_stride);
-        return;
-    }
+    if (!at_kv_packed(a, "mg_attn_backward")) return;
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
@@ -818,11 +825,7 @@ size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a) {
 void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                           const float *P, const float *dO, float *dq, float *dk, float *dv,
                           void *ws, size_t ws_bytes) {
-    if (a->kv_stride && a->kv_stride != a->Tk * a->D) {
-        mg_log(MG_LOG_ERROR, "mg_attn_backward_ref: keys and values must be packed (kv_stride %lld given)",
-               (long long)a->kv_stride);
-        return;
-    }
+    if (!at_kv_packed(a, "mg_attn_backward_ref")) return;
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
     const size_t per = (size_t)(Tq * Tk);
     int nt = at_threads();

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -121,6 +122,12 @@ static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, in
     }
 }
 
+/* op(A) for a transposed A (K x M, leading dimension lda) as M contiguous rows of K in dst. */
+static void a_rowmajor(const float *A, int64_t lda, int64_t M, int64_t K, float *dst) {
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t i = 0; i < M; i++) dst[i * K + k] = A[k * lda + i];
+}
+
 /* C[0:M, j0:j1] for M <= im->small_m. op(A) is copied row-major first when transposed, so the
  * kernels see contiguous rows (M x K floats: small next to the K x N of B they stream). */
 static void small_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t M, int64_t j0, int64_t j1,
@@ -133,8 +140,7 @@ static void small_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t M, int6
             no_workspace(ta, tb, 0, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, need);
             return;
         }
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t i = 0; i < M; i++) a[i * K + k] = A[k * lda + i];
+        a_rowmajor(A, lda, M, K, a);
         A = a;
         lda = K;
     }
@@ -162,6 +168,12 @@ static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
 #define MIN_SMALL_FLOPS_PER_THREAD 2.5e5
 #define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
 
+/* Of max_threads, as many as have at least per_thread flops each (at least one). */
+static int threads_for(int max_threads, double flops, double per_thread) {
+    const double fit = flops / per_thread;
+    return fit < 1.0 ? 1 : fit < (double)max_threads ? (int)fit : max_threads;
+}
+
 typedef struct plan {
     int nt, tm, tn; /* threads = tm row groups x tn column groups */
     int64_t unit_m, unit_n;
@@ -176,9 +188,7 @@ static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_
     plan pl = {1, 1, 1, im->mr, im->nr, M <= im->small_m};
     if (pl.small) pl.unit_n = SMALL_COLS_ALIGN;
     const double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = max_threads;
-    const double min_flops = pl.small ? MIN_SMALL_FLOPS_PER_THREAD : MIN_FLOPS_PER_THREAD;
-    if ((double)nt * min_flops > flops) nt = (int)(flops / min_flops);
+    int nt = threads_for(max_threads, flops, pl.small ? MIN_SMALL_FLOPS_PER_THREAD : MIN_FLOPS_PER_THREAD);
     const int64_t um = pl.small ? 1 : (M + pl.unit_m - 1) / pl.unit_m;
     const int64_t un = (N + pl.unit_n - 1) / pl.unit_n;
     if ((int64_t)nt > um * un) nt = (int)(um * un);
@@ -238,33 +248,38 @@ static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M
     float *part = workspace(need);
     if (!part) return false;
     if (ta) { /* op(A) row-major, so that each chunk's rows of A are contiguous */
-        float *a = part + part_floats;
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t i = 0; i < M; i++) a[i * K + k] = A[k * lda + i];
-        A = a;
+        a_rowmajor(A, lda, M, K, part + part_floats);
+        A = part + part_floats;
         lda = K;
     }
-    const double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = threads;
-    if ((double)nt * MIN_SMALL_FLOPS_PER_THREAD > flops) nt = (int)(flops / MIN_SMALL_FLOPS_PER_THREAD);
+    int nt = threads_for(threads, 2.0 * (double)M * (double)N * (double)K, MIN_SMALL_FLOPS_PER_THREAD);
     if (nt > nch) nt = (int)nch;
-    if (nt < 1) nt = 1;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t c = 0; c < nch; c++) {
         const int64_t p0 = c * SMALL_KCHUNK, kc = min64(SMALL_KCHUNK, K - p0);
         im->small(false, false, M, N, kc, 1.0f, A + p0, lda, B + p0 * ldb, ldb, 0.0f,
                   part + (size_t)(c * M * N), N);
     }
+    /* chunk 1, 2, ... added onto chunk 0 in order, then alpha and beta */
+    const size_t mn = (size_t)(M * N);
+    for (int64_t c = 1; c < nch; c++) {
+        const float *pc = part + (size_t)c * mn;
+        for (size_t x = 0; x < mn; x++) part[x] += pc[x];
+    }
     for (int64_t i = 0; i < M; i++) {
         float *ci = C + i * ldc;
-        for (int64_t j = 0; j < N; j++) {
-            float sum = part[i * N + j];
-            for (int64_t c = 1; c < nch; c++) sum += part[(size_t)(c * M * N) + (size_t)(i * N + j)];
-            ci[j] = beta == 0.0f ? alpha * sum : alpha * sum + beta * ci[j];
-        }
+        const float *si = part + i * N;
+        if (beta == 0.0f)
+            for (int64_t j = 0; j < N; j++) ci[j] = alpha * si[j];
+        else
+            for (int64_t j = 0; j < N; j++) ci[j] = alpha * si[j] + beta * ci[j];
     }
     return true;
 }
+
+/* Tests route whole models through the plain loops to compare them with the fast path
+ * (mg_sgemm_set_reference): every product, lone or batched, goes through gemm(). */
+static atomic_bool use_reference;
 
 static int max_threads(void) {
 #ifdef _OPENMP
@@ -277,6 +292,10 @@ static int max_threads(void) {
 static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
                  int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                  float beta, float *C, int64_t ldc) {
+    if (atomic_load_explicit(&use_reference, memory_order_relaxed)) {
+        mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
@@ -301,17 +320,11 @@ static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t 
     run_part(im, &pl, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* Tests route whole models through the plain loops to compare them with the fast path. */
-static bool use_reference;
-void mg_sgemm_set_reference(bool on) { use_reference = on; }
-bool mg_sgemm_get_reference(void) { return use_reference; }
+void mg_sgemm_set_reference(bool on) { atomic_store(&use_reference, on); }
+bool mg_sgemm_get_reference(void) { return atomic_load(&use_reference); }
 
 void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (use_reference) {
-        mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
     gemm(mg_gemm_impl_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
          ldc);
 }
@@ -320,11 +333,6 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
                       const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
                       int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    if (use_reference) {
-        for (int64_t i = 0; i < batch; i++)
-            mg_sgemm_ref(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
-        return;
-    }
     const mg_gemm_impl *im = mg_gemm_impl_active();
     /* One matrix per thread when the batch shares out evenly or is long enough that the last
      * round's imbalance is small, or when a matrix is too small to split among the threads;
@@ -332,10 +340,7 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
      * order, so those run one after another. The whole batch, like a lone GEMM, gets no more
      * threads than it has work for. */
     const double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
-    int nt = max_threads();
-    if ((double)nt * MIN_FLOPS_PER_THREAD > flops * (double)batch)
-        nt = (int)(flops * (double)batch / MIN_FLOPS_PER_THREAD);
-    if (nt < 1) nt = 1;
+    const int nt = threads_for(max_threads(), flops * (double)batch, MIN_FLOPS_PER_THREAD);
     const bool per_matrix =
         nt > 1 && sc != 0 && batch > 1 &&
         (batch % nt == 0 || batch >= 4 * (int64_t)nt || flops < 2.0 * MIN_FLOPS_PER_THREAD * nt);

@@ -213,9 +213,11 @@ static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float
 MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha, const float *A,
                                   int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                                   int64_t ldc) {
-    _Alignas(64) float acc[MGK_SMALL_M][MGK_SMALL_W];
-    /* m rows of accumulators share 8 KB of L1: the stripe narrows as m grows */
+    /* m rows of accumulators share one 8 KB L1-resident buffer: the stripe narrows as m grows */
+    _Alignas(64) float buf[MGK_SMALL_W];
     const int64_t sw = (MGK_SMALL_W / m) / 64 * 64;
+    float *acc[MGK_SMALL_M];
+    MGK_UNROLL for (int i = 0; i < m; i++) acc[i] = buf + i * sw;
     for (int64_t j = 0; j < n; j += sw) {
         const int64_t w = mgk_min(sw, n - j);
         const int64_t wf = w / MGK_VLEN * MGK_VLEN;
