@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts) {
@@ -119,4 +120,29 @@ int ex_fail(const char *prog) {
     fflush(stdout);
     fprintf(stderr, "%s: %s\n", prog, mg_last_error());
     return 1;
+}
+
+void ex_no_ckpt_hint(const char *prog, const char *train_cmd, const char *ckpt) {
+    if (access(ckpt, F_OK) != 0)
+        fprintf(stderr, "%s: train a model first (%s) or pass --ckpt FILE\n", prog, train_cmd);
+}
+
+mg_status ex_mkdirs(const char *dir) {
+    char d[4096];
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d)
+        return mg_set_error(MG_ERR_INVALID, "%.64s...: path too long", dir);
+    if (!d[0]) return mg_set_error(MG_ERR_INVALID, "an empty folder name");
+    for (char *p = d + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        const char c = *p;
+        *p = 0;
+        if (mkdir(d, 0777) != 0 && errno != EEXIST)
+            return mg_set_error(MG_ERR_IO, "%s: cannot create the directory: %s", d, strerror(errno));
+        *p = c;
+        if (!c) break;
+    }
+    struct stat sb;
+    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return mg_set_error(MG_ERR_IO, "%s: exists but is not a directory", d);
+    return MG_OK;
 }

@@ -5,6 +5,8 @@
 #ifndef EX_CLI_H
 #define EX_CLI_H
 
+#include "minigrad/base.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,5 +40,12 @@ void ex_add_plugin_dirs(void);
 /* Prints "PROG: message" for the last recoverable error (mg_last_error) and returns 1, the exit
  * status of a failed command. */
 int ex_fail(const char *prog);
+
+/* After a checkpoint failed to load: when the file does not exist, says on stderr what makes one
+ * ("PROG: train a model first (TRAIN_CMD) or pass --ckpt FILE"). */
+void ex_no_ckpt_hint(const char *prog, const char *train_cmd, const char *ckpt);
+
+/* mkdir -p: dir and every missing folder above it. */
+mg_status ex_mkdirs(const char *dir);
 
 #endif

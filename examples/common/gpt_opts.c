@@ -93,7 +93,7 @@ mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_
     mg_config_setf(kv, "n_head", "%lld", (long long)o->n_head);
     mg_config_setf(kv, "dropout", "%.9g", (double)o->dropout);
     mg_config_set(kv, "pos", o->pos);
-    mg_status st = o->pos_opts[0] ? mg_config_set(kv, "pos_opts", o->pos_opts) : MG_OK;
+    mg_status st = o->pos_opts && o->pos_opts[0] ? mg_config_set(kv, "pos_opts", o->pos_opts) : MG_OK;
     if (st == MG_OK) st = mg_gpt_config_from(kv, cfg);
     mg_config_free(kv);
     return st;
@@ -151,7 +151,7 @@ static const struct {
               {"lr_min", offsetof(ex_train_opts, lr_min), false},
               {"weight_decay", offsetof(ex_train_opts, weight_decay), false},
               {"clip", offsetof(ex_train_opts, clip), false}};
-enum { N_SHARED = sizeof shared / sizeof shared[0], N_SHARED_INTS = 7 };
+enum { N_SHARED = sizeof shared / sizeof shared[0] };
 
 /* Lists every remembered setting, in order, as pointers into o and the extras. */
 static int all_settings(ex_train_opts *o, const ex_setting *extra, int n_extra, ex_setting *all) {
@@ -159,7 +159,7 @@ static int all_settings(ex_train_opts *o, const ex_setting *extra, int n_extra, 
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < N_SHARED; i++)
-            if ((i < N_SHARED_INTS) == (pass == 0)) {
+            if (shared[i].is_int == (pass == 0)) {
                 void *p = (char *)o + shared[i].off;
                 all[n++] = shared[i].is_int ? (ex_setting){shared[i].name, p, NULL}
                                             : (ex_setting){shared[i].name, NULL, p};

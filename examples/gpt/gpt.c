@@ -37,11 +37,6 @@
 #define MG_GPT_INSTALL_PLUGIN_DIR ""
 #endif
 
-static int fail(const char *what) {
-    fprintf(stderr, "gpt %s: %s\n", what, mg_last_error());
-    return 1;
-}
-
 /* The build tree's plugins when this binary is the one in the build tree, else the installed ones. */
 static void add_plugin_dirs(void) {
     char exe[PATH_MAX];
@@ -75,18 +70,18 @@ static int cmd_init(int argc, char **argv) {
         return 2;
     }
     mg_gpt_config c;
-    if (mg_gpt_config_read(config, &c) != MG_OK) return fail("init");
+    if (mg_gpt_config_read(config, &c) != MG_OK) return ex_fail("gpt init");
     mg_rng rng = mg_rng_make((uint64_t)seed);
     mg_gpt *g;
     mg_status built = mg_gpt_new(&c, &rng, &g);
     if (built != MG_OK) { /* a value that parsed but names nothing buildable: say which file */
         mg_wrap_error(built, "%s", config);
-        return fail("init");
+        return ex_fail("gpt init");
     }
     mg_gpt_print(g, stdout);
     mg_status st = mg_gpt_save(g, out, NULL, 0);
     mg_gpt_free(g);
-    if (st != MG_OK) return fail("init");
+    if (st != MG_OK) return ex_fail("gpt init");
     printf("wrote %s\n", out);
     return 0;
 }
@@ -165,13 +160,13 @@ static int cmd_eval(int argc, char **argv) {
     }
     mg_set_num_threads((int)threads);
     mg_gpt *g;
-    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return fail("eval");
+    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return ex_fail("gpt eval");
     const mg_gpt_config *c = mg_gpt_cfg(g);
     int32_t *x = malloc((size_t)(B * T) * sizeof *x), *y = malloc((size_t)(B * T) * sizeof *y);
     if (!x || !y || read_tokens(tokens, B, T, c->vocab_size, x, y) != MG_OK) {
         if (!x || !y) mg_set_error(MG_ERR_NOMEM, "out of memory");
         free(x), free(y), mg_gpt_free(g);
-        return fail("eval");
+        return ex_fail("gpt eval");
     }
     mg_ctx *ctx = mg_ctx_new(0);
     mg_ctx_set_error_handler(ctx, on_ctx_error, NULL);
@@ -195,7 +190,7 @@ static int cmd_eval(int argc, char **argv) {
             if (!mg_ctx_ok(ctx))
                 rc = 1;
             else if (mg_checkpoint_save(dump, mg_gpt_params(g), true, meta, n) != MG_OK)
-                rc = fail("eval");
+                rc = ex_fail("gpt eval");
         }
     }
     mg_ctx_free(ctx);
@@ -216,7 +211,7 @@ static int cmd_inspect(int argc, char **argv) {
         return 2;
     }
     mg_st_file *f;
-    if (mg_safetensors_open(pos[0], &f) != MG_OK) return fail("inspect");
+    if (mg_safetensors_open(pos[0], &f) != MG_OK) return ex_fail("gpt inspect");
     printf("%s\n\nmetadata:\n", pos[0]);
     for (int i = 0; i < mg_st_meta_count(f); i++) {
         const char *v = mg_st_meta_value(f, i);
@@ -240,7 +235,7 @@ static int cmd_inspect(int argc, char **argv) {
     mg_gpt_config c;
     mg_status st = mg_gpt_config_from_file(f, &c);
     mg_st_close(f);
-    if (st != MG_OK) return fail("inspect");
+    if (st != MG_OK) return ex_fail("gpt inspect");
     printf("config: vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, n_embd %lld, pos %s%s%s,\n"
            "        %s, gelu %s, emb_scale %g, head %s%s, dropout %g\n\n",
            (long long)c.vocab_size, (long long)c.block_size, (long long)c.n_layer, (long long)c.n_head,
@@ -248,7 +243,7 @@ static int cmd_inspect(int argc, char **argv) {
            c.gelu == MG_GELU_ERF ? "erf" : "tanh", (double)c.emb_scale, c.tied_head ? "tied" : "linear",
            c.head_bias ? " with bias" : "", (double)c.dropout);
     mg_gpt *g;
-    if (mg_gpt_from_checkpoint(pos[0], &g, NULL) != MG_OK) return fail("inspect");
+    if (mg_gpt_from_checkpoint(pos[0], &g, NULL) != MG_OK) return ex_fail("gpt inspect");
     mg_gpt_print(g, stdout);
     printf("the model this config builds loads the file: OK\n");
     mg_gpt_free(g);
@@ -300,7 +295,7 @@ static int cmd_sample(int argc, char **argv) {
         p = end;
     }
     mg_gpt *g;
-    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return fail("sample");
+    if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return ex_fail("gpt sample");
     int32_t *out = malloc((size_t)(n ? n : 1) * sizeof *out);
     int64_t made = 0;
     mg_rng rng = mg_rng_make((uint64_t)seed);
@@ -314,7 +309,7 @@ static int cmd_sample(int argc, char **argv) {
     if (st == MG_OK) fprintf(stderr, "%lld tokens in %.3f s (%s)\n", (long long)made, dt, no_cache ? "no cache" : "KV cache");
     free(out);
     mg_gpt_free(g);
-    return st == MG_OK ? 0 : fail("sample");
+    return st == MG_OK ? 0 : ex_fail("gpt sample");
 }
 
 static void usage(FILE *f) {

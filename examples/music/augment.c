@@ -146,8 +146,9 @@ mg_status mg_perf_stretch(const int32_t *tok, size_t n, double factor, mg_tokens
     int64_t t = 0, emitted = 0;
     mg_status s = MG_OK;
     for (size_t i = 0; i < n && !s; i++) {
-        if (tok[i] >= MG_PERF_TIME_SHIFT && tok[i] < MG_PERF_VELOCITY) {
-            t += tok[i] - MG_PERF_TIME_SHIFT + 1;
+        const int dt = mg_perf_shift_steps(tok[i]);
+        if (dt) {
+            t += dt;
             continue;
         }
         s = shift_to(out, &emitted, llround((double)t * factor));

@@ -11,7 +11,6 @@
 #define PROG "music eval"
 
 int music_cmd_eval(int argc, char **argv) {
-    ex_add_plugin_dirs();
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
     int64_t windows = -1, batch = 1, threads = 0, pieces = -1;
     const ex_opt table[] = {
@@ -42,7 +41,7 @@ int music_cmd_eval(int argc, char **argv) {
     mg_st_file *f;
     if (mg_music_load(ckpt, &g, &f) != MG_OK) {
         ex_fail(PROG);
-        music_no_ckpt_hint(PROG, ckpt);
+        ex_no_ckpt_hint(PROG, "music train", ckpt);
         return 1;
     }
     int rc = 1;

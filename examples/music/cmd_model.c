@@ -53,8 +53,7 @@ static bool on_token(void *user, int64_t step, int32_t tok, const float *logits,
     (void)step, (void)logits, (void)vocab;
     gen_state *s = user;
     s->made++;
-    if (tok >= MG_PERF_TIME_SHIFT && tok < MG_PERF_VELOCITY)
-        s->steps += tok - MG_PERF_TIME_SHIFT + 1;
+    s->steps += mg_perf_shift_steps(tok);
     if (s->tty && mg_time() - s->last > 0.2) {
         s->last = mg_time();
         progress_line(s, false);
@@ -131,8 +130,7 @@ static mg_status render_wav(const char *mid, const char *wav) {
 static double tokens_seconds(const int32_t *t, int64_t n) {
     int64_t steps = 0;
     for (int64_t i = 0; i < n; i++)
-        if (t[i] >= MG_PERF_TIME_SHIFT && t[i] < MG_PERF_VELOCITY)
-            steps += t[i] - MG_PERF_TIME_SHIFT + 1;
+        steps += mg_perf_shift_steps(t[i]);
     return (double)steps * MG_PERF_STEP_SECONDS;
 }
 
@@ -193,9 +191,4 @@ out:
     mg_notes_free(&notes);
     free(hist);
     return st;
-}
-
-void music_no_ckpt_hint(const char *prog, const char *ckpt) {
-    if (access(ckpt, F_OK) != 0)
-        fprintf(stderr, "%s: train a model first (music train) or pass --ckpt FILE\n", prog);
 }

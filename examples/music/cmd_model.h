@@ -59,7 +59,5 @@ mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
 /* True when `timidity` is on PATH (what --wav needs). */
 bool music_have_timidity(void);
 
-/* After a checkpoint failed to load: when the file does not exist, says how to make one. */
-void music_no_ckpt_hint(const char *prog, const char *ckpt);
 
 #endif

@@ -27,7 +27,6 @@ static mg_status prompt_tokens(const char *path, mg_tokens *out, size_t *notes) 
 }
 
 int music_cmd_sample(int argc, char **argv) {
-    ex_add_plugin_dirs();
     const char *ckpt = MUSIC_DEFAULT_CKPT, *prompt = NULL,
                *out_mid = MUSIC_DEFAULT_OUT "/sample.mid";
     const char *png = NULL, *wav = NULL;
@@ -98,7 +97,7 @@ int music_cmd_sample(int argc, char **argv) {
     }
     if (mg_music_load(ckpt, &g, NULL) != MG_OK) {
         ex_fail(PROG);
-        music_no_ckpt_hint(PROG, ckpt);
+        ex_no_ckpt_hint(PROG, "music train", ckpt);
         rc = 1;
         goto out_quiet;
     }

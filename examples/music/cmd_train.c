@@ -188,30 +188,9 @@ static mg_status load_saved(const char *ckpt, train_opts *o, mg_st_file **f) {
     return ex_settings_from_ckpt(*f, "music", &o->c, extra, saved_extra(o, extra));
 }
 
-/* mkdir -p */
-static mg_status make_dirs(const char *dir) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1;; s++) {
-        bool end = *s == 0;
-        if (*s == '/' || end) {
-            *s = 0;
-            struct stat sb;
-            if (p[0] && stat(p, &sb) != 0 && mkdir(p, 0777) != 0 && stat(p, &sb) != 0)
-                return mg_set_error(MG_ERR_IO, "%s: cannot create the directory", p);
-            if (p[0] && stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode))
-                return mg_set_error(MG_ERR_IO, "%s: exists and is not a directory", p);
-            if (end) break;
-            *s = '/';
-        }
-    }
-    return MG_OK;
-}
-
 /* ---- the command ---- */
 
 int music_cmd_train(int argc, char **argv) {
-    ex_add_plugin_dirs();
     train_opts o = defaults();
     ex_opt table[40];
     int n_opts = make_opts(&o, table);
@@ -241,7 +220,6 @@ int music_cmd_train(int argc, char **argv) {
             goto out;
         }
     }
-    if (!o.c.pos_opts) o.c.pos_opts = "";
     if (!check_opts(&o)) {
         rc = 2;
         goto out;
@@ -282,7 +260,7 @@ int music_cmd_train(int argc, char **argv) {
     /* the model */
     mg_rng init = mg_rng_make((uint64_t)o.c.seed);
     if (mg_gpt_new(&cfg, &init, &g) != MG_OK) goto out;
-    if (make_dirs(o.c.out) != MG_OK) goto out;
+    if (ex_mkdirs(o.c.out) != MG_OK) goto out;
 
     /* what the checkpoint remembers */
     mg_st_meta meta[32];

@@ -1,6 +1,7 @@
 /* `music`: the MIDI side of the music Transformer example. One table of subcommands; each
  * lives in its own file (see commands.h). */
 #include "commands.h"
+#include "cli.h"
 #include "cmd_model.h"
 
 #include "minigrad/base.h"
@@ -87,6 +88,7 @@ int main(int argc, char **argv) {
         help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    ex_add_plugin_dirs(); /* --pos alibi without MINIGRAD_PLUGIN_PATH */
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, argv[1]) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "music: unknown command '%s'\n", argv[1]);

@@ -69,7 +69,6 @@ nomem:
 }
 
 void mg_music_scratch_free(mg_music_scratch *s) {
-    mg_tokens_free(&s->raw);
     mg_tokens_free(&s->aug);
 }
 

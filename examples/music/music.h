@@ -274,6 +274,10 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out);
 /* "NOTE_ON 60", "NOTE_OFF 60", "TIME_SHIFT 250ms", "VELOCITY 15", "START", "END"; "?" when out
  * of range. Writes into buf (always terminated) and returns it. */
 const char *mg_perf_token_name(int32_t id, char *buf, size_t cap);
+/* The 10 ms steps a TIME_SHIFT token advances (1..100); 0 for every other token. */
+static inline int mg_perf_shift_steps(int32_t id) {
+    return id >= MG_PERF_TIME_SHIFT && id < MG_PERF_VELOCITY ? id - MG_PERF_TIME_SHIFT + 1 : 0;
+}
 static inline int mg_perf_velocity_bin(int velocity) {
     return velocity <= 1 ? 0 : velocity >= 127 ? 31 : (velocity - 1) / 4;
 }

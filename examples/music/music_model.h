@@ -63,7 +63,7 @@ void mg_music_data_free(mg_music_data *d);
 
 /* Reusable buffers for augmenting windows. */
 typedef struct mg_music_scratch {
-    mg_tokens raw, aug;
+    mg_tokens aug;
 } mg_music_scratch;
 void mg_music_scratch_free(mg_music_scratch *s);
 

@@ -170,8 +170,9 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
     mg_status s = MG_OK;
     for (size_t i = start; i < n && !s && tok[i] != MG_PERF_END; i++) {
         int32_t id = tok[i];
-        if (id >= MG_PERF_TIME_SHIFT && id < MG_PERF_VELOCITY) {
-            now += id - MG_PERF_TIME_SHIFT + 1;
+        const int dt = mg_perf_shift_steps(id);
+        if (dt) {
+            now += dt;
             continue;
         }
         if (id >= MG_PERF_VELOCITY && id < MG_PERF_START) {

@@ -14,6 +14,7 @@
 #include "minigrad/plugin.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -41,9 +42,13 @@ typedef struct {
     bool list;
 } options;
 
-static int usage_error(const char *fmt, const char *a, const char *b) {
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
     fprintf(stderr, "%s: ", prog);
-    fprintf(stderr, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n");
     return 2;
 }
@@ -81,7 +86,7 @@ static bool parse_ints(const char *opt, const char *s, int64_t lo, int64_t hi, i
 static bool parse_tasks(const char *s, posenc_task *t, int *n) {
     *n = 0;
     char buf[256];
-    if (strlen(s) >= sizeof buf) return usage_error("--tasks '%s' is too long%s", s, ""), false;
+    if (strlen(s) >= sizeof buf) return usage_error("--tasks '%s' is too long", s), false;
     snprintf(buf, sizeof buf, "%s", s);
     char *save = NULL;
     for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
@@ -91,11 +96,11 @@ static bool parse_tasks(const char *s, posenc_task *t, int *n) {
             return false;
         }
         for (int k = 0; k < *n; k++)
-            if (t[k] == id) return usage_error("--tasks: '%s' is listed twice%s", w, ""), false;
+            if (t[k] == id) return usage_error("--tasks: '%s' is listed twice", w), false;
         t[(*n)++] = id;
     }
     if (*n == 0)
-        return usage_error("--tasks '%s': no task (valid: rev, sort, lmax, perm)%s", s, ""), false;
+        return usage_error("--tasks '%s': no task (valid: rev, sort, lmax, perm)", s), false;
     return true;
 }
 
@@ -114,27 +119,6 @@ static void default_plugin_dirs(char *buf, size_t n) {
     static const char installed[] = POSENC_INSTALL_PLUGIN_DIR;
     if (installed[0] && access(installed, F_OK) == 0 && !strstr(buf, installed))
         snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? ":" : "", installed);
-}
-
-static mg_status mkdir_p(const char *path) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
-        return mg_set_error(MG_ERR_INVALID, "--out: path too long");
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == 0) {
-            char c = *s;
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST)
-                return mg_set_error(MG_ERR_IO, "%s: cannot create the directory: %s", p,
-                                    strerror(errno));
-            *s = c;
-            if (!c) break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return mg_set_error(MG_ERR_IO, "%s: not a directory", path);
-    return MG_OK;
 }
 
 /* ---- progress ---- */
@@ -420,32 +404,30 @@ int main(int argc, char **argv) {
     int64_t seeds[MAX_SEEDS], lengths[POSENC_MAX_LENGTHS];
     if (!parse_tasks(o.tasks, tasks, &n_tasks)) return 2;
     if (!parse_ints("seeds", o.seeds, 0, UINT32_MAX, seeds, MAX_SEEDS, &n_seeds)) return 2;
-    if (n_seeds == 0) return usage_error("--seeds '%s': no seed%s", o.seeds, "");
+    if (n_seeds == 0) return usage_error("--seeds '%s': no seed", o.seeds);
     if (!parse_ints("lengths", o.lengths, 1, POSENC_MAX_EVAL_LEN, lengths, POSENC_MAX_LENGTHS,
                     &n_lengths))
         return 2;
     if (o.steps < 1 || o.steps > 1000000)
-        return usage_error("--steps must be in 1..1000000%s%s", "", "");
-    if (o.batch < 1 || o.batch > 4096) return usage_error("--batch must be in 1..4096%s%s", "", "");
-    if (o.eval_every < 1) return usage_error("--eval-every must be at least 1%s%s", "", "");
+        return usage_error("--steps must be in 1..1000000");
+    if (o.batch < 1 || o.batch > 4096) return usage_error("--batch must be in 1..4096");
+    if (o.eval_every < 1) return usage_error("--eval-every must be at least 1");
     if (o.steps / o.eval_every + 2 > POSENC_MAX_CURVE)
-        return usage_error("--eval-every is too small for --steps: at most %s curve points%s",
-                           "256", "");
+        return usage_error("--eval-every is too small for --steps: at most %d curve points", POSENC_MAX_CURVE);
     if (o.threads < 0 || o.threads > 1024 || o.jobs < 0 || o.jobs > 1024 || o.eval_n < 0 ||
         o.eval_n > POSENC_N_TRAIN)
-        return usage_error("--threads, --jobs (0..1024) or --eval-n (0..8192) out of range%s%s", "",
-                           "");
+        return usage_error("--threads, --jobs (0..1024) or --eval-n (0..%d) out of range", POSENC_N_TRAIN);
     char notes[2048];
     if (posenc_catalog_select(cat, o.schemes, scheme_idx, POSENC_MAX_SCHEMES, &n_schemes, notes,
                               sizeof notes) != MG_OK) {
-        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+        ex_fail(prog);
         return 2;
     }
     if (notes[0]) fprintf(stderr, "%s", notes);
     int n_runs = n_tasks * n_schemes * n_seeds;
-    if (n_runs > MAX_RUNS) return usage_error("too many runs (at most %s)%s", "4096", "");
-    if (mkdir_p(o.out) != MG_OK) {
-        fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    if (n_runs > MAX_RUNS) return usage_error("too many runs (at most %d)", MAX_RUNS);
+    if (ex_mkdirs(o.out) != MG_OK) {
+        ex_fail(prog);
         return 1;
     }
 
@@ -540,7 +522,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %d of %d runs failed (see above); the report holds the others\n", prog,
                 n_failed, n_runs);
 done:
-    if (st != MG_OK) fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    if (st != MG_OK) ex_fail(prog);
     free(cfgs);
     free(res);
     free(schemes);

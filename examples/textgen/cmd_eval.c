@@ -43,7 +43,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     mg_st_file *f;
     if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) {
         ex_fail(PROG);
-        if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
+        ex_no_ckpt_hint(PROG, "textgen train", ckpt);
         return 1;
     }
     int rc = 1;

@@ -10,7 +10,7 @@
 #define PROG "textgen sample"
 
 int textgen_cmd_sample(int argc, char **argv) {
-    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = NULL;
+    const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = "";
     int64_t tokens = 500;
     ex_sample_opts so = {.temperature = 0.8f, .top_p = 1.0f, .seed = -1};
     ex_opt table[8] = {
@@ -32,14 +32,13 @@ int textgen_cmd_sample(int argc, char **argv) {
         return 2;
     }
     mg_set_num_threads((int)so.threads);
-    if (!prompt) prompt = "";
     int64_t seed = ex_sample_seed(so.seed);
 
     mg_gpt *g;
     mg_text_vocab v;
     if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) {
         ex_fail(PROG);
-        if (access(ckpt, F_OK) != 0) fprintf(stderr, PROG ": train a model first (textgen train) or pass --ckpt FILE\n");
+        ex_no_ckpt_hint(PROG, "textgen train", ckpt);
         return 1;
     }
     int rc = 1;

@@ -165,7 +165,6 @@ int textgen_cmd_train(int argc, char **argv) {
             o.c.data = NULL; /* the default corpus */
         }
     }
-    if (!o.c.pos_opts) o.c.pos_opts = "";
     if (!o.prompt) o.prompt = "";
     if (!check_opts(&o.c)) {
         rc = 2;
@@ -230,7 +229,7 @@ int textgen_cmd_train(int argc, char **argv) {
     }
     mg_rng init = mg_rng_make((uint64_t)o.c.seed);
     if (mg_gpt_new(&cfg, &init, &g) != MG_OK) goto out;
-    if (mg_text_mkdirs(o.c.out) != MG_OK) goto out;
+    if (ex_mkdirs(o.c.out) != MG_OK) goto out;
 
     /* what the checkpoint remembers */
     mg_st_meta meta[32];

@@ -1,5 +1,6 @@
 /* Reading corpus files, and making the default corpus from Debian's bible-kjv. */
 #include "textgen.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -83,21 +84,6 @@ static bool on_path(const char *prog) {
     return false;
 }
 
-mg_status mg_text_mkdirs(const char *dir) {
-    char d[4096];
-    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return mg_set_error(MG_ERR_INVALID, "%.64s...: path too long", dir);
-    for (char *p = d + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(d, 0777) != 0 && errno != EEXIST) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", d, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(d, 0777) != 0 && errno != EEXIST) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", d, strerror(errno));
-    struct stat sb;
-    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode)) return mg_set_error(MG_ERR_IO, "%s: exists but is not a directory", d);
-    return MG_OK;
-}
-
 /* mkdir -p of the directory part of path. */
 static mg_status make_parent_dirs(const char *path) {
     char d[4096];
@@ -105,7 +91,7 @@ static mg_status make_parent_dirs(const char *path) {
     char *slash = strrchr(d, '/');
     if (!slash || slash == d) return MG_OK;
     *slash = 0;
-    return mg_text_mkdirs(d);
+    return ex_mkdirs(d);
 }
 
 #define KJV_HINT "install it (sudo apt-get install bible-kjv) or pass --data FILE with any UTF-8 text"

@@ -101,9 +101,6 @@ char *mg_text_decode(const mg_text_vocab *v, const int32_t *ids, size_t n);
  * empty file (its path). *out is a new buffer with a NUL after the n bytes; the caller frees it. */
 mg_status mg_text_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out);
 
-/* mkdir -p: creates dir and its missing parents; an error names the path that could not be made
- * or that exists as something other than a directory. */
-mg_status mg_text_mkdirs(const char *dir);
 
 /* The default corpus: the King James Bible from Debian's bible-kjv, one verse per line with the
  * references stripped (4,137,850 bytes). If `path` exists it is used as is; otherwise it is made
