@@ -26,6 +26,7 @@
  */
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
+#include "../common/bench_util.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -39,7 +40,6 @@
 #include <omp.h>
 #endif
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
 #define BENCH_X86 1
 #endif
 
@@ -77,68 +77,9 @@ static bool openblas_load(openblas *ob, const char *core) {
     return true;
 }
 
-/* ---- FMA peak: a register-only loop, one per thread ---- */
+/* ---- FMA peak: bench_fma_best (bench/common/bench_util.h), one loop per thread ---- */
 
-#define PEAK_ACC 24 /* independent chains: more than pipes x latency on any current core */
-
-#ifdef BENCH_X86
-__attribute__((target("avx512f,fma"))) static float peak_loop_avx512(long iters) {
-    __m512 acc[PEAK_ACC];
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-6f);
-    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < iters; it++) {
-#pragma GCC unroll 32
-        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < PEAK_ACC; i++) s = _mm512_add_ps(s, acc[i]);
-    return _mm512_reduce_add_ps(s);
-}
-
-__attribute__((target("avx2,fma"))) static float peak_loop_avx2(long iters) {
-    __m256 acc[PEAK_ACC / 2]; /* 16 ymm registers: 12 chains */
-    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-6f);
-    for (int i = 0; i < PEAK_ACC / 2; i++) acc[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < iters; it++) {
-#pragma GCC unroll 32
-        for (int i = 0; i < PEAK_ACC / 2; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-    }
-    float out[8], sum = 0.0f;
-    for (int i = 1; i < PEAK_ACC / 2; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
-    _mm256_storeu_ps(out, acc[0]);
-    for (int i = 0; i < 8; i++) sum += out[i];
-    return sum;
-}
-#endif
-
-static float peak_loop_scalar(long iters) {
-    float acc[PEAK_ACC];
-    for (int i = 0; i < PEAK_ACC; i++) acc[i] = (float)i;
-    for (long it = 0; it < iters; it++)
-        for (int i = 0; i < PEAK_ACC; i++) acc[i] = acc[i] * 0.999999f + 1e-6f;
-    float s = 0.0f;
-    for (int i = 0; i < PEAK_ACC; i++) s += acc[i];
-    return s;
-}
-
-typedef struct peak_kind {
-    const char *name;
-    double flops_per_iter;
-    float (*loop)(long);
-} peak_kind;
-
-static peak_kind peak_kind_best(void) {
-#ifdef BENCH_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return (peak_kind){"avx512 fma", PEAK_ACC * 16 * 2.0, peak_loop_avx512};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return (peak_kind){"avx2 fma", PEAK_ACC / 2 * 8 * 2.0, peak_loop_avx2};
-#endif
-    return (peak_kind){"scalar mul+add", PEAK_ACC * 2.0, peak_loop_scalar};
-}
-
-static volatile float peak_sink;
+static volatile double peak_sink;
 
 static bool use_cpu_clock;
 
@@ -151,7 +92,7 @@ static double bench_clock(int threads) {
 }
 
 /* GFLOP/s of `threads` threads each running the loop; median of three runs of ~0.15 s. */
-static double measure_peak(const peak_kind *pk, int threads) {
+static double measure_peak(const bench_fma *pk, int threads) {
     long iters = 1L << 16;
     for (;;) { /* calibrate on one thread */
         double t = mg_time();
@@ -175,22 +116,7 @@ static double measure_peak(const peak_kind *pk, int threads) {
         const double t = bench_clock(threads) - t0;
         r[rep] = (double)threads * (double)iters * pk->flops_per_iter / t / 1e9;
     }
-    if (r[0] > r[1]) {
-        double x = r[0];
-        r[0] = r[1];
-        r[1] = x;
-    }
-    if (r[1] > r[2]) {
-        double x = r[1];
-        r[1] = r[2];
-        r[2] = x;
-    }
-    if (r[0] > r[1]) {
-        double x = r[0];
-        r[0] = r[1];
-        r[1] = x;
-    }
-    return r[1];
+    return bench_median(r, 3);
 }
 
 /* ---- workloads ---- */
@@ -254,15 +180,6 @@ static void run_openblas(const openblas *ob, const workload *w, buffers *bf) {
                   bf->c_ob + i * bf->sc, (int)bf->ldc);
 }
 
-static int cmp_double(const void *x, const void *y) {
-    const double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void fill(float *p, size_t n, uint32_t seed) {
     uint32_t s = seed;
@@ -386,7 +303,7 @@ int main(int argc, char **argv) {
                                     : "");
     }
 
-    const peak_kind pk = peak_kind_best();
+    const bench_fma pk = bench_fma_best();
     double peak[2];
     for (int t = 0; t < nthr; t++) peak[t] = measure_peak(&pk, thread_counts[t]);
     printf("minigrad: %s path, %d threads available\n", mg_isa_name(mg_isa_active()), all);
@@ -455,8 +372,8 @@ int main(int argc, char **argv) {
                     (mg_turn ? t_mg : t_ob)[r] = bench_clock(th) - t0;
                 }
             }
-            const double g_mg = flops / median(t_mg, reps) / 1e9;
-            const double g_ob = have_ob ? flops / median(t_ob, reps) / 1e9 : 0.0;
+            const double g_mg = flops / bench_median(t_mg, reps) / 1e9;
+            const double g_ob = have_ob ? flops / bench_median(t_ob, reps) / 1e9 : 0.0;
             const double ratio = have_ob ? g_mg / g_ob : 0.0;
             if (have_ob && ratio < 0.9) low_ratio++;
             printf("%-28s %-3s %3d  %9.1f %5.1f%%", wl->shape, wl->op, th, g_mg,

@@ -29,14 +29,12 @@
 #include "minigrad/minigrad.h"
 #include "minigrad/rng.h"
 #include "minigrad/rowops.h"
+#include "../common/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static bool use_min; /* --min: the fastest call instead of the median */
 
@@ -284,29 +282,10 @@ enum { NK = sizeof kernels / sizeof kernels[0] };
 
 /* ---- timing ---------------------------------------------------------------------------------- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* The median of the calls, or with --min the fastest. */
 static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    if (use_min) return v[0];
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
+    const double m = bench_median(v, n); /* sorts v */
+    return use_min ? v[0] : m;
 }
 
 /* One JSON line per measurement; negative gbps, speedup or arena_mb are left out. */
@@ -371,16 +350,16 @@ static void bench_linear(const config *c, int reps, int max_threads, FILE *json,
         const int thread_counts[2] = {1, max_threads};
         for (int ti = 0; ti < (max_threads > 1 ? 2 : 1); ti++) {
             const int threads = thread_counts[ti];
-            set_threads(threads);
+            mg_set_num_threads(threads);
             size_t mem_a =
                 linear_step(ca, false, M, K, N, x, w, b); /* warm, and sizes the arenas */
             size_t mem_b = linear_step(cb, true, M, K, N, x, w, b);
             for (int i = 0; i < reps; i++) {
-                const double t0 = now_s();
+                const double t0 = mg_time();
                 mem_a = linear_step(ca, false, M, K, N, x, w, b);
-                const double t1 = now_s();
+                const double t1 = mg_time();
                 mem_b = linear_step(cb, true, M, K, N, x, w, b);
-                const double t2 = now_s();
+                const double t2 = mg_time();
                 t_a[i] = t1 - t0;
                 t_b[i] = t2 - t1;
                 spread();
@@ -468,11 +447,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_rowops: cannot write %s\n", json_path);
         return 1;
     }
-#ifdef _OPENMP
-    const int max_threads = omp_get_max_threads();
-#else
-    const int max_threads = 1;
-#endif
+    const int max_threads = mg_get_num_threads();
     const char *isa = mg_isa_name(mg_isa_active());
     printf("bench_rowops: path %s, threads 1 and %d, %s of %d calls, reference and fast "
            "alternating\n",
@@ -496,15 +471,15 @@ int main(int argc, char **argv) {
             const int thread_counts[2] = {1, max_threads};
             for (int ti = 0; ti < (max_threads > 1 ? 2 : 1); ti++) {
                 const int threads = thread_counts[ti];
-                set_threads(threads);
+                mg_set_num_threads(threads);
                 K->run(&b, false); /* warm: page in, and the caches as a step would leave them */
                 K->run(&b, true);
                 for (int r = 0; r < reps; r++) {
-                    double t0 = now_s();
+                    double t0 = mg_time();
                     if (threads == 1) K->run(&b, false);
-                    double t1 = now_s();
+                    double t1 = mg_time();
                     K->run(&b, true);
-                    double t2 = now_s();
+                    double t2 = mg_time();
                     t_ref[r] = t1 - t0;
                     t_fast[r] = t2 - t1;
                     spread();
@@ -525,7 +500,7 @@ int main(int argc, char **argv) {
         bufs_free(&b);
         bench_linear(c, reps, max_threads, json, t_ref, t_fast);
     }
-    set_threads(max_threads);
+    mg_set_num_threads(max_threads);
     free(t_ref);
     free(t_fast);
     if (json && fclose(json) != 0) {

@@ -9,6 +9,7 @@
  * re-running the context, and the other two combinations for information). See bench/README.md.
  */
 #include "bench_train.h"
+#include "../common/bench_util.h"
 
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
@@ -71,26 +72,6 @@ static bool push(side *sd, double v) {
     return true;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double num(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static const char *str(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
 
 /* Gives OpenMP and OpenBLAS threads of the worker that just ran time to stop spinning, so that
  * they do not steal cycles from the other one's first step. */
@@ -155,8 +136,8 @@ static void train_round(side *sd, int k, bool timed) {
 static double gen_run(side *sd, int64_t n, bool cache) {
     if (!sd->up) return NAN;
     cJSON *r = bt_proc_ask(&sd->p, "gen %lld %s", (long long)n, cache ? "cache" : "nocache");
-    double s = r ? num(r, "seconds") : NAN;
-    if (!r || !isfinite(s) || num(r, "tokens") != (double)n) {
+    double s = r ? bt_json_num(r, "seconds") : NAN;
+    if (!r || !isfinite(s) || bt_json_num(r, "tokens") != (double)n) {
         if (r) fprintf(stderr, "bench_train: %s worker: generation gave no time or fewer tokens\n", sd->p.name);
         bt_proc_close(&sd->p);
         sd->up = false;
@@ -169,16 +150,16 @@ static double gen_run(side *sd, int64_t n, bool cache) {
 
 /* Peak RSS and the arena from "mem" into r; then the worker is shut down. */
 static void finish(side *sd, bt_result *r) {
-    r->n_params = (int64_t)num(sd->p.hello, "n_params");
-    r->base_rss_mb = num(sd->p.hello, "base_rss_mb");
-    if (r->impl == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", str(sd->p.hello, "isa"));
+    r->n_params = (int64_t)bt_json_num(sd->p.hello, "n_params");
+    r->base_rss_mb = bt_json_num(sd->p.hello, "base_rss_mb");
+    if (r->impl == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(sd->p.hello, "isa", ""));
     else
-        snprintf(r->backend, sizeof r->backend, "%.15s%s%.15s", str(sd->p.hello, "openblas_core"),
-                 *str(sd->p.hello, "omp_wait_policy") ? "/" : "", str(sd->p.hello, "omp_wait_policy"));
+        snprintf(r->backend, sizeof r->backend, "%.15s%s%.15s", bt_json_str(sd->p.hello, "openblas_core", ""),
+                 *bt_json_str(sd->p.hello, "omp_wait_policy", "") ? "/" : "", bt_json_str(sd->p.hello, "omp_wait_policy", ""));
     cJSON *m = sd->up ? bt_proc_ask(&sd->p, "mem") : NULL;
     if (m) {
-        r->peak_rss_mb = num(m, "peak_rss_mb");
-        if (r->impl == BT_MINIGRAD) r->arena_peak_mb = num(m, "arena_peak_mb"), r->state_mb = num(m, "state_mb");
+        r->peak_rss_mb = bt_json_num(m, "peak_rss_mb");
+        if (r->impl == BT_MINIGRAD) r->arena_peak_mb = bt_json_num(m, "arena_peak_mb"), r->state_mb = bt_json_num(m, "state_mb");
     }
     cJSON_Delete(m);
 }
@@ -209,7 +190,7 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
         r->cfg = c, r->threads = threads, r->impl = i;
         if (sd[i].p.hello) finish(&sd[i], r);
         r->n = sd[i].n;
-        r->seconds = median(sd[i].s, sd[i].n); /* sorts: s[0] is the fastest */
+        r->seconds = bench_median(sd[i].s, sd[i].n); /* sorts: s[0] is the fastest */
         r->best_seconds = sd[i].n > 0 ? sd[i].s[0] : NAN;
         r->tokens_per_s = (double)(c->B * c->T) / r->seconds;
         r->valid = sd[i].up && sd[i].n > 0;
@@ -256,7 +237,7 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             if (sd[i].p.hello) finish(&sd[i], r);
             r->arena_peak_mb = NAN; /* mg_gpt_generate makes its own arena */
             r->n = ns[i][k];
-            r->seconds = median(s[i][k], ns[i][k]);
+            r->seconds = bench_median(s[i][k], ns[i][k]);
             r->best_seconds = ns[i][k] > 0 ? s[i][k][0] : NAN;
             r->tokens_per_s = (double)n / r->seconds;
             r->valid = ns[i][k] > 0;

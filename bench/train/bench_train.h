@@ -111,4 +111,8 @@ bool bt_write_png(const bt_report *rep, const char *path);
  * (message on stderr naming the file and line) on a missing file or a foreign record. */
 bool bt_report_load(bt_report *rep, const char *path);
 
+/* A number (NAN when absent or not a number) and a string (`missing` when absent) of a JSON object. */
+double bt_json_num(const cJSON *j, const char *key);
+const char *bt_json_str(const cJSON *j, const char *key, const char *missing);
+
 #endif

@@ -299,14 +299,14 @@ bool bt_write_png(const bt_report *rep, const char *path) {
 
 /* ---- reading an earlier run's JSON lines back (--report FILE) ---- */
 
-static double jnum(const cJSON *j, const char *key) {
+double bt_json_num(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static const char *jstr(const cJSON *j, const char *key) {
+const char *bt_json_str(const cJSON *j, const char *key, const char *missing) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    return cJSON_IsString(v) ? v->valuestring : missing;
 }
 
 bool bt_report_load(bt_report *rep, const char *path) {
@@ -324,10 +324,10 @@ bool bt_report_load(bt_report *rep, const char *path) {
         lineno++;
         if (line[strspn(line, " \t\r\n")] == 0) continue;
         cJSON *j = cJSON_Parse(line);
-        const char *bench = j ? jstr(j, "bench") : NULL, *cfg = j ? jstr(j, "config") : NULL;
-        const char *impl = j ? jstr(j, "impl") : NULL;
+        const char *bench = j ? bt_json_str(j, "bench", NULL) : NULL, *cfg = j ? bt_json_str(j, "config", NULL) : NULL;
+        const char *impl = j ? bt_json_str(j, "impl", NULL) : NULL;
         const bt_config *c = cfg ? bt_config_find(cfg) : NULL;
-        const int threads = j ? (int)jnum(j, "threads") : 0;
+        const int threads = j ? (int)bt_json_num(j, "threads") : 0;
         const bool gen = bench && !strcmp(bench, "gen");
         if (!bench || (!gen && strcmp(bench, "train")) || !c || !impl ||
             (strcmp(impl, "minigrad") && strcmp(impl, "pytorch")) || threads < 1) {
@@ -342,18 +342,18 @@ bool bt_report_load(bt_report *rep, const char *path) {
                 r->valid = true, r->gen = gen, r->cfg = c, r->threads = threads;
                 r->impl = strcmp(impl, "pytorch") == 0 ? BT_PYTORCH : BT_MINIGRAD;
                 r->cache = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "cache"));
-                r->new_tokens = gen ? (int64_t)jnum(j, "new_tokens") : 0;
-                r->n = (int)jnum(j, gen ? "runs" : "steps");
-                r->seconds = gen ? jnum(j, "ms_per_token") * (double)r->new_tokens / 1e3 : jnum(j, "ms_per_step") / 1e3;
-                r->best_seconds = gen ? jnum(j, "best_ms_per_token") * (double)r->new_tokens / 1e3
-                                      : jnum(j, "best_ms_per_step") / 1e3;
-                r->tokens_per_s = jnum(j, "tokens_per_s"), r->mfu = jnum(j, "mfu");
-                r->peak_gflops = jnum(j, "peak_gflops"), r->peak_rss_mb = jnum(j, "peak_rss_mb");
-                r->base_rss_mb = jnum(j, "base_rss_mb"), r->arena_peak_mb = jnum(j, "arena_peak_mb");
-                r->state_mb = jnum(j, "state_mb"), r->load = jnum(j, "load");
-                r->n_params = (int64_t)jnum(j, "n_params");
-                snprintf(r->backend, sizeof r->backend, "%s", jstr(j, "backend") ? jstr(j, "backend") : "");
-                rep->load_before = jnum(j, "load_before"), rep->load_after = jnum(j, "load_after");
+                r->new_tokens = gen ? (int64_t)bt_json_num(j, "new_tokens") : 0;
+                r->n = (int)bt_json_num(j, gen ? "runs" : "steps");
+                r->seconds = gen ? bt_json_num(j, "ms_per_token") * (double)r->new_tokens / 1e3 : bt_json_num(j, "ms_per_step") / 1e3;
+                r->best_seconds = gen ? bt_json_num(j, "best_ms_per_token") * (double)r->new_tokens / 1e3
+                                      : bt_json_num(j, "best_ms_per_step") / 1e3;
+                r->tokens_per_s = bt_json_num(j, "tokens_per_s"), r->mfu = bt_json_num(j, "mfu");
+                r->peak_gflops = bt_json_num(j, "peak_gflops"), r->peak_rss_mb = bt_json_num(j, "peak_rss_mb");
+                r->base_rss_mb = bt_json_num(j, "base_rss_mb"), r->arena_peak_mb = bt_json_num(j, "arena_peak_mb");
+                r->state_mb = bt_json_num(j, "state_mb"), r->load = bt_json_num(j, "load");
+                r->n_params = (int64_t)bt_json_num(j, "n_params");
+                snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(j, "backend", ""));
+                rep->load_before = bt_json_num(j, "load_before"), rep->load_after = bt_json_num(j, "load_after");
                 if (r->impl == BT_PYTORCH) rep->have_pytorch = true;
                 int t = 0;
                 while (t < rep->n_threads && rep->threads[t] != threads) t++;

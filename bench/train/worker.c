@@ -54,11 +54,14 @@ __attribute__((format(printf, 1, 2))) static void reply_error(const char *fmt, .
     fflush(stdout);
 }
 
-static bool train_steps(worker *w, long k) {
+static void train_steps(worker *w, long k) {
     mg_params *P = mg_gpt_params(w->g);
     const int64_t BT = w->c->B * w->c->T;
     double *times = malloc((size_t)(k > 0 ? k : 1) * sizeof *times);
-    if (!times) return false;
+    if (!times) {
+        reply_error("out of memory");
+        return;
+    }
     float loss = NAN;
     for (long i = 0; i < k; i++) {
         const int64_t b = w->step % N_BATCHES;
@@ -74,7 +77,7 @@ static bool train_steps(worker *w, long k) {
         if (!mg_ctx_ok(w->ctx)) {
             free(times);
             reply_error("minigrad training step failed: %s", w->err[0] ? w->err : mg_ctx_error(w->ctx));
-            return true;
+            return;
         }
         mg_clip_grad_norm(P, 1.0f);
         mg_optim_step(w->opt, 3e-4f);
@@ -87,7 +90,6 @@ static bool train_steps(worker *w, long k) {
     printf("],\"loss\":%.9g}\n", isfinite(loss) ? (double)loss : -1.0);
     fflush(stdout);
     free(times);
-    return true;
 }
 
 static void generate(worker *w, long n, bool cache) {
@@ -159,7 +161,6 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
     fflush(stdout);
 
     char line[256];
-    int rc = 0;
     while (fgets(line, sizeof line, stdin)) {
         char cmd[16] = "", arg[16] = "";
         long k = 0;
@@ -186,5 +187,5 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
     mg_ctx_free(w.ctx);
     mg_optim_free(w.opt);
     mg_gpt_free(w.g);
-    return rc;
+    return 0;
 }

@@ -1,0 +1,91 @@
+/* What the benchmark programs share: the median of a set of timings, and the register-only FMA
+ * loop whose rate is "the machine's peak" for GFLOP/s fractions and model FLOPs utilisation.
+ * Header-only: each benchmark is one program of its own. */
+#ifndef MG_BENCH_UTIL_H
+#define MG_BENCH_UTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BENCH_FMA_X86 1
+#endif
+
+static int bench_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts v (so v[0] is then the smallest) and returns its median; NAN when n <= 0. */
+static inline double bench_median(double *v, int n) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- FMA peak: independent accumulator chains on registers only (no memory traffic), more of
+ * them than FMA pipes x FMA latency on current cores, so the loop is throughput-bound ---- */
+
+#define BENCH_FMA_CHAINS 20 /* and the two constants: within the 32 zmm registers */
+
+#ifdef BENCH_FMA_X86
+__attribute__((target("avx512f,fma"))) static double bench_fma_loop_avx512(long iters) {
+    __m512 acc[BENCH_FMA_CHAINS];
+    const __m512 m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = _mm512_set1_ps(1.0f + (float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 20
+        for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+    }
+    for (int i = 1; i < BENCH_FMA_CHAINS; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    return _mm512_reduce_add_ps(acc[0]);
+}
+
+/* 16 ymm registers: 12 chains plus the two constants. */
+__attribute__((target("avx2,fma"))) static double bench_fma_loop_avx2(long iters) {
+    __m256 acc[12];
+    const __m256 m = _mm256_set1_ps(0.9999999f), a = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps(1.0f + (float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+    }
+    for (int i = 1; i < 12; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc[0]);
+    double s = 0.0;
+    for (int i = 0; i < 8; i++) s += lanes[i];
+    return s;
+}
+#endif
+
+static double bench_fma_loop_scalar(long iters) {
+    float acc[BENCH_FMA_CHAINS];
+    for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = 1.0f + (float)i;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+    double s = 0.0;
+    for (int i = 0; i < BENCH_FMA_CHAINS; i++) s += acc[i];
+    return s;
+}
+
+typedef struct bench_fma {
+    const char *name;
+    double flops_per_iter; /* 2 per lane per chain */
+    double (*loop)(long iters);
+} bench_fma;
+
+/* The widest loop this CPU runs. */
+static inline bench_fma bench_fma_best(void) {
+#ifdef BENCH_FMA_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return (bench_fma){"avx512 fma", 2.0 * 16 * BENCH_FMA_CHAINS, bench_fma_loop_avx512};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (bench_fma){"avx2 fma", 2.0 * 8 * 12, bench_fma_loop_avx2};
+#endif
+    return (bench_fma){"scalar mul+add", 2.0 * BENCH_FMA_CHAINS, bench_fma_loop_scalar};
+}
+
+#endif
