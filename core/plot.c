@@ -75,6 +75,14 @@ uint32_t mg_canvas_get(const mg_canvas *c, int x, int y) {
     return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
 }
 
+void mg_canvas_blit(mg_canvas *dst, const mg_canvas *src, int x, int y) {
+    const int i0 = x < 0 ? -x : 0, i1 = src->w < dst->w - x ? src->w : dst->w - x;
+    const int j0 = y < 0 ? -y : 0, j1 = src->h < dst->h - y ? src->h : dst->h - y;
+    for (int j = j0; j < j1 && i0 < i1; j++)
+        memcpy(dst->px + 3 * ((size_t)(y + j) * (size_t)dst->w + (size_t)(x + i0)),
+               src->px + 3 * ((size_t)j * (size_t)src->w + (size_t)i0), 3 * (size_t)(i1 - i0));
+}
+
 void mg_canvas_set_clip(mg_canvas *c, double x, double y, double w, double h) {
     /* Whole pixels: a clip edge that cut pixels would need coverage bookkeeping for no gain. */
     c->cx0 = (int)clampd(floor(x + 0.5), 0, c->w);
@@ -1292,12 +1300,11 @@ static double cell_pitch(int area, int n) {
     return p >= 2 ? floor(p) : p;
 }
 
-mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
-                          int cols) {
-    static const char fn[] = "mg_plot_heatmap";
+/* The heatmap drawn on a new canvas (*out, the caller's); `path` names it in messages. */
+static mg_status heatmap_chart(const char *fn, const char *path, const mg_plot_opts *opts,
+                               const float *values, int rows, int cols, mg_canvas **out) {
     mg_plot_opts o;
-    mg_status st = check_path(fn, path);
-    if (st != MG_OK) return st;
+    mg_status st;
     if (!values || rows < 1 || cols < 1)
         return mg_set_error(MG_ERR_INVALID, "%s: %s (rows %d, cols %d)", path,
                             !values ? "values is NULL" : "the matrix is empty", rows, cols);
@@ -1451,9 +1458,32 @@ mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const floa
                 o.value_label, 1, C_TEXT, 0, 0.5, true, true);
     draw_title(&ch);
     draw_axis_labels(&ch);
-    return chart_end(&ch, path);
+    *out = ch.c;
+    return MG_OK;
 fail:
     mg_canvas_free(ch.c);
+    return st;
+}
+
+mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
+                          int cols) {
+    static const char fn[] = "mg_plot_heatmap";
+    mg_status st = check_path(fn, path);
+    mg_canvas *c = NULL;
+    if (st == MG_OK) st = heatmap_chart(fn, path, opts, values, rows, cols, &c);
+    if (st == MG_OK) st = mg_canvas_save_png(c, path);
+    mg_canvas_free(c);
+    return st;
+}
+
+mg_status mg_plot_heatmap_onto(mg_canvas *dst, int x, int y, const char *name,
+                               const mg_plot_opts *opts, const float *values, int rows, int cols) {
+    static const char fn[] = "mg_plot_heatmap_onto";
+    mg_canvas *c = NULL;
+    mg_status st = dst ? heatmap_chart(fn, has_text(name) ? name : fn, opts, values, rows, cols, &c)
+                       : mg_set_error(MG_ERR_INVALID, "%s: no canvas to draw onto", fn);
+    if (st == MG_OK) mg_canvas_blit(dst, c, x, y);
+    mg_canvas_free(c);
     return st;
 }
 

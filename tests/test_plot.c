@@ -749,6 +749,44 @@ START_TEST(heatmap_constant_labels_and_large) {
 }
 END_TEST
 
+/* A heatmap drawn as a panel of a larger canvas has the very pixels of the saved chart; the
+ * canvas around it is untouched, what falls outside is cut off, and errors name the panel. */
+START_TEST(heatmap_onto_a_canvas_is_the_same_chart) {
+    make_tmpdir();
+    enum { R = 7, C = 11 };
+    float v[R * C];
+    for (int i = 0; i < R * C; i++) v[i] = sinf(0.37f * (float)i);
+    mg_plot_opts o = {.title = "panel", .width = 300, .height = 200, .value_label = "v"};
+    const char *p = tmp_path("alone.png");
+    ck_assert_int_eq(mg_plot_heatmap(p, &o, v, R, C), MG_OK);
+    mg_canvas *alone = NULL;
+    ck_assert_int_eq(mg_canvas_load_png(p, &alone), MG_OK);
+    mg_canvas *fig = mg_canvas_new(420, 260, 0x123456);
+    ck_assert_ptr_nonnull(fig);
+    ck_assert_int_eq(mg_plot_heatmap_onto(fig, 50, 40, "fig.png", &o, v, R, C), MG_OK);
+    for (int y = 0; y < 260; y++)
+        for (int x = 0; x < 420; x++) {
+            const bool in = x >= 50 && x < 350 && y >= 40 && y < 240;
+            const uint32_t want = in ? mg_canvas_get(alone, x - 50, y - 40) : 0x123456;
+            ck_assert_msg(mg_canvas_get(fig, x, y) == want, "(%d, %d): %06x, want %06x", x, y,
+                          mg_canvas_get(fig, x, y), want);
+        }
+    /* partly outside, on every side */
+    ck_assert_int_eq(mg_plot_heatmap_onto(fig, -100, -50, "fig.png", &o, v, R, C), MG_OK);
+    ck_assert_int_eq(mg_canvas_get(fig, 0, 0), mg_canvas_get(alone, 100, 50));
+    ck_assert_int_eq(mg_plot_heatmap_onto(fig, 300, 200, "fig.png", &o, v, R, C), MG_OK);
+    ck_assert_int_eq(mg_canvas_get(fig, 419, 259), mg_canvas_get(alone, 119, 59));
+    ck_assert_int_eq(mg_plot_heatmap_onto(fig, 0, 0, "fig.png", &o, v, 0, C), MG_ERR_INVALID);
+    tu_assert_error_has("fig.png: the matrix is empty");
+    ck_assert_int_eq(mg_plot_heatmap_onto(NULL, 0, 0, "fig.png", &o, v, R, C), MG_ERR_INVALID);
+    tu_assert_error_has("no canvas");
+    mg_canvas_free(fig);
+    mg_canvas_free(alone);
+    ck_assert_int_eq(count_entries(""), 1); /* nothing written but the chart saved on purpose */
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(heatmap_bad_input) {
     make_tmpdir();
     const char *p = tmp_path("keep.png");
@@ -905,6 +943,7 @@ static Suite *plot_suite(void) {
     tcase_add_test(t, heatmap_colours_and_colour_bar);
     tcase_add_test(t, heatmap_constant_labels_and_large);
     tcase_add_test(t, heatmap_bad_input);
+    tcase_add_test(t, heatmap_onto_a_canvas_is_the_same_chart);
     tcase_add_test(t, bars_chart_layout);
     tcase_add_test(t, bars_bad_input);
     suite_add_tcase(s, t);

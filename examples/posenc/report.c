@@ -428,33 +428,6 @@ static mg_status plot_lengths(const char *dir, const posenc_report *rep, posenc_
     return mg_plot_bars(path, &o, groups, ng, series, ns, vals);
 }
 
-/* Copies src onto dst with its top-left corner at (x, y). */
-static void blit(mg_canvas *dst, mg_canvas *src, int x, int y) {
-    int W = mg_canvas_width(dst), H = mg_canvas_height(dst), w = mg_canvas_width(src),
-        h = mg_canvas_height(src);
-    uint8_t *d = mg_canvas_pixels(dst), *s = mg_canvas_pixels(src);
-    for (int j = 0; j < h && y + j < H; j++) {
-        int n = x + w <= W ? w : W - x;
-        if (n > 0) memcpy(d + ((size_t)(y + j) * W + x) * 3, s + (size_t)j * w * 3, (size_t)n * 3);
-    }
-}
-
-/* Renders a chart into a temporary PNG beside `path` and copies it onto `dst` at (x, y). */
-typedef mg_status (*panel_fn)(const char *path, const void *user);
-
-static mg_status panel(mg_canvas *dst, int x, int y, const char *path, panel_fn fn,
-                       const void *user) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.panel.png", path);
-    mg_status st = fn(tmp, user);
-    mg_canvas *p = NULL;
-    if (st == MG_OK) st = mg_canvas_load_png(tmp, &p);
-    if (st == MG_OK) blit(dst, p, x, y);
-    mg_canvas_free(p);
-    remove(tmp);
-    return st;
-}
-
 typedef struct {
     const char *title, *xlabel, *ylabel, *value_label;
     const float *v;
@@ -463,8 +436,8 @@ typedef struct {
     bool diverging, square;
 } heat;
 
-static mg_status heat_panel(const char *path, const void *user) {
-    const heat *p = user;
+/* One heatmap panel of the figure `path`, drawn onto dst at (x, y). */
+static mg_status heat_panel(mg_canvas *dst, int x, int y, const char *path, const heat *p) {
     mg_plot_opts o = {.title = p->title,
                       .xlabel = p->xlabel,
                       .ylabel = p->ylabel,
@@ -476,7 +449,7 @@ static mg_status heat_panel(const char *path, const void *user) {
                       .width = p->w,
                       .height = p->h,
                       .square_cells = p->square};
-    return mg_plot_heatmap(path, &o, p->v, p->rows, p->cols);
+    return mg_plot_heatmap_onto(dst, x, y, path, &o, p->v, p->rows, p->cols);
 }
 
 /* A positional table (rows positions x cols dimensions) and, beside it, the cosine similarity of
@@ -514,8 +487,8 @@ static mg_status plot_table(const char *path, const char *title, const float *v,
               1.0,
               true,
               true};
-    if (st == MG_OK) st = panel(all, 0, TOP, path, heat_panel, &t);
-    if (st == MG_OK) st = panel(all, TW, TOP, path, heat_panel, &c);
+    if (st == MG_OK) st = heat_panel(all, 0, TOP, path, &t);
+    if (st == MG_OK) st = heat_panel(all, TW, TOP, path, &c);
     if (st == MG_OK) {
         mg_text_style ts = {.scale = 2, .rgb = 0x202020, .align_x = 0.5, .bold = true};
         mg_canvas_text_ex(all, (TW + SW) / 2.0, 10, title, &ts);
@@ -593,7 +566,7 @@ static mg_status plot_attention(const char *dir, const posenc_scheme *sc, const 
                       1.0,
                       false,
                       true};
-            st = panel(all, h * PW, TOP + l * PH, path, heat_panel, &p);
+            st = heat_panel(all, h * PW, TOP + l * PH, path, &p);
         }
     if (st == MG_OK) {
         snprintf(title, sizeof title, "%s: attention probabilities after training on %s (seed %u)",

@@ -40,6 +40,9 @@ int mg_canvas_height(const mg_canvas *c);
 uint8_t *mg_canvas_pixels(mg_canvas *c);
 /* 0xRRGGBB of pixel (x, y); 0 outside the canvas. */
 uint32_t mg_canvas_get(const mg_canvas *c, int x, int y);
+/* Copies src onto dst with its top-left corner at (x, y); what falls outside dst is cut off (the
+ * clip rectangle does not apply). */
+void mg_canvas_blit(mg_canvas *dst, const mg_canvas *src, int x, int y);
 
 /* Restricts all drawing to the rectangle (intersected with the canvas), e.g. a plot area or a
  * piano-roll lane. mg_canvas_reset_clip restores the whole canvas. */
@@ -141,6 +144,10 @@ mg_status mg_plot_lines(const char *path, const mg_plot_opts *opts, const mg_plo
  * larger than the plot area is shown by area-averaging its cells. */
 mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
                           int cols);
+/* The same heatmap as a panel of a larger figure: drawn onto dst with its top-left corner at (x, y)
+ * instead of saved; `name` stands for the path in messages. */
+mg_status mg_plot_heatmap_onto(mg_canvas *dst, int x, int y, const char *name,
+                               const mg_plot_opts *opts, const float *values, int rows, int cols);
 
 /* Grouped bar chart: n_groups groups along x, n_series bars in each, values row-major
  * [n_groups][n_series]; a NaN value leaves its bar out. series_labels may be NULL (no legend). */
