@@ -58,13 +58,14 @@ CONFIGS = {
     "tiny": dict(V=37, T=24, C=32, L=2, H=2, B=3),  # bench_train's own test only
 }
 PROMPT_LEN = 16
-GEN_TOKENS = 256
+GEN_TOKENS = {"textgen": 112, "music": 512, "tiny": 8}  # as bench/train/config.c
 
 
-def gen_tokens(cfg):
-    """New tokens per generation run: 256, or as many as fit the learned position table after
-    the prompt (beyond it both implementations would re-run a cropped window for every token)."""
-    return min(GEN_TOKENS, cfg["T"] - PROMPT_LEN)
+def gen_tokens(name):
+    """New tokens per generation run, as bench_train's defaults: at most what fits the learned
+    position table after the prompt (beyond it both implementations would re-run a cropped window
+    for every token)."""
+    return min(GEN_TOKENS[name], CONFIGS[name]["T"] - PROMPT_LEN)
 
 
 def model_flops_per_token(cfg):
@@ -362,7 +363,7 @@ def standalone(args):
                   "%.1f%%" % (100 * mfu) if mfu else "-", mem["peak_rss_mb"]))
             if json_f:
                 json_f.write(json.dumps(rec) + "\n")
-            n = gen_tokens(cfg)
+            n = gen_tokens(c)
             w = Worker("gen", c, th, args)
             w.ask("gen 4 nocache")
             w.ask("gen 4 cache")

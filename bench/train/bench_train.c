@@ -30,7 +30,7 @@ typedef struct options {
     const char *json, *png, *python, *script, *blas_core, *wait_policy, *report;
     bool configs[8];
     int threads[8], n_threads;
-    int steps, warmup, gen_runs; /* 0: per configuration defaults */
+    int steps, warmup, gen_runs, gen_tokens; /* 0: per configuration defaults */
     uint64_t seed;
 } options;
 
@@ -45,7 +45,7 @@ typedef struct side {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_train [--quick] [--configs textgen,music] [--threads 1,all] [--json FILE] [--png FILE]\n"
-            "                   [--steps N] [--warmup N] [--gen-runs N] [--seed N]\n"
+            "                   [--steps N] [--warmup N] [--gen-runs N] [--gen-tokens N] [--seed N]\n"
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
             "                   [--pytorch-wait-policy passive|active|env]\n"
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
@@ -53,7 +53,9 @@ static void usage(FILE *f) {
             "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 2 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
-            "  --gen-runs N    timed generation runs per implementation and mode (default 9 textgen, 2 music)\n"
+            "  --gen-runs N    rounds of timed generation runs (default 9 textgen, 2 music; the cheap cached\n"
+            "                  runs are timed 3 times a round for music)\n"
+            "  --gen-tokens N  new tokens per generation run (default: fill textgen's context, 112; music 512)\n"
             "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
             "                  (and redraw its --png)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
@@ -205,14 +207,20 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
 static void measure_gen(bt_report *rep, const options *o, const bt_config *c, int threads) {
     const bool big = c->T * c->C > 256 * 1024;
     const int runs = o->gen_runs > 0 ? o->gen_runs : o->quick ? 1 : big ? 2 : 9;
-    const int64_t n = bt_gen_tokens(c);
+    /* Without a cache a music run costs PyTorch half a minute; with one, about a second: those are
+     * timed several times a round, which steadies their medians at little cost. */
+    const int cached_reps = big && !o->quick ? 3 : 1;
+    const int64_t n = bt_gen_tokens(c, o->gen_tokens);
+    if (o->gen_tokens > n)
+        printf("  %s: %lld new tokens per generation run, what fits the context after the %d-token prompt\n",
+               c->name, (long long)n, BT_PROMPT_LEN);
     const int n_impl = rep->have_pytorch ? 2 : 1;
     side sd[2];
     memset(sd, 0, sizeof sd);
     double *s[2][2]; /* [impl][cache] */
     int ns[2][2] = {{0}};
     for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++) s[i][k] = calloc((size_t)runs, sizeof(double));
+        for (int k = 0; k < 2; k++) s[i][k] = calloc((size_t)(runs * (k ? cached_reps : 1)), sizeof(double));
     for (int i = 0; i < n_impl; i++) {
         start_worker(&sd[i], o, i, "gen", c, threads);
         gen_run(&sd[i], 4, true);
@@ -225,8 +233,10 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
         for (int j = 0; j < 2 * n_impl; j++) {
             const int impl = n_impl == 1 ? 0 : (j + r) % 2;
             const bool cache = n_impl == 1 ? j == 0 : (j < 2) == (impl == BT_MINIGRAD);
-            const double t = gen_run(&sd[impl], n, cache);
-            if (isfinite(t) && s[impl][cache]) s[impl][cache][ns[impl][cache]++] = t;
+            for (int k = 0; k < (cache ? cached_reps : 1); k++) {
+                const double t = gen_run(&sd[impl], n, cache);
+                if (isfinite(t) && s[impl][cache]) s[impl][cache][ns[impl][cache]++] = t;
+            }
         }
     }
     for (int i = 0; i < n_impl; i++) {
@@ -356,6 +366,8 @@ int main(int argc, char **argv) {
             if (!parse_int(a, v, 1, &o.warmup)) return 2;
         } else if (!strcmp(a, "--gen-runs")) {
             if (!parse_int(a, v, 1, &o.gen_runs)) return 2;
+        } else if (!strcmp(a, "--gen-tokens")) {
+            if (!parse_int(a, v, 1, &o.gen_tokens)) return 2;
         } else ok = false;
         if (!ok) {
             fprintf(stderr, "bench_train: unknown or incomplete argument '%s'\n", a);

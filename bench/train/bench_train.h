@@ -22,6 +22,7 @@
 typedef struct bt_config {
     const char *name;
     int64_t V, T, C, L, H, B; /* vocab, block size, width, layers, heads, batch */
+    int64_t gen;              /* new tokens per generation run (bench/README.md says why these) */
     bool test_only;           /* "tiny": only for the tool's own test, never run by default */
 } bt_config;
 
@@ -30,15 +31,15 @@ extern const int bt_n_configs;
 const bt_config *bt_config_find(const char *name);
 
 #define BT_PROMPT_LEN 16
-#define BT_GEN_TOKENS 256
 
 /* Model FLOPs of one training step per token: 6 (12 L C^2 + V C) + 6 L T C (see bench/README.md;
  * pytorch_reference.py uses the same formula). */
 double bt_train_flops_per_token(const bt_config *c);
 /* Forward FLOPs greedy generation with a KV cache needs for n_new tokens after a prompt. */
 double bt_gen_flops(const bt_config *c, int64_t prompt, int64_t n_new);
-/* New tokens per generation run: 256, or what fits the position table after the prompt. */
-int64_t bt_gen_tokens(const bt_config *c);
+/* New tokens per generation run: `want` (or the configuration's own count when want <= 0), at
+ * most what fits the position table after the prompt. */
+int64_t bt_gen_tokens(const bt_config *c, int64_t want);
 
 /* Resident set size now (VmRSS) and the process's peak (getrusage ru_maxrss), MiB. */
 double bt_rss_mb(void);

@@ -7,9 +7,9 @@
 #include <sys/resource.h>
 
 const bt_config bt_configs[] = {
-    {"textgen", 256, 128, 256, 3, 4, 32, false},
-    {"music", 390, 2048, 512, 6, 8, 2, false},
-    {"tiny", 37, 24, 32, 2, 2, 3, true},
+    {"textgen", 256, 128, 256, 3, 4, 32, 112, false},
+    {"music", 390, 2048, 512, 6, 8, 2, 512, false},
+    {"tiny", 37, 24, 32, 2, 2, 3, 8, true},
 };
 const int bt_n_configs = (int)(sizeof bt_configs / sizeof bt_configs[0]);
 
@@ -39,9 +39,9 @@ double bt_gen_flops(const bt_config *c, int64_t prompt, int64_t n_new) {
     return total;
 }
 
-int64_t bt_gen_tokens(const bt_config *c) {
-    const int64_t room = c->T - BT_PROMPT_LEN;
-    return room < BT_GEN_TOKENS ? room : BT_GEN_TOKENS;
+int64_t bt_gen_tokens(const bt_config *c, int64_t want) {
+    const int64_t room = c->T - BT_PROMPT_LEN, n = want > 0 ? want : c->gen;
+    return room < n ? room : n;
 }
 
 double bt_rss_mb(void) {

@@ -78,6 +78,14 @@ static double tps(const bt_report *rep, bool gen, bool cache, const char *cfg, i
     return r ? r->tokens_per_s : NAN;
 }
 
+/* New tokens per generation run as measured for a configuration (every run of one report uses the
+ * same count), 0 when it has none. */
+static int64_t gen_tokens_of(const bt_report *rep, const char *cfg) {
+    for (int i = 0; i < rep->n; i++)
+        if (rep->r[i].valid && rep->r[i].gen && !strcmp(rep->r[i].cfg->name, cfg)) return rep->r[i].new_tokens;
+    return 0;
+}
+
 void bt_print_table(const bt_report *rep, FILE *f) {
     fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
     fprintf(f, "%-8s %3s %-9s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
@@ -135,8 +143,8 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         print_target(f, what, mu && mu_pt ? mu->peak_rss_mb / mu_pt->peak_rss_mb : NAN, "", 0.5, false);
         for (int c = 0; c < bt_n_configs; c++) {
             if (bt_configs[c].test_only) continue;
-            snprintf(what, sizeof what, "%s generation, minigrad KV cache / PyTorch no cache, %dt", bt_configs[c].name,
-                     th);
+            snprintf(what, sizeof what, "%s generation (%lld new tokens), KV cache / PyTorch no cache, %dt",
+                     bt_configs[c].name, (long long)gen_tokens_of(rep, bt_configs[c].name), th);
             print_target(f, what,
                          tps(rep, true, true, bt_configs[c].name, th, BT_MINIGRAD) /
                              tps(rep, true, false, bt_configs[c].name, th, BT_PYTORCH),
@@ -260,7 +268,7 @@ bool bt_write_png(const bt_report *rep, const char *path) {
             if (!any) continue;
             if (gen)
                 snprintf(title, sizeof title, "%s generation, batch 1 (%lld new tokens)", cfg->name,
-                         (long long)bt_gen_tokens(cfg));
+                         (long long)gen_tokens_of(rep, cfg->name));
             else
                 snprintf(title, sizeof title, "%s training (B=%lld, T=%lld)", cfg->name, (long long)cfg->B,
                          (long long)cfg->T);

@@ -28,6 +28,7 @@ expect_usage_error "zero threads refused" "'0' is not a thread count" --threads 
 expect_usage_error "thread list with garbage refused" "'2x' is not a thread count" --threads 1,2x
 expect_usage_error "unknown configuration lists the known ones" "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
 expect_usage_error "steps must be positive" "--steps: '0' is not a whole number >= 1" --steps 0
+expect_usage_error "generation length must be positive" "--gen-tokens: '-5' is not a whole number >= 1" --gen-tokens -5
 
 # The worker protocol: greeting, steps, memory, errors as JSON, clean exit on quit.
 printf 'train 2\nmem\nfly 3\ngen 2 cache\nquit\n' |
@@ -89,6 +90,8 @@ for r in gen:
 spec = importlib.util.spec_from_file_location("ref", sys.argv[2])
 ref = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ref)
+# the C driver and the PyTorch reference generate the same number of tokens
+assert ref.gen_tokens("tiny") == 8, ref.gen_tokens("tiny")
 cfg = ref.CONFIGS["tiny"]
 want = ref.model_flops_per_token(cfg) * cfg["B"] * cfg["T"] / 1e9
 for r in train:
@@ -119,6 +122,17 @@ else not_ok "--report names a foreign line" "exit $rc: $(head -c 400 "$tmp/rep")
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "missing.json: No such file" "$tmp/rep"; then ok "--report names a missing file"
 else not_ok "--report names a missing file" "exit $rc: $(head -c 400 "$tmp/rep")"; fi
+
+# --gen-tokens: the length asked for, or what fits the context after the prompt, said so.
+"$bench" --configs tiny --threads 1 --no-pytorch --steps 1 --warmup 1 --gen-runs 1 --gen-tokens 3 \
+  --json "$tmp/g3.json" >"$tmp/g3" 2>&1
+"$bench" --configs tiny --threads 1 --no-pytorch --steps 1 --warmup 1 --gen-runs 1 --gen-tokens 100 \
+  --json "$tmp/g100.json" >"$tmp/g100" 2>&1
+if grep -q '"bench":"gen".*"new_tokens":3,' "$tmp/g3.json" && ! grep -q '"bench":"gen".*"new_tokens":[^3]' "$tmp/g3.json" &&
+  grep -q '"bench":"gen".*"new_tokens":8,' "$tmp/g100.json" &&
+  grep -qF "tiny: 8 new tokens per generation run, what fits the context after the 16-token prompt" "$tmp/g100"; then
+  ok "--gen-tokens sets the generation length, capped at the context"
+else not_ok "--gen-tokens sets the generation length, capped at the context" "$(cat "$tmp/g3" "$tmp/g100" | head -c 800)"; fi
 
 # A PyTorch that cannot be imported is reported and the run goes on with minigrad alone.
 "$bench" --configs tiny --threads 1 --python /bin/false --steps 1 --warmup 1 --gen-runs 1 >"$tmp/nopt" 2>&1
