@@ -17,7 +17,9 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -166,6 +168,16 @@ static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
 /* With M <= small_m (decoding) the time goes to streaming B, 2 flops per 4 bytes, not to arithmetic:
  * a share of B that takes longer to read than a fork/join costs is worth a thread. */
 #define MIN_SMALL_FLOPS_PER_THREAD 2.5e5
+
+/* That holds while idle threads spin. With OMP_WAIT_POLICY=passive they sleep between parallel
+ * regions, and waking one took 40-50 us here (a virtual machine): decoding, with 4 products a
+ * layer, ran slower on 2 threads than on 1. Small products then get the general threshold. */
+static double min_small_flops(void) {
+    /* Looked up on every call (a short scan, next to a product of 0.25+ MFLOP), so a program or
+     * test that changes the variable is followed. */
+    const char *w = getenv("OMP_WAIT_POLICY");
+    return w && strcasecmp(w, "passive") == 0 ? MIN_FLOPS_PER_THREAD : MIN_SMALL_FLOPS_PER_THREAD;
+}
 #define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
 
 /* Of max_threads, as many as have at least per_thread flops each (at least one). */
@@ -188,7 +200,7 @@ static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_
     plan pl = {1, 1, 1, im->mr, im->nr, M <= im->small_m};
     if (pl.small) pl.unit_n = SMALL_COLS_ALIGN;
     const double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = threads_for(max_threads, flops, pl.small ? MIN_SMALL_FLOPS_PER_THREAD : MIN_FLOPS_PER_THREAD);
+    int nt = threads_for(max_threads, flops, pl.small ? min_small_flops() : MIN_FLOPS_PER_THREAD);
     const int64_t um = pl.small ? 1 : (M + pl.unit_m - 1) / pl.unit_m;
     const int64_t un = (N + pl.unit_n - 1) / pl.unit_n;
     if ((int64_t)nt > um * un) nt = (int)(um * un);
@@ -252,7 +264,7 @@ static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M
         A = part + part_floats;
         lda = K;
     }
-    int nt = threads_for(threads, 2.0 * (double)M * (double)N * (double)K, MIN_SMALL_FLOPS_PER_THREAD);
+    int nt = threads_for(threads, 2.0 * (double)M * (double)N * (double)K, min_small_flops());
     if (nt > nch) nt = (int)nch;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t c = 0; c < nch; c++) {
