@@ -99,7 +99,7 @@ typedef struct result {
     float *o, *lse, *dq, *dk, *dv;
 } result;
 
-/* Allocation failure is not what these tests are about (and the benchmark runs outside Check). */
+/* Allocation failure is not what these tests are about. */
 static void *need(void *p) {
     if (!p) {
         fprintf(stderr, "test_attention: out of memory\n");
@@ -731,105 +731,4 @@ static Suite *attention_suite(void) {
     return s;
 }
 
-/* ---- benchmark (not a test): MG_ATTN_BENCH=1 build/tests/test_attention ----------------------
- * Kernel time of forward and backward for the model configurations, fused and reference, on 1 and
- * 2 threads. FLOPs counted are the useful ones, the same for both implementations: 4*D per visible
- * (query, key) pair forward (Q K^T and P V), 8*D backward (dV, dP, dQ, dK; not the recomputation of
- * the logits). Causal attention has T(T+1)/2 visible pairs per head, about half of T^2. */
-
-typedef struct bench_cfg {
-    const char *name;
-    int64_t B, H, T, D;
-    int reps_fused, reps_ref;
-} bench_cfg;
-
-/* Buffers are allocated once per configuration and touched by a warm-up run, as a training step's
- * arena is after the first step: no page faults in the timed runs. */
-typedef struct bench_bufs {
-    result res;
-    float *p;     /* reference probabilities */
-    void *ws;
-    size_t fb, bb;
-} bench_bufs;
-
-static void bench_setup(const inputs *in, bool fused, bench_bufs *bb) {
-    const mg_attn_desc *a = &in->a;
-    alloc_result(in, &bb->res);
-    bb->fb = fused ? mg_attn_forward_workspace(a) : 0;
-    bb->bb = fused ? mg_attn_backward_workspace(a) : mg_attn_backward_ref_workspace(a);
-    bb->ws = need(mg_aligned_alloc((bb->fb > bb->bb ? bb->fb : bb->bb) + 64));
-    bb->p = fused ? NULL : need(mg_aligned_alloc((size_t)(a->B * a->H * a->Tq * a->Tk) * sizeof(float)));
-}
-
-static void bench_free(bench_bufs *bb) {
-    free_result(&bb->res);
-    mg_aligned_free(bb->ws);
-    mg_aligned_free(bb->p);
-}
-
-static double bench_once(const inputs *in, bench_bufs *b, bool fused, double *bwd_s) {
-    const mg_attn_desc *a = &in->a;
-    result *res = &b->res;
-    const double t0 = mg_time();
-    if (fused) mg_attn_forward(a, in->q, in->k, in->v, res->o, res->lse, b->ws, b->fb);
-    else mg_attn_forward_ref(a, in->q, in->k, in->v, res->o, b->p);
-    const double t1 = mg_time();
-    if (fused)
-        mg_attn_backward(a, in->q, in->k, in->v, res->o, res->lse, in->dO, res->dq, res->dk, res->dv, b->ws, b->bb);
-    else mg_attn_backward_ref(a, in->q, in->k, in->v, b->p, in->dO, res->dq, res->dk, res->dv, b->ws, b->bb);
-    *bwd_s = mg_time() - t1;
-    return t1 - t0;
-}
-
-static int bench(const char *only) {
-    const bench_cfg cfgs[] = {
-        {"music", 2, 8, 2048, 64, 5, 2},
-        {"textgen", 32, 4, 128, 64, 30, 20},
-    };
-    printf("isa %s; FLOPs: 4*D (forward) and 8*D (backward) per visible query-key pair\n",
-           mg_isa_name(mg_isa_active()));
-    printf("%-8s %3s %-9s %9s %9s %9s %8s %8s %8s\n", "config", "thr", "impl", "fwd ms", "bwd ms",
-           "total ms", "fwd GF/s", "bwd GF/s", "tot GF/s");
-    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
-        const bench_cfg *b = &cfgs[ci];
-        if (only && strcmp(only, b->name) != 0) continue;
-        const acase c = {b->name, b->B, b->H, b->T, b->T, b->D, true, 0, NO_BIAS, 0};
-        inputs in;
-        make_inputs(&c, 1, &in);
-        const double pairs = (double)(b->B * b->H) * (double)b->T * (double)(b->T + 1) / 2.0;
-        const double ff = 4.0 * (double)b->D * pairs, bf = 8.0 * (double)b->D * pairs;
-        for (int nt = 1; nt <= 2; nt++) {
-            mg_set_num_threads(nt);
-            for (int fused = 1; fused >= 0; fused--) {
-                const int reps = fused ? b->reps_fused : b->reps_ref;
-                bench_bufs bufs;
-                bench_setup(&in, fused, &bufs);
-                double fbest = 1e30, bbest = 1e30, bs;
-                bench_once(&in, &bufs, fused, &bs); /* warm-up: touches every buffer */
-                for (int r = 0; r < reps; r++) {
-                    const double fs = bench_once(&in, &bufs, fused, &bs);
-                    fbest = fmin(fbest, fs), bbest = fmin(bbest, bs);
-                }
-                bench_free(&bufs);
-                printf("%-8s %3d %-9s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f\n", b->name, nt,
-                       fused ? "fused" : "reference", fbest * 1e3, bbest * 1e3, (fbest + bbest) * 1e3,
-                       ff / fbest * 1e-9, bf / bbest * 1e-9, (ff + bf) / (fbest + bbest) * 1e-9);
-                fflush(stdout);
-            }
-        }
-        free_inputs(&in);
-    }
-    mg_set_num_threads(0);
-    return 0;
-}
-
-int main(void) {
-    const char *b = getenv("MG_ATTN_BENCH");
-    if (b && *b) return bench(strcmp(b, "1") == 0 ? NULL : b);
-    SRunner *sr = srunner_create(attention_suite());
-    srunner_set_tap(sr, "-");
-    srunner_run_all(sr, CK_SILENT);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+MG_TEST_MAIN(attention_suite)

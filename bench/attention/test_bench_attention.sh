@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The bench_attention tool itself, not the measurement: argument errors, and one textgen run of a
+# single repetition (under a second) whose JSON lines are checked for the fields readers rely on.
+#   test_bench_attention.sh BENCH_ATTENTION
+set -uo pipefail
+bench=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+# not_ok NAME [DETAIL]: DETAIL as TAP comment lines, each line prefixed with '#'
+not_ok() {
+  n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"
+  if [ $# -gt 1 ]; then printf '%s\n' "$2" | sed 's/^/# /'; fi
+}
+
+# expect_exit NAME STATUS GREP ARGS...: that exit status and a message containing GREP on stderr
+expect_exit() {
+  local name=$1 status=$2 pattern=$3
+  shift 3
+  "$bench" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq "$status" ] && grep -qF -- "$pattern" "$tmp/err"; then ok "$name"
+  else not_ok "$name" "exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
+}
+
+if "$bench" --help >"$tmp/out" 2>&1 && grep -q '^usage: bench_attention' "$tmp/out"; then ok "--help prints the usage"
+else not_ok "--help prints the usage" "$(head -c 300 "$tmp/out")"; fi
+expect_exit "unknown option is named" 2 "'--bogus'" --bogus
+expect_exit "option without its value" 2 "'--json' needs a value" --json
+expect_exit "zero repetitions refused" 2 "--reps: '0' is not a whole number" --reps 0
+expect_exit "repetitions with garbage refused" 2 "--reps: '3x' is not a whole number" --reps 3x
+expect_exit "unknown configuration is named" 2 "unknown configuration 'nope'" --config nope
+expect_exit "unwritable --json file" 1 "$tmp/no/such/dir/a.json" --json "$tmp/no/such/dir/a.json"
+
+# One real run: per thread count, a fused and a reference line for train and for decode.
+"$bench" --config textgen --reps 1 --json "$tmp/a.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ -f "$tmp/a.json" ] || : >"$tmp/a.json"
+lines=$(wc -l <"$tmp/a.json")
+if [ $rc -eq 0 ] && [ "$lines" -ge 4 ] && [ $((lines % 4)) -eq 0 ]; then ok "textgen run writes JSON lines"
+else not_ok "textgen run writes JSON lines" "exit $rc, $lines lines, stderr: $(head -c 300 "$tmp/err")"; fi
+bad=$(grep -cv '^{"bench":"attention","config":"textgen","kind":"\(train\|decode\)","impl":"\(minigrad fused\|reference\)",.*"threads":[0-9]*,.*"fwd_ms":[0-9.]*,"bwd_ms":[^,]*,.*"gflops":[0-9.]*' "$tmp/a.json")
+if [ "$lines" -gt 0 ] && [ "$bad" -eq 0 ]; then ok "every JSON line has bench, config, kind, impl, threads, fwd_ms, bwd_ms, gflops"
+else not_ok "every JSON line has bench, config, kind, impl, threads, fwd_ms, bwd_ms, gflops" "$(head -c 600 "$tmp/a.json")"; fi
+if [ "$lines" -gt 0 ] && [ "$(grep -c '"kind":"decode".*"bwd_ms":null' "$tmp/a.json")" -eq $((lines / 2)) ] &&
+   [ "$(grep -c '"kind":"train".*"bwd_ms":[0-9]' "$tmp/a.json")" -eq $((lines / 2)) ]; then
+  ok "decode rows have no backward, train rows do"
+else not_ok "decode rows have no backward, train rows do" "$(head -c 600 "$tmp/a.json")"; fi
+
+echo "1..$n"
+[ $fails -eq 0 ]
