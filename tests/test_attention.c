@@ -220,7 +220,6 @@ START_TEST(fused_matches_reference) {
         free_result(&f), free_result(&r);
         ran++;
     }
-    mg_isa_force(mg_isa_detected());
     ck_assert_int_ge(ran, 1);
     free_inputs(&in);
 }
@@ -254,7 +253,6 @@ START_TEST(backward_splits_agree_bit_for_bit) {
         expect_identical(mg_isa_name(all_isas[s]), c, &x, &y);
         free_result(&x), free_result(&y);
     }
-    mg_isa_force(mg_isa_detected());
     free_inputs(&in);
 }
 END_TEST
@@ -705,12 +703,14 @@ END_TEST
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("against_reference");
+    tcase_add_checked_fixture(tc, NULL, tu_restore_detected_isa); /* the tests force each SIMD path */
     tcase_add_loop_test(tc, fused_matches_reference, 0, N_CASES);
     tcase_add_test(tc, row_with_every_key_hidden_is_zero);
     tcase_add_test(tc, empty_shapes);
     tcase_add_test(tc, decoding_one_query_at_a_time_matches_full);
     suite_add_tcase(s, tc);
     tc = tcase_create("determinism");
+    tcase_add_checked_fixture(tc, NULL, tu_restore_detected_isa);
     tcase_add_loop_test(tc, backward_splits_agree_bit_for_bit, 0, N_CASES);
     tcase_add_loop_test(tc, thread_count_does_not_change_bits, 0, N_CASES);
     suite_add_tcase(s, tc);

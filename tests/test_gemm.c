@@ -6,8 +6,12 @@
  * S = |alpha| |op(A)| |op(B)| + |beta| |C| is the same product on absolute values. We therefore
  * require |fast - ref| <= (K + 4) * FLT_EPSILON * S elementwise (S itself computed with the
  * reference on |A|, |B|, |C|). Thread invariance is checked bit for bit with memcmp.
+ *
+ * Tests force each SIMD path in turn (mg_isa_force, process-wide); a checked teardown on every
+ * TCase (tu_restore_detected_isa) puts the detected path back after each test and fails the test
+ * if it cannot.
  */
-#include "harness.h"
+#include "test_util.h"
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
 #include "minigrad/rng.h"
@@ -264,7 +268,6 @@ START_TEST(k_zero_and_alpha_zero) {
         mg_sgemm_batched(0, false, false, 1, 4, 3, 1.0f, NULL, 3, 0, NULL, 4, 0, 0.0f, D, 4, 4);
         for (int j = 0; j < 4; j++) ck_assert_float_eq(D[j], (float)(j + 1));
     }
-    ck_assert(mg_isa_force(mg_isa_detected()));
 }
 END_TEST
 
@@ -319,7 +322,6 @@ START_TEST(thread_count_invariance) {
     mg_set_num_threads(saved);
     if (policy) setenv("OMP_WAIT_POLICY", saved_policy, 1);
     else unsetenv("OMP_WAIT_POLICY");
-    ck_assert(mg_isa_force(mg_isa_detected()));
 }
 END_TEST
 
@@ -447,7 +449,6 @@ START_TEST(batched_matches_reference) {
         check_batched(3, false, true, 20, 21, 22, true, true, 0.0f);   /* both shared */
         check_batched(1, true, false, 33, 17, 9, false, false, 0.0f);
     }
-    ck_assert(mg_isa_force(mg_isa_detected()));
 }
 END_TEST
 
@@ -498,19 +499,23 @@ END_TEST
 static Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *dispatch = tcase_create("dispatch");
+    tcase_add_checked_fixture(dispatch, NULL, tu_restore_detected_isa);
     tcase_add_test(dispatch, isa_dispatch);
     suite_add_tcase(s, dispatch);
     TCase *shapes = tcase_create("shapes");
+    tcase_add_checked_fixture(shapes, NULL, tu_restore_detected_isa);
     tcase_add_loop_test(shapes, odd_shapes_all_variants, 0, 4);
     tcase_add_loop_test(shapes, large_shapes_cross_blocks, 0, 4);
     tcase_add_loop_test(shapes, small_m_long_rows, 0, 4);
     tcase_add_test(shapes, k_zero_and_alpha_zero);
     suite_add_tcase(s, shapes);
     TCase *threads = tcase_create("threads");
+    tcase_add_checked_fixture(threads, NULL, tu_restore_detected_isa);
     tcase_add_loop_test(threads, thread_count_invariance, 0, 2);
     tcase_add_test(threads, inside_parallel_region);
     suite_add_tcase(s, threads);
     TCase *batched = tcase_create("batched");
+    tcase_add_checked_fixture(batched, NULL, tu_restore_detected_isa);
     tcase_add_test(batched, batched_matches_reference);
     tcase_add_test(batched, batched_shared_c_accumulates);
     tcase_add_test(batched, batched_thread_count_invariance);

@@ -5,6 +5,8 @@
  * Tolerances, per op, as |got - want| <= atol + rtol |want|:
  *  - add, mul, scale, embedding, reshape, split/merge heads: exact (one IEEE operation or a copy).
  *  - matmul: |err| <= 2 K eps sum_k |a_ik b_kj| + 1e-30, the worst-case float32 dot-product bound.
+ *  - linear against mg_matmul + mg_add: the same bits without a bias; with one,
+ *    |err| <= (K + 4) eps (sum_k |x_ik w_kj| + |b_j|) (tu_abs_product_bound).
  *  - gelu, softmax: atol 1e-6, rtol 1e-5.  layernorm: atol 1e-5, rtol 1e-5 (outputs are O(1)).
  *  - cross-entropy: rtol 1e-5 of the loss plus 1e-5 (log-sum-exp in float32).
  *  - attention: atol 2e-5 (outputs are convex combinations of v in [-1,1]).
@@ -210,6 +212,43 @@ START_TEST(linear_fused) {
             check_linear(ctx, &r, 2, (int64_t[]){3, odd_sizes[k]}, odd_sizes[n], false);
         }
     check_linear(ctx, &r, 1, (int64_t[]){65}, 3, true);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* mg_linear against the two ops it fuses, mg_matmul then mg_add, with x (2, M, K) folding its
+ * batch: no bias, exactly the product; a bias, within the rounding of one product and one add.
+ * (The gradients of the same pair: test_ops_grad.c.) */
+START_TEST(linear_matches_matmul_plus_add) {
+    const int64_t Ms[] = {1, 3, 130}, Ks[] = {1, 7, 65}, Ns[] = {1, 17, 63};
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    mg_rng r = mg_rng_make(12);
+    char what[160];
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 3; k++)
+            for (int c = 0; c < 3; c++)
+                for (int bias = 0; bias < 2; bias++) {
+                    const int64_t M = Ms[a], K = Ks[k], N = Ns[c];
+                    mg_ctx_reset(ctx);
+                    mg_tensor *x = rand_f32(ctx, &r, 3, (int64_t[]){2, M, K}, -1.0f, 1.0f);
+                    mg_tensor *w = rand_f32(ctx, &r, 2, (int64_t[]){K, N}, -1.0f, 1.0f);
+                    mg_tensor *b = bias ? rand_f32(ctx, &r, 1, (int64_t[]){N}, -1.0f, 1.0f) : NULL;
+                    mg_tensor *y = mg_linear(ctx, x, w, b);
+                    mg_tensor *y2 = mg_matmul(ctx, x, w);
+                    if (b) y2 = mg_add(ctx, y2, b);
+                    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+                    ck_assert_int_eq(y->ndim, 3);
+                    ck_assert(y->shape[0] == 2 && y->shape[1] == M && y->shape[2] == N);
+                    snprintf(what, sizeof what, "mg_linear (2,%lld,%lld) @ (%lld,%lld)%s", (long long)M, (long long)K,
+                             (long long)K, (long long)N, bias ? " + bias" : "");
+                    if (!bias) /* no bias: exactly the product */
+                        ck_assert_msg(memcmp(y->data, y2->data, (size_t)y->numel * sizeof(float)) == 0,
+                                      "%s: results differ bit for bit", what);
+                    float *ty = tu_abs_product_bound(x->data, w->data, b ? b->data : NULL, 2 * M, K, N, false, false);
+                    tu_expect_within(what, y->data, y2->data, ty, y->numel);
+                    free(ty);
+                }
     mg_ctx_free(ctx);
 }
 END_TEST
@@ -1032,6 +1071,46 @@ START_TEST(forward_bit_identical_across_thread_counts) {
 }
 END_TEST
 
+/* Forward and backward of one mg_linear, x (M,K) @ W (K,N) + b (N), with `threads` threads: y,
+ * then the gradients of x, W and b, into out. */
+static void linear_run(int threads, float *out, int64_t M, int64_t K, int64_t N) {
+    mg_set_num_threads(threads);
+    mg_rng r = mg_rng_make(13);
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    mg_tensor *x = rand_f32(ctx, &r, 2, (int64_t[]){M, K}, -1.0f, 1.0f);
+    mg_tensor *w = rand_f32(ctx, &r, 2, (int64_t[]){K, N}, -1.0f, 1.0f);
+    mg_tensor *b = rand_f32(ctx, &r, 1, (int64_t[]){N}, -1.0f, 1.0f);
+    mg_tensor *R = rand_f32(ctx, &r, 2, (int64_t[]){M, N}, -1.0f, 1.0f);
+    mg_tensor_set_requires_grad(x, true);
+    mg_tensor_set_requires_grad(w, true);
+    mg_tensor_set_requires_grad(b, true);
+    mg_tensor *y = mg_linear(ctx, x, w, b);
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R))); /* dy = R */
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    memcpy(out, y->data, (size_t)(M * N) * sizeof(float));
+    memcpy(out + M * N, x->grad, (size_t)(M * K) * sizeof(float));
+    memcpy(out + M * N + M * K, w->grad, (size_t)(K * N) * sizeof(float));
+    memcpy(out + M * N + M * K + K * N, b->grad, (size_t)N * sizeof(float));
+    mg_ctx_free(ctx);
+}
+
+/* The fused op, forward and backward (its own backward, not the matmul's), 1 vs 2 threads. */
+START_TEST(linear_bit_identical_across_thread_counts) {
+    const int64_t M = 1000, K = 96, N = 200, n = M * N + M * K + K * N + N;
+    const int keep = mg_get_num_threads();
+    float *one = malloc((size_t)n * sizeof(float)), *two = malloc((size_t)n * sizeof(float));
+    ck_assert(one && two);
+    linear_run(1, one, M, K, N);
+    linear_run(2, two, M, K, N);
+    mg_set_num_threads(keep);
+    ck_assert_msg(memcmp(one, two, (size_t)n * sizeof(float)) == 0,
+                  "mg_linear forward and backward, 1 vs 2 threads: results differ bit for bit");
+    free(one);
+    free(two);
+}
+END_TEST
+
 /* ---- errors the contracts in ops.h promise ---- */
 
 START_TEST(contract_errors) {
@@ -1105,6 +1184,31 @@ START_TEST(contract_errors) {
 }
 END_TEST
 
+/* One bad mg_linear, x (3, xk) (int32 when int_x) @ W (wk, wn) + b (bn; none when 0), on a fresh
+ * context: the placeholder back, exactly one error naming w1, w2 and w3, and nothing new from a
+ * second call (the context is sticky). */
+static void expect_linear_error(int64_t xk, int64_t wk, int64_t wn, int64_t bn, bool int_x, const char *w1,
+                                const char *w2, const char *w3) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_tensor *x = mg_tensor_new(ctx, int_x ? MG_I32 : MG_F32, 2, (int64_t[]){3, xk});
+    mg_tensor *w = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){wk, wn});
+    mg_tensor *b = bn ? mg_tensor_new(ctx, MG_F32, 1, (int64_t[]){bn}) : NULL;
+    mg_tensor *y = mg_linear(ctx, x, w, b);
+    ck_assert_ptr_nonnull(y); /* the placeholder, never NULL */
+    expect_error(ctx, &c, 3, w1, w2, w3);
+    mg_linear(ctx, x, w, b);
+    ck_assert_int_eq(c.calls, 1);
+    mg_ctx_free(ctx);
+}
+
+START_TEST(linear_contract_errors) {
+    expect_linear_error(5, 4, 6, 0, false, "mg_linear", "x(3,5)", "weight(4,6)");
+    expect_linear_error(5, 5, 6, 7, false, "mg_linear", "bias(7)", "must be (6)");
+    expect_linear_error(5, 5, 6, 0, true, "mg_linear", "x(3,5)", "float32");
+}
+END_TEST
+
 /* ---- coverage ---- */
 
 /* Every op in ops.def, by its mg_op_def name, and the tests above that cover it. */
@@ -1137,6 +1241,7 @@ static Suite *forward_suite(void) {
     tcase_add_loop_test(tc, matmul_2d_odd_sizes, 0, N_ODD);
     tcase_add_test(tc, matmul_batched);
     tcase_add_test(tc, linear_fused);
+    tcase_add_test(tc, linear_matches_matmul_plus_add);
     tcase_add_test(tc, matmul_large_crosses_blocks);
     tcase_add_test(tc, matmul_every_isa);
     tcase_add_test(tc, add_mul_broadcasts);
@@ -1160,7 +1265,9 @@ static Suite *forward_suite(void) {
     tcase_add_test(tc, dropout_p0_is_identity);
     tcase_add_test(tc, sum_mean_in_double);
     tcase_add_test(tc, forward_bit_identical_across_thread_counts);
+    tcase_add_test(tc, linear_bit_identical_across_thread_counts);
     tcase_add_test(tc, contract_errors);
+    tcase_add_test(tc, linear_contract_errors);
     tcase_add_test(tc, every_op_has_a_forward_test);
     suite_add_tcase(s, tc);
     return s;

@@ -6,8 +6,12 @@
  * element j of every float input. They must agree within |a - n| <= atol + rtol |n|, with atol and
  * rtol stated per case below. float32 forward passes limit how tight this can be: with h = 1e-2
  * the truncation error is O(h^2) for smooth ops and the rounding error about 1e-7 |L| / h.
- * A coverage test fails if an op in ops.def has no case here. */
-#include "harness.h"
+ * A coverage test fails if an op in ops.def has no case here.
+ *
+ * The fused op mg_linear is also held, far tighter than finite differences can, to the gradients
+ * of the ops it fuses (mg_matmul then mg_add): each gradient within the rounding bound of the
+ * product that forms it, (K + 4) eps sum |a b| over its inner dimension (tu_abs_product_bound). */
+#include "test_util.h"
 #include "minigrad/minigrad.h"
 
 #include <math.h>
@@ -206,6 +210,78 @@ START_TEST(gradcheck) {
 }
 END_TEST
 
+/* ---- mg_linear against the ops it fuses ---- */
+
+static mg_tensor *rand_leaf(mg_ctx *ctx, mg_rng *r, int ndim, const int64_t *shape, bool grad) {
+    mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_range(r, -1.0f, 1.0f);
+    mg_tensor_set_requires_grad(t, grad);
+    return t;
+}
+
+/* A new leaf with t's values, wanting a gradient when t does. */
+static mg_tensor *copy_leaf(mg_ctx *ctx, const mg_tensor *t) {
+    mg_tensor *c = mg_tensor_new(ctx, MG_F32, t->ndim, t->shape);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    memcpy(c->data, t->data, (size_t)t->numel * sizeof(float));
+    mg_tensor_set_requires_grad(c, mg_requires_grad(t));
+    return c;
+}
+
+/* Backward of sum_i y_i R_i, so that backward sees dy = R. */
+static void backward_weighted(mg_ctx *ctx, mg_tensor *y, mg_tensor *R) {
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+}
+
+/* x (2, M, K) folding its batch, W (K, N) and b (N) each once into mg_linear and, as copies, into
+ * mg_matmul then mg_add: dx = dy W^T (a sum over N), dW = x^T dy (over the 2M rows), db = the
+ * column sums of dy (over the 2M rows). (The forward values of the same pair: test_ops_forward.c.) */
+START_TEST(linear_grads_match_matmul_plus_add) {
+    const int64_t Ms[] = {1, 3, 130}, Ks[] = {1, 7, 65}, Ns[] = {1, 17, 63};
+    mg_rng rng = mg_rng_make(12);
+    char what[160];
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 3; k++)
+            for (int c = 0; c < 3; c++)
+                for (int bias = 0; bias < 2; bias++) {
+                    const int64_t M = Ms[a], K = Ks[k], N = Ns[c];
+                    mg_ctx *ctx = mg_ctx_new(0);
+                    ck_assert_ptr_nonnull(ctx);
+                    mg_tensor *x = rand_leaf(ctx, &rng, 3, (int64_t[]){2, M, K}, true);
+                    mg_tensor *w = rand_leaf(ctx, &rng, 2, (int64_t[]){K, N}, true);
+                    mg_tensor *b = bias ? rand_leaf(ctx, &rng, 1, (int64_t[]){N}, true) : NULL;
+                    mg_tensor *R = rand_leaf(ctx, &rng, 3, (int64_t[]){2, M, N}, false);
+                    mg_tensor *x2 = copy_leaf(ctx, x), *w2 = copy_leaf(ctx, w), *b2 = b ? copy_leaf(ctx, b) : NULL;
+                    mg_tensor *y = mg_linear(ctx, x, w, b);
+                    mg_tensor *y2 = mg_matmul(ctx, x2, w2);
+                    if (b2) y2 = mg_add(ctx, y2, b2);
+                    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+                    snprintf(what, sizeof what, "mg_linear (2,%lld,%lld) @ (%lld,%lld)%s gradients", (long long)M,
+                             (long long)K, (long long)K, (long long)N, bias ? " + bias" : "");
+                    backward_weighted(ctx, y, R);
+                    backward_weighted(ctx, y2, R);
+                    float *tx = tu_abs_product_bound(R->data, w->data, NULL, 2 * M, N, K, false, true);
+                    float *tw = tu_abs_product_bound(x->data, R->data, NULL, K, 2 * M, N, true, false);
+                    tu_expect_within(what, x->grad, x2->grad, tx, x->numel);
+                    tu_expect_within(what, w->grad, w2->grad, tw, w->numel);
+                    if (b) {
+                        float *ones = malloc((size_t)(2 * M) * sizeof(float));
+                        ck_assert_ptr_nonnull(ones);
+                        for (int64_t i = 0; i < 2 * M; i++) ones[i] = 1.0f;
+                        float *tb = tu_abs_product_bound(ones, R->data, NULL, 1, 2 * M, N, false, false);
+                        tu_expect_within(what, b->grad, b2->grad, tb, N);
+                        free(ones);
+                        free(tb);
+                    }
+                    free(tx);
+                    free(tw);
+                    mg_ctx_free(ctx);
+                }
+}
+END_TEST
+
 START_TEST(every_op_has_a_gradcheck) {
     for (int i = 0; i < mg_op_count; i++) {
         bool found = false;
@@ -316,6 +392,7 @@ static Suite *grad_suite(void) {
     Suite *s = suite_create("ops_grad");
     TCase *tc = tcase_create("finite_differences");
     tcase_add_loop_test(tc, gradcheck, 0, N_CASES);
+    tcase_add_test(tc, linear_grads_match_matmul_plus_add);
     tcase_add_test(tc, every_op_has_a_gradcheck);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, backward_reuses_dead_gradients);

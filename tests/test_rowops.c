@@ -3,10 +3,13 @@
  * widths 1, 7, 17, 63, 65, 257, 1000: every tail length of both vector widths turns up), forward
  * and backward, plus the promises the header makes: bit-identical results for 1 and 2 threads,
  * pure adds and the scatter-add equal to the reference bit for bit, the documented order of the
- * column sums, masked rows, NaN propagation, empty inputs. Last, the fused op mg_linear against
- * mg_matmul + mg_add (values and gradients), its thread invariance and its error messages; and a
- * small model's loss and gradients with the fast kernels (every path) against the references
- * (mg_rowops_set_impl).
+ * column sums, masked rows, NaN propagation, empty inputs. Last, a small model's loss and
+ * gradients with the fast kernels (every path) against the references (mg_rowops_set_impl). The
+ * fused op mg_linear is tested with the other ops (test_ops_forward.c, test_ops_grad.c).
+ *
+ * Process-wide switches: tests force SIMD paths in turn and one switches the kernels to their
+ * reference twins; a checked teardown (restore_switches) puts the detected path and the fast
+ * kernels back after every test, failed ones included.
  *
  * Tolerances, stated once: kernels that sum over a row are held to a bound proportional to the
  * row length times FLT_EPSILON times the same sum over absolute values (the worst-case error of a
@@ -31,7 +34,8 @@ enum { NR = sizeof rows_list / sizeof rows_list[0], NWID = sizeof widths / sizeo
 
 static const mg_isa all_isas[] = {MG_ISA_GENERIC, MG_ISA_AVX2, MG_ISA_AVX512};
 
-/* Every path this CPU runs; the caller loops over them and restores the detected one. */
+/* Every path this CPU runs, the detected one still active on return; the caller forces each in
+ * turn and the checked teardown (restore_switches) puts the detected one back. */
 static int usable_isas(mg_isa out[3]) {
     int n = 0;
     for (int i = 0; i < 3; i++)
@@ -121,7 +125,6 @@ START_TEST(layernorm_forward_matches_reference) {
                     free(x), free(w), free(b), free(y), free(yr), free(y2);
                     free(m), free(s), free(mr), free(sr);
                 }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -148,7 +151,6 @@ START_TEST(layernorm_constant_rows_are_exact) {
                 ck_assert_float_eq(m[0], vals[k]);
                 free(x), free(b), free(y), free(m), free(s);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -212,7 +214,6 @@ START_TEST(layernorm_backward_matches_reference) {
                         free(tx);
                     free(tw), free(dx2);
                 }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -266,7 +267,6 @@ START_TEST(gelu_matches_reference) {
                 free(x), free(dy), free(y), free(yr), free(tol), free(tg), free(dx0), free(dx),
                     free(dxr);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -313,7 +313,6 @@ START_TEST(adds_equal_reference_bit_for_bit) {
                 expect_same_bits(what, d, dr, (size_t)n * sizeof(float));
                 free(x), free(h), free(b), free(y), free(yr), free(hb), free(xi), free(d), free(dr);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -353,7 +352,6 @@ START_TEST(sum_rows_in_documented_order) {
                 expect_close(what, d, dr, tol, 0.0f, N);
                 free(src), free(d0), free(d), free(want), free(dr), free(tol);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -383,7 +381,6 @@ START_TEST(embedding_equals_reference_bit_for_bit) {
                 expect_same_bits(what, dW, dWr, (size_t)(V * C) * sizeof(float));
                 free(ids), free(W), free(dy), free(y), free(yr), free(dW), free(dWr);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -424,7 +421,6 @@ START_TEST(softmax_matches_reference) {
                 expect_close(what, dx, dxr, tol, 0.0f, n);
                 free(x), free(y), free(yr), free(tol), free(dy), free(dx0), free(dx), free(dxr);
             }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -458,7 +454,6 @@ START_TEST(softmax_masked_and_nan_rows) {
                           mg_isa_name(isas[ii]), (long long)C);
             free(x), free(y);
         }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -515,7 +510,6 @@ START_TEST(cross_entropy_matches_reference) {
                         free(lossr);
                     free(dx0), free(dx), free(dxr);
                 }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -537,7 +531,6 @@ START_TEST(cross_entropy_nan_logit_gives_nan_loss) {
                           (long long)V, loss);
             free(x);
         }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -584,7 +577,6 @@ START_TEST(optimizer_updates_match_reference) {
             }
             free(w), free(m), free(v), free(wr), free(mr), free(vr);
         }
-    mg_isa_force(mg_isa_detected());
 }
 END_TEST
 
@@ -707,7 +699,6 @@ START_TEST(thread_count_invariance) {
         free(one), free(two), free(in.x), free(in.h), free(in.dy), free(in.w), free(in.b);
         free(in.ws), free(in.ids), free(in.t);
     }
-    mg_isa_force(mg_isa_detected());
 #endif
 }
 END_TEST
@@ -756,158 +747,6 @@ START_TEST(empty_inputs_touch_nothing) {
     float mx, ls;
     mg_xent_fwd(1, 0, buf, ids, 0, &mx, &ls, loss);
     ck_assert(loss[0] == 0.0);
-}
-END_TEST
-
-/* ---- the fused linear op
- * ------------------------------------------------------------------------- */
-
-static mg_tensor *rand_tensor(mg_ctx *ctx, mg_rng *r, int ndim, const int64_t *shape, bool grad) {
-    mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
-    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-    for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_range(r, -1.0f, 1.0f);
-    if (grad) t->flags |= MG_REQUIRES_GRAD;
-    return t;
-}
-
-static mg_tensor *copy_tensor(mg_ctx *ctx, const mg_tensor *t) {
-    mg_tensor *c = mg_tensor_new(ctx, MG_F32, t->ndim, t->shape);
-    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-    memcpy(c->data, t->data, (size_t)t->numel * sizeof(float));
-    c->flags |= t->flags & MG_REQUIRES_GRAD;
-    return c;
-}
-
-/* sum_i y_i r_i, so that backward sees dy = r */
-static void backward_weighted(mg_ctx *ctx, mg_tensor *y, mg_tensor *r) {
-    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, r)));
-    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-}
-
-/* out[i, j] = sum_k |a[i, k]| |b[k, j]| (+ |c[j]|): the scale of a product's rounding error. */
-static float *abs_product(const float *a, const float *b, const float *c, int64_t M, int64_t K,
-                          int64_t N, bool ta, bool tb) {
-    float *out = fbuf(M * N);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double s = c ? fabs(c[j]) : 0.0;
-            for (int64_t k = 0; k < K; k++)
-                s +=
-                    fabs(ta ? a[k * M + i] : a[i * K + k]) * fabs(tb ? b[j * K + k] : b[k * N + j]);
-            out[i * N + j] = (float)((double)(K + 4) * FLT_EPSILON * s);
-        }
-    return out;
-}
-
-START_TEST(linear_op_matches_matmul_plus_add) {
-    const int64_t Ms[] = {1, 3, 130}, Ks[] = {1, 7, 65}, Ns[] = {1, 17, 63};
-    mg_rng rng = mg_rng_make(12);
-    char what[160];
-    for (int a = 0; a < 3; a++)
-        for (int k = 0; k < 3; k++)
-            for (int c = 0; c < 3; c++)
-                for (int bias = 0; bias < 2; bias++) {
-                    const int64_t M = Ms[a], K = Ks[k], N = Ns[c];
-                    mg_ctx *ctx = mg_ctx_new(0);
-                    ck_assert_ptr_nonnull(ctx);
-                    /* x as (2, M, K) for the batch fold; W and b leaves that want gradients */
-                    mg_tensor *x = rand_tensor(ctx, &rng, 3, (int64_t[]){2, M, K}, true);
-                    mg_tensor *w = rand_tensor(ctx, &rng, 2, (int64_t[]){K, N}, true);
-                    mg_tensor *b = bias ? rand_tensor(ctx, &rng, 1, (int64_t[]){N}, true) : NULL;
-                    mg_tensor *r = rand_tensor(ctx, &rng, 3, (int64_t[]){2, M, N}, false);
-                    mg_tensor *x2 = copy_tensor(ctx, x), *w2 = copy_tensor(ctx, w),
-                              *b2 = b ? copy_tensor(ctx, b) : NULL;
-                    mg_tensor *y = mg_linear(ctx, x, w, b);
-                    mg_tensor *y2 = mg_matmul(ctx, x2, w2);
-                    if (b2) y2 = mg_add(ctx, y2, b2);
-                    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
-                    ck_assert_int_eq(y->ndim, 3);
-                    ck_assert(y->shape[0] == 2 && y->shape[1] == M && y->shape[2] == N);
-                    snprintf(what, sizeof what, "mg_linear (2,%lld,%lld) @ (%lld,%lld)%s",
-                             (long long)M, (long long)K, (long long)K, (long long)N,
-                             bias ? " + bias" : "");
-                    if (!bias) /* no bias: exactly the product */
-                        expect_same_bits(what, y->data, y2->data, (size_t)y->numel * sizeof(float));
-                    float *ty = abs_product(x->data, w->data, b ? b->data : NULL, 2 * M, K, N,
-                                            false, false);
-                    expect_close(what, y->data, y2->data, ty, 0.0f, y->numel);
-                    backward_weighted(ctx, y, r);
-                    backward_weighted(ctx, y2, r);
-                    /* dx = r W^T (sum over N), dW = x^T r (sum over 2M rows), db = column sums of r
-                     */
-                    float *tx = abs_product(r->data, w->data, NULL, 2 * M, N, K, false, true);
-                    float *tw = abs_product(x->data, r->data, NULL, K, 2 * M, N, true, false);
-                    expect_close(what, x->grad, x2->grad, tx, 0.0f, x->numel);
-                    expect_close(what, w->grad, w2->grad, tw, 0.0f, w->numel);
-                    if (b) {
-                        float *ones = fbuf(2 * M);
-                        for (int64_t i = 0; i < 2 * M; i++) ones[i] = 1.0f;
-                        float *tb = abs_product(ones, r->data, NULL, 1, 2 * M, N, false, false);
-                        expect_close(what, b->grad, b2->grad, tb, 0.0f, N);
-                        free(ones), free(tb);
-                    }
-                    free(ty), free(tx), free(tw);
-                    mg_ctx_free(ctx);
-                }
-}
-END_TEST
-
-/* Forward and backward of one mg_linear with `threads` threads; the results copied to out. */
-static void linear_run(int threads, float *out, int64_t M, int64_t K, int64_t N) {
-    mg_set_num_threads(threads);
-    mg_rng rng = mg_rng_make(13);
-    mg_ctx *ctx = mg_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-    mg_tensor *x = rand_tensor(ctx, &rng, 2, (int64_t[]){M, K}, true);
-    mg_tensor *w = rand_tensor(ctx, &rng, 2, (int64_t[]){K, N}, true);
-    mg_tensor *b = rand_tensor(ctx, &rng, 1, (int64_t[]){N}, true);
-    mg_tensor *r = rand_tensor(ctx, &rng, 2, (int64_t[]){M, N}, false);
-    mg_tensor *y = mg_linear(ctx, x, w, b);
-    backward_weighted(ctx, y, r);
-    memcpy(out, y->data, (size_t)(M * N) * sizeof(float));
-    memcpy(out + M * N, x->grad, (size_t)(M * K) * sizeof(float));
-    memcpy(out + M * N + M * K, w->grad, (size_t)(K * N) * sizeof(float));
-    memcpy(out + M * N + M * K + K * N, b->grad, (size_t)N * sizeof(float));
-    mg_ctx_free(ctx);
-}
-
-START_TEST(linear_op_thread_invariant) {
-    const int64_t M = 1000, K = 96, N = 200, n = M * N + M * K + K * N + N;
-    float *one = fbuf(n), *two = fbuf(n);
-    linear_run(1, one, M, K, N);
-    linear_run(2, two, M, K, N);
-    mg_set_num_threads(2);
-    expect_same_bits("mg_linear forward and backward, 1 vs 2 threads", one, two,
-                     (size_t)n * sizeof(float));
-    free(one), free(two);
-}
-END_TEST
-
-/* One bad call on a fresh context: exactly one error whose message holds every word given. */
-static void expect_linear_error(int64_t xk, int64_t wk, int64_t wn, int64_t bn, bool int_x,
-                                const char *w1, const char *w2, const char *w3) {
-    tu_trap c;
-    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
-    mg_tensor *x = mg_tensor_new(ctx, int_x ? MG_I32 : MG_F32, 2, (int64_t[]){3, xk});
-    mg_tensor *w = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){wk, wn});
-    mg_tensor *b = bn ? mg_tensor_new(ctx, MG_F32, 1, (int64_t[]){bn}) : NULL;
-    mg_tensor *y = mg_linear(ctx, x, w, b);
-    ck_assert_ptr_nonnull(y); /* the placeholder, never NULL */
-    ck_assert_msg(c.calls == 1, "expected one error, got %d", c.calls);
-    const char *words[] = {w1, w2, w3};
-    for (int i = 0; i < 3; i++)
-        ck_assert_msg(strstr(c.msg, words[i]) != NULL, "error message '%s' lacks '%s'", c.msg,
-                      words[i]);
-    /* the context is sticky: later ops are no-ops and raise nothing new */
-    mg_linear(ctx, x, w, b);
-    ck_assert_int_eq(c.calls, 1);
-    mg_ctx_free(ctx);
-}
-
-START_TEST(linear_op_errors_name_op_and_shapes) {
-    expect_linear_error(5, 4, 6, 0, false, "mg_linear", "x(3,5)", "weight(4,6)");
-    expect_linear_error(5, 5, 6, 7, false, "mg_linear", "bias(7)", "must be (6)");
-    expect_linear_error(5, 5, 6, 0, true, "mg_linear", "x(3,5)", "float32");
 }
 END_TEST
 
@@ -1003,15 +842,22 @@ START_TEST(model_loss_and_gradients_fast_vs_reference) {
     }
     ck_assert_msg(differs,
                   "fast and reference kernels gave the same bits everywhere: is the switch wired?");
-    mg_isa_force(mg_isa_detected());
     for (int i = 0; i < TM_NP; i++) free(m.p[i]);
     free(gref), free(gfast);
 }
 END_TEST
 
+/* The checked teardown, after every test: back to the fast kernels (the model test switches to
+ * the references and back) and to the detected SIMD path (most tests force each in turn). */
+static void restore_switches(void) {
+    mg_rowops_set_impl(MG_ROWOPS_FAST);
+    tu_restore_detected_isa();
+}
+
 static Suite *rowops_suite(void) {
     Suite *s = suite_create("rowops");
     TCase *tc = tcase_create("rowops");
+    tcase_add_checked_fixture(tc, NULL, restore_switches);
     tcase_add_test(tc, layernorm_forward_matches_reference);
     tcase_add_test(tc, layernorm_constant_rows_are_exact);
     tcase_add_test(tc, layernorm_backward_matches_reference);
@@ -1027,9 +873,6 @@ static Suite *rowops_suite(void) {
     tcase_add_test(tc, thread_count_invariance);
     tcase_add_test(tc, inside_a_parallel_region_runs_on_the_caller);
     tcase_add_test(tc, empty_inputs_touch_nothing);
-    tcase_add_test(tc, linear_op_matches_matmul_plus_add);
-    tcase_add_test(tc, linear_op_thread_invariant);
-    tcase_add_test(tc, linear_op_errors_name_op_and_shapes);
     tcase_add_test(tc, model_loss_and_gradients_fast_vs_reference);
     suite_add_tcase(s, tc);
     return s;

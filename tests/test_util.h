@@ -1,7 +1,8 @@
 /* Helpers the suites share: a scratch folder, whole files in and out, paths in the source and
  * build trees, a program of the build tree run as a subprocess with its output captured, the
- * recoverable error message, a context whose programming errors are trapped, and the JSON-lines
- * log and safetensors files the example programs write.
+ * recoverable error message, a context whose programming errors are trapped, float results within
+ * the rounding bound of a matrix product, the checked teardown that puts the detected SIMD path
+ * back, and the JSON-lines log and safetensors files the example programs write.
  *
  * Header-only (static inline, so a suite pays only for what it calls). Every helper fails the
  * current Check test with a message naming the file or program rather than returning an error.
@@ -15,6 +16,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -267,6 +270,56 @@ static inline mg_ctx *tu_trapping_ctx(tu_trap *t, size_t arena) {
     ck_assert_ptr_nonnull(ctx);
     mg_ctx_set_error_handler(ctx, tu_trap_handler, t);
     return ctx;
+}
+
+/* ---- float results within a bound ---- */
+
+/* The rounding bound of a float product computed in any order: out[i, j] =
+ * (K + 4) FLT_EPSILON (sum_k |op(a)[i, k]| |op(b)[k, j]| + |c[j]|), op(a) M x K (a stored K x M
+ * when ta), op(b) K x N (b stored N x K when tb), c (N) or NULL. malloc'ed; the caller frees. */
+static inline float *tu_abs_product_bound(const float *a, const float *b, const float *c, int64_t M,
+                                          int64_t K, int64_t N, bool ta, bool tb) {
+    float *out = malloc((size_t)(M * N > 0 ? M * N : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(out);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = c ? fabs(c[j]) : 0.0;
+            for (int64_t k = 0; k < K; k++)
+                s +=
+                    fabs(ta ? a[k * M + i] : a[i * K + k]) * fabs(tb ? b[j * K + k] : b[k * N + j]);
+            out[i * N + j] = (float)((double)(K + 4) * FLT_EPSILON * s);
+        }
+    return out;
+}
+
+/* |got[i] - want[i]| <= tol[i] for all n elements (equal values always pass), NaN only where want
+ * is NaN; otherwise fails with the first element that is not, under the name what. */
+static inline void tu_expect_within(const char *what, const float *got, const float *want,
+                                    const float *tol, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const bool ok = isnan(want[i]) ? isnan(got[i])
+                                       : (got[i] == want[i] || fabsf(got[i] - want[i]) <= tol[i]);
+        /* Check logs every passing assertion: only a failure may reach ck_assert here */
+        if (!ok)
+            ck_abort_msg("%s: element %lld of %lld: got %.9g, want %.9g (tolerance %.3g)", what,
+                         (long long)i, (long long)n, got[i], want[i], tol[i]);
+    }
+}
+
+/* ---- the SIMD path, put back after each test ---- */
+
+/* A teardown for suites whose tests force SIMD paths in turn (mg_isa_force, process-wide): puts
+ * the path this CPU detected back, and fails the test if it cannot. Register it as a checked
+ * fixture, tcase_add_checked_fixture(tc, NULL, tu_restore_detected_isa): that runs after every
+ * test in the test's own process. Under Check's default CK_FORK each test's process ends with it
+ * anyway; under CK_FORK=no every test shares one process and the checked teardown runs even after
+ * a failed assertion, so a test that fails on a forced path cannot leave it to the next. (An
+ * unchecked fixture would run once per TCase, in the runner's process: too late, and under
+ * CK_FORK in the wrong process.) */
+static inline void tu_restore_detected_isa(void) {
+    const mg_isa best = mg_isa_detected();
+    ck_assert_msg(mg_isa_force(best), "cannot restore the detected SIMD path %s",
+                  mg_isa_name(best));
 }
 
 /* ---- what the example programs write ---- */
