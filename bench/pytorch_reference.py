@@ -59,6 +59,7 @@ CONFIGS = {
 }
 PROMPT_LEN = 16
 GEN_TOKENS = {"textgen": 112, "music": 512, "tiny": 8}  # as bench/train/config.c
+GEN_SAMPLE_SECONDS, GEN_MAX_REPS = 0.25, 64  # as bench/train/bench_train.c
 
 
 def gen_tokens(name):
@@ -368,13 +369,21 @@ def standalone(args):
             w.ask("gen 4 nocache")
             w.ask("gen 4 cache")
             for mode in ("nocache", "cache"):
-                secs = [w.ask("gen %d %s" % (n, mode))["seconds"] for _ in range(1 if args.quick else 2)]
+                # as bench_train: a run shorter than GEN_SAMPLE_SECONDS is repeated back to back
+                # and averaged, since the first milliseconds after idling run slower
+                t = w.ask("gen 4 %s" % mode)["seconds"] * n / 4
+                if not args.quick and t < GEN_SAMPLE_SECONDS:
+                    t = w.ask("gen %d %s" % (n, mode))["seconds"]
+                reps = 1 if args.quick else max(1, min(GEN_MAX_REPS, math.ceil(GEN_SAMPLE_SECONDS / t)))
+                secs = []
+                for _ in range(1 if args.quick else 2):
+                    secs.append(sum(w.ask("gen %d %s" % (n, mode))["seconds"] for _ in range(reps)) / reps)
                 s = statistics.median(secs)
                 gfl = gen_flops(cfg, PROMPT_LEN, n)
                 mfu = gfl / s / (peak * 1e9) if peak else None
                 rec = {"bench": "gen", "config": c, "threads": th, "impl": "pytorch",
                        "cache": mode == "cache", "prompt_tokens": PROMPT_LEN, "new_tokens": n,
-                       "ms_per_token": s / n * 1e3, "gen_tokens_per_s": n / s, "tokens_per_s": n / s,
+                       "runs": len(secs), "reps_per_run": reps, "ms_per_token": s / n * 1e3, "gen_tokens_per_s": n / s, "tokens_per_s": n / s,
                        "mfu": mfu, "peak_rss_mb": None}
                 print("%-8s %3d %-12s %10.2f %11.1f %6s %9s" % (c, th, "gen " + mode, s / n * 1e3, n / s,
                       "%.1f%%" % (100 * mfu) if mfu else "-", "-"))

@@ -135,19 +135,22 @@ static void train_round(side *sd, int k, bool timed) {
     settle();
 }
 
-static double gen_run(side *sd, int64_t n, bool cache) {
-    if (!sd->up) return NAN;
-    cJSON *r = bt_proc_ask(&sd->p, "gen %lld %s", (long long)n, cache ? "cache" : "nocache");
-    double s = r ? bt_json_num(r, "seconds") : NAN;
-    if (!r || !isfinite(s) || bt_json_num(r, "tokens") != (double)n) {
-        if (r) fprintf(stderr, "bench_train: %s worker: generation gave no time or fewer tokens\n", sd->p.name);
-        bt_proc_close(&sd->p);
-        sd->up = false;
-        s = NAN;
+/* "gen n cache|nocache", reps times back to back; their mean seconds (NAN if the worker failed). */
+static double gen_run(side *sd, int64_t n, bool cache, int reps) {
+    double sum = 0.0;
+    for (int k = 0; k < reps && sd->up; k++) {
+        cJSON *r = bt_proc_ask(&sd->p, "gen %lld %s", (long long)n, cache ? "cache" : "nocache");
+        const double s = r ? bt_json_num(r, "seconds") : NAN;
+        if (!r || !isfinite(s) || bt_json_num(r, "tokens") != (double)n) {
+            if (r) fprintf(stderr, "bench_train: %s worker: generation gave no time or fewer tokens\n", sd->p.name);
+            bt_proc_close(&sd->p);
+            sd->up = false;
+        }
+        sum += s;
+        cJSON_Delete(r);
     }
-    cJSON_Delete(r);
     settle();
-    return s;
+    return sd->up ? sum / reps : NAN;
 }
 
 /* Peak RSS and the arena from "mem" into r; then the worker is shut down. */
@@ -204,6 +207,13 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     fflush(stdout);
 }
 
+/* A generation sample should last at least this long. Each run starts from a machine left idle by
+ * settle(), and on the development VM the first 5-15 ms after idling ran slower (a textgen run of
+ * 112 tokens took 14.9 ms after a pause, 11.5 ms back to back, on 2 threads; 1 thread barely
+ * moved): short runs are therefore repeated back to back and averaged. */
+#define GEN_SAMPLE_SECONDS 0.25
+#define GEN_MAX_REPS 64
+
 static void measure_gen(bt_report *rep, const options *o, const bt_config *c, int threads) {
     const bool big = c->T * c->C > 256 * 1024;
     const int runs = o->gen_runs > 0 ? o->gen_runs : o->quick ? 1 : big ? 2 : 9;
@@ -218,13 +228,19 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
     side sd[2];
     memset(sd, 0, sizeof sd);
     double *s[2][2]; /* [impl][cache] */
-    int ns[2][2] = {{0}};
+    int ns[2][2] = {{0}}, reps[2][2];
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 2; k++) s[i][k] = calloc((size_t)(runs * (k ? cached_reps : 1)), sizeof(double));
+    /* Warm-up: 4 tokens each way. A kind whose full run looks shorter than a sample at that rate
+     * gets one untimed full run more, whose time sets how many runs make a sample. */
     for (int i = 0; i < n_impl; i++) {
         start_worker(&sd[i], o, i, "gen", c, threads);
-        gen_run(&sd[i], 4, true);
-        gen_run(&sd[i], 4, false);
+        for (int k = 1; k >= 0; k--) {
+            double t = gen_run(&sd[i], 4, k == 1, 1) * (double)n / 4.0;
+            if (!o->quick && t < GEN_SAMPLE_SECONDS) t = gen_run(&sd[i], n, k == 1, 1);
+            const double want = t > 0.0 ? ceil(GEN_SAMPLE_SECONDS / t) : 1.0;
+            reps[i][k] = o->quick || !(want > 1.0) ? 1 : want < GEN_MAX_REPS ? (int)want : GEN_MAX_REPS;
+        }
     }
     /* The issue's pair first in each round (minigrad cached, PyTorch uncached), the other two after
      * it, with the leading implementation alternating. */
@@ -234,7 +250,7 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             const int impl = n_impl == 1 ? 0 : (j + r) % 2;
             const bool cache = n_impl == 1 ? j == 0 : (j < 2) == (impl == BT_MINIGRAD);
             for (int k = 0; k < (cache ? cached_reps : 1); k++) {
-                const double t = gen_run(&sd[impl], n, cache);
+                const double t = gen_run(&sd[impl], n, cache, reps[impl][cache]);
                 if (isfinite(t) && s[impl][cache]) s[impl][cache][ns[impl][cache]++] = t;
             }
         }
@@ -247,14 +263,15 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             if (sd[i].p.hello) finish(&sd[i], r);
             r->arena_peak_mb = NAN; /* mg_gpt_generate makes its own arena */
             r->n = ns[i][k];
+            r->reps = reps[i][k];
             r->seconds = bench_median(s[i][k], ns[i][k]);
             r->best_seconds = ns[i][k] > 0 ? s[i][k][0] : NAN;
             r->tokens_per_s = (double)n / r->seconds;
             r->valid = ns[i][k] > 0;
             if (r->valid)
-                printf("  %-8s %-7s %dt gen %-8s %8.2f ms/token %9.1f tokens/s  (%d runs of %lld tokens)\n",
+                printf("  %-8s %-7s %dt gen %-8s %8.2f ms/token %9.1f tokens/s  (%d samples of %d x %lld tokens)\n",
                        i ? "pytorch" : "minigrad", c->name, threads, k ? "cache" : "no cache",
-                       1e3 * r->seconds / (double)n, r->tokens_per_s, r->n, (long long)n);
+                       1e3 * r->seconds / (double)n, r->tokens_per_s, r->n, r->reps, (long long)n);
         }
         stop_worker(&sd[i]);
     }

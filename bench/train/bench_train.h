@@ -81,7 +81,8 @@ typedef struct bt_result {
     bool gen;   /* false: a training measurement */
     bool cache; /* gen: with a KV cache */
     const bt_config *cfg;
-    int threads, impl, n; /* n: steps or generation runs behind the median */
+    int threads, impl, n; /* n: steps or generation samples behind the median */
+    int reps;             /* gen: back-to-back runs averaged into each sample */
     double seconds;       /* median seconds per step, or per generation run */
     double best_seconds;  /* the fastest of them (less sensitive to other load; JSON only) */
     double tokens_per_s, mfu, peak_gflops;

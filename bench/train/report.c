@@ -102,19 +102,21 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         fprintf(f, "%-8s %3d %-9s %5d %10.1f %10.0f %7s %9s %9s %9s %8s %5.1f\n", r->cfg->name, r->threads,
                 impl_name[r->impl], r->n, 1e3 * r->seconds, r->tokens_per_s, mfu, rss, base, arena, rt, r->load);
     }
-    fprintf(f, "\ngeneration: batch 1, greedy, %d-token prompt; tokens/s = new tokens / wall time; median of runs\n",
+    fprintf(f, "\ngeneration: batch 1, greedy, %d-token prompt; tokens/s = new tokens / wall time; median of "
+               "samples, each the mean of runs back to back (samples x runs)\n",
             BT_PROMPT_LEN);
-    fprintf(f, "%-8s %3s %-9s %-8s %4s %4s %10s %10s %7s %9s %8s %5s\n", "config", "thr", "impl", "kv", "new", "runs",
+    fprintf(f, "%-8s %3s %-9s %-8s %4s %7s %10s %10s %7s %9s %8s %5s\n", "config", "thr", "impl", "kv", "new", "runs",
             "ms/token", "tokens/s", "MFU", "peak RSS", "ratio", "load");
     for (int i = 0; i < rep->n; i++) {
         const bt_result *r = &rep->r[i];
         if (!r->valid || !r->gen) continue;
-        char mfu[16], rss[16], rt[16];
+        char mfu[16], rss[16], rt[16], runs[24];
         fmt_num(mfu, sizeof mfu, "%.2f%%", 100.0 * r->mfu);
         fmt_num(rss, sizeof rss, "%.0fM", r->peak_rss_mb);
         fmt_num(rt, sizeof rt, "%.1fx", r->cache ? ratio(rep, r) : NAN);
-        fprintf(f, "%-8s %3d %-9s %-8s %4lld %4d %10.3f %10.1f %7s %9s %8s %5.1f\n", r->cfg->name, r->threads,
-                impl_name[r->impl], r->cache ? "cache" : "no cache", (long long)r->new_tokens, r->n,
+        snprintf(runs, sizeof runs, "%dx%d", r->n, r->reps);
+        fprintf(f, "%-8s %3d %-9s %-8s %4lld %7s %10.3f %10.1f %7s %9s %8s %5.1f\n", r->cfg->name, r->threads,
+                impl_name[r->impl], r->cache ? "cache" : "no cache", (long long)r->new_tokens, runs,
                 1e3 * r->seconds / (double)r->new_tokens, r->tokens_per_s, mfu, rss, rt, r->load);
     }
     fprintf(f, "ratio: minigrad tokens/s over PyTorch's at the same thread count (generation: over PyTorch "
@@ -143,8 +145,10 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         print_target(f, what, mu && mu_pt ? mu->peak_rss_mb / mu_pt->peak_rss_mb : NAN, "", 0.5, false);
         for (int c = 0; c < bt_n_configs; c++) {
             if (bt_configs[c].test_only) continue;
-            snprintf(what, sizeof what, "%s generation (%lld new tokens), KV cache / PyTorch no cache, %dt",
-                     bt_configs[c].name, (long long)gen_tokens_of(rep, bt_configs[c].name), th);
+            const int64_t nt = gen_tokens_of(rep, bt_configs[c].name);
+            char len[48] = "";
+            if (nt > 0) snprintf(len, sizeof len, " (%lld new tokens)", (long long)nt);
+            snprintf(what, sizeof what, "%s generation%s, KV cache / PyTorch no cache, %dt", bt_configs[c].name, len, th);
             print_target(f, what,
                          tps(rep, true, true, bt_configs[c].name, th, BT_MINIGRAD) /
                              tps(rep, true, false, bt_configs[c].name, th, BT_PYTORCH),
@@ -181,8 +185,8 @@ bool bt_write_json(const bt_report *rep, const char *path) {
         fprintf(f, "{\"bench\":\"%s\",\"config\":\"%s\",\"threads\":%d,\"impl\":\"%s\"", r->gen ? "gen" : "train",
                 c->name, r->threads, impl_name[r->impl]);
         if (r->gen) {
-            fprintf(f, ",\"cache\":%s,\"prompt_tokens\":%d,\"new_tokens\":%lld,\"runs\":%d",
-                    r->cache ? "true" : "false", BT_PROMPT_LEN, (long long)r->new_tokens, r->n);
+            fprintf(f, ",\"cache\":%s,\"prompt_tokens\":%d,\"new_tokens\":%lld,\"runs\":%d,\"reps_per_run\":%d",
+                    r->cache ? "true" : "false", BT_PROMPT_LEN, (long long)r->new_tokens, r->n, r->reps);
             json_num(f, "ms_per_token", 1e3 * r->seconds / (double)r->new_tokens, "%.6g");
             json_num(f, "gen_tokens_per_s", r->tokens_per_s, "%.6g");
             json_num(f, "best_ms_per_token", 1e3 * r->best_seconds / (double)r->new_tokens, "%.6g");
@@ -352,6 +356,8 @@ bool bt_report_load(bt_report *rep, const char *path) {
                 r->cache = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "cache"));
                 r->new_tokens = gen ? (int64_t)bt_json_num(j, "new_tokens") : 0;
                 r->n = (int)bt_json_num(j, gen ? "runs" : "steps");
+                const double reps = gen ? bt_json_num(j, "reps_per_run") : NAN;
+                r->reps = isfinite(reps) && reps >= 1.0 && reps <= 1e6 ? (int)reps : 1; /* files before it: 1 */
                 r->seconds = gen ? bt_json_num(j, "ms_per_token") * (double)r->new_tokens / 1e3 : bt_json_num(j, "ms_per_step") / 1e3;
                 r->best_seconds = gen ? bt_json_num(j, "best_ms_per_token") * (double)r->new_tokens / 1e3
                                       : bt_json_num(j, "best_ms_per_step") / 1e3;

@@ -86,6 +86,8 @@ for r in train:
     assert r["peak_rss_mb"] > r["arena_peak_mb"] > 0, r
 for r in gen:
     assert r["new_tokens"] == 8 and r["gen_tokens_per_s"] > 0, r
+    # a tiny run lasts well under a sample's 0.25 s: several runs back to back make each sample
+    assert 1 < r["reps_per_run"] <= 64 and r["runs"] == 1, r
 # the C driver and the PyTorch reference count model FLOPs the same way
 spec = importlib.util.spec_from_file_location("ref", sys.argv[2])
 ref = importlib.util.module_from_spec(spec)
