@@ -7,7 +7,8 @@
 #include <string.h>
 
 /* The arena is a list of blocks. Normally there is one; a growing arena may add more during a
- * step, and reset folds them into one block of the peak size, so steady-state steps never malloc. */
+ * step, and reset folds them into one block of the peak size plus a quarter, so steady-state
+ * steps never malloc. */
 typedef struct arena_block {
     struct arena_block *next;
     size_t cap, used;
@@ -94,8 +95,12 @@ void mg_ctx_free(mg_ctx *ctx) {
 
 void mg_ctx_reset(mg_ctx *ctx) {
     if (ctx->blocks->next) {
-        /* The arena grew during the step: replace the chain by one block big enough for the peak. */
-        size_t cap = (ctx->peak + ALIGN - 1) / ALIGN * ALIGN;
+        /* The arena grew during the step: replace the chain by one block big enough for the peak,
+         * plus a quarter. Steps of one size never touch the extra quarter (untouched pages of a
+         * large allocation cost no memory); steps that grow a little each time, as generation
+         * re-running a longer context does for every token, would otherwise get a new block, and
+         * fault in all its pages, at every reset. */
+        size_t cap = (ctx->peak + ctx->peak / 4 + ALIGN - 1) / ALIGN * ALIGN;
         arena_block *b = block_new(cap);
         if (b) {
             blocks_free(ctx->blocks);

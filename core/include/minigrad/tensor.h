@@ -56,7 +56,8 @@ typedef struct mg_tensor {
 
 /* arena_bytes > 0: a fixed arena; running out is an error naming the op and the sizes.
  * arena_bytes == 0: the arena grows as needed; at the next reset it is re-made as one block of the
- * peak size, so from the second step on a training loop does no malloc.
+ * peak size plus a quarter (pages never touched cost no memory), so from the second step on a
+ * training loop does no malloc, and steps that grow a little each time re-make it only rarely.
  * Returns NULL (with mg_last_error) if memory cannot be had. */
 mg_ctx *mg_ctx_new(size_t arena_bytes);
 void mg_ctx_free(mg_ctx *ctx);
