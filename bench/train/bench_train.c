@@ -51,7 +51,7 @@ static void usage(FILE *f) {
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
-            "  --steps N       timed training steps per implementation (default 12 textgen, 2 music)\n"
+            "  --steps N       timed training steps per implementation (default 12 textgen, 3 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
             "  --gen-runs N    rounds of timed generation runs (default 9 textgen, 2 music; the cheap cached\n"
             "                  runs are timed 3 times a round for music)\n"
@@ -175,8 +175,12 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
      * the next reset, whose pages the second step touches first; PyTorch's AdamW makes its
      * moments in the first. From the third step on both are in their steady state. */
     const int warm = o->warmup > 0 ? o->warmup : 2;
-    const int steps = o->steps > 0 ? o->steps : o->quick ? (big ? 1 : 4) : (big ? 2 : 12);
-    const int per_round = big ? 1 : steps >= 12 ? 3 : 2;
+    const int steps = o->steps > 0 ? o->steps : o->quick ? (big ? 1 : 4) : (big ? 3 : 12);
+    /* Rounds of several steps: the first step after the other implementation's ran slower (music,
+     * 2 threads: 1.64-1.68 s against 1.58-1.60 for the next ones), and the median of a round of
+     * three is one of the steady ones. Music's three steps each are one round (a PyTorch step
+     * costs 10-14 s); textgen's twelve are four rounds of three, alternating. */
+    const int per_round = big ? steps : steps >= 12 ? 3 : 2;
     const int n_impl = rep->have_pytorch ? 2 : 1;
     side sd[2];
     memset(sd, 0, sizeof sd);
