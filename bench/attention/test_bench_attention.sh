@@ -4,26 +4,7 @@
 #   test_bench_attention.sh BENCH_ATTENTION
 set -uo pipefail
 bench=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-# not_ok NAME [DETAIL]: DETAIL as TAP comment lines, each line prefixed with '#'
-not_ok() {
-  n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"
-  if [ $# -gt 1 ]; then printf '%s\n' "$2" | sed 's/^/# /'; fi
-}
-
-# expect_exit NAME STATUS GREP ARGS...: that exit status and a message containing GREP on stderr
-expect_exit() {
-  local name=$1 status=$2 pattern=$3
-  shift 3
-  "$bench" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq "$status" ] && grep -qF -- "$pattern" "$tmp/err"; then ok "$name"
-  else not_ok "$name" "exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
-}
+. "$(dirname "$0")/../common/tap.sh"
 
 if "$bench" --help >"$tmp/out" 2>&1 && grep -q '^usage: bench_attention' "$tmp/out"; then ok "--help prints the usage"
 else not_ok "--help prints the usage" "$(head -c 300 "$tmp/out")"; fi
@@ -49,5 +30,4 @@ if [ "$lines" -gt 0 ] && [ "$(grep -c '"kind":"decode".*"bwd_ms":null' "$tmp/a.j
   ok "decode rows have no backward, train rows do"
 else not_ok "decode rows have no backward, train rows do" "$(head -c 600 "$tmp/a.json")"; fi
 
-echo "1..$n"
-[ $fails -eq 0 ]
+tap_done

@@ -6,29 +6,16 @@
 set -uo pipefail
 bench=$1
 ref=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '# %s\n' "$2"; }
+. "$(dirname "$0")/../common/tap.sh"
 
-# expect_usage_error NAME GREP ARGS...: exit status 2 and a message containing GREP on stderr
-expect_usage_error() {
-  local name=$1 pattern=$2
-  shift 2
-  "$bench" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq 2 ] && grep -qF -- "$pattern" "$tmp/err"; then ok "$name"
-  else not_ok "$name" "exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
-}
-expect_usage_error "unknown option is named" "'--bogus'" --bogus
-expect_usage_error "option without its value" "'--json'" --json
-expect_usage_error "zero threads refused" "'0' is not a thread count" --threads 0
-expect_usage_error "thread list with garbage refused" "'2x' is not a thread count" --threads 1,2x
-expect_usage_error "unknown configuration lists the known ones" "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
-expect_usage_error "steps must be positive" "--steps: '0' is not a whole number >= 1" --steps 0
-expect_usage_error "generation length must be positive" "--gen-tokens: '-5' is not a whole number >= 1" --gen-tokens -5
+# usage errors: exit status 2, the culprit named on stderr
+expect_exit "unknown option is named" 2 "'--bogus'" --bogus
+expect_exit "option without its value" 2 "'--json'" --json
+expect_exit "zero threads refused" 2 "'0' is not a thread count" --threads 0
+expect_exit "thread list with garbage refused" 2 "'2x' is not a thread count" --threads 1,2x
+expect_exit "unknown configuration lists the known ones" 2 "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
+expect_exit "steps must be positive" 2 "--steps: '0' is not a whole number >= 1" --steps 0
+expect_exit "generation length must be positive" 2 "--gen-tokens: '-5' is not a whole number >= 1" --gen-tokens -5
 
 # The worker protocol: greeting, steps, memory, errors as JSON, clean exit on quit.
 printf 'train 2\nmem\nfly 3\ngen 2 cache\nquit\n' |
@@ -156,5 +143,4 @@ elif [ $rc -eq 1 ] && grep -q "pytorch train tiny 1t worker exited with status 3
   grep -q "minigrad tiny .*1t train:" "$tmp/dead"; then ok "dead PyTorch worker: named, minigrad still measured, exit 1"
 else not_ok "dead PyTorch worker: named, minigrad still measured, exit 1" "exit $rc: $(head -c 800 "$tmp/dead")"; fi
 
-echo "1..$n"
-[ $fails -eq 0 ]
+tap_done
