@@ -343,7 +343,7 @@ def standalone(args):
     for c in configs:
         cfg = CONFIGS[c]
         big = cfg["T"] * cfg["C"] > 256 * 1024
-        warm, steps = 2, (1 if args.quick else 2) if big else (4 if args.quick else 12)
+        warm, steps = 2, (1 if args.quick else 3) if big else (4 if args.quick else 12)
         for ti, th in enumerate(threads):
             peak = peaks[ti] if ti < len(peaks) else None
             w = Worker("train", c, th, args)

@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "                   [--pytorch-wait-policy passive|active|env]\n"
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
-            "  --quick         fewer steps and runs (a minute or two instead of about ten)\n"
+            "  --quick         fewer steps and runs (a minute or two instead of about 13)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 3 music)\n"
             "  --warmup N      untimed steps first (default 2)\n"
             "  --gen-runs N    rounds of timed generation runs (default 9 textgen, 2 music; the cheap cached\n"
@@ -178,9 +178,9 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     const int steps = o->steps > 0 ? o->steps : o->quick ? (big ? 1 : 4) : (big ? 3 : 12);
     /* Rounds of several steps: the first step after the other implementation's ran slower (music,
      * 2 threads: 1.64-1.68 s against 1.58-1.60 for the next ones), and the median of a round of
-     * three is one of the steady ones. Music's three steps each are one round (a PyTorch step
+     * three is one of the steady ones. Music's three steps each make one round (a PyTorch step
      * costs 10-14 s); textgen's twelve are four rounds of three, alternating. */
-    const int per_round = big ? steps : steps >= 12 ? 3 : 2;
+    const int per_round = big ? (steps < 3 ? steps : 3) : steps >= 12 ? 3 : 2;
     const int n_impl = rep->have_pytorch ? 2 : 1;
     side sd[2];
     memset(sd, 0, sizeof sd);
@@ -225,7 +225,7 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
      * timed several times a round, which steadies their medians at little cost. */
     const int cached_reps = big && !o->quick ? 3 : 1;
     const int64_t n = bt_gen_tokens(c, o->gen_tokens);
-    if (o->gen_tokens > n)
+    if (o->gen_tokens > n && threads == o->threads[0]) /* said once per configuration */
         printf("  %s: %lld new tokens per generation run, what fits the context after the %d-token prompt\n",
                c->name, (long long)n, BT_PROMPT_LEN);
     const int n_impl = rep->have_pytorch ? 2 : 1;
@@ -235,13 +235,16 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
     int ns[2][2] = {{0}}, reps[2][2];
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 2; k++) s[i][k] = calloc((size_t)(runs * (k ? cached_reps : 1)), sizeof(double));
-    /* Warm-up: 4 tokens each way. A kind whose full run looks shorter than a sample at that rate
-     * gets one untimed full run more, whose time sets how many runs make a sample. */
+    /* Warm-up: 4 tokens each way, twice; the second pair, scaled to n tokens, estimates a run. A
+     * kind whose estimate is within a few samples' time gets one untimed full run more, whose own
+     * time sets how many runs make a sample (the estimate counts the prompt against 4 tokens). */
     for (int i = 0; i < n_impl; i++) {
         start_worker(&sd[i], o, i, "gen", c, threads);
+        gen_run(&sd[i], 4, true, 1);
+        gen_run(&sd[i], 4, false, 1);
         for (int k = 1; k >= 0; k--) {
             double t = gen_run(&sd[i], 4, k == 1, 1) * (double)n / 4.0;
-            if (!o->quick && t < GEN_SAMPLE_SECONDS) t = gen_run(&sd[i], n, k == 1, 1);
+            if (!o->quick && t < 4.0 * GEN_SAMPLE_SECONDS) t = gen_run(&sd[i], n, k == 1, 1);
             const double want = t > 0.0 ? ceil(GEN_SAMPLE_SECONDS / t) : 1.0;
             reps[i][k] = o->quick || !(want > 1.0) ? 1 : want < GEN_MAX_REPS ? (int)want : GEN_MAX_REPS;
         }
