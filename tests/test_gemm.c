@@ -284,9 +284,6 @@ static float *run_threads(int threads, const problem *p) {
  * under OMP_WAIT_POLICY=passive (the test run's setting; loop 1) small products stay on fewer
  * threads, so loop 0 runs with the variable unset. */
 START_TEST(thread_count_invariance) {
-    const char *policy = getenv("OMP_WAIT_POLICY");
-    char saved_policy[64];
-    snprintf(saved_policy, sizeof saved_policy, "%s", policy ? policy : "");
     if (_i == 0) unsetenv("OMP_WAIT_POLICY");
     else setenv("OMP_WAIT_POLICY", "passive", 1);
     static const struct {
@@ -320,8 +317,6 @@ START_TEST(thread_count_invariance) {
         problem_free(&p);
     }
     mg_set_num_threads(saved);
-    if (policy) setenv("OMP_WAIT_POLICY", saved_policy, 1);
-    else unsetenv("OMP_WAIT_POLICY");
 }
 END_TEST
 
@@ -496,6 +491,26 @@ START_TEST(batched_thread_count_invariance) {
 }
 END_TEST
 
+/* The threads TCase changes OMP_WAIT_POLICY and the thread count; its checked fixture puts both
+ * back after each test, even one that failed (under CK_FORK=no the next test shares the process). */
+static char saved_policy[64];
+static bool had_policy;
+static int saved_threads;
+
+static void save_thread_settings(void) {
+    const char *p = getenv("OMP_WAIT_POLICY");
+    had_policy = p != NULL;
+    snprintf(saved_policy, sizeof saved_policy, "%s", p ? p : "");
+    saved_threads = mg_get_num_threads();
+}
+
+static void restore_thread_settings(void) {
+    if (had_policy) setenv("OMP_WAIT_POLICY", saved_policy, 1);
+    else unsetenv("OMP_WAIT_POLICY");
+    mg_set_num_threads(saved_threads);
+    tu_restore_detected_isa();
+}
+
 static Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *dispatch = tcase_create("dispatch");
@@ -510,7 +525,7 @@ static Suite *gemm_suite(void) {
     tcase_add_test(shapes, k_zero_and_alpha_zero);
     suite_add_tcase(s, shapes);
     TCase *threads = tcase_create("threads");
-    tcase_add_checked_fixture(threads, NULL, tu_restore_detected_isa);
+    tcase_add_checked_fixture(threads, save_thread_settings, restore_thread_settings);
     tcase_add_loop_test(threads, thread_count_invariance, 0, 2);
     tcase_add_test(threads, inside_parallel_region);
     suite_add_tcase(s, threads);
