@@ -162,6 +162,27 @@ START_TEST(growing_arena_settles_into_one_block) {
 }
 END_TEST
 
+/* Steps that each need a little more than the last (generation re-running a context one token
+ * longer) get a re-made block with headroom: 20 steps growing by 1% each re-make it at most a few
+ * times, not at every reset. */
+START_TEST(slowly_growing_steps_rarely_remake_the_arena) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+    size_t cap = mg_ctx_capacity(ctx);
+    int remade = 0;
+    for (int step = 0; step < 20; step++) {
+        mg_ctx_reset(ctx);
+        if (mg_ctx_capacity(ctx) != cap) remade++, cap = mg_ctx_capacity(ctx);
+        const int64_t rows = 4096 + 41 * step; /* 16 MiB + 1% a step, 1024 floats a row */
+        mg_zeros(ctx, 2, (int64_t[]){rows, 1024});
+        ck_assert(mg_ctx_ok(ctx));
+    }
+    ck_assert_int_ge(remade, 1);
+    ck_assert_int_le(remade, 3);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 /* An op without a backward (as a plugin might ship for inference only). */
 static const mg_op_def forward_only = {"test_forward_only", NULL};
 static mg_tensor *op_forward_only(mg_ctx *ctx, mg_tensor *x) {
@@ -234,6 +255,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, token_id_out_of_range);
     tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);
     tcase_add_test(tc, growing_arena_settles_into_one_block);
+    tcase_add_test(tc, slowly_growing_steps_rarely_remake_the_arena);
     tcase_add_test(tc, op_without_backward);
     tcase_add_test(tc, backward_without_grad_path);
     tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
