@@ -22,6 +22,7 @@
  * SIMD: attention.h holds the tile code once; it is compiled here for AVX-512, AVX2 (through
  * target attributes, so -Dnative=false builds keep them) and portable C, and the path is picked at
  * run time from mg_isa_active() like GEMM's. */
+#include "threads.h"
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
 
@@ -539,7 +540,7 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     /* A decoding step (one query over a short cache) is a few microseconds of work, less than
      * waking a second thread costs: below about a million FLOPs per thread, use fewer. */
     const double flops = 4.0 * (double)a->B * (double)a->H * (double)a->Tq * (double)a->Tk * (double)a->D;
-    while (nt > 1 && flops < (double)nt * 1.0e6) nt--;
+    nt = threads_for(nt, flops, 1.0e6);
     float *base = ws;
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
     const bool causal = a->causal;

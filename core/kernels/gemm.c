@@ -8,11 +8,14 @@
  *                                                                    micro-kernels (A panel in L1)
  * Bit-identical results for any thread count: K is cut into slices that depend only on K and the
  * path, each element is owned by exactly one thread, and the micro-kernel's arithmetic for an
- * element does not depend on where tile or thread boundaries fall. No value is reduced across
- * threads.
+ * element does not depend on where tile or thread boundaries fall. Decoding's K-split
+ * (small_ksplit) is the one sum across threads: its chunks depend on K only and their partial
+ * products are added in chunk order, so it too gives the same bits for any thread count.
  */
 #include "gemm_internal.h"
+#include "threads.h"
 #include "minigrad/base.h"
+#include "minigrad/rowops.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -182,12 +185,6 @@ static double min_small_flops(void) {
 }
 #define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
 
-/* Of max_threads, as many as have at least per_thread flops each (at least one). */
-static int threads_for(int max_threads, double flops, double per_thread) {
-    const double fit = flops / per_thread;
-    return fit < 1.0 ? 1 : fit < (double)max_threads ? (int)fit : max_threads;
-}
-
 typedef struct plan {
     int nt, tm, tn; /* threads = tm row groups x tn column groups */
     int64_t unit_m, unit_n;
@@ -276,10 +273,7 @@ static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M
     }
     /* chunk 1, 2, ... added onto chunk 0 in order, then alpha and beta */
     const size_t mn = (size_t)(M * N);
-    for (int64_t c = 1; c < nch; c++) {
-        const float *pc = part + (size_t)c * mn;
-        for (size_t x = 0; x < mn; x++) part[x] += pc[x];
-    }
+    for (int64_t c = 1; c < nch; c++) mg_accumulate((int64_t)mn, part, part + (size_t)c * mn);
     for (int64_t i = 0; i < M; i++) {
         float *ci = C + i * ldc;
         const float *si = part + i * N;

@@ -122,9 +122,11 @@ int ex_fail(const char *prog) {
     return 1;
 }
 
-void ex_no_ckpt_hint(const char *prog, const char *train_cmd, const char *ckpt) {
+int ex_fail_load(const char *prog, const char *train_cmd, const char *ckpt) {
+    ex_fail(prog);
     if (access(ckpt, F_OK) != 0)
         fprintf(stderr, "%s: train a model first (%s) or pass --ckpt FILE\n", prog, train_cmd);
+    return 1;
 }
 
 mg_status ex_mkdirs(const char *dir) {

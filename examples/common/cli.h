@@ -41,9 +41,9 @@ void ex_add_plugin_dirs(void);
  * status of a failed command. */
 int ex_fail(const char *prog);
 
-/* After a checkpoint failed to load: when the file does not exist, says on stderr what makes one
- * ("PROG: train a model first (TRAIN_CMD) or pass --ckpt FILE"). */
-void ex_no_ckpt_hint(const char *prog, const char *train_cmd, const char *ckpt);
+/* After a checkpoint failed to load: ex_fail's message, then, when the file does not exist, what
+ * makes one ("PROG: train a model first (TRAIN_CMD) or pass --ckpt FILE"). Returns 1. */
+int ex_fail_load(const char *prog, const char *train_cmd, const char *ckpt);
 
 /* mkdir -p: dir and every missing folder above it. */
 mg_status ex_mkdirs(const char *dir);

@@ -183,7 +183,6 @@ int ex_settings_to_meta(ex_settings_meta *s, const char *prefix, const ex_train_
             snprintf(s->val[i], sizeof s->val[i], "%.9g", (double)*all[i].f);
         meta[i] = (mg_st_meta){s->key[i], s->val[i]};
     }
-    s->n = n;
     return n;
 }
 

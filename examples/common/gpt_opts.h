@@ -79,7 +79,6 @@ typedef struct ex_setting {
  * eval_windows, ckpt_every, seed, the extra integers, lr, lr_min, weight_decay, clip, the extra
  * floats. The strings live here. */
 typedef struct ex_settings_meta {
-    int n;
     char key[EX_MAX_SETTINGS][48], val[EX_MAX_SETTINGS][32];
 } ex_settings_meta;
 

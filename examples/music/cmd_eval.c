@@ -40,15 +40,13 @@ int music_cmd_eval(int argc, char **argv) {
     mg_gpt *g;
     mg_st_file *f;
     if (mg_music_load(ckpt, &g, &f) != MG_OK) {
-        ex_fail(PROG);
-        ex_no_ckpt_hint(PROG, "music train", ckpt);
-        return 1;
+        return ex_fail_load(PROG, "music train", ckpt);
     }
     int rc = 1;
     mg_music_corpus c = {0};
     mg_music_data d = {0};
     mg_music_windows w = {0};
-    mg_music_eval e = {0};
+    ex_evaluator e = {0};
     /* by default the corpus, its size and the window count the run was trained with */
     if (!data) data = mg_st_meta_get(f, MUSIC_META_DATA);
     if (pieces < 0 && (mg_st_meta_get(f, MUSIC_META_PIECES) == NULL ||

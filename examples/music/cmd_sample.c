@@ -96,9 +96,7 @@ int music_cmd_sample(int argc, char **argv) {
         return ex_fail(PROG);
     }
     if (mg_music_load(ckpt, &g, NULL) != MG_OK) {
-        ex_fail(PROG);
-        ex_no_ckpt_hint(PROG, "music train", ckpt);
-        rc = 1;
+        rc = ex_fail_load(PROG, "music train", ckpt);
         goto out_quiet;
     }
     int64_t block = mg_gpt_cfg(g)->block_size;

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define PROG "music train"
 
@@ -97,7 +96,7 @@ static train_opts defaults(void) {
 typedef struct {
     mg_music_data data;
     mg_music_windows val;
-    mg_music_eval eval;
+    ex_evaluator eval;
     mg_music_scratch scratch;
     mg_augment_opts aug;
     bool augment;

@@ -1,7 +1,6 @@
 /* Music checkpoints (a GPT that speaks the performance encoding) and the validation loss. */
 #include "music_model.h"
 
-#include "minigrad/op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +46,7 @@ mg_status mg_music_load(const char *path, mg_gpt **g, mg_st_file **file_out) {
     return MG_OK;
 }
 
-mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data *d,
+mg_status mg_music_eval_windows(ex_evaluator *e, mg_gpt *g, const mg_music_data *d,
                                 const mg_music_windows *w, double *nats, int64_t *tokens) {
     double sum = 0;
     int64_t count = 0;

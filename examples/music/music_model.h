@@ -105,13 +105,10 @@ void mg_music_windows_free(mg_music_windows *w);
  * metadata; the caller closes it. On failure nothing is left to free. */
 mg_status mg_music_load(const char *path, mg_gpt **g, mg_st_file **file_out);
 
-/* Evaluation without gradients, with buffers and an arena made once and reused: the examples'
- * shared evaluator (examples/common/evaluator.h: ex_evaluator_init, ex_evaluator_free). */
-typedef ex_evaluator mg_music_eval;
-
-/* Mean loss over the windows (B per forward pass, no augmentation), in nats per scored token:
+/* Mean loss over the windows (B per forward pass, no augmentation), in nats per scored token, with
+ * the examples' shared evaluator (examples/common/evaluator.h: buffers and an arena made once):
  * *nats gets the sum, *tokens the count (either may be NULL). */
-mg_status mg_music_eval_windows(mg_music_eval *e, mg_gpt *g, const mg_music_data *d,
+mg_status mg_music_eval_windows(ex_evaluator *e, mg_gpt *g, const mg_music_data *d,
                                 const mg_music_windows *w, double *nats, int64_t *tokens);
 
 /* ---- the piano roll ---- */

@@ -14,15 +14,14 @@
 #include "minigrad/plugin.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

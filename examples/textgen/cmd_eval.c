@@ -42,9 +42,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     mg_text_vocab v;
     mg_st_file *f;
     if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) {
-        ex_fail(PROG);
-        ex_no_ckpt_hint(PROG, "textgen train", ckpt);
-        return 1;
+        return ex_fail_load(PROG, "textgen train", ckpt);
     }
     int rc = 1;
     const char **saved = NULL;
@@ -52,7 +50,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     size_t len;
     mg_text_data d = {0};
     mg_text_windows w = {0};
-    mg_text_eval e = {0};
+    ex_evaluator e = {0};
     if (n_files == 0) { /* the corpus the checkpoint was trained on */
         const char *list = mg_st_meta_get(f, TEXTGEN_META_DATA);
         int k = list ? textgen_split_list(list, &saved) : 0;

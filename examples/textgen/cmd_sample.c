@@ -37,9 +37,7 @@ int textgen_cmd_sample(int argc, char **argv) {
     mg_gpt *g;
     mg_text_vocab v;
     if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) {
-        ex_fail(PROG);
-        ex_no_ckpt_hint(PROG, "textgen train", ckpt);
-        return 1;
+        return ex_fail_load(PROG, "textgen train", ckpt);
     }
     int rc = 1;
     size_t pl = strlen(prompt), np = 0;

@@ -59,7 +59,7 @@ typedef struct {
     mg_text_data data;
     mg_text_vocab vocab;
     mg_text_windows val;
-    mg_text_eval eval;
+    ex_evaluator eval;
     mg_rng rng;
     int64_t B, T;
     mg_status eval_status;

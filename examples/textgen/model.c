@@ -1,7 +1,6 @@
 /* The model side of the text generator: the vocabulary in checkpoints, loading, evaluation. */
 #include "textgen.h"
 
-#include "minigrad/op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +34,7 @@ mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_fil
 }
 
 /* One forward pass over nb windows of length len starting at starts[0..nb). */
-static mg_status eval_batch(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
+static mg_status eval_batch(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
                             const size_t *starts, int64_t nb, int64_t len, mg_text_loss *sum) {
     int64_t chars = 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -55,7 +54,7 @@ static mg_status eval_batch(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, 
     return MG_OK;
 }
 
-mg_status mg_text_eval_windows(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
+mg_status mg_text_eval_windows(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
                                const mg_text_windows *w, int64_t last_len, mg_text_loss *sum) {
     if (w->len > e->T)
         return mg_set_error(MG_ERR_INVALID, "evaluation windows of %lld tokens exceed the %lld the buffers hold",

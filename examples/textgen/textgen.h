@@ -164,10 +164,6 @@ int mg_text_vocab_meta(const mg_text_vocab *v, mg_st_meta meta[2]);
  * metadata (the caller closes it). On failure nothing is left to free. */
 mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_file **file_out);
 
-/* Evaluation without gradients, with buffers and an arena made once and reused: the examples'
- * shared evaluator (examples/common/evaluator.h: ex_evaluator_init, ex_evaluator_free). */
-typedef ex_evaluator mg_text_eval;
-
 typedef struct mg_text_loss {
     double nats;    /* summed cross-entropy */
     int64_t tokens; /* targets scored */
@@ -175,8 +171,9 @@ typedef struct mg_text_loss {
 } mg_text_loss;
 
 /* Scores every target of the windows over ids (w->len each; the last one last_len when
- * last_len > 0), B windows per forward pass, from position 0 in each window. Adds into *sum. */
-mg_status mg_text_eval_windows(mg_text_eval *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
+ * last_len > 0), B windows per forward pass, from position 0 in each window, with the examples'
+ * shared evaluator (examples/common/evaluator.h: buffers and an arena made once). Adds into *sum. */
+mg_status mg_text_eval_windows(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
                                const mg_text_windows *w, int64_t last_len, mg_text_loss *sum);
 
 #ifdef __cplusplus
