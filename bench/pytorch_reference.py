@@ -372,7 +372,7 @@ def standalone(args):
                 # as bench_train: a run shorter than GEN_SAMPLE_SECONDS is repeated back to back
                 # and averaged, since the first milliseconds after idling run slower
                 t = w.ask("gen 4 %s" % mode)["seconds"] * n / 4
-                if not args.quick and t < GEN_SAMPLE_SECONDS:
+                if not args.quick and t < 4 * GEN_SAMPLE_SECONDS:
                     t = w.ask("gen %d %s" % (n, mode))["seconds"]
                 reps = 1 if args.quick else max(1, min(GEN_MAX_REPS, math.ceil(GEN_SAMPLE_SECONDS / t)))
                 secs = []

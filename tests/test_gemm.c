@@ -297,7 +297,6 @@ START_TEST(thread_count_invariance) {
          * chunk of 1 row; op(A) transposed) */
         {false, false, 4, 1000, 513},  {true, false, 2, 900, 600},
     };
-    const int saved = mg_get_num_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         problem p = problem_make(shapes[s].ta, shapes[s].tb, shapes[s].M, shapes[s].N, shapes[s].K,
                                  1, 0.75f, s % 2 ? 1.0f : 0.0f, 400 + s);
@@ -316,7 +315,6 @@ START_TEST(thread_count_invariance) {
         }
         problem_free(&p);
     }
-    mg_set_num_threads(saved);
 }
 END_TEST
 

@@ -768,8 +768,8 @@ START_TEST(heatmap_onto_a_canvas_is_the_same_chart) {
         for (int x = 0; x < 420; x++) {
             const bool in = x >= 50 && x < 350 && y >= 40 && y < 240;
             const uint32_t want = in ? mg_canvas_get(alone, x - 50, y - 40) : 0x123456;
-            ck_assert_msg(mg_canvas_get(fig, x, y) == want, "(%d, %d): %06x, want %06x", x, y,
-                          mg_canvas_get(fig, x, y), want);
+            if (mg_canvas_get(fig, x, y) != want) /* only a failure reaches Check, not 109k passes */
+                ck_abort_msg("(%d, %d): %06x, want %06x", x, y, mg_canvas_get(fig, x, y), want);
         }
     /* partly outside, on every side */
     ck_assert_int_eq(mg_plot_heatmap_onto(fig, -100, -50, "fig.png", &o, v, R, C), MG_OK);

@@ -208,14 +208,6 @@ static void measure(const mg_attn_desc *a, const inputs *in, bool backward, int 
 
 static const char *const impl_names[2] = {"minigrad fused", "reference"};
 
-/* A number, or null for a value not measured (NAN). */
-static void json_num(FILE *f, const char *key, double v, const char *fmt) {
-    fprintf(f, ",\"%s\":", key);
-    if (isnan(v))
-        fputs("null", f);
-    else
-        fprintf(f, fmt, v);
-}
 
 typedef struct row {
     const char *config, *kind;
@@ -263,14 +255,14 @@ static void report(const row *rw, int k, const timing t[2], FILE *json) {
             (long long)a->Tq, (long long)a->Tk);
     fprintf(json, ",\"D\":%lld,\"causal\":%s,\"reps\":%d", (long long)a->D,
             a->causal ? "true" : "false", rw->reps);
-    json_num(json, "fwd_ms", m->fwd_ms, "%.4f");
-    json_num(json, "bwd_ms", m->bwd_ms, "%.4f");
-    json_num(json, "fwd_gflops", fwd_gf, "%.3f");
-    json_num(json, "bwd_gflops", bwd_gf, "%.3f");
-    json_num(json, "gflops", gf, "%.3f");
+    bench_json_num(json, "fwd_ms", m->fwd_ms, "%.4f");
+    bench_json_num(json, "bwd_ms", m->bwd_ms, "%.4f");
+    bench_json_num(json, "fwd_gflops", fwd_gf, "%.3f");
+    bench_json_num(json, "bwd_gflops", bwd_gf, "%.3f");
+    bench_json_num(json, "gflops", gf, "%.3f");
     if (k == 0) {
-        json_num(json, "speedup_fwd", sp_fwd, "%.3f");
-        json_num(json, "speedup_bwd", sp_bwd, "%.3f");
+        bench_json_num(json, "speedup_fwd", sp_fwd, "%.3f");
+        bench_json_num(json, "speedup_bwd", sp_bwd, "%.3f");
     }
     fputs("}\n", json);
 }

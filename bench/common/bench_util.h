@@ -1,11 +1,13 @@
-/* What the benchmark programs share: the median of a set of timings, and the register-only FMA
- * loop whose rate is "the machine's peak" for GFLOP/s fractions and model FLOPs utilisation.
- * Header-only: each benchmark is one program of its own. */
+/* What the benchmark programs share: the median of a set of timings, a JSON number field, and
+ * the register-only FMA loop whose rate is "the machine's peak" for GFLOP/s fractions and model
+ * FLOPs utilisation. Header-only: each benchmark is one program of its own. */
 #ifndef MG_BENCH_UTIL_H
 #define MG_BENCH_UTIL_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,6 +24,14 @@ static inline double bench_median(double *v, int n) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* `,"key":value` for a JSON object being written, or `,"key":null` for a value not measured (not
+ * finite). */
+static inline void bench_json_num(FILE *f, const char *key, double v, const char *fmt) {
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
 }
 
 /* ---- FMA peak: independent accumulator chains on registers only (no memory traffic), more of
@@ -86,6 +96,21 @@ static inline bench_fma bench_fma_best(void) {
         return (bench_fma){"avx2 fma", 2.0 * 8 * 12, bench_fma_loop_avx2};
 #endif
     return (bench_fma){"scalar mul+add", 2.0 * BENCH_FMA_CHAINS, bench_fma_loop_scalar};
+}
+
+static volatile double bench_fma_sink;
+
+/* k's loop iterations per second on one thread: the first pass of 4^i * 16384 iterations that
+ * lasts over 20 ms, timed by the monotonic clock. */
+static inline double bench_fma_rate(const bench_fma *k) {
+    for (long iters = 1L << 14;; iters *= 4) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        bench_fma_sink = k->loop(iters);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        const double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        if (t > 0.02) return (double)iters / t;
+    }
 }
 
 #endif

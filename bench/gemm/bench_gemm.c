@@ -93,17 +93,7 @@ static double bench_clock(int threads) {
 
 /* GFLOP/s of `threads` threads each running the loop; median of three runs of ~0.15 s. */
 static double measure_peak(const bench_fma *pk, int threads) {
-    long iters = 1L << 16;
-    for (;;) { /* calibrate on one thread */
-        double t = mg_time();
-        peak_sink = pk->loop(iters);
-        t = mg_time() - t;
-        if (t > 0.02) {
-            iters = (long)((double)iters * 0.15 / t) + 1;
-            break;
-        }
-        iters *= 4;
-    }
+    const long iters = (long)(bench_fma_rate(pk) * 0.15) + 1; /* ~0.15 s, calibrated on one thread */
     double r[3];
     for (int rep = 0; rep < 3; rep++) {
         double t0 = bench_clock(threads);

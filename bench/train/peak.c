@@ -1,4 +1,4 @@
-/* The machine's FMA peak, measured the way bench/gemm does: every thread runs a loop of
+/* The machine's FMA peak, with bench/gemm's loop: every thread runs a loop of
  * independent fused multiply-adds on registers only (no memory traffic), so the result is what
  * the FMA pipes can do at the clock the cores hold under that load. Model FLOPs utilisation is
  * measured against this, not against a datasheet number. */
@@ -18,13 +18,8 @@ static volatile double sink;
 /* Loop iterations per second on one thread, measured once. */
 static double calibrate(const bench_fma *k) {
     static double rate;
-    if (rate > 0.0) return rate;
-    for (long iters = 1L << 14;; iters *= 4) {
-        const double t0 = mg_time();
-        sink = k->loop(iters);
-        const double t = mg_time() - t0;
-        if (t > 0.02) return rate = (double)iters / t;
-    }
+    if (rate <= 0.0) rate = bench_fma_rate(k);
+    return rate;
 }
 
 double bt_measure_peak(int threads, int reps, double seconds) {

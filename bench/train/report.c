@@ -1,6 +1,7 @@
 /* Results: the terminal table with minigrad / PyTorch ratios and the issue's targets, JSON lines,
  * and the PNG chart (three panels: textgen training, music training, generation). */
 #include "bench_train.h"
+#include "../common/bench_util.h"
 
 #include "minigrad/plot.h"
 
@@ -174,11 +175,6 @@ void bt_print_table(const bt_report *rep, FILE *f) {
     }
 }
 
-static void json_num(FILE *f, const char *key, double v, const char *fmt) {
-    fprintf(f, ",\"%s\":", key);
-    if (isfinite(v)) fprintf(f, fmt, v);
-    else fputs("null", f);
-}
 
 bool bt_write_json(const bt_report *rep, const char *path) {
     FILE *f = fopen(path, "w");
@@ -195,31 +191,31 @@ bool bt_write_json(const bt_report *rep, const char *path) {
         if (r->gen) {
             fprintf(f, ",\"cache\":%s,\"prompt_tokens\":%d,\"new_tokens\":%lld,\"runs\":%d,\"reps_per_run\":%d",
                     r->cache ? "true" : "false", BT_PROMPT_LEN, (long long)r->new_tokens, r->n, r->reps);
-            json_num(f, "ms_per_token", 1e3 * r->seconds / (double)r->new_tokens, "%.6g");
-            json_num(f, "gen_tokens_per_s", r->tokens_per_s, "%.6g");
-            json_num(f, "best_ms_per_token", 1e3 * r->best_seconds / (double)r->new_tokens, "%.6g");
+            bench_json_num(f, "ms_per_token", 1e3 * r->seconds / (double)r->new_tokens, "%.6g");
+            bench_json_num(f, "gen_tokens_per_s", r->tokens_per_s, "%.6g");
+            bench_json_num(f, "best_ms_per_token", 1e3 * r->best_seconds / (double)r->new_tokens, "%.6g");
         } else {
             fprintf(f, ",\"steps\":%d", r->n);
-            json_num(f, "ms_per_step", 1e3 * r->seconds, "%.6g");
-            json_num(f, "best_ms_per_step", 1e3 * r->best_seconds, "%.6g");
-            json_num(f, "model_gflop_per_step", bt_train_flops_per_token(c) * (double)(c->B * c->T) / 1e9, "%.6g");
+            bench_json_num(f, "ms_per_step", 1e3 * r->seconds, "%.6g");
+            bench_json_num(f, "best_ms_per_step", 1e3 * r->best_seconds, "%.6g");
+            bench_json_num(f, "model_gflop_per_step", bt_train_flops_per_token(c) * (double)(c->B * c->T) / 1e9, "%.6g");
         }
-        json_num(f, "tokens_per_s", r->tokens_per_s, "%.6g");
-        json_num(f, "mfu", r->mfu, "%.5f");
-        json_num(f, "peak_gflops", r->peak_gflops, "%.2f");
-        json_num(f, "peak_rss_mb", r->peak_rss_mb, "%.1f");
-        json_num(f, "base_rss_mb", r->base_rss_mb, "%.1f");
-        json_num(f, "arena_peak_mb", r->arena_peak_mb, "%.1f");
-        json_num(f, "state_mb", r->state_mb, "%.1f");
+        bench_json_num(f, "tokens_per_s", r->tokens_per_s, "%.6g");
+        bench_json_num(f, "mfu", r->mfu, "%.5f");
+        bench_json_num(f, "peak_gflops", r->peak_gflops, "%.2f");
+        bench_json_num(f, "peak_rss_mb", r->peak_rss_mb, "%.1f");
+        bench_json_num(f, "base_rss_mb", r->base_rss_mb, "%.1f");
+        bench_json_num(f, "arena_peak_mb", r->arena_peak_mb, "%.1f");
+        bench_json_num(f, "state_mb", r->state_mb, "%.1f");
         const double rt = r->gen && !r->cache ? NAN : ratio(rep, r);
-        if (isfinite(rt)) json_num(f, "ratio_vs_pytorch", rt, "%.4f");
+        if (isfinite(rt)) bench_json_num(f, "ratio_vs_pytorch", rt, "%.4f");
         fprintf(f, ",\"n_params\":%lld,\"backend\":\"%s\",\"V\":%lld,\"T\":%lld,\"C\":%lld,\"L\":%lld,\"H\":%lld,"
                    "\"B\":%lld",
                 (long long)r->n_params, r->backend, (long long)c->V, (long long)c->T, (long long)c->C,
                 (long long)c->L, (long long)c->H, (long long)(r->gen ? 1 : c->B));
-        json_num(f, "load", r->load, "%.2f");
-        json_num(f, "load_before", rep->load_before, "%.2f");
-        json_num(f, "load_after", rep->load_after, "%.2f");
+        bench_json_num(f, "load", r->load, "%.2f");
+        bench_json_num(f, "load_before", rep->load_before, "%.2f");
+        bench_json_num(f, "load_after", rep->load_after, "%.2f");
         fputs("}\n", f);
     }
     if (fclose(f) != 0) {
