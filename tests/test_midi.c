@@ -59,36 +59,36 @@ static bool have_midicsv(void) {
     return system("command -v midicsv >/dev/null 2>&1") == 0;
 }
 
-static void parse_ok(const uint8_t *b, size_t n, mg_midi_file *f) {
-    TU_OK(mg_midi_parse(b, n, "test.mid", f));
+static void parse_ok(const uint8_t *b, size_t n, music_midi_file *f) {
+    TU_OK(music_midi_parse(b, n, "test.mid", f));
 }
 
-static void encode_ok(const mg_midi_file *f, bool running, uint8_t **b, size_t *n) {
-    mg_midi_write_opts o = {.no_running_status = !running};
-    TU_OK(mg_midi_encode(f, &o, b, n));
+static void encode_ok(const music_midi_file *f, bool running, uint8_t **b, size_t *n) {
+    music_midi_write_opts o = {.no_running_status = !running};
+    TU_OK(music_midi_encode(f, &o, b, n));
 }
 
 /* Two files hold the same events (f's tracks sorted by tick, as the writer stores them). */
-static void assert_same_events(const mg_midi_file *f, const mg_midi_file *g) {
+static void assert_same_events(const music_midi_file *f, const music_midi_file *g) {
     ck_assert_int_eq(f->format, g->format);
     ck_assert_int_eq(f->division, g->division);
     ck_assert_uint_eq(f->ntracks, g->ntracks);
     for (size_t t = 0; t < f->ntracks; t++) {
-        mg_midi_track a = f->tracks[t];
+        music_midi_track a = f->tracks[t];
         a.ev = malloc((a.n + 1) * sizeof *a.ev);
         memcpy(a.ev, f->tracks[t].ev, a.n * sizeof *a.ev);
-        mg_midi_sort_track(&a);
-        const mg_midi_track *b = &g->tracks[t];
+        music_midi_sort_track(&a);
+        const music_midi_track *b = &g->tracks[t];
         ck_assert_uint_eq(a.n, b->n);
         ck_assert_uint_eq(a.end_tick, b->end_tick);
         for (size_t i = 0; i < a.n; i++) {
-            const mg_midi_event *x = &a.ev[i], *y = &b->ev[i];
+            const music_midi_event *x = &a.ev[i], *y = &b->ev[i];
             ck_assert_msg(x->tick == y->tick && x->status == y->status && x->type == y->type &&
                               x->d1 == y->d1 && x->d2 == y->d2 && x->len == y->len,
                           "track %zu event %zu: tick %llu/%llu status %02x/%02x", t, i,
                           (unsigned long long)x->tick, (unsigned long long)y->tick, x->status,
                           y->status);
-            if (x->len) ck_assert_mem_eq(mg_midi_payload(f, x), mg_midi_payload(g, y), x->len);
+            if (x->len) ck_assert_mem_eq(music_midi_payload(f, x), music_midi_payload(g, y), x->len);
         }
         free(a.ev);
     }
@@ -100,68 +100,68 @@ static void assert_same_events(const mg_midi_file *f, const mg_midi_file *g) {
  * tick 960, then 250000 (1/1920 s) until tick 3840, then 400000 (1/1200 s).
  * ====================================================================================== */
 
-static void build_feature_file(mg_midi_file *f, int format) {
-    mg_midi_init(f, format, 480);
+static void build_feature_file(music_midi_file *f, int format) {
+    music_midi_init(f, format, 480);
     size_t t0, tn, tp;
-    TU_OK(mg_midi_add_track(f, &t0));
+    TU_OK(music_midi_add_track(f, &t0));
     tn = tp = t0;
     if (format == 1) {
-        TU_OK(mg_midi_add_track(f, &tn));
-        TU_OK(mg_midi_add_track(f, &tp)); /* the pedal in its own track, as in two Vienna files */
+        TU_OK(music_midi_add_track(f, &tn));
+        TU_OK(music_midi_add_track(f, &tp)); /* the pedal in its own track, as in two Vienna files */
     }
     static const uint8_t odd_text[5] = {'a', 0xFF, 0xFE, 0x00, 'b'}; /* not UTF-8: opaque */
     static const uint8_t ts[4] = {4, 2, 24, 8}, ks[2] = {0xFE, 1}, seq[3] = {0x00, 0x20, 0x1F};
     static const uint8_t gm_on[5] = {0x7E, 0x7F, 0x09, 0x01, 0xF7}, escape[2] = {0xF3, 0x01};
-    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TRACK_NAME, "features", 8));
-    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, odd_text, 5));
-    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TIME_SIGNATURE, ts, 4));
-    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_KEY_SIGNATURE, ks, 2));
-    TU_OK(mg_midi_add_meta(f, t0, 0, 0x7F, seq, 3)); /* sequencer-specific */
-    TU_OK(mg_midi_add_sysex(f, t0, 0, MG_MIDI_SYSEX, gm_on, 5));
-    TU_OK(mg_midi_add_tempo(f, t0, 0, 500000));
-    TU_OK(mg_midi_add_tempo(f, t0, 960, 250000));
-    TU_OK(mg_midi_add_tempo(f, t0, 3840, 400000));
-    TU_OK(mg_midi_add_meta(f, t0, 0, MG_MIDI_META_TEXT, "", 0)); /* empty payload */
+    TU_OK(music_midi_add_meta(f, t0, 0, MUSIC_MIDI_META_TRACK_NAME, "features", 8));
+    TU_OK(music_midi_add_meta(f, t0, 0, MUSIC_MIDI_META_TEXT, odd_text, 5));
+    TU_OK(music_midi_add_meta(f, t0, 0, MUSIC_MIDI_META_TIME_SIGNATURE, ts, 4));
+    TU_OK(music_midi_add_meta(f, t0, 0, MUSIC_MIDI_META_KEY_SIGNATURE, ks, 2));
+    TU_OK(music_midi_add_meta(f, t0, 0, 0x7F, seq, 3)); /* sequencer-specific */
+    TU_OK(music_midi_add_sysex(f, t0, 0, MUSIC_MIDI_SYSEX, gm_on, 5));
+    TU_OK(music_midi_add_tempo(f, t0, 0, 500000));
+    TU_OK(music_midi_add_tempo(f, t0, 960, 250000));
+    TU_OK(music_midi_add_tempo(f, t0, 3840, 400000));
+    TU_OK(music_midi_add_meta(f, t0, 0, MUSIC_MIDI_META_TEXT, "", 0)); /* empty payload */
 
-    TU_OK(mg_midi_add_channel(f, tn, 0, 0xC0, 0, 0));        /* program 0 on channel 0 */
-    TU_OK(mg_midi_add_channel(f, tn, 0, 0xC1, 5, 0));        /* program 5 on channel 1 */
-    TU_OK(mg_midi_add_channel(f, tn, 0, 0xB0, 7, 100));      /* volume */
-    TU_OK(mg_midi_add_channel(f, tn, 10, 0xE1, 0x00, 0x40)); /* pitch bend, centre */
-    TU_OK(mg_midi_add_channel(f, tn, 20, 0xD1, 0x30, 0));    /* channel pressure: one data byte */
-    TU_OK(mg_midi_add_channel(f, tn, 30, 0xA0, 60, 10));     /* poly pressure */
-    TU_OK(mg_midi_add_channel(f, tn, 0, 0x90, 60, 100));
-    TU_OK(mg_midi_add_channel(f, tn, 100, 0x99, 36, 120)); /* drum */
-    TU_OK(mg_midi_add_channel(f, tn, 200, 0x89, 36, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 240, 0x91, 60,
+    TU_OK(music_midi_add_channel(f, tn, 0, 0xC0, 0, 0));        /* program 0 on channel 0 */
+    TU_OK(music_midi_add_channel(f, tn, 0, 0xC1, 5, 0));        /* program 5 on channel 1 */
+    TU_OK(music_midi_add_channel(f, tn, 0, 0xB0, 7, 100));      /* volume */
+    TU_OK(music_midi_add_channel(f, tn, 10, 0xE1, 0x00, 0x40)); /* pitch bend, centre */
+    TU_OK(music_midi_add_channel(f, tn, 20, 0xD1, 0x30, 0));    /* channel pressure: one data byte */
+    TU_OK(music_midi_add_channel(f, tn, 30, 0xA0, 60, 10));     /* poly pressure */
+    TU_OK(music_midi_add_channel(f, tn, 0, 0x90, 60, 100));
+    TU_OK(music_midi_add_channel(f, tn, 100, 0x99, 36, 120)); /* drum */
+    TU_OK(music_midi_add_channel(f, tn, 200, 0x89, 36, 0));
+    TU_OK(music_midi_add_channel(f, tn, 240, 0x91, 60,
                               90)); /* same pitch, other channel: no re-strike */
-    TU_OK(mg_midi_add_channel(f, tn, 360, 0x91, 60, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 480, 0x80, 60, 64));
-    TU_OK(mg_midi_add_channel(f, tn, 480, 0x90, 62, 80));
-    TU_OK(mg_midi_add_channel(f, tn, 960, 0x90, 62, 0)); /* velocity-0 note-off */
-    TU_OK(mg_midi_add_channel(f, tn, 960, 0x90, 64, 70));
-    TU_OK(mg_midi_add_sysex(f, tn, 1000, MG_MIDI_SYSEX_ESCAPE, escape, 2)); /* between notes */
-    TU_OK(mg_midi_add_meta(f, tn, 1500, MG_MIDI_META_TEXT, "mid", 3));
-    TU_OK(mg_midi_add_channel(f, tn, 1920, 0x80, 64, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 1920, 0x90, 65, 50)); /* on, on, off, off of one pitch */
-    TU_OK(mg_midi_add_channel(f, tn, 2112, 0x90, 65, 60));
-    TU_OK(mg_midi_add_channel(f, tn, 2208, 0x80, 65, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 2400, 0x80, 65, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 2400, 0x90, 67, 90));
-    TU_OK(mg_midi_add_channel(f, tn, 2496, 0x90, 69, 40));
-    TU_OK(mg_midi_add_channel(f, tn, 2592, 0x80, 67, 0)); /* released under the pedal */
-    TU_OK(mg_midi_add_channel(f, tn, 2592, 0x80, 69, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 2688, 0x90, 69, 41)); /* re-struck while held by the pedal */
-    TU_OK(mg_midi_add_channel(f, tn, 2784, 0x90, 69, 0));
-    TU_OK(mg_midi_add_channel(f, tn, 3000, 0x90, 71, 30));
-    TU_OK(mg_midi_add_channel(f, tn, 3456, 0x80, 71, 0));  /* key still down when the pedal lifts */
-    TU_OK(mg_midi_add_channel(f, tn, 3500, 0x80, 50, 0));  /* nothing sounding: ignored */
-    TU_OK(mg_midi_add_channel(f, tn, 3600, 0x90, 72, 64)); /* never released */
+    TU_OK(music_midi_add_channel(f, tn, 360, 0x91, 60, 0));
+    TU_OK(music_midi_add_channel(f, tn, 480, 0x80, 60, 64));
+    TU_OK(music_midi_add_channel(f, tn, 480, 0x90, 62, 80));
+    TU_OK(music_midi_add_channel(f, tn, 960, 0x90, 62, 0)); /* velocity-0 note-off */
+    TU_OK(music_midi_add_channel(f, tn, 960, 0x90, 64, 70));
+    TU_OK(music_midi_add_sysex(f, tn, 1000, MUSIC_MIDI_SYSEX_ESCAPE, escape, 2)); /* between notes */
+    TU_OK(music_midi_add_meta(f, tn, 1500, MUSIC_MIDI_META_TEXT, "mid", 3));
+    TU_OK(music_midi_add_channel(f, tn, 1920, 0x80, 64, 0));
+    TU_OK(music_midi_add_channel(f, tn, 1920, 0x90, 65, 50)); /* on, on, off, off of one pitch */
+    TU_OK(music_midi_add_channel(f, tn, 2112, 0x90, 65, 60));
+    TU_OK(music_midi_add_channel(f, tn, 2208, 0x80, 65, 0));
+    TU_OK(music_midi_add_channel(f, tn, 2400, 0x80, 65, 0));
+    TU_OK(music_midi_add_channel(f, tn, 2400, 0x90, 67, 90));
+    TU_OK(music_midi_add_channel(f, tn, 2496, 0x90, 69, 40));
+    TU_OK(music_midi_add_channel(f, tn, 2592, 0x80, 67, 0)); /* released under the pedal */
+    TU_OK(music_midi_add_channel(f, tn, 2592, 0x80, 69, 0));
+    TU_OK(music_midi_add_channel(f, tn, 2688, 0x90, 69, 41)); /* re-struck while held by the pedal */
+    TU_OK(music_midi_add_channel(f, tn, 2784, 0x90, 69, 0));
+    TU_OK(music_midi_add_channel(f, tn, 3000, 0x90, 71, 30));
+    TU_OK(music_midi_add_channel(f, tn, 3456, 0x80, 71, 0));  /* key still down when the pedal lifts */
+    TU_OK(music_midi_add_channel(f, tn, 3500, 0x80, 50, 0));  /* nothing sounding: ignored */
+    TU_OK(music_midi_add_channel(f, tn, 3600, 0x90, 72, 64)); /* never released */
     f->tracks[tn].end_tick = 4080;
     /* Pedal events last, so that in format 0 they follow the notes of their tick too. */
-    TU_OK(mg_midi_add_channel(f, tp, 2000, 0xB0, 64, 30)); /* below 64: up */
-    TU_OK(mg_midi_add_channel(f, tp, 2400, 0xB0, 64, 127));
-    TU_OK(mg_midi_add_channel(f, tp, 3000, 0xB0, 64, 100)); /* still down */
-    TU_OK(mg_midi_add_channel(f, tp, 3360, 0xB0, 64, 0));
+    TU_OK(music_midi_add_channel(f, tp, 2000, 0xB0, 64, 30)); /* below 64: up */
+    TU_OK(music_midi_add_channel(f, tp, 2400, 0xB0, 64, 127));
+    TU_OK(music_midi_add_channel(f, tp, 3000, 0xB0, 64, 100)); /* still down */
+    TU_OK(music_midi_add_channel(f, tp, 3360, 0xB0, 64, 0));
 }
 
 typedef struct xnote {
@@ -177,10 +177,10 @@ static const xnote feature_notes[] = {
 };
 #define N_FEATURE_NOTES (sizeof feature_notes / sizeof feature_notes[0])
 
-static void assert_notes(const mg_notes *n, const xnote *x, size_t nx) {
+static void assert_notes(const music_notes *n, const xnote *x, size_t nx) {
     ck_assert_uint_eq(n->n, nx);
     for (size_t i = 0; i < nx; i++) {
-        const mg_note *a = &n->v[i];
+        const music_note *a = &n->v[i];
         ck_assert_msg(fabs(a->on - x[i].on) < 1e-9 && fabs(a->off - x[i].off) < 1e-9 &&
                           a->pitch == x[i].pitch && a->velocity == x[i].vel &&
                           a->channel == x[i].ch && a->program == x[i].prog,
@@ -216,15 +216,15 @@ START_TEST(writer_golden_bytes) {
                                     0x81, 0x40, 0x90, 0x3E, 0x00,
                                     0x00, 0xFF, 0x2F, 0x00};
     /* clang-format on */
-    mg_midi_file f, g;
-    mg_midi_init(&f, 0, 96);
+    music_midi_file f, g;
+    music_midi_init(&f, 0, 96);
     size_t t;
-    TU_OK(mg_midi_add_track(&f, &t));
-    TU_OK(mg_midi_add_tempo(&f, t, 0, 500000));
-    TU_OK(mg_midi_add_channel(&f, t, 0, 0x90, 60, 100));
-    TU_OK(mg_midi_add_channel(&f, t, 96, 0x90, 60, 0));
-    TU_OK(mg_midi_add_channel(&f, t, 96, 0x90, 62, 100));
-    TU_OK(mg_midi_add_channel(&f, t, 288, 0x90, 62, 0));
+    TU_OK(music_midi_add_track(&f, &t));
+    TU_OK(music_midi_add_tempo(&f, t, 0, 500000));
+    TU_OK(music_midi_add_channel(&f, t, 0, 0x90, 60, 100));
+    TU_OK(music_midi_add_channel(&f, t, 96, 0x90, 60, 0));
+    TU_OK(music_midi_add_channel(&f, t, 96, 0x90, 62, 100));
+    TU_OK(music_midi_add_channel(&f, t, 288, 0x90, 62, 0));
     uint8_t *b;
     size_t n;
     encode_ok(&f, true, &b, &n);
@@ -238,25 +238,25 @@ START_TEST(writer_golden_bytes) {
     /* the reader gives back the same events from both */
     parse_ok(rs, sizeof rs, &g);
     assert_same_events(&f, &g);
-    mg_midi_free(&g);
+    music_midi_free(&g);
     parse_ok(plain, sizeof plain, &g);
     assert_same_events(&f, &g);
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_midi_free(&g);
+    music_midi_free(&f);
 }
 END_TEST
 
 START_TEST(vlq_limits) {
     /* deltas at every VLQ length boundary, then the largest, then one too many */
     static const uint32_t d[] = {0, 1, 127, 128, 16383, 16384, 2097151, 2097152, 0x0FFFFFFF};
-    mg_midi_file f, g;
-    mg_midi_init(&f, 0, 480);
+    music_midi_file f, g;
+    music_midi_init(&f, 0, 480);
     size_t t;
-    TU_OK(mg_midi_add_track(&f, &t));
+    TU_OK(music_midi_add_track(&f, &t));
     uint64_t tick = 0;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
         tick += d[i];
-        TU_OK(mg_midi_add_channel(&f, t, tick, 0xB0, 1, (uint8_t)i));
+        TU_OK(music_midi_add_channel(&f, t, tick, 0xB0, 1, (uint8_t)i));
     }
     uint8_t *b;
     size_t n;
@@ -269,13 +269,13 @@ START_TEST(vlq_limits) {
     parse_ok(b, n, &g);
     assert_same_events(&f, &g);
     free(b);
-    mg_midi_free(&g);
+    music_midi_free(&g);
     /* a gap that no delta time can hold */
-    TU_OK(mg_midi_add_channel(&f, t, tick + 0x10000000ULL, 0xB0, 1, 0));
-    ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
+    TU_OK(music_midi_add_channel(&f, t, tick + 0x10000000ULL, 0xB0, 1, 0));
+    ck_assert_int_eq(music_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "0x0FFFFFFF"));
     ck_assert_ptr_null(b);
-    mg_midi_free(&f);
+    music_midi_free(&f);
 }
 END_TEST
 
@@ -283,7 +283,7 @@ END_TEST
 START_TEST(feature_file_roundtrip) {
     int format = _i / 2;
     bool running = _i % 2 == 0;
-    mg_midi_file f, g;
+    music_midi_file f, g;
     build_feature_file(&f, format);
     uint8_t *b, *b2;
     size_t n, n2;
@@ -311,23 +311,23 @@ START_TEST(feature_file_roundtrip) {
     ck_assert_uint_eq(running ? n2 - n : n - n2, repeats);
     free(b2);
     free(b);
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_midi_free(&g);
+    music_midi_free(&f);
 }
 END_TEST
 
 START_TEST(feature_file_notes) {
     int format = _i;
-    mg_midi_file f, g;
+    music_midi_file f, g;
     build_feature_file(&f, format);
     uint8_t *b;
     size_t n;
     encode_ok(&f, true, &b, &n);
     parse_ok(b, n, &g);
     free(b);
-    mg_notes notes;
-    mg_midi_info info;
-    TU_OK(mg_midi_to_notes(&g, "features.mid", NULL, &notes, &info));
+    music_notes notes;
+    music_midi_info info;
+    TU_OK(music_midi_to_notes(&g, "features.mid", NULL, &notes, &info));
     assert_notes(&notes, feature_notes, N_FEATURE_NOTES);
     ck_assert_int_eq(info.format, format);
     ck_assert_int_eq(info.division, 480);
@@ -340,11 +340,11 @@ START_TEST(feature_file_notes) {
     ck_assert_uint_eq(info.unterminated, 1);
     ck_assert_uint_eq(info.drum_notes, 1);
     ck_assert_double_eq_tol(info.seconds, 2.7, 1e-9);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
 
     /* without the pedal, released notes end at their note-off */
-    mg_notes_opts o = {.no_sustain = true};
-    TU_OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
+    music_notes_opts o = {.no_sustain = true};
+    TU_OK(music_midi_to_notes(&g, "features.mid", &o, &notes, &info));
     xnote dry[N_FEATURE_NOTES];
     memcpy(dry, feature_notes, sizeof dry);
     dry[6].off = 1.85;
@@ -352,11 +352,11 @@ START_TEST(feature_file_notes) {
     dry[8].off = 1.95;
     assert_notes(&notes, dry, N_FEATURE_NOTES);
     ck_assert_uint_eq(info.restrikes, 1);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
 
     /* the drum note comes back when asked for */
-    o = (mg_notes_opts){.keep_drums = true};
-    TU_OK(mg_midi_to_notes(&g, "features.mid", &o, &notes, &info));
+    o = (music_notes_opts){.keep_drums = true};
+    TU_OK(music_midi_to_notes(&g, "features.mid", &o, &notes, &info));
     ck_assert_uint_eq(notes.n, N_FEATURE_NOTES + 1);
     ck_assert_uint_eq(info.drum_notes, 0);
     bool found = false;
@@ -367,32 +367,32 @@ START_TEST(feature_file_notes) {
             ck_assert_double_eq_tol(notes.v[i].off, 200.0 / 960, 1e-9);
         }
     ck_assert(found);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
 
     /* the same notes from the builder's unsorted tracks, without a write */
-    TU_OK(mg_midi_to_notes(&f, "features.mid", NULL, &notes, NULL));
+    TU_OK(music_midi_to_notes(&f, "features.mid", NULL, &notes, NULL));
     assert_notes(&notes, feature_notes, N_FEATURE_NOTES);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
 
     /* a file too long to be believed */
-    o = (mg_notes_opts){.max_seconds = 2.0};
-    ck_assert_int_eq(mg_midi_to_notes(&g, "features.mid", &o, &notes, NULL), MG_ERR_FORMAT);
+    o = (music_notes_opts){.max_seconds = 2.0};
+    ck_assert_int_eq(music_midi_to_notes(&g, "features.mid", &o, &notes, NULL), MG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "features.mid: lasts 3 s"));
     ck_assert_ptr_null(notes.v);
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_midi_free(&g);
+    music_midi_free(&f);
 }
 END_TEST
 
 START_TEST(smpte_and_format2) {
     /* 25 frames/s x 40 ticks/frame = 1000 ticks/s, whatever the tempo says */
-    mg_midi_file f, g;
-    mg_midi_init(&f, 0, (int)(int16_t)0xE728);
+    music_midi_file f, g;
+    music_midi_init(&f, 0, (int)(int16_t)0xE728);
     size_t t;
-    TU_OK(mg_midi_add_track(&f, &t));
-    TU_OK(mg_midi_add_tempo(&f, t, 0, 1000000));
-    TU_OK(mg_midi_add_channel(&f, t, 500, 0x90, 60, 100));
-    TU_OK(mg_midi_add_channel(&f, t, 1500, 0x80, 60, 0));
+    TU_OK(music_midi_add_track(&f, &t));
+    TU_OK(music_midi_add_tempo(&f, t, 0, 1000000));
+    TU_OK(music_midi_add_channel(&f, t, 500, 0x90, 60, 100));
+    TU_OK(music_midi_add_channel(&f, t, 1500, 0x80, 60, 0));
     uint8_t *b;
     size_t n;
     encode_ok(&f, true, &b, &n);
@@ -401,58 +401,58 @@ START_TEST(smpte_and_format2) {
     parse_ok(b, n, &g);
     free(b);
     ck_assert_int_eq(g.division, (int)(int16_t)0xE728);
-    mg_notes notes;
-    mg_midi_info info;
-    TU_OK(mg_midi_to_notes(&g, "smpte.mid", NULL, &notes, &info));
+    music_notes notes;
+    music_midi_info info;
+    TU_OK(music_midi_to_notes(&g, "smpte.mid", NULL, &notes, &info));
     ck_assert_uint_eq(notes.n, 1);
     ck_assert_double_eq_tol(notes.v[0].on, 0.5, 1e-12);
     ck_assert_double_eq_tol(notes.v[0].off, 1.5, 1e-12);
-    mg_notes_free(&notes);
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_notes_free(&notes);
+    music_midi_free(&g);
+    music_midi_free(&f);
 
     /* format 2 reads and writes, but is not one piece to play */
-    mg_midi_init(&f, 2, 480);
-    TU_OK(mg_midi_add_track(&f, &t));
-    TU_OK(mg_midi_add_track(&f, &t));
+    music_midi_init(&f, 2, 480);
+    TU_OK(music_midi_add_track(&f, &t));
+    TU_OK(music_midi_add_track(&f, &t));
     encode_ok(&f, true, &b, &n);
     parse_ok(b, n, &g);
     free(b);
     ck_assert_int_eq(g.format, 2);
-    ck_assert_int_eq(mg_midi_to_notes(&g, "two.mid", NULL, &notes, NULL), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_to_notes(&g, "two.mid", NULL, &notes, NULL), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "two.mid: format 2"));
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_midi_free(&g);
+    music_midi_free(&f);
 }
 END_TEST
 
 START_TEST(writer_rejects_what_smf_cannot_hold) {
-    mg_midi_file f;
+    music_midi_file f;
     uint8_t *b;
     size_t n, t;
-    mg_midi_init(&f, 0, 480);
-    ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* no track */
-    TU_OK(mg_midi_add_track(&f, &t));
-    TU_OK(mg_midi_add_track(&f, &t));
-    ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* format 0, 2 tracks */
+    music_midi_init(&f, 0, 480);
+    ck_assert_int_eq(music_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* no track */
+    TU_OK(music_midi_add_track(&f, &t));
+    TU_OK(music_midi_add_track(&f, &t));
+    ck_assert_int_eq(music_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID); /* format 0, 2 tracks */
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "format 0"));
     f.format = 1;
     f.division = 0;
-    ck_assert_int_eq(mg_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_encode(&f, NULL, &b, &n), MG_ERR_INVALID);
     f.division = 480;
-    TU_OK(mg_midi_encode(&f, NULL, &b, &n));
+    TU_OK(music_midi_encode(&f, NULL, &b, &n));
     free(b);
-    ck_assert_int_eq(mg_midi_add_channel(&f, 0, 0, 0x90, 128, 1), MG_ERR_INVALID);
-    ck_assert_int_eq(mg_midi_add_channel(&f, 0, 0, 0xF0, 1, 1), MG_ERR_INVALID);
-    ck_assert_int_eq(mg_midi_add_channel(&f, 5, 0, 0x90, 1, 1), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_channel(&f, 0, 0, 0x90, 128, 1), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_channel(&f, 0, 0, 0xF0, 1, 1), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_channel(&f, 5, 0, 0x90, 1, 1), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "track 5"));
-    ck_assert_int_eq(mg_midi_add_meta(&f, 0, 0, 0x2F, NULL, 0), MG_ERR_INVALID);
-    ck_assert_int_eq(mg_midi_add_tempo(&f, 0, 0, 0), MG_ERR_INVALID);
-    ck_assert_int_eq(mg_midi_add_sysex(&f, 0, 0, 0x90, NULL, 0), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_meta(&f, 0, 0, 0x2F, NULL, 0), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_tempo(&f, 0, 0, 0), MG_ERR_INVALID);
+    ck_assert_int_eq(music_midi_add_sysex(&f, 0, 0, 0x90, NULL, 0), MG_ERR_INVALID);
     /* a write into a directory that does not exist fails cleanly and leaves nothing */
-    ck_assert_int_eq(mg_midi_write("/nonexistent-dir/x.mid", &f, NULL), MG_ERR_IO);
+    ck_assert_int_eq(music_midi_write("/nonexistent-dir/x.mid", &f, NULL), MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "/nonexistent-dir/x.mid"));
-    mg_midi_free(&f);
+    music_midi_free(&f);
 }
 END_TEST
 
@@ -463,30 +463,30 @@ START_TEST(notes_to_midi_roundtrip) {
     int format = _i / 2;
     bool vel0 = _i % 2;
     mg_rng r = mg_rng_make(11 + (uint64_t)_i);
-    mg_notes in = {0}, out;
+    music_notes in = {0}, out;
     /* times on the tick grid (1/1600 s here), so that sorting both lists gives the same order */
     for (int i = 0; i < 300; i++) {
         double on = round(mg_rng_double(&r) * 60 * 1600) / 1600;
-        mg_note x = {.on = on,
+        music_note x = {.on = on,
                      .off = on + round((0.01 + mg_rng_double(&r) * 3) * 1600) / 1600,
                      .pitch = (uint8_t)(30 + mg_rng_below(&r, 60)),
                      .velocity = (uint8_t)(1 + mg_rng_below(&r, 127)),
                      .channel = (uint8_t)mg_rng_below(&r, 3)};
         x.program = (uint8_t)(x.channel * 7);
-        TU_OK(mg_notes_push(&in, x));
+        TU_OK(music_notes_push(&in, x));
     }
     /* same-pitch overlaps must be first-in first-out to survive MIDI: make them so */
-    mg_notes_sort(&in);
+    music_notes_sort(&in);
     for (size_t i = 0; i < in.n; i++)
         for (size_t j = i + 1; j < in.n; j++)
             if (in.v[j].pitch == in.v[i].pitch && in.v[j].channel == in.v[i].channel &&
                 in.v[j].off < in.v[i].off)
                 in.v[j].off = in.v[i].off + 16.0 / 1600;
-    TU_OK(mg_notes_push(&in, (mg_note){.on = 61, .off = 61.0001, .pitch = 90, .velocity = 5}));
-    mg_notes_midi_opts o = {
+    TU_OK(music_notes_push(&in, (music_note){.on = 61, .off = 61.0001, .pitch = 90, .velocity = 5}));
+    music_notes_midi_opts o = {
         .format = format, .division = 960, .us_per_quarter = 600000, .note_off_as_vel0 = vel0};
-    mg_midi_file f, g;
-    TU_OK(mg_notes_to_midi(&in, &o, &f));
+    music_midi_file f, g;
+    TU_OK(music_notes_to_midi(&in, &o, &f));
     ck_assert_uint_eq(f.ntracks, format ? 4 : 1);
     uint8_t *b;
     size_t n;
@@ -498,11 +498,11 @@ START_TEST(notes_to_midi_roundtrip) {
         for (size_t i = 0; i < g.tracks[t].n; i++)
             offs += (g.tracks[t].ev[i].status & 0xF0) == 0x80;
     ck_assert_uint_eq(offs, vel0 ? 0 : in.n);
-    mg_midi_info info;
-    TU_OK(mg_midi_to_notes(&g, "notes.mid", NULL, &out, &info));
+    music_midi_info info;
+    TU_OK(music_midi_to_notes(&g, "notes.mid", NULL, &out, &info));
     ck_assert_uint_eq(info.unmatched_offs, 0);
     ck_assert_uint_eq(info.unterminated, 0);
-    mg_notes_sort(&in);
+    music_notes_sort(&in);
     ck_assert_uint_eq(out.n, in.n);
     double tick = 0.6 / 960; /* seconds per tick */
     for (size_t i = 0; i < in.n; i++) {
@@ -514,14 +514,14 @@ START_TEST(notes_to_midi_roundtrip) {
         ck_assert_double_le(fabs(out.v[i].off - in.v[i].off), tick + 1e-9);
         ck_assert_double_gt(out.v[i].off, out.v[i].on); /* the short note lasts a tick */
     }
-    mg_notes_free(&out);
-    mg_midi_free(&g);
-    mg_midi_free(&f);
+    music_notes_free(&out);
+    music_midi_free(&g);
+    music_midi_free(&f);
     /* what cannot be written */
     in.v[3].velocity = 0;
-    ck_assert_int_eq(mg_notes_to_midi(&in, &o, &f), MG_ERR_INVALID);
+    ck_assert_int_eq(music_notes_to_midi(&in, &o, &f), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "note 3"));
-    mg_notes_free(&in);
+    music_notes_free(&in);
 }
 END_TEST
 
@@ -600,7 +600,7 @@ static void midicsv_read(const char *path, csv_file *c) {
 
 /* midicsv's view of the file equals ours: header, and per track every channel message, tempo
  * and sysex event with its tick, in file order. */
-static void assert_midicsv_agrees(const char *path, const mg_midi_file *f) {
+static void assert_midicsv_agrees(const char *path, const music_midi_file *f) {
     csv_file c;
     midicsv_read(path, &c);
     ck_assert_int_eq(c.format, f->format);
@@ -609,12 +609,12 @@ static void assert_midicsv_agrees(const char *path, const mg_midi_file *f) {
     size_t k = 0, notes = 0;
     for (size_t t = 0; t < f->ntracks; t++)
         for (size_t i = 0; i < f->tracks[t].n; i++) {
-            const mg_midi_event *e = &f->tracks[t].ev[i];
+            const music_midi_event *e = &f->tracks[t].ev[i];
             int status = e->status;
             int d1 = e->d1, d2 = e->d2;
             if (e->status == 0xFF) {
-                if (e->type != MG_MIDI_META_TEMPO) continue;
-                const uint8_t *p = mg_midi_payload(f, e);
+                if (e->type != MUSIC_MIDI_META_TEMPO) continue;
+                const uint8_t *p = music_midi_payload(f, e);
                 status = 0x151;
                 d1 = p[0] << 16 | p[1] << 8 | p[2];
                 d2 = 0;
@@ -640,30 +640,30 @@ static void assert_midicsv_agrees(const char *path, const mg_midi_file *f) {
 START_TEST(midicsv_reads_our_files) {
     char *dir = make_tmpdir();
     for (int v = 0; v < 4; v++) {
-        mg_midi_file f, g;
+        music_midi_file f, g;
         build_feature_file(&f, v / 2);
         char name[32];
         snprintf(name, sizeof name, "feature_%d.mid", v);
         char *p = path_in(dir, name);
-        mg_midi_write_opts o = {.no_running_status = v % 2};
-        TU_OK(mg_midi_write(p, &f, &o));
-        TU_OK(mg_midi_read(p, &g));
+        music_midi_write_opts o = {.no_running_status = v % 2};
+        TU_OK(music_midi_write(p, &f, &o));
+        TU_OK(music_midi_read(p, &g));
         assert_midicsv_agrees(p, &g);
-        mg_midi_free(&g);
-        mg_midi_free(&f);
+        music_midi_free(&g);
+        music_midi_free(&f);
         free(p);
     }
     for (uint32_t i = 0; i < 3; i++) {
-        mg_midi_file f, g;
-        TU_OK(mg_music_generate(99, i, &f));
+        music_midi_file f, g;
+        TU_OK(music_generate_piece(99, i, &f));
         char name[32];
         snprintf(name, sizeof name, "gen_%u.mid", i);
         char *p = path_in(dir, name);
-        TU_OK(mg_midi_write(p, &f, NULL));
-        TU_OK(mg_midi_read(p, &g));
+        TU_OK(music_midi_write(p, &f, NULL));
+        TU_OK(music_midi_read(p, &g));
         assert_midicsv_agrees(p, &g);
-        mg_midi_free(&g);
-        mg_midi_free(&f);
+        music_midi_free(&g);
+        music_midi_free(&f);
         free(p);
     }
     rm_rf(dir);
@@ -673,17 +673,17 @@ END_TEST
 START_TEST(midicsv_agrees_on_real_files) {
     char **paths;
     size_t n;
-    TU_OK(mg_music_find_files(data_dir(), &paths, &n));
+    TU_OK(music_find_files(data_dir(), &paths, &n));
     ck_assert_uint_gt(n, 0);
     size_t step = n / 12 + 1, checked = 0; /* a spread of files keeps this quick */
     for (size_t i = 0; i < n; i += step, checked++) {
-        mg_midi_file f;
-        TU_OK(mg_midi_read(paths[i], &f));
+        music_midi_file f;
+        TU_OK(music_midi_read(paths[i], &f));
         assert_midicsv_agrees(paths[i], &f);
-        mg_midi_free(&f);
+        music_midi_free(&f);
     }
     ck_assert_uint_ge(checked, 10);
-    mg_music_paths_free(paths, n);
+    music_paths_free(paths, n);
 }
 END_TEST
 
@@ -758,20 +758,20 @@ static const corrupt_case corrupt[] = {
 
 START_TEST(corrupt_files_name_file_and_offset) {
     const corrupt_case *c = &corrupt[_i];
-    mg_midi_file f;
+    music_midi_file f;
     memset(&f, 0x5A, sizeof f);
-    ck_assert_int_eq(mg_midi_parse(c->bytes, c->len, "corrupt.mid", &f), MG_ERR_FORMAT);
+    ck_assert_int_eq(music_midi_parse(c->bytes, c->len, "corrupt.mid", &f), MG_ERR_FORMAT);
     char want[256];
     snprintf(want, sizeof want, "corrupt.mid: offset %zu: ", c->offset);
     const char *msg = mg_last_error();
     ck_assert_msg(strncmp(msg, want, strlen(want)) == 0 && strstr(msg, c->says),
                   "%s: got \"%s\", want \"%s...%s\"", c->name, msg, want, c->says);
     ck_assert_ptr_null(f.tracks); /* left empty, safe to free */
-    mg_midi_free(&f);
+    music_midi_free(&f);
     /* through the file system the message names the path */
     char *dir = make_tmpdir(), *p = path_in(dir, "bad file.mid");
     tu_write_bytes(p, c->bytes, c->len);
-    ck_assert_int_eq(mg_midi_read(p, &f), MG_ERR_FORMAT);
+    ck_assert_int_eq(music_midi_read(p, &f), MG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), p));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), c->says));
     free(p);
@@ -780,16 +780,16 @@ START_TEST(corrupt_files_name_file_and_offset) {
 END_TEST
 
 START_TEST(missing_file) {
-    mg_midi_file f;
-    ck_assert_int_eq(mg_midi_read("/nonexistent/song.mid", &f), MG_ERR_IO);
+    music_midi_file f;
+    ck_assert_int_eq(music_midi_read("/nonexistent/song.mid", &f), MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "/nonexistent/song.mid: cannot open: "));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), strerror(ENOENT)));
-    mg_midi_free(&f);
+    music_midi_free(&f);
 }
 END_TEST
 
 START_TEST(every_truncation_fails_cleanly) {
-    mg_midi_file f, g;
+    music_midi_file f, g;
     build_feature_file(&f, 1);
     uint8_t *b;
     size_t n;
@@ -797,14 +797,14 @@ START_TEST(every_truncation_fails_cleanly) {
     for (size_t k = 0; k < n; k++) {
         uint8_t *cut = malloc(k + 1); /* exact size, so ASan sees any read past the end */
         memcpy(cut, b, k);
-        ck_assert_int_eq(mg_midi_parse(cut, k, "cut.mid", &g), MG_ERR_FORMAT);
+        ck_assert_int_eq(music_midi_parse(cut, k, "cut.mid", &g), MG_ERR_FORMAT);
         const char *msg = mg_last_error();
         ck_assert_msg(strncmp(msg, "cut.mid: offset ", 16) == 0, "%zu bytes: %s", k, msg);
         ck_assert_uint_le(strtoull(msg + 16, NULL, 10), k);
         free(cut);
     }
     free(b);
-    mg_midi_free(&f);
+    music_midi_free(&f);
 }
 END_TEST
 
@@ -815,13 +815,13 @@ START_TEST(random_damage_never_crashes) {
     mg_rng r = mg_rng_make(2024);
     uint8_t *src[2];
     size_t srcn[2];
-    mg_midi_file f;
+    music_midi_file f;
     build_feature_file(&f, 1);
     encode_ok(&f, true, &src[0], &srcn[0]);
-    mg_midi_free(&f);
-    TU_OK(mg_music_generate(5, 0, &f));
+    music_midi_free(&f);
+    TU_OK(music_generate_piece(5, 0, &f));
     encode_ok(&f, true, &src[1], &srcn[1]);
-    mg_midi_free(&f);
+    music_midi_free(&f);
     size_t parsed = 0, failed = 0;
     for (int it = 0; it < 1500; it++) {
         size_t which = it % 2, n = srcn[which];
@@ -847,28 +847,28 @@ START_TEST(random_damage_never_crashes) {
         uint8_t *exact = malloc(n + 1);
         memcpy(exact, b, n);
         free(b);
-        mg_midi_file g;
-        if (mg_midi_parse(exact, n, "damaged.mid", &g) != MG_OK) {
+        music_midi_file g;
+        if (music_midi_parse(exact, n, "damaged.mid", &g) != MG_OK) {
             ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: offset ", 20) == 0, "%s",
                           mg_last_error());
             failed++;
         } else {
             parsed++;
-            mg_notes notes;
-            if (mg_midi_to_notes(&g, "damaged.mid", NULL, &notes, NULL) == MG_OK) {
-                mg_tokens tok = {0};
-                mg_notes back = {0};
-                TU_OK(mg_perf_encode(notes.v, notes.n, &tok));
-                TU_OK(mg_perf_decode(tok.v, tok.n, &back));
+            music_notes notes;
+            if (music_midi_to_notes(&g, "damaged.mid", NULL, &notes, NULL) == MG_OK) {
+                music_tokens tok = {0};
+                music_notes back = {0};
+                TU_OK(music_perf_encode(notes.v, notes.n, &tok));
+                TU_OK(music_perf_decode(tok.v, tok.n, &back));
                 ck_assert_uint_le(back.n, notes.n);
-                mg_tokens_free(&tok);
-                mg_notes_free(&back);
-                mg_notes_free(&notes);
+                music_tokens_free(&tok);
+                music_notes_free(&back);
+                music_notes_free(&notes);
             } else {
                 ck_assert_msg(strncmp(mg_last_error(), "damaged.mid: ", 13) == 0, "%s",
                               mg_last_error());
             }
-            mg_midi_free(&g);
+            music_midi_free(&g);
         }
         free(exact);
     }
@@ -884,8 +884,8 @@ END_TEST
  * ====================================================================================== */
 
 START_TEST(vocabulary_layout) {
-    ck_assert_int_eq(MG_PERF_VOCAB, 390);
-    ck_assert_int_eq(MG_PERF_PAD, MG_PERF_END);
+    ck_assert_int_eq(MUSIC_PERF_VOCAB, 390);
+    ck_assert_int_eq(MUSIC_PERF_PAD, MUSIC_PERF_END);
     char b[32];
     static const struct {
         int id;
@@ -904,59 +904,59 @@ START_TEST(vocabulary_layout) {
                  {390, "?"},
                  {-1, "?"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        ck_assert_str_eq(mg_perf_token_name(names[i].id, b, sizeof b), names[i].name);
+        ck_assert_str_eq(music_perf_token_name(names[i].id, b, sizeof b), names[i].name);
     /* 32 bins of four velocities (the last of three), each decoded inside itself */
     int count[32] = {0};
     for (int v = 1; v <= 127; v++) {
-        int bin = mg_perf_velocity_bin(v);
+        int bin = music_perf_velocity_bin(v);
         ck_assert_int_eq(bin, (v - 1) / 4);
         count[bin]++;
-        if (v > 1) ck_assert_int_ge(bin, mg_perf_velocity_bin(v - 1));
+        if (v > 1) ck_assert_int_ge(bin, music_perf_velocity_bin(v - 1));
     }
     for (int bin = 0; bin < 32; bin++) {
         ck_assert_int_eq(count[bin], bin == 31 ? 3 : 4);
-        ck_assert_int_eq(mg_perf_velocity_bin(mg_perf_bin_velocity(bin)), bin);
+        ck_assert_int_eq(music_perf_velocity_bin(music_perf_bin_velocity(bin)), bin);
     }
 }
 END_TEST
 
 START_TEST(encode_exact_tokens) {
     /* C and E together, then G louder-to-softer with a gap of 2.25 s in its length */
-    const mg_note n[] = {{.on = 0.5, .off = 2.75, .pitch = 67, .velocity = 60},
+    const music_note n[] = {{.on = 0.5, .off = 2.75, .pitch = 67, .velocity = 60},
                          {.on = 0.0, .off = 0.5, .pitch = 64, .velocity = 100},
                          {.on = 0.0, .off = 0.5, .pitch = 60, .velocity = 99}};
     /* clang-format off */
-    const int32_t want[] = {MG_PERF_START,
-                            MG_PERF_VELOCITY + 24, 60, 64,
-                            MG_PERF_TIME_SHIFT + 49,
-                            MG_PERF_NOTE_OFF + 60, MG_PERF_NOTE_OFF + 64,
-                            MG_PERF_VELOCITY + 14, 67,
-                            MG_PERF_TIME_SHIFT + 99, MG_PERF_TIME_SHIFT + 99, MG_PERF_TIME_SHIFT + 24,
-                            MG_PERF_NOTE_OFF + 67,
-                            MG_PERF_END};
+    const int32_t want[] = {MUSIC_PERF_START,
+                            MUSIC_PERF_VELOCITY + 24, 60, 64,
+                            MUSIC_PERF_TIME_SHIFT + 49,
+                            MUSIC_PERF_NOTE_OFF + 60, MUSIC_PERF_NOTE_OFF + 64,
+                            MUSIC_PERF_VELOCITY + 14, 67,
+                            MUSIC_PERF_TIME_SHIFT + 99, MUSIC_PERF_TIME_SHIFT + 99, MUSIC_PERF_TIME_SHIFT + 24,
+                            MUSIC_PERF_NOTE_OFF + 67,
+                            MUSIC_PERF_END};
     /* clang-format on */
-    mg_tokens t = {0};
-    TU_OK(mg_perf_encode(n, 3, &t));
+    music_tokens t = {0};
+    TU_OK(music_perf_encode(n, 3, &t));
     ck_assert_uint_eq(t.n, sizeof want / sizeof want[0]);
     ck_assert_mem_eq(t.v, want, sizeof want);
-    mg_notes back = {0};
-    TU_OK(mg_perf_decode(t.v, t.n, &back));
+    music_notes back = {0};
+    TU_OK(music_perf_decode(t.v, t.n, &back));
     ck_assert_uint_eq(back.n, 3);
     ck_assert_uint_eq(back.v[0].pitch, 60);
-    ck_assert_uint_eq(back.v[0].velocity, mg_perf_bin_velocity(24));
+    ck_assert_uint_eq(back.v[0].velocity, music_perf_bin_velocity(24));
     ck_assert_double_eq_tol(back.v[2].off, 2.75, 1e-9);
-    mg_notes_free(&back);
+    music_notes_free(&back);
     /* encoding appends */
-    TU_OK(mg_perf_encode(n, 0, &t));
+    TU_OK(music_perf_encode(n, 0, &t));
     ck_assert_uint_eq(t.n, sizeof want / sizeof want[0] + 2);
-    ck_assert_int_eq(t.v[t.n - 2], MG_PERF_START);
-    ck_assert_int_eq(t.v[t.n - 1], MG_PERF_END);
-    mg_tokens_free(&t);
+    ck_assert_int_eq(t.v[t.n - 2], MUSIC_PERF_START);
+    ck_assert_int_eq(t.v[t.n - 1], MUSIC_PERF_END);
+    music_tokens_free(&t);
 }
 END_TEST
 
 static int cmp_pitch_on(const void *pa, const void *pb) {
-    const mg_note *a = pa, *b = pb;
+    const music_note *a = pa, *b = pb;
     if (a->pitch != b->pitch) return a->pitch - b->pitch;
     return (a->on > b->on) - (a->on < b->on);
 }
@@ -965,14 +965,14 @@ static int cmp_pitch_on(const void *pa, const void *pb) {
  * its pitch, onset within 10 ms (5 ms for notes of at least 10 ms), offset within the same of
  * min(offset, next onset of its pitch), velocity in its bin. A note whose pitch is struck again
  * within 20 ms may merge with it (same 10 ms step): allowed only when !strict, then counted. */
-static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
-    mg_tokens t = {0};
-    mg_notes dec = {0};
-    TU_OK(mg_perf_encode(orig, n, &t));
-    TU_OK(mg_perf_decode(t.v, t.n, &dec));
-    ck_assert_int_eq(t.v[0], MG_PERF_START);
-    ck_assert_int_eq(t.v[t.n - 1], MG_PERF_END);
-    mg_note *a = malloc((n + 1) * sizeof *a);
+static size_t check_roundtrip(const music_note *orig, size_t n, bool strict) {
+    music_tokens t = {0};
+    music_notes dec = {0};
+    TU_OK(music_perf_encode(orig, n, &t));
+    TU_OK(music_perf_decode(t.v, t.n, &dec));
+    ck_assert_int_eq(t.v[0], MUSIC_PERF_START);
+    ck_assert_int_eq(t.v[t.n - 1], MUSIC_PERF_END);
+    music_note *a = malloc((n + 1) * sizeof *a);
     memcpy(a, orig, n * sizeof *a);
     qsort(a, n, sizeof *a, cmp_pitch_on);
     qsort(dec.v, dec.n, sizeof *dec.v, cmp_pitch_on);
@@ -1000,8 +1000,8 @@ static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
         ck_assert_msg(fabs(dec.v[j].off - off) <= tol_off,
                       "pitch %d at %.4f s: off %.4f, want %.4f", a[i].pitch, a[i].on, dec.v[j].off,
                       off);
-        ck_assert_int_eq(mg_perf_velocity_bin(dec.v[j].velocity),
-                         mg_perf_velocity_bin(a[i].velocity));
+        ck_assert_int_eq(music_perf_velocity_bin(dec.v[j].velocity),
+                         music_perf_velocity_bin(a[i].velocity));
     }
     if (strict) {
         ck_assert_uint_eq(close, 0);
@@ -1011,14 +1011,14 @@ static size_t check_roundtrip(const mg_note *orig, size_t n, bool strict) {
         ck_assert_uint_ge(dec.n, n - close);
     }
     free(a);
-    mg_notes_free(&dec);
-    mg_tokens_free(&t);
+    music_notes_free(&dec);
+    music_tokens_free(&t);
     return close;
 }
 
 /* Random pieces: chords, long and very short notes, gaps from 0 to minutes, re-struck pitches
  * (onsets of one pitch at least 20 ms apart). */
-static void random_piece(mg_rng *r, size_t count, mg_notes *out) {
+static void random_piece(mg_rng *r, size_t count, music_notes *out) {
     double t = mg_rng_double(r) * 3, last_on[128];
     for (int p = 0; p < 128; p++) last_on[p] = -1;
     while (out->n < count) {
@@ -1037,46 +1037,46 @@ static void random_piece(mg_rng *r, size_t count, mg_notes *out) {
                                    : mg_rng_double(r) * 0.015;
             double on = t + (mg_rng_below(r, 2) ? 0.003 * mg_rng_double(r) : 0);
             last_on[p] = on;
-            mg_note x = {.on = on,
+            music_note x = {.on = on,
                          .off = on + dur,
                          .pitch = (uint8_t)p,
                          .velocity = (uint8_t)(1 + mg_rng_below(r, 127))};
-            TU_OK(mg_notes_push(out, x));
+            TU_OK(music_notes_push(out, x));
         }
     }
 }
 
 START_TEST(roundtrip_random_pieces) {
     mg_rng r = mg_rng_make(1000 + (uint64_t)_i);
-    mg_notes n = {0};
+    music_notes n = {0};
     random_piece(&r, 3000, &n);
     check_roundtrip(n.v, n.n, true);
-    mg_notes_free(&n);
+    music_notes_free(&n);
 }
 END_TEST
 
 START_TEST(long_silences_and_long_notes) {
     /* three minutes of silence, then a 7.5 s note and a chord after another 45.67 s */
-    const mg_note n[] = {{.on = 180.004, .off = 187.504, .pitch = 40, .velocity = 70},
+    const music_note n[] = {{.on = 180.004, .off = 187.504, .pitch = 40, .velocity = 70},
                          {.on = 233.174, .off = 233.674, .pitch = 72, .velocity = 70},
                          {.on = 233.174, .off = 235.0, .pitch = 76, .velocity = 71},
                          {.on = 233.176, .off = 234.0, .pitch = 79, .velocity = 72}};
-    mg_tokens t = {0};
-    TU_OK(mg_perf_encode(n, 4, &t));
+    music_tokens t = {0};
+    TU_OK(music_perf_encode(n, 4, &t));
     size_t i = 1;
-    while (t.v[i] == MG_PERF_TIME_SHIFT + 99) i++;
+    while (t.v[i] == MUSIC_PERF_TIME_SHIFT + 99) i++;
     ck_assert_uint_eq(i - 1, 180); /* 180 shifts of one second, nothing left over */
-    ck_assert_int_eq(t.v[i], MG_PERF_VELOCITY + mg_perf_velocity_bin(70));
+    ck_assert_int_eq(t.v[i], MUSIC_PERF_VELOCITY + music_perf_velocity_bin(70));
     ck_assert_int_eq(t.v[i + 1], 40);
     for (size_t k = i + 2; k < i + 9; k++) /* 7.5 s = 7 x 1 s + 500 ms */
-        ck_assert_int_eq(t.v[k], MG_PERF_TIME_SHIFT + 99);
-    ck_assert_int_eq(t.v[i + 9], MG_PERF_TIME_SHIFT + 49);
-    ck_assert_int_eq(t.v[i + 10], MG_PERF_NOTE_OFF + 40);
+        ck_assert_int_eq(t.v[k], MUSIC_PERF_TIME_SHIFT + 99);
+    ck_assert_int_eq(t.v[i + 9], MUSIC_PERF_TIME_SHIFT + 49);
+    ck_assert_int_eq(t.v[i + 10], MUSIC_PERF_NOTE_OFF + 40);
     /* one velocity token for the chord: all three notes share bin 17 */
     size_t vel = 0;
-    for (size_t k = 0; k < t.n; k++) vel += t.v[k] >= MG_PERF_VELOCITY && t.v[k] < MG_PERF_START;
+    for (size_t k = 0; k < t.n; k++) vel += t.v[k] >= MUSIC_PERF_VELOCITY && t.v[k] < MUSIC_PERF_START;
     ck_assert_uint_eq(vel, 1);
-    mg_tokens_free(&t);
+    music_tokens_free(&t);
     check_roundtrip(n, 4, true);
 }
 END_TEST
@@ -1084,134 +1084,134 @@ END_TEST
 START_TEST(grid_is_absolute) {
     /* 3000 notes a third of a second apart: a relative grid would drift by up to 3000 x 3.3 ms;
      * the absolute grid keeps the last one within 5 ms. */
-    mg_notes n = {0};
+    music_notes n = {0};
     for (int i = 0; i < 3000; i++)
-        TU_OK(mg_notes_push(&n, (mg_note){.on = i / 3.0,
+        TU_OK(music_notes_push(&n, (music_note){.on = i / 3.0,
                                           .off = i / 3.0 + 0.2,
                                           .pitch = (uint8_t)(40 + i % 40),
                                           .velocity = 64}));
     check_roundtrip(n.v, n.n, true);
-    mg_notes_free(&n);
+    music_notes_free(&n);
 }
 END_TEST
 
 START_TEST(restrikes_short_notes_and_same_step) {
-    mg_tokens t = {0};
-    mg_notes d = {0};
+    music_tokens t = {0};
+    music_notes d = {0};
     /* overlap of one pitch: the re-strike ends the earlier note; OFF precedes ON in the step */
-    const mg_note a[] = {{.on = 0, .off = 1.0, .pitch = 60, .velocity = 80},
+    const music_note a[] = {{.on = 0, .off = 1.0, .pitch = 60, .velocity = 80},
                          {.on = 0.5, .off = 1.5, .pitch = 60, .velocity = 40}};
-    TU_OK(mg_perf_encode(a, 2, &t));
-    ck_assert_int_eq(t.v[4], MG_PERF_NOTE_OFF + 60);
-    ck_assert_int_eq(t.v[5], MG_PERF_VELOCITY + mg_perf_velocity_bin(40));
+    TU_OK(music_perf_encode(a, 2, &t));
+    ck_assert_int_eq(t.v[4], MUSIC_PERF_NOTE_OFF + 60);
+    ck_assert_int_eq(t.v[5], MUSIC_PERF_VELOCITY + music_perf_velocity_bin(40));
     ck_assert_int_eq(t.v[6], 60);
-    TU_OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(music_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 2);
     ck_assert_double_eq_tol(d.v[0].off, 0.5, 1e-9);
     ck_assert_double_eq_tol(d.v[1].off, 1.5, 1e-9);
-    mg_notes_free(&d);
-    mg_tokens_free(&t);
+    music_notes_free(&d);
+    music_tokens_free(&t);
     /* two onsets in one step: one note, the one ending later */
-    const mg_note b[] = {{.on = 0.101, .off = 0.5, .pitch = 50, .velocity = 100},
+    const music_note b[] = {{.on = 0.101, .off = 0.5, .pitch = 50, .velocity = 100},
                          {.on = 0.103, .off = 0.9, .pitch = 50, .velocity = 20}};
-    TU_OK(mg_perf_encode(b, 2, &t));
-    TU_OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(music_perf_encode(b, 2, &t));
+    TU_OK(music_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 1);
     ck_assert_double_eq_tol(d.v[0].on, 0.1, 1e-9);
     ck_assert_double_eq_tol(d.v[0].off, 0.9, 1e-9);
-    ck_assert_uint_eq(mg_perf_velocity_bin(d.v[0].velocity), mg_perf_velocity_bin(20));
-    mg_notes_free(&d);
-    mg_tokens_free(&t);
+    ck_assert_uint_eq(music_perf_velocity_bin(d.v[0].velocity), music_perf_velocity_bin(20));
+    music_notes_free(&d);
+    music_tokens_free(&t);
     /* notes shorter than a step keep one step and stay within 10 ms */
-    const mg_note c[] = {{.on = 0.012, .off = 0.013, .pitch = 70, .velocity = 9},
+    const music_note c[] = {{.on = 0.012, .off = 0.013, .pitch = 70, .velocity = 9},
                          {.on = 0.016, .off = 0.0161, .pitch = 71, .velocity = 9},
                          {.on = 0.02, .off = 0.02, .pitch = 72, .velocity = 9}};
-    TU_OK(mg_perf_encode(c, 3, &t));
-    TU_OK(mg_perf_decode(t.v, t.n, &d));
+    TU_OK(music_perf_encode(c, 3, &t));
+    TU_OK(music_perf_decode(t.v, t.n, &d));
     ck_assert_uint_eq(d.n, 3);
     for (int i = 0; i < 3; i++) {
         ck_assert_double_le(fabs(d.v[i].on - c[i].on), 0.01 + 1e-9);
         ck_assert_double_le(fabs(d.v[i].off - c[i].off), 0.01 + 1e-9);
         ck_assert_double_eq_tol(d.v[i].off - d.v[i].on, 0.01, 1e-9);
     }
-    mg_notes_free(&d);
-    mg_tokens_free(&t);
+    music_notes_free(&d);
+    music_tokens_free(&t);
 }
 END_TEST
 
 START_TEST(decode_any_sequence) {
-    mg_notes d = {0};
+    music_notes d = {0};
     /* out of range ids are named */
-    const int32_t bad[] = {MG_PERF_START, 60, 390};
-    ck_assert_int_eq(mg_perf_decode(bad, 3, &d), MG_ERR_INVALID);
+    const int32_t bad[] = {MUSIC_PERF_START, 60, 390};
+    ck_assert_int_eq(music_perf_decode(bad, 3, &d), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "token 2 is 390"));
     const int32_t neg[] = {-7};
-    ck_assert_int_eq(mg_perf_decode(neg, 1, &d), MG_ERR_INVALID);
+    ck_assert_int_eq(music_perf_decode(neg, 1, &d), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "token 0 is -7"));
     ck_assert_uint_eq(d.n, 0);
     /* before START: ignored; orphan NOTE_OFF: ignored; NOTE_ON twice in one step: one note;
      * ON then OFF in one step: one step long; unclosed notes end at the time reached; END stops */
     const int32_t s[] = {64,
-                         MG_PERF_TIME_SHIFT + 5,
-                         MG_PERF_START,
-                         MG_PERF_NOTE_OFF + 30,
+                         MUSIC_PERF_TIME_SHIFT + 5,
+                         MUSIC_PERF_START,
+                         MUSIC_PERF_NOTE_OFF + 30,
                          61,
                          61,
-                         MG_PERF_TIME_SHIFT + 9,
+                         MUSIC_PERF_TIME_SHIFT + 9,
                          62,
-                         MG_PERF_NOTE_OFF + 62,
-                         MG_PERF_VELOCITY + 31,
+                         MUSIC_PERF_NOTE_OFF + 62,
+                         MUSIC_PERF_VELOCITY + 31,
                          63,
-                         MG_PERF_TIME_SHIFT + 99,
-                         MG_PERF_END,
+                         MUSIC_PERF_TIME_SHIFT + 99,
+                         MUSIC_PERF_END,
                          65,
-                         MG_PERF_TIME_SHIFT + 99};
-    TU_OK(mg_perf_decode(s, sizeof s / sizeof s[0], &d));
+                         MUSIC_PERF_TIME_SHIFT + 99};
+    TU_OK(music_perf_decode(s, sizeof s / sizeof s[0], &d));
     ck_assert_uint_eq(d.n, 3);
     ck_assert_int_eq(d.v[0].pitch, 61);
     ck_assert_double_eq_tol(d.v[0].on, 0.0, 1e-12);
     ck_assert_double_eq_tol(d.v[0].off, 1.1, 1e-9);
-    ck_assert_uint_eq(d.v[0].velocity, mg_perf_bin_velocity(mg_perf_velocity_bin(64)));
+    ck_assert_uint_eq(d.v[0].velocity, music_perf_bin_velocity(music_perf_velocity_bin(64)));
     ck_assert_int_eq(d.v[1].pitch, 62);
     ck_assert_double_eq_tol(d.v[1].on, 0.1, 1e-9);
     ck_assert_double_eq_tol(d.v[1].off, 0.11, 1e-9);
     ck_assert_int_eq(d.v[2].pitch, 63);
-    ck_assert_uint_eq(d.v[2].velocity, mg_perf_bin_velocity(31));
+    ck_assert_uint_eq(d.v[2].velocity, music_perf_bin_velocity(31));
     ck_assert_double_eq_tol(d.v[2].off, 1.1, 1e-9);
-    mg_notes_free(&d);
+    music_notes_free(&d);
     /* nothing to play leaves the list empty (and untouched: no pointer arithmetic on NULL) */
-    const int32_t empty[] = {MG_PERF_START, MG_PERF_TIME_SHIFT + 3, MG_PERF_END};
-    TU_OK(mg_perf_decode(empty, 3, &d));
-    TU_OK(mg_perf_decode(empty, 0, &d));
+    const int32_t empty[] = {MUSIC_PERF_START, MUSIC_PERF_TIME_SHIFT + 3, MUSIC_PERF_END};
+    TU_OK(music_perf_decode(empty, 3, &d));
+    TU_OK(music_perf_decode(empty, 0, &d));
     ck_assert_uint_eq(d.n, 0);
     ck_assert_ptr_null(d.v);
     /* a window cut from the middle (no START) is read whole and appended after what is there */
-    TU_OK(mg_notes_push(&d, (mg_note){.on = 5, .off = 6, .pitch = 1, .velocity = 1}));
-    const int32_t w[] = {MG_PERF_NOTE_OFF + 40, MG_PERF_TIME_SHIFT, 41, MG_PERF_TIME_SHIFT + 2};
-    TU_OK(mg_perf_decode(w, 4, &d));
+    TU_OK(music_notes_push(&d, (music_note){.on = 5, .off = 6, .pitch = 1, .velocity = 1}));
+    const int32_t w[] = {MUSIC_PERF_NOTE_OFF + 40, MUSIC_PERF_TIME_SHIFT, 41, MUSIC_PERF_TIME_SHIFT + 2};
+    TU_OK(music_perf_decode(w, 4, &d));
     ck_assert_uint_eq(d.n, 2);
     ck_assert_int_eq(d.v[0].pitch, 1);
     ck_assert_double_eq_tol(d.v[1].on, 0.01, 1e-9);
     ck_assert_double_eq_tol(d.v[1].off, 0.04, 1e-9);
-    mg_notes_free(&d);
+    music_notes_free(&d);
 }
 END_TEST
 
 START_TEST(encode_rejects_bad_notes) {
-    mg_tokens t = {0};
-    const mg_note bad[] = {{.on = NAN, .off = 1, .pitch = 60, .velocity = 1},
+    music_tokens t = {0};
+    const music_note bad[] = {{.on = NAN, .off = 1, .pitch = 60, .velocity = 1},
                            {.on = -1, .off = 1, .pitch = 60, .velocity = 1},
                            {.on = 2, .off = 1, .pitch = 60, .velocity = 1},
                            {.on = 0, .off = 1, .pitch = 128, .velocity = 1},
                            {.on = 0, .off = 1, .pitch = 60, .velocity = 0},
                            {.on = 0, .off = 1e12, .pitch = 60, .velocity = 1}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        mg_note two[2] = {{.on = 0, .off = 1, .pitch = 1, .velocity = 1}, bad[i]};
-        ck_assert_int_eq(mg_perf_encode(two, 2, &t), MG_ERR_INVALID);
+        music_note two[2] = {{.on = 0, .off = 1, .pitch = 1, .velocity = 1}, bad[i]};
+        ck_assert_int_eq(music_perf_encode(two, 2, &t), MG_ERR_INVALID);
         ck_assert_ptr_nonnull(strstr(mg_last_error(), "note 1 "));
         ck_assert_uint_eq(t.n, 0);
     }
-    mg_tokens_free(&t);
+    music_tokens_free(&t);
 }
 END_TEST
 
@@ -1219,10 +1219,10 @@ END_TEST
  * Augmentation
  * ====================================================================================== */
 
-static void span(mg_notes *n, int lo, int hi) {
+static void span(music_notes *n, int lo, int hi) {
     n->n = 0;
-    TU_OK(mg_notes_push(n, (mg_note){.on = 0, .off = 1, .pitch = (uint8_t)lo, .velocity = 50}));
-    TU_OK(mg_notes_push(n, (mg_note){.on = 0.5, .off = 1, .pitch = (uint8_t)hi, .velocity = 50}));
+    TU_OK(music_notes_push(n, (music_note){.on = 0, .off = 1, .pitch = (uint8_t)lo, .velocity = 50}));
+    TU_OK(music_notes_push(n, (music_note){.on = 0.5, .off = 1, .pitch = (uint8_t)hi, .velocity = 50}));
 }
 
 START_TEST(transpose_bounds_keep_pitches_in_range) {
@@ -1230,53 +1230,53 @@ START_TEST(transpose_bounds_keep_pitches_in_range) {
         int lo, hi, want_lo, want_hi;
     } c[] = {{21, 108, 0, 0}, {60, 72, -3, 3},   {22, 100, -1, 3}, {10, 115, 0, 0},
              {15, 60, 0, 3},  {100, 127, -3, 0}, {0, 127, 0, 0},   {106, 106, -3, 2}};
-    mg_notes n = {0};
+    music_notes n = {0};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         span(&n, c[i].lo, c[i].hi);
         int lo, hi;
-        mg_transpose_bounds(n.v, n.n, NULL, &lo, &hi);
+        music_transpose_bounds(n.v, n.n, NULL, &lo, &hi);
         ck_assert_msg(lo == c[i].want_lo && hi == c[i].want_hi, "%d..%d: got [%d, %d]", c[i].lo,
                       c[i].hi, lo, hi);
-        mg_tokens t = {0};
-        TU_OK(mg_perf_encode(n.v, n.n, &t));
+        music_tokens t = {0};
+        TU_OK(music_perf_encode(n.v, n.n, &t));
         int tlo, thi;
-        mg_perf_transpose_bounds(t.v, t.n, NULL, &tlo, &thi);
+        music_perf_transpose_bounds(t.v, t.n, NULL, &tlo, &thi);
         ck_assert_int_eq(tlo, lo);
         ck_assert_int_eq(thi, hi);
-        mg_tokens_free(&t);
+        music_tokens_free(&t);
     }
     int lo, hi;
-    mg_transpose_bounds(NULL, 0, NULL, &lo, &hi);
+    music_transpose_bounds(NULL, 0, NULL, &lo, &hi);
     ck_assert(lo == -3 && hi == 3);
     /* an explicit shift drops what leaves 0..127, and says how many */
     span(&n, 3, 125);
-    TU_OK(mg_notes_push(&n, (mg_note){.on = 1, .off = 2, .pitch = 60, .velocity = 50}));
-    ck_assert_uint_eq(mg_notes_transpose(&n, 5), 1);
+    TU_OK(music_notes_push(&n, (music_note){.on = 1, .off = 2, .pitch = 60, .velocity = 50}));
+    ck_assert_uint_eq(music_notes_transpose(&n, 5), 1);
     ck_assert_uint_eq(n.n, 2);
     ck_assert_uint_eq(n.v[0].pitch, 8);
     ck_assert_uint_eq(n.v[1].pitch, 65);
-    mg_notes_free(&n);
+    music_notes_free(&n);
 }
 END_TEST
 
 START_TEST(augment_draws_are_safe_and_seeded) {
     mg_rng r = mg_rng_make(77);
-    mg_notes base = {0}, n = {0};
+    music_notes base = {0}, n = {0};
     random_piece(&r, 200, &base);
     for (size_t i = 0; i < base.n; i++)
         base.v[i].pitch = (uint8_t)(23 + base.v[i].pitch % 60); /* 23..82 */
     base.v[0].pitch = 23;
     int shifts[7] = {0}, stretches[5] = {0};
-    mg_augment_opts o = mg_augment_defaults();
+    music_augment_opts o = music_augment_defaults();
     ck_assert_int_eq(o.max_transpose, 3);
     ck_assert_int_eq(o.pitch_lo, 21);
     ck_assert_int_eq(o.pitch_hi, 108);
     for (int k = 0; k < 400; k++) {
         n.n = 0;
-        for (size_t i = 0; i < base.n; i++) TU_OK(mg_notes_push(&n, base.v[i]));
+        for (size_t i = 0; i < base.n; i++) TU_OK(music_notes_push(&n, base.v[i]));
         int sh;
         double st;
-        TU_OK(mg_augment_notes(&n, &o, &r, &sh, &st));
+        TU_OK(music_augment_notes(&n, &o, &r, &sh, &st));
         ck_assert(sh >= -2 && sh <= 3); /* the lowest note 23 allows only -2 */
         shifts[sh + 3]++;
         int si = (int)lround((st - 0.95) / 0.025);
@@ -1297,51 +1297,51 @@ START_TEST(augment_draws_are_safe_and_seeded) {
     for (int k = 0; k < 50; k++) {
         int s1, s2;
         double t1, t2;
-        mg_notes x = {0};
-        TU_OK(mg_augment_notes(&x, NULL, &a, &s1, &t1));
-        TU_OK(mg_augment_notes(&x, NULL, &b, &s2, &t2));
+        music_notes x = {0};
+        TU_OK(music_augment_notes(&x, NULL, &a, &s1, &t1));
+        TU_OK(music_augment_notes(&x, NULL, &b, &s2, &t2));
         ck_assert(s1 == s2 && t1 == t2);
     }
     o.max_stretch = 1.5;
-    ck_assert_int_eq(mg_augment_notes(&n, &o, &r, NULL, NULL), MG_ERR_INVALID);
-    mg_notes_free(&n);
-    mg_notes_free(&base);
+    ck_assert_int_eq(music_augment_notes(&n, &o, &r, NULL, NULL), MG_ERR_INVALID);
+    music_notes_free(&n);
+    music_notes_free(&base);
 }
 END_TEST
 
 START_TEST(token_augmentation_matches_notes) {
     mg_rng r = mg_rng_make(31);
-    mg_notes n = {0}, d1 = {0}, d2 = {0};
+    music_notes n = {0}, d1 = {0}, d2 = {0};
     random_piece(&r, 500, &n);
-    mg_tokens t = {0}, t2 = {0}, s = {0};
-    TU_OK(mg_perf_encode(n.v, n.n, &t));
+    music_tokens t = {0}, t2 = {0}, s = {0};
+    TU_OK(music_perf_encode(n.v, n.n, &t));
     /* transposing tokens = encoding transposed notes */
     for (size_t i = 0; i < n.n; i++) n.v[i].pitch = (uint8_t)(30 + n.v[i].pitch % 70);
     t.n = 0;
-    TU_OK(mg_perf_encode(n.v, n.n, &t));
-    mg_notes up = {0};
-    for (size_t i = 0; i < n.n; i++) TU_OK(mg_notes_push(&up, n.v[i]));
-    ck_assert_uint_eq(mg_notes_transpose(&up, 2), 0);
-    TU_OK(mg_perf_encode(up.v, up.n, &t2));
+    TU_OK(music_perf_encode(n.v, n.n, &t));
+    music_notes up = {0};
+    for (size_t i = 0; i < n.n; i++) TU_OK(music_notes_push(&up, n.v[i]));
+    ck_assert_uint_eq(music_notes_transpose(&up, 2), 0);
+    TU_OK(music_perf_encode(up.v, up.n, &t2));
     int32_t *copy = malloc(t.n * sizeof *copy);
     memcpy(copy, t.v, t.n * sizeof *copy);
-    TU_OK(mg_perf_transpose(copy, t.n, 2));
+    TU_OK(music_perf_transpose(copy, t.n, 2));
     ck_assert_uint_eq(t.n, t2.n);
     ck_assert_mem_eq(copy, t2.v, t.n * sizeof *copy);
     /* a shift that leaves 0..127 changes nothing */
     memcpy(copy, t.v, t.n * sizeof *copy);
-    ck_assert_int_eq(mg_perf_transpose(copy, t.n, 100), MG_ERR_INVALID);
+    ck_assert_int_eq(music_perf_transpose(copy, t.n, 100), MG_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "leaves 0..127"));
     ck_assert_mem_eq(copy, t.v, t.n * sizeof *copy);
     free(copy);
     /* stretching tokens = stretching the decoded notes, to the grid */
-    TU_OK(mg_perf_decode(t.v, t.n, &d1));
+    TU_OK(music_perf_decode(t.v, t.n, &d1));
     for (int k = 0; k < 3; k++) {
         double f = (double[]){0.95, 1.05, 1.5}[k];
         s.n = 0;
-        TU_OK(mg_perf_stretch(t.v, t.n, f, &s));
+        TU_OK(music_perf_stretch(t.v, t.n, f, &s));
         d2.n = 0;
-        TU_OK(mg_perf_decode(s.v, s.n, &d2));
+        TU_OK(music_perf_decode(s.v, s.n, &d2));
         ck_assert_uint_eq(d2.n, d1.n);
         /* notes of one pitch keep their order; notes of different pitches may share a step */
         qsort(d1.v, d1.n, sizeof *d1.v, cmp_pitch_on);
@@ -1353,17 +1353,17 @@ START_TEST(token_augmentation_matches_notes) {
                                 0.005 + 1e-9 + (d1.v[i].off - d1.v[i].on < 0.03 ? 0.01 : 0));
         }
     }
-    ck_assert_int_eq(mg_perf_stretch(t.v, t.n, 0, &s), MG_ERR_INVALID);
+    ck_assert_int_eq(music_perf_stretch(t.v, t.n, 0, &s), MG_ERR_INVALID);
     /* the window version draws a safe shift; with no stretch allowed it is a pure transposition */
-    mg_augment_opts o = mg_augment_defaults();
+    music_augment_opts o = music_augment_defaults();
     o.stretch_steps = 1;
     for (int k = 0; k < 20; k++) {
-        TU_OK(mg_augment_tokens(t.v + 100, 500, &o, &r, &s));
+        TU_OK(music_augment_tokens(t.v + 100, 500, &o, &r, &s));
         ck_assert_uint_eq(s.n, 500);
         int delta = 0;
         for (size_t i = 0; i < 500; i++) {
             int32_t a = t.v[100 + i], b = s.v[i];
-            if (a < MG_PERF_TIME_SHIFT) {
+            if (a < MUSIC_PERF_TIME_SHIFT) {
                 if (!delta) delta = b - a;
                 ck_assert_int_eq(b - a, delta);
             } else {
@@ -1371,13 +1371,13 @@ START_TEST(token_augmentation_matches_notes) {
             }
         }
     }
-    mg_tokens_free(&t);
-    mg_tokens_free(&t2);
-    mg_tokens_free(&s);
-    mg_notes_free(&n);
-    mg_notes_free(&up);
-    mg_notes_free(&d1);
-    mg_notes_free(&d2);
+    music_tokens_free(&t);
+    music_tokens_free(&t2);
+    music_tokens_free(&s);
+    music_notes_free(&n);
+    music_notes_free(&up);
+    music_notes_free(&d1);
+    music_notes_free(&d2);
 }
 END_TEST
 
@@ -1386,10 +1386,10 @@ END_TEST
  * ====================================================================================== */
 
 static void write_piece(const char *path, uint64_t seed, uint32_t i) {
-    mg_midi_file f;
-    TU_OK(mg_music_generate(seed, i, &f));
-    TU_OK(mg_midi_write(path, &f, NULL));
-    mg_midi_free(&f);
+    music_midi_file f;
+    TU_OK(music_generate_piece(seed, i, &f));
+    TU_OK(music_midi_write(path, &f, NULL));
+    music_midi_free(&f);
 }
 
 START_TEST(find_files_sorted_recursive) {
@@ -1418,7 +1418,7 @@ START_TEST(find_files_sorted_recursive) {
     free(target);
     char **paths;
     size_t n;
-    TU_OK(mg_music_find_files(dir, &paths, &n));
+    TU_OK(music_find_files(dir, &paths, &n));
     const char *want[] = {"a/deep/x.Mid",      "a/y.midi",       "a/z.MID",    "b.mid",
                           "elsewhere/far.mid", "zz/.hidden.mid", "zz/link.mid"};
     ck_assert_uint_eq(n, sizeof want / sizeof want[0]);
@@ -1427,8 +1427,8 @@ START_TEST(find_files_sorted_recursive) {
         ck_assert_str_eq(paths[i], p);
         free(p);
     }
-    mg_music_paths_free(paths, n);
-    ck_assert_int_eq(mg_music_find_files("/nonexistent/midi", &paths, &n), MG_ERR_IO);
+    music_paths_free(paths, n);
+    ck_assert_int_eq(music_find_files("/nonexistent/midi", &paths, &n), MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "/nonexistent/midi: cannot open directory"));
     rm_rf(dir);
 }
@@ -1440,16 +1440,16 @@ START_TEST(load_dir_reports_what_it_skips) {
          *p3 = path_in(dir, "3_silent.mid"), *p4 = path_in(dir, "4_good.midi");
     write_piece(p1, 3, 0);
     tu_write_bytes(p2, corrupt[16].bytes, corrupt[16].len); /* data byte without status */
-    mg_midi_file f;
-    mg_midi_init(&f, 0, 96);
-    TU_OK(mg_midi_add_track(&f, NULL));
-    TU_OK(mg_midi_add_tempo(&f, 0, 0, 400000));
-    TU_OK(mg_midi_write(p3, &f, NULL));
-    mg_midi_free(&f);
+    music_midi_file f;
+    music_midi_init(&f, 0, 96);
+    TU_OK(music_midi_add_track(&f, NULL));
+    TU_OK(music_midi_add_tempo(&f, 0, 0, 400000));
+    TU_OK(music_midi_write(p3, &f, NULL));
+    music_midi_free(&f);
     write_piece(p4, 3, 1);
-    mg_music_corpus c;
-    mg_music_load_opts o = {.keep_notes = true, .keep_tokens = true};
-    TU_OK(mg_music_load_dir(dir, &o, &c));
+    music_corpus c;
+    music_load_opts o = {.keep_notes = true, .keep_tokens = true};
+    TU_OK(music_load_dir(dir, &o, &c));
     ck_assert_uint_eq(c.n, 4);
     ck_assert_uint_eq(c.n_ok, 2);
     ck_assert_uint_eq(c.n_skipped, 2);
@@ -1465,18 +1465,18 @@ START_TEST(load_dir_reports_what_it_skips) {
     ck_assert_double_eq_tol(c.seconds, c.items[0].info.seconds + c.items[3].info.seconds, 1e-9);
     char buf[4096] = {0};
     FILE *mem = fmemopen(buf, sizeof buf - 1, "w");
-    mg_music_corpus_summary(&c, mem);
+    music_corpus_summary(&c, mem);
     fclose(mem);
     ck_assert_ptr_nonnull(strstr(buf, "4 files: 2 used, 2 skipped;"));
     ck_assert_ptr_nonnull(strstr(buf, "skipped: "));
     ck_assert_ptr_nonnull(strstr(buf, "3_silent.mid: no notes"));
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
     /* without keep_*, nothing heavy is held */
-    TU_OK(mg_music_load_dir(dir, NULL, &c));
+    TU_OK(music_load_dir(dir, NULL, &c));
     ck_assert_ptr_null(c.items[0].notes.v);
     ck_assert_ptr_null(c.items[0].encoding.v);
     ck_assert_uint_gt(c.items[0].tokens, 0);
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
     free(p1);
     free(p2);
     free(p3);
@@ -1488,25 +1488,25 @@ END_TEST
 START_TEST(generator_is_deterministic) {
     uint8_t *a, *b;
     size_t na, nb;
-    mg_midi_file f;
-    TU_OK(mg_music_generate(7, 3, &f));
+    music_midi_file f;
+    TU_OK(music_generate_piece(7, 3, &f));
     encode_ok(&f, true, &a, &na);
-    mg_midi_free(&f);
-    TU_OK(mg_music_generate(7, 3, &f));
+    music_midi_free(&f);
+    TU_OK(music_generate_piece(7, 3, &f));
     encode_ok(&f, true, &b, &nb);
-    mg_midi_free(&f);
+    music_midi_free(&f);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(a, b, na);
     free(b);
-    TU_OK(mg_music_generate(8, 3, &f));
+    TU_OK(music_generate_piece(8, 3, &f));
     encode_ok(&f, true, &b, &nb);
-    mg_midi_free(&f);
+    music_midi_free(&f);
     ck_assert(na != nb || memcmp(a, b, na) != 0);
     free(b);
     /* on disk: piece 3 of a 5-piece corpus is piece 3 of a 4-piece one, and equals the above */
     char *d1 = make_tmpdir(), *d2 = make_tmpdir();
-    TU_OK(mg_music_generate_dir(d1, 5, 7));
-    TU_OK(mg_music_generate_dir(d2, 4, 7));
+    TU_OK(music_generate_dir(d1, 5, 7));
+    TU_OK(music_generate_dir(d2, 4, 7));
     char *p1 = path_in(d1, "gen_7_0003.mid"), *p2 = path_in(d2, "gen_7_0003.mid");
     uint8_t *x = tu_read_file(p1, &nb), *y;
     ck_assert_uint_eq(nb, na);
@@ -1526,7 +1526,7 @@ START_TEST(generator_is_deterministic) {
     free(a);
     rm_rf(d1);
     rm_rf(d2);
-    ck_assert_int_eq(mg_music_generate_dir("/nonexistent/x/y", 1, 1), MG_ERR_IO);
+    ck_assert_int_eq(music_generate_dir("/nonexistent/x/y", 1, 1), MG_ERR_IO);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "/nonexistent/x/y"));
 }
 END_TEST
@@ -1535,8 +1535,8 @@ START_TEST(generated_pieces_are_piano_music) {
     size_t formats[2] = {0}, vel0 = 0, off80 = 0, pedal_pieces = 0, minutes_total = 0;
     double total = 0;
     for (uint32_t i = 0; i < 24; i++) {
-        mg_midi_file f, g;
-        TU_OK(mg_music_generate(42, i, &f));
+        music_midi_file f, g;
+        TU_OK(music_generate_piece(42, i, &f));
         uint8_t *b;
         size_t n;
         encode_ok(&f, true, &b, &n);
@@ -1548,7 +1548,7 @@ START_TEST(generated_pieces_are_piano_music) {
         size_t pedal = 0, tempo = 0, sysex = 0, off_grid = 0, on = 0;
         for (size_t t = 0; t < g.ntracks; t++)
             for (size_t k = 0; k < g.tracks[t].n; k++) {
-                const mg_midi_event *e = &g.tracks[t].ev[k];
+                const music_midi_event *e = &g.tracks[t].ev[k];
                 pedal += (e->status & 0xF0) == 0xB0 && e->d1 == 64;
                 tempo += e->status == 0xFF && e->type == 0x51;
                 sysex += e->status == 0xF0;
@@ -1564,9 +1564,9 @@ START_TEST(generated_pieces_are_piano_music) {
         ck_assert_uint_ge(tempo, 5); /* per-phrase tempo plus the final ritardando */
         ck_assert_uint_eq(sysex, 1);
         ck_assert_uint_gt(off_grid, on / 2);
-        mg_notes notes;
-        mg_midi_info info;
-        TU_OK(mg_midi_to_notes(&g, "gen.mid", NULL, &notes, &info));
+        music_notes notes;
+        music_midi_info info;
+        TU_OK(music_midi_to_notes(&g, "gen.mid", NULL, &notes, &info));
         ck_assert_uint_eq(info.notes, info.note_ons);
         ck_assert_uint_ge(notes.n, 40);
         ck_assert_double_ge(info.seconds, 8);
@@ -1581,9 +1581,9 @@ START_TEST(generated_pieces_are_piano_music) {
         ck_assert_int_ge(distinct, 15);
         ck_assert_int_ge(chords, 5);
         check_roundtrip(notes.v, notes.n, false);
-        mg_notes_free(&notes);
-        mg_midi_free(&g);
-        mg_midi_free(&f);
+        music_notes_free(&notes);
+        music_midi_free(&g);
+        music_midi_free(&f);
     }
     minutes_total = (size_t)(total / 60);
     ck_assert_uint_gt(formats[0], 0);
@@ -1596,17 +1596,17 @@ START_TEST(generated_pieces_are_piano_music) {
 END_TEST
 
 START_TEST(default_corpus_in_memory) {
-    mg_music_corpus c;
-    mg_music_load_opts o = {.keep_tokens = true};
-    TU_OK(mg_music_generate_corpus(6, 123, &o, &c));
+    music_corpus c;
+    music_load_opts o = {.keep_tokens = true};
+    TU_OK(music_generate_corpus(6, 123, &o, &c));
     ck_assert_uint_eq(c.n, 6);
     ck_assert_uint_eq(c.n_ok, 6);
     ck_assert_str_eq(c.items[2].path, "gen_123_0002.mid");
     /* the same as writing the files and loading the directory */
     char *dir = make_tmpdir();
-    TU_OK(mg_music_generate_dir(dir, 6, 123));
-    mg_music_corpus d;
-    TU_OK(mg_music_load_dir(dir, &o, &d));
+    TU_OK(music_generate_dir(dir, 6, 123));
+    music_corpus d;
+    TU_OK(music_load_dir(dir, &o, &d));
     ck_assert_uint_eq(d.n, 6);
     for (size_t i = 0; i < 6; i++) {
         ck_assert_uint_eq(c.items[i].tokens, d.items[i].tokens);
@@ -1614,8 +1614,8 @@ START_TEST(default_corpus_in_memory) {
                          c.items[i].tokens * sizeof(int32_t));
     }
     ck_assert_uint_eq(c.notes, d.notes);
-    mg_music_corpus_free(&d);
-    mg_music_corpus_free(&c);
+    music_corpus_free(&d);
+    music_corpus_free(&c);
     rm_rf(dir);
 }
 END_TEST
@@ -1653,10 +1653,10 @@ START_TEST(music_command_line) {
     size_t n;
     uint8_t *b = tu_read_file(p, &n), *a;
     size_t na;
-    mg_midi_file f;
-    TU_OK(mg_music_generate(5, 2, &f));
+    music_midi_file f;
+    TU_OK(music_generate_piece(5, 2, &f));
     encode_ok(&f, true, &a, &na);
-    mg_midi_free(&f);
+    music_midi_free(&f);
     ck_assert_uint_eq(n, na);
     ck_assert_mem_eq(a, b, n);
     free(a);
@@ -1673,12 +1673,12 @@ START_TEST(music_command_line) {
     char *line = strtok(NULL, "\n");
     ck_assert_ptr_nonnull(strstr(line, "/g/broken.mid\terror\t"));
     ck_assert_ptr_nonnull(strstr(line, "offset 18: unknown chunk length 1000"));
-    mg_music_corpus c;
+    music_corpus c;
     char *g = path_in(dir, "g");
-    TU_OK(mg_music_load_dir(g, NULL, &c));
+    TU_OK(music_load_dir(g, NULL, &c));
     for (size_t i = 1; i < 4; i++) {
         line = strtok(NULL, "\n");
-        const mg_music_item *it = &c.items[i];
+        const music_item *it = &c.items[i];
         char want[8192];
         snprintf(want, sizeof want, "%s\t%d\t%zu\t%zu\t%zu\t%.3f\t%zu", it->path, it->info.format,
                  it->info.ntracks, it->info.note_ons, it->info.tempo_events, it->info.seconds,
@@ -1721,7 +1721,7 @@ START_TEST(music_command_line) {
     ck_assert_ptr_nonnull(strstr(out, "stats --data DIR"));
     ck_assert_ptr_nonnull(strstr(out, "gen --out DIR"));
     free(out);
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
     free(g);
     rm_rf(dir);
 }
@@ -1736,15 +1736,15 @@ static bool in_folder(const char *path, const char *folder) {
 }
 
 START_TEST(real_files_all_parse_and_roundtrip) {
-    mg_music_corpus c;
-    mg_music_load_opts o = {.keep_notes = true};
-    TU_OK(mg_music_load_dir(data_dir(), &o, &c));
+    music_corpus c;
+    music_load_opts o = {.keep_notes = true};
+    TU_OK(music_load_dir(data_dir(), &o, &c));
     ck_assert_uint_ge(c.n, 150);
     ck_assert_uint_eq(c.n_ok, c.n);
     bool fmt[2] = {false}, div384 = false, div480 = false, div4000 = false;
     size_t close_piano = 0, close_ensemble = 0;
     for (size_t i = 0; i < c.n; i++) {
-        const mg_music_item *it = &c.items[i];
+        const music_item *it = &c.items[i];
         ck_assert_msg(it->status == MG_OK, "%s", it->error);
         ck_assert(it->info.format == 0 || it->info.format == 1);
         fmt[it->info.format] = true;
@@ -1768,27 +1768,27 @@ START_TEST(real_files_all_parse_and_roundtrip) {
      * each other in unison, and those doublings become one note of the merged piano. */
     ck_assert_uint_lt(close_piano, c.notes / 1000);
     ck_assert_uint_gt(close_ensemble, 1000);
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
 }
 END_TEST
 
 START_TEST(real_files_tricky_cases) {
-    mg_music_corpus c;
-    mg_music_load_opts o = {.keep_notes = true, .keep_tokens = true};
-    TU_OK(mg_music_load_dir(data_dir(), &o, &c));
+    music_corpus c;
+    music_load_opts o = {.keep_notes = true, .keep_tokens = true};
+    TU_OK(music_load_dir(data_dir(), &o, &c));
     size_t pedal_split = 0, pedal_split_vienna = 0, giant_notes = 0, giant_restrikes = 0,
            many_tempi = 0;
     bool long_silence = false, mutopia_channels = false;
     for (size_t i = 0; i < c.n; i++) {
-        const mg_music_item *it = &c.items[i];
-        mg_midi_file f;
-        TU_OK(mg_midi_read(it->path, &f));
+        const music_item *it = &c.items[i];
+        music_midi_file f;
+        TU_OK(music_midi_read(it->path, &f));
         /* Pedal in one track, notes in another: the pedal must still hold the notes. */
         size_t note_tracks = 0, pedal_tracks = 0, overlap = 0;
         for (size_t t = 0; t < f.ntracks; t++) {
             bool has_note = false, has_pedal = false;
             for (size_t k = 0; k < f.tracks[t].n; k++) {
-                const mg_midi_event *e = &f.tracks[t].ev[k];
+                const music_midi_event *e = &f.tracks[t].ev[k];
                 has_note |= (e->status & 0xF0) == 0x90;
                 has_pedal |= (e->status & 0xF0) == 0xB0 && e->d1 == 64;
             }
@@ -1798,9 +1798,9 @@ START_TEST(real_files_tricky_cases) {
         }
         if (note_tracks && pedal_tracks && !overlap) {
             pedal_split++;
-            mg_notes dry;
-            mg_notes_opts nos = {.no_sustain = true};
-            TU_OK(mg_midi_to_notes(&f, it->path, &nos, &dry, NULL));
+            music_notes dry;
+            music_notes_opts nos = {.no_sustain = true};
+            TU_OK(music_midi_to_notes(&f, it->path, &nos, &dry, NULL));
             double wet_len = 0, dry_len = 0;
             for (size_t k = 0; k < dry.n; k++) {
                 dry_len += dry.v[k].off - dry.v[k].on;
@@ -1811,7 +1811,7 @@ START_TEST(real_files_tricky_cases) {
                 pedal_split_vienna++;
                 ck_assert_double_gt(wet_len, 1.5 * dry_len);
             }
-            mg_notes_free(&dry);
+            music_notes_free(&dry);
         }
         /* Thousands of tempo changes: the duration equals the tempo map integrated here. */
         if (it->info.tempo_events >= 1000) {
@@ -1825,10 +1825,10 @@ START_TEST(real_files_tricky_cases) {
             uint64_t(*tm)[2] = malloc(it->info.tempo_events * sizeof *tm);
             for (size_t t = 0; t < f.ntracks; t++)
                 for (size_t k = 0; k < f.tracks[t].n; k++) {
-                    const mg_midi_event *e = &f.tracks[t].ev[k];
+                    const music_midi_event *e = &f.tracks[t].ev[k];
                     if (e->status != 0xFF || e->type != 0x51 || e->len != 3) continue;
                     ck_assert_uint_lt(seen, it->info.tempo_events);
-                    const uint8_t *p = mg_midi_payload(&f, e);
+                    const uint8_t *p = music_midi_payload(&f, e);
                     size_t at = seen++;
                     while (at > 0 && tm[at - 1][0] > e->tick) {
                         tm[at][0] = tm[at - 1][0];
@@ -1850,24 +1850,24 @@ START_TEST(real_files_tricky_cases) {
         }
         if (in_folder(it->path, "performance_giantmidi/")) {
             /* with the pedal ignored, a re-strike is a key struck while still held down */
-            mg_notes dry;
-            mg_midi_info di;
-            mg_notes_opts nos = {.no_sustain = true};
-            TU_OK(mg_midi_to_notes(&f, it->path, &nos, &dry, &di));
+            music_notes dry;
+            music_midi_info di;
+            music_notes_opts nos = {.no_sustain = true};
+            TU_OK(music_midi_to_notes(&f, it->path, &nos, &dry, &di));
             giant_notes += di.notes;
             giant_restrikes += di.restrikes;
-            mg_notes_free(&dry);
+            music_notes_free(&dry);
         }
         /* Minutes of silence first: a run of one-second shifts, the onset kept. */
         if (it->notes.n && it->notes.v[0].on > 150) {
             long_silence = true;
             size_t k = 1;
-            while (it->encoding.v[k] == MG_PERF_TIME_SHIFT + 99) k++;
+            while (it->encoding.v[k] == MUSIC_PERF_TIME_SHIFT + 99) k++;
             ck_assert_uint_ge(k - 1, 150);
-            mg_notes back = {0};
-            TU_OK(mg_perf_decode(it->encoding.v, it->encoding.n, &back));
+            music_notes back = {0};
+            TU_OK(music_perf_decode(it->encoding.v, it->encoding.n, &back));
             ck_assert_double_le(fabs(back.v[0].on - it->notes.v[0].on), 0.005 + 1e-9);
-            mg_notes_free(&back);
+            music_notes_free(&back);
         }
         /* Several channels and programs: all notes kept, each with its channel and program. */
         if (in_folder(it->path, "score_mutopia/")) {
@@ -1881,7 +1881,7 @@ START_TEST(real_files_tricky_cases) {
             }
             if (ch >= 3 && prog >= 2) mutopia_channels = true;
         }
-        mg_midi_free(&f);
+        music_midi_free(&f);
     }
     ck_assert_uint_ge(pedal_split, 10);
     ck_assert_uint_eq(pedal_split_vienna, 2);
@@ -1891,7 +1891,7 @@ START_TEST(real_files_tricky_cases) {
     /* GiantMIDI re-strikes a sounding pitch about one note in eight */
     ck_assert_uint_gt(giant_restrikes * 20, giant_notes);
     ck_assert_uint_lt(giant_restrikes * 4, giant_notes);
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
 }
 END_TEST
 
@@ -1908,22 +1908,22 @@ START_TEST(write_fuzz_seed_corpus) {
     char name[64];
     size_t written = 0;
     for (int v = 0; v < 4; v++) {
-        mg_midi_file f;
+        music_midi_file f;
         build_feature_file(&f, v / 2);
         snprintf(name, sizeof name, "feature_f%d_%s.mid", v / 2, v % 2 ? "plain" : "running");
         char *p = path_in(dir, name);
-        mg_midi_write_opts o = {.no_running_status = v % 2};
-        TU_OK(mg_midi_write(p, &f, &o));
+        music_midi_write_opts o = {.no_running_status = v % 2};
+        TU_OK(music_midi_write(p, &f, &o));
         free(p);
-        mg_midi_free(&f);
+        music_midi_free(&f);
         written++;
     }
     for (uint32_t i = 0; i < 3; i++) {
         /* the first bars of generated pieces: real texture, a few hundred bytes */
-        mg_midi_file f;
-        TU_OK(mg_music_generate(1, i, &f));
+        music_midi_file f;
+        TU_OK(music_generate_piece(1, i, &f));
         for (size_t t = 0; t < f.ntracks; t++) {
-            mg_midi_sort_track(&f.tracks[t]);
+            music_midi_sort_track(&f.tracks[t]);
             size_t k = 0;
             while (k < f.tracks[t].n && f.tracks[t].ev[k].tick < 1920) k++;
             f.tracks[t].n = k;
@@ -1931,9 +1931,9 @@ START_TEST(write_fuzz_seed_corpus) {
         }
         snprintf(name, sizeof name, "gen_%u.mid", i);
         char *p = path_in(dir, name);
-        TU_OK(mg_midi_write(p, &f, NULL));
+        TU_OK(music_midi_write(p, &f, NULL));
         free(p);
-        mg_midi_free(&f);
+        music_midi_free(&f);
         written++;
     }
     for (size_t i = 0; i < N_CORRUPT; i += 4) {
@@ -1945,15 +1945,15 @@ START_TEST(write_fuzz_seed_corpus) {
     }
     char **paths;
     size_t n, ok = 0;
-    TU_OK(mg_music_find_files(dir, &paths, &n));
+    TU_OK(music_find_files(dir, &paths, &n));
     ck_assert_uint_ge(n, written);
     for (size_t i = 0; i < n; i++) {
-        mg_midi_file f;
-        ok += mg_midi_read(paths[i], &f) == MG_OK;
-        mg_midi_free(&f);
+        music_midi_file f;
+        ok += music_midi_read(paths[i], &f) == MG_OK;
+        music_midi_free(&f);
     }
     ck_assert_uint_ge(ok, 7);
-    mg_music_paths_free(paths, n);
+    music_paths_free(paths, n);
 }
 END_TEST
 

@@ -25,7 +25,7 @@
 static char tmpdir[256];
 
 static void make_tmpdir(void) {
-    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_music");
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "music_test");
 }
 
 static void remove_tmpdir(void) {
@@ -37,17 +37,17 @@ static const char *tmp_path(const char *name) {
 }
 
 static bool is_shift(int32_t t) {
-    return t >= MG_PERF_TIME_SHIFT && t < MG_PERF_VELOCITY;
+    return t >= MUSIC_PERF_TIME_SHIFT && t < MUSIC_PERF_VELOCITY;
 }
 
 static bool is_note(int32_t t) {
-    return t >= 0 && t < MG_PERF_TIME_SHIFT;
+    return t >= 0 && t < MUSIC_PERF_TIME_SHIFT;
 }
 
 /* The first `n` pieces of the generated corpus, with their tokens. */
-static void gen_corpus(uint32_t n, mg_music_corpus *c) {
-    mg_music_load_opts lo = {.keep_tokens = true};
-    TU_OK(mg_music_generate_corpus(n, 1, &lo, c));
+static void gen_corpus(uint32_t n, music_corpus *c) {
+    music_load_opts lo = {.keep_tokens = true};
+    TU_OK(music_generate_corpus(n, 1, &lo, c));
     ck_assert_uint_eq(c->n_ok, n);
 }
 
@@ -56,10 +56,10 @@ static void gen_corpus(uint32_t n, mg_music_corpus *c) {
  * ====================================================================================== */
 
 START_TEST(split_is_by_piece_deterministic_and_spread) {
-    mg_music_corpus c;
+    music_corpus c;
     gen_corpus(25, &c);
-    mg_music_data d;
-    TU_OK(mg_music_data_make(&d, &c, "gen"));
+    music_data d;
+    TU_OK(music_data_make(&d, &c, "gen"));
     ck_assert_uint_eq(d.n, 25);
     /* 25 pieces: round(2.5) = 3 validation pieces, at i where floor((i+1)3/25) > floor(3i/25) */
     ck_assert_uint_eq(d.n_val, 3);
@@ -69,8 +69,8 @@ START_TEST(split_is_by_piece_deterministic_and_spread) {
         ck_assert_str_eq(d.pieces[i].name, c.items[i].path);
         ck_assert_uint_eq(d.pieces[i].n, c.items[i].encoding.n);
         ck_assert_mem_eq(d.pieces[i].tok, c.items[i].encoding.v, d.pieces[i].n * sizeof(int32_t));
-        ck_assert_int_eq(d.pieces[i].tok[0], MG_PERF_START);
-        ck_assert_int_eq(d.pieces[i].tok[d.pieces[i].n - 1], MG_PERF_END);
+        ck_assert_int_eq(d.pieces[i].tok[0], MUSIC_PERF_START);
+        ck_assert_int_eq(d.pieces[i].tok[d.pieces[i].n - 1], MUSIC_PERF_END);
     }
     ck_assert_uint_eq(d.train_tokens + d.val_tokens, c.tokens);
     /* the prefix sums count every start that has a target: n - 1 per train piece */
@@ -82,8 +82,8 @@ START_TEST(split_is_by_piece_deterministic_and_spread) {
     }
     ck_assert_uint_eq(d.train_cum[d.n_train], starts);
     ck_assert_uint_eq(starts, d.train_tokens - d.n_train);
-    mg_music_data_free(&d);
-    mg_music_corpus_free(&c);
+    music_data_free(&d);
+    music_corpus_free(&c);
 
     /* small corpora: 1 piece has no validation, up to 14 give 1 (the last), 15 give 2 (the 8th
      * and the last) */
@@ -93,51 +93,51 @@ START_TEST(split_is_by_piece_deterministic_and_spread) {
     } small[] = {{1, 0, 99}, {2, 1, 1}, {10, 1, 9}, {14, 1, 13}, {15, 2, 7}};
     for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
         gen_corpus(small[k].n, &c);
-        TU_OK(mg_music_data_make(&d, &c, "gen"));
+        TU_OK(music_data_make(&d, &c, "gen"));
         ck_assert_uint_eq(d.n_val, small[k].val);
         if (small[k].val_at < d.n) ck_assert(d.pieces[small[k].val_at].val);
-        mg_music_data_free(&d);
-        mg_music_corpus_free(&c);
+        music_data_free(&d);
+        music_corpus_free(&c);
     }
 }
 END_TEST
 
 START_TEST(data_make_names_what_is_missing) {
-    mg_music_corpus c = {0};
-    mg_music_data d;
-    ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
+    music_corpus c = {0};
+    music_data d;
+    ck_assert_int_eq(music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
     tu_assert_error_has("songs/: no MIDI files (.mid or .midi) found");
     static const uint8_t junk[] = "MThd\0\0\0\6\0\1\0\5";
-    TU_OK(mg_music_corpus_add(&c, "songs/bad.mid", junk, sizeof junk - 1, NULL));
-    ck_assert_int_eq(mg_music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
+    TU_OK(music_corpus_add(&c, "songs/bad.mid", junk, sizeof junk - 1, NULL));
+    ck_assert_int_eq(music_data_make(&d, &c, "songs/"), MG_ERR_NOT_FOUND);
     tu_assert_error_has(
         "songs/: none of the 1 MIDI files found could be used (the first: songs/bad.mid");
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
     /* a corpus loaded without its tokens is a programming error, named */
-    TU_OK(mg_music_generate_corpus(2, 1, NULL, &c));
-    ck_assert_int_eq(mg_music_data_make(&d, &c, "gen"), MG_ERR_INVALID);
+    TU_OK(music_generate_corpus(2, 1, NULL, &c));
+    ck_assert_int_eq(music_data_make(&d, &c, "gen"), MG_ERR_INVALID);
     tu_assert_error_has("loaded without its tokens");
-    mg_music_corpus_free(&c);
+    music_corpus_free(&c);
 }
 END_TEST
 
 START_TEST(windows_pad_past_the_end_of_a_piece) {
-    const int32_t tok[] = {MG_PERF_START, 10, 300, 140, MG_PERF_END};
+    const int32_t tok[] = {MUSIC_PERF_START, 10, 300, 140, MUSIC_PERF_END};
     int32_t ids[8], tg[8];
-    TU_OK(mg_music_window(tok, 5, 0, 3, NULL, NULL, NULL, ids, tg));
-    ck_assert_mem_eq(ids, ((int32_t[]){MG_PERF_START, 10, 300}), 3 * sizeof(int32_t));
+    TU_OK(music_window(tok, 5, 0, 3, NULL, NULL, NULL, ids, tg));
+    ck_assert_mem_eq(ids, ((int32_t[]){MUSIC_PERF_START, 10, 300}), 3 * sizeof(int32_t));
     ck_assert_mem_eq(tg, ((int32_t[]){10, 300, 140}), 3 * sizeof(int32_t));
-    TU_OK(mg_music_window(tok, 5, 2, 8, NULL, NULL, NULL, ids, tg));
-    static const int32_t want_ids[8] = {300,         140,         MG_PERF_END, MG_PERF_END,
-                                        MG_PERF_END, MG_PERF_END, MG_PERF_END, MG_PERF_END};
-    static const int32_t want_tg[8] = {140, MG_PERF_END, -1, -1, -1, -1, -1, -1};
+    TU_OK(music_window(tok, 5, 2, 8, NULL, NULL, NULL, ids, tg));
+    static const int32_t want_ids[8] = {300,         140,         MUSIC_PERF_END, MUSIC_PERF_END,
+                                        MUSIC_PERF_END, MUSIC_PERF_END, MUSIC_PERF_END, MUSIC_PERF_END};
+    static const int32_t want_tg[8] = {140, MUSIC_PERF_END, -1, -1, -1, -1, -1, -1};
     ck_assert_mem_eq(ids, want_ids, sizeof want_ids);
     ck_assert_mem_eq(tg, want_tg, sizeof want_tg);
     /* the last start with a target: the END is predicted, nothing after it */
-    TU_OK(mg_music_window(tok, 5, 3, 2, NULL, NULL, NULL, ids, tg));
-    ck_assert_mem_eq(ids, ((int32_t[]){140, MG_PERF_END}), 2 * sizeof(int32_t));
-    ck_assert_mem_eq(tg, ((int32_t[]){MG_PERF_END, -1}), 2 * sizeof(int32_t));
-    ck_assert_int_eq(mg_music_window(tok, 5, 4, 2, NULL, NULL, NULL, ids, tg), MG_ERR_INVALID);
+    TU_OK(music_window(tok, 5, 3, 2, NULL, NULL, NULL, ids, tg));
+    ck_assert_mem_eq(ids, ((int32_t[]){140, MUSIC_PERF_END}), 2 * sizeof(int32_t));
+    ck_assert_mem_eq(tg, ((int32_t[]){MUSIC_PERF_END, -1}), 2 * sizeof(int32_t));
+    ck_assert_int_eq(music_window(tok, 5, 4, 2, NULL, NULL, NULL, ids, tg), MG_ERR_INVALID);
     tu_assert_error_has("start 4 of a 5-token piece leaves nothing to predict");
 }
 END_TEST
@@ -152,27 +152,27 @@ static size_t window_tokens(const int32_t *ids, const int32_t *tg, int64_t T, in
 }
 
 START_TEST(augmented_windows_transpose_and_stretch_the_piece) {
-    mg_music_corpus c;
+    music_corpus c;
     gen_corpus(1, &c);
     const int32_t *tok = c.items[0].encoding.v;
     size_t n = c.items[0].encoding.n;
     enum { T = 96 };
     int32_t ids[T], tg[T], ids2[T], tg2[T], win[T + 1];
-    mg_augment_opts aug = mg_augment_defaults();
-    mg_music_scratch s = {0};
+    music_augment_opts aug = music_augment_defaults();
+    music_scratch s = {0};
     int shifts[7] = {0}, stretches[5] = {0};
     const double factors[5] = {0.95, 0.975, 1.0, 1.025, 1.05};
     for (int trial = 0; trial < 120; trial++) {
         size_t start = (size_t)(trial * 37) % (n - 1);
         mg_rng r = mg_rng_make(1000 + (uint64_t)trial), r2 = r;
-        TU_OK(mg_music_window(tok, n, start, T, &aug, &r, &s, ids, tg));
+        TU_OK(music_window(tok, n, start, T, &aug, &r, &s, ids, tg));
         /* the window depends only on the generator's state */
-        TU_OK(mg_music_window(tok, n, start, T, &aug, &r2, &s, ids2, tg2));
+        TU_OK(music_window(tok, n, start, T, &aug, &r2, &s, ids2, tg2));
         ck_assert_mem_eq(ids, ids2, sizeof ids);
         ck_assert_mem_eq(tg, tg2, sizeof tg);
         ck_assert_uint_eq(r.s, r2.s);
         size_t m = window_tokens(ids, tg, T, win);
-        for (size_t i = 0; i < m; i++) ck_assert(win[i] >= 0 && win[i] < MG_PERF_VOCAB);
+        for (size_t i = 0; i < m; i++) ck_assert(win[i] >= 0 && win[i] < MUSIC_PERF_VOCAB);
         /* the events are the piece's from `start` on, notes shifted by one d, and each sits at
          * round(f * its original time) for one factor f */
         int d = 99;
@@ -181,14 +181,14 @@ START_TEST(augmented_windows_transpose_and_stretch_the_piece) {
         bool f_ok[5] = {true, true, true, true, true};
         for (size_t i = 0; i < m; i++) {
             if (is_shift(win[i])) {
-                t_aug += win[i] - MG_PERF_TIME_SHIFT + 1;
+                t_aug += win[i] - MUSIC_PERF_TIME_SHIFT + 1;
                 continue;
             }
-            while (is_shift(tok[j])) t_raw += tok[j++] - MG_PERF_TIME_SHIFT + 1;
+            while (is_shift(tok[j])) t_raw += tok[j++] - MUSIC_PERF_TIME_SHIFT + 1;
             int32_t raw = tok[j++];
             if (is_note(raw)) {
                 ck_assert(is_note(win[i]) &&
-                          (raw < MG_PERF_NOTE_OFF) == (win[i] < MG_PERF_NOTE_OFF));
+                          (raw < MUSIC_PERF_NOTE_OFF) == (win[i] < MUSIC_PERF_NOTE_OFF));
                 if (d == 99) d = win[i] - raw;
                 ck_assert_int_eq(win[i] - raw, d);
             } else {
@@ -206,24 +206,24 @@ START_TEST(augmented_windows_transpose_and_stretch_the_piece) {
         if (nf == 1)
             for (int k = 0; k < 5; k++) stretches[k] += f_ok[k];
         /* full windows unless the piece ended */
-        ck_assert(m == T + 1 || win[m - 1] == MG_PERF_END);
+        ck_assert(m == T + 1 || win[m - 1] == MUSIC_PERF_END);
     }
     for (int k = 0; k < 7; k++) ck_assert_msg(shifts[k] > 0, "shift %d never drawn", k - 3);
     for (int k = 0; k < 5; k++)
         ck_assert_msg(stretches[k] > 0, "stretch %g never seen", factors[k]);
-    mg_music_scratch_free(&s);
-    mg_music_corpus_free(&c);
+    music_scratch_free(&s);
+    music_corpus_free(&c);
 }
 END_TEST
 
 START_TEST(batches_draw_every_train_start_alike) {
-    int32_t a[] = {MG_PERF_START, 10, 11, MG_PERF_END};
-    int32_t v[] = {MG_PERF_START, 20, MG_PERF_END};
-    int32_t b[] = {MG_PERF_START, 30, 31, 32, 33, MG_PERF_END};
-    mg_music_piece pieces[3] = {{a, 4, "a", false}, {v, 3, "v", true}, {b, 6, "b", false}};
+    int32_t a[] = {MUSIC_PERF_START, 10, 11, MUSIC_PERF_END};
+    int32_t v[] = {MUSIC_PERF_START, 20, MUSIC_PERF_END};
+    int32_t b[] = {MUSIC_PERF_START, 30, 31, 32, 33, MUSIC_PERF_END};
+    music_piece pieces[3] = {{a, 4, "a", false}, {v, 3, "v", true}, {b, 6, "b", false}};
     size_t train_idx[2] = {0, 2};
     uint64_t cum[3] = {0, 3, 8};
-    mg_music_data d = {.pieces = pieces,
+    music_data d = {.pieces = pieces,
                        .n = 3,
                        .n_train = 2,
                        .n_val = 1,
@@ -232,7 +232,7 @@ START_TEST(batches_draw_every_train_start_alike) {
     enum { B = 8000 };
     static int32_t ids[B * 2], tg[B * 2];
     mg_rng r = mg_rng_make(5);
-    TU_OK(mg_music_batch(&d, B, 2, NULL, &r, NULL, ids, tg));
+    TU_OK(music_batch(&d, B, 2, NULL, &r, NULL, ids, tg));
     /* without augmentation: one draw per window */
     ck_assert_uint_eq(r.s, 5 + (uint64_t)B * 0x9E3779B97F4A7C15ULL);
     int count[8] = {0};
@@ -240,56 +240,56 @@ START_TEST(batches_draw_every_train_start_alike) {
         int32_t x = ids[2 * i], y = ids[2 * i + 1];
         ck_assert_int_ne(x, 20);
         ck_assert_int_ne(y, 20);
-        int k = x == MG_PERF_START ? (y == 10 ? 0 : 3) : x == 10 ? 1 : x == 11 ? 2 : 4 + (x - 30);
+        int k = x == MUSIC_PERF_START ? (y == 10 ? 0 : 3) : x == 10 ? 1 : x == 11 ? 2 : 4 + (x - 30);
         ck_assert(k >= 0 && k < 8);
         count[k]++;
         /* targets are the next tokens, -1 past the end */
         if (x == 11) ck_assert_int_eq(tg[2 * i + 1], -1);
         if (x == 33) ck_assert_int_eq(tg[2 * i + 1], -1);
-        if (x == MG_PERF_START) ck_assert_int_eq(tg[2 * i], y);
+        if (x == MUSIC_PERF_START) ck_assert_int_eq(tg[2 * i], y);
     }
     for (int k = 0; k < 8; k++)
         ck_assert_msg(count[k] > 850 && count[k] < 1150, "start %d: %d", k, count[k]);
     /* no train pieces: an error, not a hang or a crash */
     d.n_train = 0;
-    ck_assert_int_eq(mg_music_batch(&d, 1, 2, NULL, &r, NULL, ids, tg), MG_ERR_INVALID);
+    ck_assert_int_eq(music_batch(&d, 1, 2, NULL, &r, NULL, ids, tg), MG_ERR_INVALID);
     tu_assert_error_has("no training pieces");
 }
 END_TEST
 
 START_TEST(validation_windows_cover_each_target_once) {
-    int32_t t1[] = {MG_PERF_START, 1, 2, MG_PERF_END};
-    int32_t t2[] = {MG_PERF_START, 3, 4, 5, 6, MG_PERF_END};
-    int32_t t3[] = {MG_PERF_START, 7, MG_PERF_END};
-    mg_music_piece pieces[3] = {{t1, 4, "a", true}, {t3, 3, "t", false}, {t2, 6, "b", true}};
-    mg_music_data d = {.pieces = pieces, .n = 3, .n_val = 2};
-    mg_music_windows w;
-    TU_OK(mg_music_val_windows(&d, 2, 0, &w));
+    int32_t t1[] = {MUSIC_PERF_START, 1, 2, MUSIC_PERF_END};
+    int32_t t2[] = {MUSIC_PERF_START, 3, 4, 5, 6, MUSIC_PERF_END};
+    int32_t t3[] = {MUSIC_PERF_START, 7, MUSIC_PERF_END};
+    music_piece pieces[3] = {{t1, 4, "a", true}, {t3, 3, "t", false}, {t2, 6, "b", true}};
+    music_data d = {.pieces = pieces, .n = 3, .n_val = 2};
+    music_windows w;
+    TU_OK(music_val_windows(&d, 2, 0, &w));
     /* 3 targets in 2 windows, 5 targets in 3 windows; the train piece has none */
     ck_assert_uint_eq(w.count, 5);
     ck_assert_uint_eq(w.targets, 8);
     const size_t piece[5] = {0, 0, 2, 2, 2}, start[5] = {0, 2, 0, 2, 4};
     ck_assert_mem_eq(w.piece, piece, sizeof piece);
     ck_assert_mem_eq(w.start, start, sizeof start);
-    mg_music_windows_free(&w);
+    music_windows_free(&w);
     /* at most 2: the first and the third (floor(k * 5 / 2)) */
-    TU_OK(mg_music_val_windows(&d, 2, 2, &w));
+    TU_OK(music_val_windows(&d, 2, 2, &w));
     ck_assert_uint_eq(w.count, 2);
     ck_assert_uint_eq(w.piece[0], 0);
     ck_assert_uint_eq(w.start[0], 0);
     ck_assert_uint_eq(w.piece[1], 2);
     ck_assert_uint_eq(w.start[1], 0);
     ck_assert_uint_eq(w.targets, 4);
-    mg_music_windows_free(&w);
+    music_windows_free(&w);
     /* one window per piece when T is long */
-    TU_OK(mg_music_val_windows(&d, 2048, 16, &w));
+    TU_OK(music_val_windows(&d, 2048, 16, &w));
     ck_assert_uint_eq(w.count, 2);
     ck_assert_uint_eq(w.targets, 8);
-    mg_music_windows_free(&w);
+    music_windows_free(&w);
     d.pieces[0].val = d.pieces[2].val = false;
-    TU_OK(mg_music_val_windows(&d, 2, 0, &w));
+    TU_OK(music_val_windows(&d, 2, 0, &w));
     ck_assert_uint_eq(w.count, 0);
-    mg_music_windows_free(&w);
+    music_windows_free(&w);
 }
 END_TEST
 
@@ -299,16 +299,16 @@ END_TEST
 
 START_TEST(piano_roll_png_decodes_with_both_parts) {
     make_tmpdir();
-    mg_notes notes = {0};
+    music_notes notes = {0};
     for (int i = 0; i < 40; i++) {
-        mg_note n = {.on = i * 0.25,
+        music_note n = {.on = i * 0.25,
                      .off = i * 0.25 + 0.4,
                      .pitch = (uint8_t)(48 + (i * 7) % 24),
                      .velocity = (uint8_t)(30 + 2 * i)};
-        TU_OK(mg_notes_push(&notes, n));
+        TU_OK(music_notes_push(&notes, n));
     }
-    mg_pianoroll_opts o = {.prompt_end = 5.0, .title = "test roll"};
-    TU_OK(mg_music_pianoroll(tmp_path("roll.png"), &notes, &o));
+    music_pianoroll_opts o = {.prompt_end = 5.0, .title = "test roll"};
+    TU_OK(music_pianoroll(tmp_path("roll.png"), &notes, &o));
     int w, h, ch;
     unsigned char *px = stbi_load(tmp_path("roll.png"), &w, &h, &ch, 3);
     ck_assert_ptr_nonnull(px);
@@ -332,21 +332,21 @@ START_TEST(piano_roll_png_decodes_with_both_parts) {
     ck_assert_int_lt(orange_left, 20);
     stbi_image_free(px);
     /* other sizes, no prompt, no notes */
-    o = (mg_pianoroll_opts){.width = 640, .height = 320};
-    mg_notes none = {0};
-    TU_OK(mg_music_pianoroll(tmp_path("empty.png"), &none, &o));
+    o = (music_pianoroll_opts){.width = 640, .height = 320};
+    music_notes none = {0};
+    TU_OK(music_pianoroll(tmp_path("empty.png"), &none, &o));
     px = stbi_load(tmp_path("empty.png"), &w, &h, &ch, 3);
     ck_assert_ptr_nonnull(px);
     ck_assert_int_eq(w, 640);
     ck_assert_int_eq(h, 320);
     stbi_image_free(px);
     o.width = 100;
-    ck_assert_int_eq(mg_music_pianoroll(tmp_path("small.png"), &notes, &o), MG_ERR_INVALID);
+    ck_assert_int_eq(music_pianoroll(tmp_path("small.png"), &notes, &o), MG_ERR_INVALID);
     tu_assert_error_has("small.png: piano roll size 100 x 320 is outside 300..8192");
     ck_assert_int_ne(access(tmp_path("small.png"), F_OK), 0);
-    ck_assert_int_ne(mg_music_pianoroll("/nonexistent/dir/r.png", &notes, NULL), MG_OK);
+    ck_assert_int_ne(music_pianoroll("/nonexistent/dir/r.png", &notes, NULL), MG_OK);
     tu_assert_error_has("/nonexistent/dir/r.png");
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
     remove_tmpdir();
 }
 END_TEST
@@ -371,30 +371,30 @@ START_TEST(load_refuses_what_is_not_a_music_model) {
     mg_st_file *f;
     save_model(tmp_path("text.safetensors"), 4,
                (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);
-    ck_assert_int_eq(mg_music_load(tmp_path("text.safetensors"), &g, &f), MG_ERR_FORMAT);
+    ck_assert_int_eq(music_load(tmp_path("text.safetensors"), &g, &f), MG_ERR_FORMAT);
     ck_assert_ptr_null(g);
     ck_assert_ptr_null(f);
     tu_assert_error_has("text.safetensors: not a music model: metadata 'tokenizer' is 'char' (a "
                         "textgen checkpoint?), a music checkpoint has 'midi-performance'");
-    save_model(tmp_path("bare.safetensors"), MG_PERF_VOCAB, NULL, 0);
-    ck_assert_int_eq(mg_music_load(tmp_path("bare.safetensors"), &g, NULL), MG_ERR_FORMAT);
+    save_model(tmp_path("bare.safetensors"), MUSIC_PERF_VOCAB, NULL, 0);
+    ck_assert_int_eq(music_load(tmp_path("bare.safetensors"), &g, NULL), MG_ERR_FORMAT);
     tu_assert_error_has("bare.safetensors: not a music model: metadata 'tokenizer' is missing");
-    save_model(tmp_path("v.safetensors"), 100, (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}},
+    save_model(tmp_path("v.safetensors"), 100, (mg_st_meta[]){{"tokenizer", MUSIC_TOKENIZER}},
                1);
-    ck_assert_int_eq(mg_music_load(tmp_path("v.safetensors"), &g, NULL), MG_ERR_FORMAT);
+    ck_assert_int_eq(music_load(tmp_path("v.safetensors"), &g, NULL), MG_ERR_FORMAT);
     tu_assert_error_has(
         "v.safetensors: metadata 'vocab_size' is 100, the performance encoding has 390");
     tu_write_bytes(tmp_path("junk.safetensors"), "not a checkpoint at all", 23);
-    ck_assert_int_ne(mg_music_load(tmp_path("junk.safetensors"), &g, NULL), MG_OK);
+    ck_assert_int_ne(music_load(tmp_path("junk.safetensors"), &g, NULL), MG_OK);
     tu_assert_error_has("junk.safetensors");
-    ck_assert_int_ne(mg_music_load(tmp_path("none.safetensors"), &g, NULL), MG_OK);
+    ck_assert_int_ne(music_load(tmp_path("none.safetensors"), &g, NULL), MG_OK);
     tu_assert_error_has("none.safetensors");
     /* and a real one loads, with its file */
-    save_model(tmp_path("m.safetensors"), MG_PERF_VOCAB,
-               (mg_st_meta[]){{"tokenizer", MG_MUSIC_TOKENIZER}}, 1);
-    TU_OK(mg_music_load(tmp_path("m.safetensors"), &g, &f));
-    ck_assert_int_eq(mg_gpt_cfg(g)->vocab_size, MG_PERF_VOCAB);
-    ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), MG_MUSIC_TOKENIZER);
+    save_model(tmp_path("m.safetensors"), MUSIC_PERF_VOCAB,
+               (mg_st_meta[]){{"tokenizer", MUSIC_TOKENIZER}}, 1);
+    TU_OK(music_load(tmp_path("m.safetensors"), &g, &f));
+    ck_assert_int_eq(mg_gpt_cfg(g)->vocab_size, MUSIC_PERF_VOCAB);
+    ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), MUSIC_TOKENIZER);
     mg_st_close(f);
     mg_gpt_free(g);
     remove_tmpdir();
@@ -423,11 +423,11 @@ static int run(const char *args) {
     "--warmup 10 --threads 1"
 
 /* Reads a MIDI file back into notes through the library's reader. */
-static void read_notes(const char *path, mg_notes *n) {
-    mg_midi_file f;
-    TU_OK(mg_midi_read(path, &f));
-    TU_OK(mg_midi_to_notes(&f, path, NULL, n, NULL));
-    mg_midi_free(&f);
+static void read_notes(const char *path, music_notes *n) {
+    music_midi_file f;
+    TU_OK(music_midi_read(path, &f));
+    TU_OK(music_midi_to_notes(&f, path, NULL, n, NULL));
+    music_midi_free(&f);
 }
 
 static void png_size(const char *path, int *w, int *h) {
@@ -474,9 +474,9 @@ START_TEST(training_learns_the_generated_corpus) {
     png_size(tmp_path("run/sample.png"), &w, &h);
     ck_assert_int_eq(w, 1200);
     ck_assert_int_eq(h, 600);
-    mg_notes notes = {0};
+    music_notes notes = {0};
     read_notes(tmp_path("run/sample.mid"), &notes);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
     /* the checkpoint says what it is and how it was trained */
     mg_st_file *f;
     TU_OK(mg_safetensors_open(tmp_path("run/model.safetensors"), &f));
@@ -549,10 +549,10 @@ END_TEST
 
 /* A generated piece written as a MIDI file, to be a prompt. */
 static void write_prompt(const char *path, uint32_t index) {
-    mg_midi_file f;
-    TU_OK(mg_music_generate(9, index, &f));
-    TU_OK(mg_midi_write(path, &f, NULL));
-    mg_midi_free(&f);
+    music_midi_file f;
+    TU_OK(music_generate_piece(9, index, &f));
+    TU_OK(music_midi_write(path, &f, NULL));
+    music_midi_free(&f);
 }
 
 START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
@@ -589,13 +589,13 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
     free(mb);
     free(ma);
     /* what was written parses back, with the note count reported */
-    mg_notes notes = {0};
+    music_notes notes = {0};
     read_notes(tmp_path("a.mid"), &notes);
     char want[64];
     snprintf(want, sizeof want, "music: %zu notes", notes.n);
     ck_assert_int_eq(run(args), 0);
     tu_assert_stdout_has(&music, want);
-    mg_notes_free(&notes);
+    music_notes_free(&notes);
     int w, h;
     png_size(tmp_path("a.png"), &w, &h);
     ck_assert_int_eq(w, 1200);
@@ -608,11 +608,11 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
                          "--seed 1 --out p.mid --png p.png"),
                      0);
     tu_assert_stderr_has(&music, "the model sees its last 32 (context 64)");
-    mg_notes prompt = {0}, q = {0}, piece = {0};
-    mg_tokens pt = {0};
+    music_notes prompt = {0}, q = {0}, piece = {0};
+    music_tokens pt = {0};
     read_notes(tmp_path("prompt.mid"), &prompt);
-    TU_OK(mg_perf_encode(prompt.v, prompt.n, &pt));
-    TU_OK(mg_perf_decode(pt.v, pt.n, &q));
+    TU_OK(music_perf_encode(prompt.v, prompt.n, &pt));
+    TU_OK(music_perf_decode(pt.v, pt.n, &q));
     read_notes(tmp_path("p.mid"), &piece);
     ck_assert_uint_ge(piece.n, q.n);
     snprintf(want, sizeof want, "the prompt's %zu notes", q.n);
@@ -630,10 +630,10 @@ START_TEST(sampling_is_deterministic_and_continues_a_prompt) {
         ck_assert_msg(j < piece.n, "prompt note %zu (pitch %d at %.3f s) is missing", i,
                       q.v[i].pitch, q.v[i].on);
     }
-    mg_notes_free(&prompt);
-    mg_notes_free(&q);
-    mg_notes_free(&piece);
-    mg_tokens_free(&pt);
+    music_notes_free(&prompt);
+    music_notes_free(&q);
+    music_notes_free(&piece);
+    music_tokens_free(&pt);
     png_size(tmp_path("p.png"), &w, &h);
     ck_assert_int_eq(w, 1200);
 
@@ -689,12 +689,12 @@ END_TEST
 /* The loss of every validation target, one window at a time, from the token arrays directly. */
 static double reference_val_loss(const char *ckpt, uint32_t pieces, int64_t *count) {
     mg_gpt *g;
-    TU_OK(mg_music_load(ckpt, &g, NULL));
+    TU_OK(music_load(ckpt, &g, NULL));
     int64_t T = mg_gpt_cfg(g)->block_size;
-    mg_music_corpus c;
+    music_corpus c;
     gen_corpus(pieces, &c);
-    mg_music_data d;
-    TU_OK(mg_music_data_make(&d, &c, "gen"));
+    music_data d;
+    TU_OK(music_data_make(&d, &c, "gen"));
     mg_ctx *ctx = mg_ctx_new(0);
     double sum = 0;
     *count = 0;
@@ -712,8 +712,8 @@ static double reference_val_loss(const char *ckpt, uint32_t pieces, int64_t *cou
         }
     }
     mg_ctx_free(ctx);
-    mg_music_data_free(&d);
-    mg_music_corpus_free(&c);
+    music_data_free(&d);
+    music_corpus_free(&c);
     mg_gpt_free(g);
     return sum / (double)*count;
 }
@@ -812,13 +812,13 @@ START_TEST(bad_inputs_give_clear_errors) {
     tu_write_bytes(tmp_path("corrupt.mid"), "MThd\0\0\0\6\0\0\0\1\0\x60MTrk\0\0\x10\0\0\x90", 25);
     write_prompt(tmp_path("one/only.mid"), 1);
     /* a well-formed file with no notes */
-    mg_midi_file silent;
-    mg_midi_init(&silent, 0, 480);
+    music_midi_file silent;
+    music_midi_init(&silent, 0, 480);
     size_t tr;
-    TU_OK(mg_midi_add_track(&silent, &tr));
-    TU_OK(mg_midi_add_tempo(&silent, tr, 0, 500000));
-    TU_OK(mg_midi_write(tmp_path("silent.mid"), &silent, NULL));
-    mg_midi_free(&silent);
+    TU_OK(music_midi_add_track(&silent, &tr));
+    TU_OK(music_midi_add_tempo(&silent, tr, 0, 500000));
+    TU_OK(music_midi_write(tmp_path("silent.mid"), &silent, NULL));
+    music_midi_free(&silent);
     /* a checkpoint of another kind: a textgen-style character model */
     save_model(tmp_path("text.safetensors"), 4,
                (mg_st_meta[]){{"tokenizer", "char"}, {"chars", "abcd"}}, 2);

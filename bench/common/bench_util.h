@@ -1,8 +1,8 @@
 /* What the benchmark programs share: the median of a set of timings, a JSON number field, and
  * the register-only FMA loop whose rate is "the machine's peak" for GFLOP/s fractions and model
  * FLOPs utilisation. Header-only: each benchmark is one program of its own. */
-#ifndef MG_BENCH_UTIL_H
-#define MG_BENCH_UTIL_H
+#ifndef BENCH_UTIL_H
+#define BENCH_UTIL_H
 
 #include <math.h>
 #include <stdio.h>

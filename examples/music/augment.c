@@ -4,8 +4,8 @@
 
 #include <math.h>
 
-mg_augment_opts mg_augment_defaults(void) {
-    return (mg_augment_opts){.max_transpose = 3,
+music_augment_opts music_augment_defaults(void) {
+    return (music_augment_opts){.max_transpose = 3,
                              .pitch_lo = 21,
                              .pitch_hi = 108,
                              .max_stretch = 0.05,
@@ -14,7 +14,7 @@ mg_augment_opts mg_augment_defaults(void) {
 
 /* Shifts in [-max, max] that keep [pmin, pmax] inside the allowed range, which is the piece's own
  * extent where that is wider than [pitch_lo, pitch_hi]. Always contains 0. */
-static void bounds(int pmin, int pmax, const mg_augment_opts *o, int *lo, int *hi) {
+static void bounds(int pmin, int pmax, const music_augment_opts *o, int *lo, int *hi) {
     int m = o->max_transpose > 0 ? o->max_transpose : 0;
     if (m > 127) m = 127;
     if (pmin > pmax) { /* no notes: anything goes */
@@ -29,9 +29,9 @@ static void bounds(int pmin, int pmax, const mg_augment_opts *o, int *lo, int *h
     *hi = H - pmax < m ? H - pmax : m;
 }
 
-void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *o, int *lo,
+void music_transpose_bounds(const music_note *notes, size_t n, const music_augment_opts *o, int *lo,
                          int *hi) {
-    mg_augment_opts d = mg_augment_defaults();
+    music_augment_opts d = music_augment_defaults();
     if (!o) o = &d;
     int pmin = 128, pmax = -1;
     for (size_t i = 0; i < n; i++) {
@@ -41,7 +41,7 @@ void mg_transpose_bounds(const mg_note *notes, size_t n, const mg_augment_opts *
     bounds(pmin, pmax, o, lo, hi);
 }
 
-size_t mg_notes_transpose(mg_notes *n, int semitones) {
+size_t music_notes_transpose(music_notes *n, int semitones) {
     size_t k = 0;
     for (size_t i = 0; i < n->n; i++) {
         int p = n->v[i].pitch + semitones;
@@ -54,14 +54,14 @@ size_t mg_notes_transpose(mg_notes *n, int semitones) {
     return dropped;
 }
 
-void mg_notes_stretch(mg_notes *n, double factor) {
+void music_notes_stretch(music_notes *n, double factor) {
     for (size_t i = 0; i < n->n; i++) {
         n->v[i].on *= factor;
         n->v[i].off *= factor;
     }
 }
 
-static mg_status draw(const mg_augment_opts *o, int lo, int hi, mg_rng *rng, int *shift,
+static mg_status draw(const music_augment_opts *o, int lo, int hi, mg_rng *rng, int *shift,
                       double *stretch) {
     if (!(o->max_stretch >= 0 && o->max_stretch < 1))
         return mg_set_error(MG_ERR_INVALID, "augment: max_stretch %g is not in [0, 1)",
@@ -75,17 +75,17 @@ static mg_status draw(const mg_augment_opts *o, int lo, int hi, mg_rng *rng, int
     return MG_OK;
 }
 
-mg_status mg_augment_notes(mg_notes *n, const mg_augment_opts *o, mg_rng *rng, int *shift,
+mg_status music_augment_notes(music_notes *n, const music_augment_opts *o, mg_rng *rng, int *shift,
                            double *stretch) {
-    mg_augment_opts d = mg_augment_defaults();
+    music_augment_opts d = music_augment_defaults();
     if (!o) o = &d;
     int lo, hi, sh;
     double st;
-    mg_transpose_bounds(n->v, n->n, o, &lo, &hi);
+    music_transpose_bounds(n->v, n->n, o, &lo, &hi);
     mg_status s = draw(o, lo, hi, rng, &sh, &st);
     if (s) return s;
-    mg_notes_transpose(n, sh); /* drops nothing: sh is within the bounds */
-    mg_notes_stretch(n, st);
+    music_notes_transpose(n, sh); /* drops nothing: sh is within the bounds */
+    music_notes_stretch(n, st);
     if (shift) *shift = sh;
     if (stretch) *stretch = st;
     return MG_OK;
@@ -94,15 +94,15 @@ mg_status mg_augment_notes(mg_notes *n, const mg_augment_opts *o, mg_rng *rng, i
 /* ---- token windows ---- */
 
 static bool is_note(int32_t id) {
-    return id >= MG_PERF_NOTE_ON && id < MG_PERF_TIME_SHIFT;
+    return id >= MUSIC_PERF_NOTE_ON && id < MUSIC_PERF_TIME_SHIFT;
 }
 static int pitch_of(int32_t id) {
-    return id < MG_PERF_NOTE_OFF ? id : id - MG_PERF_NOTE_OFF;
+    return id < MUSIC_PERF_NOTE_OFF ? id : id - MUSIC_PERF_NOTE_OFF;
 }
 
-void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opts *o, int *lo,
+void music_perf_transpose_bounds(const int32_t *tok, size_t n, const music_augment_opts *o, int *lo,
                               int *hi) {
-    mg_augment_opts d = mg_augment_defaults();
+    music_augment_opts d = music_augment_defaults();
     if (!o) o = &d;
     int pmin = 128, pmax = -1;
     for (size_t i = 0; i < n; i++)
@@ -114,7 +114,7 @@ void mg_perf_transpose_bounds(const int32_t *tok, size_t n, const mg_augment_opt
     bounds(pmin, pmax, o, lo, hi);
 }
 
-mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones) {
+mg_status music_perf_transpose(int32_t *tok, size_t n, int semitones) {
     for (size_t i = 0; i < n; i++)
         if (is_note(tok[i])) {
             int p = pitch_of(tok[i]) + semitones;
@@ -129,46 +129,46 @@ mg_status mg_perf_transpose(int32_t *tok, size_t n, int semitones) {
     return MG_OK;
 }
 
-static mg_status shift_to(mg_tokens *out, int64_t *emitted, int64_t target) {
+static mg_status shift_to(music_tokens *out, int64_t *emitted, int64_t target) {
     mg_status s = MG_OK;
     while (*emitted < target && !s) {
         int64_t k =
-            target - *emitted > MG_PERF_SHIFT_STEPS ? MG_PERF_SHIFT_STEPS : target - *emitted;
-        s = mg_tokens_push(out, (int32_t)(MG_PERF_TIME_SHIFT + k - 1));
+            target - *emitted > MUSIC_PERF_SHIFT_STEPS ? MUSIC_PERF_SHIFT_STEPS : target - *emitted;
+        s = music_tokens_push(out, (int32_t)(MUSIC_PERF_TIME_SHIFT + k - 1));
         *emitted += k;
     }
     return s;
 }
 
-mg_status mg_perf_stretch(const int32_t *tok, size_t n, double factor, mg_tokens *out) {
+mg_status music_perf_stretch(const int32_t *tok, size_t n, double factor, music_tokens *out) {
     if (!(factor > 0 && factor < 1e3))
         return mg_set_error(MG_ERR_INVALID, "perf stretch: factor %g is not in (0, 1000)", factor);
     int64_t t = 0, emitted = 0;
     mg_status s = MG_OK;
     for (size_t i = 0; i < n && !s; i++) {
-        const int dt = mg_perf_shift_steps(tok[i]);
+        const int dt = music_perf_shift_steps(tok[i]);
         if (dt) {
             t += dt;
             continue;
         }
         s = shift_to(out, &emitted, llround((double)t * factor));
-        if (!s) s = mg_tokens_push(out, tok[i]);
+        if (!s) s = music_tokens_push(out, tok[i]);
     }
     if (!s) s = shift_to(out, &emitted, llround((double)t * factor));
     return s;
 }
 
-mg_status mg_augment_tokens(const int32_t *tok, size_t n, const mg_augment_opts *o, mg_rng *rng,
-                            mg_tokens *out) {
-    mg_augment_opts d = mg_augment_defaults();
+mg_status music_augment_tokens(const int32_t *tok, size_t n, const music_augment_opts *o, mg_rng *rng,
+                            music_tokens *out) {
+    music_augment_opts d = music_augment_defaults();
     if (!o) o = &d;
     int lo, hi, sh;
     double st;
-    mg_perf_transpose_bounds(tok, n, o, &lo, &hi);
+    music_perf_transpose_bounds(tok, n, o, &lo, &hi);
     mg_status s = draw(o, lo, hi, rng, &sh, &st);
     if (s) return s;
     out->n = 0;
-    s = mg_perf_stretch(tok, n, st, out);
-    if (!s) s = mg_perf_transpose(out->v, out->n, sh);
+    s = music_perf_stretch(tok, n, st, out);
+    if (!s) s = music_perf_transpose(out->v, out->n, sh);
     return s;
 }

@@ -39,13 +39,13 @@ int music_cmd_eval(int argc, char **argv) {
 
     mg_gpt *g;
     mg_st_file *f;
-    if (mg_music_load(ckpt, &g, &f) != MG_OK) {
+    if (music_load(ckpt, &g, &f) != MG_OK) {
         return ex_fail_load(PROG, "music train", ckpt);
     }
     int rc = 1;
-    mg_music_corpus c = {0};
-    mg_music_data d = {0};
-    mg_music_windows w = {0};
+    music_corpus c = {0};
+    music_data d = {0};
+    music_windows w = {0};
     ex_evaluator e = {0};
     /* by default the corpus, its size and the window count the run was trained with */
     if (!data) data = mg_st_meta_get(f, MUSIC_META_DATA);
@@ -58,7 +58,7 @@ int music_cmd_eval(int argc, char **argv) {
     int64_t T = mg_gpt_cfg(g)->block_size;
     char label[4200];
     if (music_load_corpus("music", data, pieces, stderr, &c, label, sizeof label) != MG_OK ||
-        mg_music_data_make(&d, &c, label) != MG_OK)
+        music_data_make(&d, &c, label) != MG_OK)
         goto out;
     if (d.n_val == 0) {
         mg_set_error(MG_ERR_INVALID,
@@ -66,12 +66,12 @@ int music_cmd_eval(int argc, char **argv) {
                      label, d.n, d.n == 1 ? "" : "s");
         goto out;
     }
-    if (mg_music_val_windows(&d, T, (size_t)windows, &w) != MG_OK ||
+    if (music_val_windows(&d, T, (size_t)windows, &w) != MG_OK ||
         ex_evaluator_init(&e, batch, T) != MG_OK)
         goto out;
     double nats, t0 = mg_time();
     int64_t tokens;
-    if (mg_music_eval_windows(&e, g, &d, &w, &nats, &tokens) != MG_OK) goto out;
+    if (music_eval_windows(&e, g, &d, &w, &nats, &tokens) != MG_OK) goto out;
     double dt = mg_time() - t0, loss = nats / (double)tokens;
     printf("data %s\npieces %zu\nvalidation_pieces %zu\nwindows %zu\nwindow_length %lld\n"
            "tokens %lld\nval_loss %.6f\nbits_per_token %.6f\nseconds %.2f\ntokens_per_s %.0f\n",
@@ -81,9 +81,9 @@ int music_cmd_eval(int argc, char **argv) {
 out:
     if (rc) ex_fail(PROG);
     ex_evaluator_free(&e);
-    mg_music_windows_free(&w);
-    mg_music_data_free(&d);
-    mg_music_corpus_free(&c);
+    music_windows_free(&w);
+    music_data_free(&d);
+    music_corpus_free(&c);
     mg_st_close(f);
     mg_gpt_free(g);
     return rc;

@@ -24,21 +24,21 @@ int music_cmd_gen(int argc, char **argv) {
         fprintf(stderr, "music gen: --out DIR is required\n");
         return 2;
     }
-    mg_status s = mg_music_generate_dir(out, (uint32_t)pieces, seed);
+    mg_status s = music_generate_dir(out, (uint32_t)pieces, seed);
     if (s) {
         fprintf(stderr, "music gen: %s\n", mg_last_error());
         return 1;
     }
     /* The summary comes from the same pieces read back through the reader. */
-    mg_music_corpus c;
-    s = mg_music_generate_corpus((uint32_t)pieces, seed, NULL, &c);
+    music_corpus c;
+    s = music_generate_corpus((uint32_t)pieces, seed, NULL, &c);
     if (s) {
         fprintf(stderr, "music gen: %s\n", mg_last_error());
         return 1;
     }
     printf("wrote %llu pieces (seed %llu) to %s: ", (unsigned long long)pieces,
            (unsigned long long)seed, out);
-    mg_music_corpus_summary(&c, stdout);
-    mg_music_corpus_free(&c);
+    music_corpus_summary(&c, stdout);
+    music_corpus_free(&c);
     return 0;
 }

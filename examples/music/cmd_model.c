@@ -13,20 +13,20 @@
 extern char **environ;
 
 mg_status music_load_corpus(const char *prog, const char *dir, int64_t pieces, FILE *out,
-                            mg_music_corpus *c, char *label, size_t label_n) {
-    mg_music_load_opts lo = {.keep_tokens = true};
+                            music_corpus *c, char *label, size_t label_n) {
+    music_load_opts lo = {.keep_tokens = true};
     mg_status st;
     if (dir && dir[0]) {
         snprintf(label, label_n, "%s", dir);
-        st = mg_music_load_dir(dir, &lo, c);
+        st = music_load_dir(dir, &lo, c);
     } else {
         snprintf(label, label_n, "generated corpus (%lld pieces)", (long long)pieces);
-        st = mg_music_generate_corpus((uint32_t)pieces, MUSIC_GEN_SEED, &lo, c);
+        st = music_generate_corpus((uint32_t)pieces, MUSIC_GEN_SEED, &lo, c);
     }
     if (st != MG_OK) return st;
     if (out) {
         fprintf(out, "%s: %s: ", prog, label);
-        mg_music_corpus_summary(c, out);
+        music_corpus_summary(c, out);
         fflush(out);
     }
     return MG_OK;
@@ -44,7 +44,7 @@ typedef struct {
 static void progress_line(gen_state *s, bool final) {
     double dt = mg_time() - s->t0;
     fprintf(stderr, "\r%s: %lld/%lld tokens, %.1f s of music, %.1f tokens/s%s", s->req->prog,
-            (long long)s->made, (long long)s->req->tokens, (double)s->steps * MG_PERF_STEP_SECONDS,
+            (long long)s->made, (long long)s->req->tokens, (double)s->steps * MUSIC_PERF_STEP_SECONDS,
             dt > 0 ? (double)s->made / dt : 0.0, final ? "\n" : "\033[K");
     fflush(stderr);
 }
@@ -53,12 +53,12 @@ static bool on_token(void *user, int64_t step, int32_t tok, const float *logits,
     (void)step, (void)logits, (void)vocab;
     gen_state *s = user;
     s->made++;
-    s->steps += mg_perf_shift_steps(tok);
+    s->steps += music_perf_shift_steps(tok);
     if (s->tty && mg_time() - s->last > 0.2) {
         s->last = mg_time();
         progress_line(s, false);
     }
-    if (tok == MG_PERF_END) s->ended = true;
+    if (tok == MUSIC_PERF_END) s->ended = true;
     return !s->ended;
 }
 
@@ -130,8 +130,8 @@ static mg_status render_wav(const char *mid, const char *wav) {
 static double tokens_seconds(const int32_t *t, int64_t n) {
     int64_t steps = 0;
     for (int64_t i = 0; i < n; i++)
-        steps += mg_perf_shift_steps(t[i]);
-    return (double)steps * MG_PERF_STEP_SECONDS;
+        steps += music_perf_shift_steps(t[i]);
+    return (double)steps * MUSIC_PERF_STEP_SECONDS;
 }
 
 mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
@@ -140,8 +140,8 @@ mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
     int64_t block = mg_gpt_cfg(g)->block_size, keep = block / 2 > 0 ? block / 2 : 1;
     int64_t cap = n_prompt + req->tokens;
     int32_t *hist = malloc((size_t)cap * sizeof *hist);
-    mg_notes notes = {0};
-    mg_midi_file mf = {0};
+    music_notes notes = {0};
+    music_midi_file mf = {0};
     if (!hist) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", req->prog);
     memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
     gen_state gs = {.req = req, .tty = !req->quiet && isatty(2), .t0 = mg_time()};
@@ -171,24 +171,24 @@ mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
      * mid-piece is dropped so the prompt survives. */
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++)
-        if (hist[i] != MG_PERF_START || i == 0) hist[m++] = hist[i];
-    if ((st = mg_perf_decode(hist, (size_t)m, &notes)) != MG_OK) goto out;
+        if (hist[i] != MUSIC_PERF_START || i == 0) hist[m++] = hist[i];
+    if ((st = music_perf_decode(hist, (size_t)m, &notes)) != MG_OK) goto out;
     res->prompt_seconds = n_prompt > 1 ? tokens_seconds(prompt, n_prompt) : 0;
     res->notes = notes.n;
     for (size_t i = 0; i < notes.n; i++) {
         res->prompt_notes += notes.v[i].on < res->prompt_seconds;
         res->seconds = notes.v[i].off > res->seconds ? notes.v[i].off : res->seconds;
     }
-    if ((st = mg_notes_to_midi(&notes, NULL, &mf)) != MG_OK) goto out;
-    if ((st = mg_midi_write(req->mid, &mf, NULL)) != MG_OK) goto out;
+    if ((st = music_notes_to_midi(&notes, NULL, &mf)) != MG_OK) goto out;
+    if ((st = music_midi_write(req->mid, &mf, NULL)) != MG_OK) goto out;
     if (req->png) {
-        mg_pianoroll_opts po = {.prompt_end = res->prompt_seconds, .title = req->title};
-        if ((st = mg_music_pianoroll(req->png, &notes, &po)) != MG_OK) goto out;
+        music_pianoroll_opts po = {.prompt_end = res->prompt_seconds, .title = req->title};
+        if ((st = music_pianoroll(req->png, &notes, &po)) != MG_OK) goto out;
     }
     if (req->wav) st = render_wav(req->mid, req->wav);
 out:
-    mg_midi_free(&mf);
-    mg_notes_free(&notes);
+    music_midi_free(&mf);
+    music_notes_free(&notes);
     free(hist);
     return st;
 }

@@ -3,8 +3,8 @@
  * names, an output directory holding model.safetensors, its .state file, log.jsonl and loss.png,
  * and the exit statuses 0 done, 1 failed (message printed), 2 bad usage, 130 interrupted by
  * Ctrl-C (checkpoint saved). */
-#ifndef MG_MUSIC_CMD_MODEL_H
-#define MG_MUSIC_CMD_MODEL_H
+#ifndef MUSIC_CMD_MODEL_H
+#define MUSIC_CMD_MODEL_H
 
 #include "music_model.h"
 
@@ -27,7 +27,7 @@ int music_cmd_eval(int argc, char **argv);
  * `pieces` procedural pieces. Prints "PROG: LABEL: <summary>" and a line per skipped file to
  * `out` (NULL: quiet). label receives the directory or "generated corpus (N pieces)". */
 mg_status music_load_corpus(const char *prog, const char *dir, int64_t pieces, FILE *out,
-                            mg_music_corpus *c, char *label, size_t label_n);
+                            music_corpus *c, char *label, size_t label_n);
 
 /* What a generated piece is made into. */
 typedef struct music_gen_req {

@@ -11,18 +11,18 @@
 #define PROG "music sample"
 
 /* The prompt as tokens: START and the encoded file, without its END so the model continues. */
-static mg_status prompt_tokens(const char *path, mg_tokens *out, size_t *notes) {
-    mg_midi_file f;
-    mg_notes n = {0};
-    mg_status st = mg_midi_read(path, &f);
+static mg_status prompt_tokens(const char *path, music_tokens *out, size_t *notes) {
+    music_midi_file f;
+    music_notes n = {0};
+    mg_status st = music_midi_read(path, &f);
     if (st != MG_OK) return st;
-    st = mg_midi_to_notes(&f, path, NULL, &n, NULL);
-    mg_midi_free(&f);
+    st = music_midi_to_notes(&f, path, NULL, &n, NULL);
+    music_midi_free(&f);
     if (st == MG_OK && n.n == 0) st = mg_set_error(MG_ERR_FORMAT, "%s: no notes to continue", path);
-    if (st == MG_OK) st = mg_perf_encode(n.v, n.n, out);
-    if (st == MG_OK && out->n > 0 && out->v[out->n - 1] == MG_PERF_END) out->n--;
+    if (st == MG_OK) st = music_perf_encode(n.v, n.n, out);
+    if (st == MG_OK && out->n > 0 && out->v[out->n - 1] == MUSIC_PERF_END) out->n--;
     *notes = n.n;
-    mg_notes_free(&n);
+    music_notes_free(&n);
     return st;
 }
 
@@ -87,15 +87,15 @@ int music_cmd_sample(int argc, char **argv) {
     int64_t seed = ex_sample_seed(so.seed);
 
     mg_gpt *g = NULL;
-    mg_tokens pt = {0};
+    music_tokens pt = {0};
     int rc = 1;
     size_t prompt_notes = 0;
     if (prompt) {
         if (prompt_tokens(prompt, &pt, &prompt_notes) != MG_OK) return ex_fail(PROG);
-    } else if (mg_tokens_push(&pt, MG_PERF_START) != MG_OK) {
+    } else if (music_tokens_push(&pt, MUSIC_PERF_START) != MG_OK) {
         return ex_fail(PROG);
     }
-    if (mg_music_load(ckpt, &g, NULL) != MG_OK) {
+    if (music_load(ckpt, &g, NULL) != MG_OK) {
         rc = ex_fail_load(PROG, "music train", ckpt);
         goto out_quiet;
     }
@@ -142,7 +142,7 @@ int music_cmd_sample(int argc, char **argv) {
 out:
     if (rc) ex_fail(PROG);
 out_quiet:
-    mg_tokens_free(&pt);
+    music_tokens_free(&pt);
     mg_gpt_free(g);
     return rc;
 }

@@ -7,7 +7,7 @@
 
 int music_cmd_stats(int argc, char **argv) {
     const char *dir = NULL;
-    mg_music_load_opts opts = {0};
+    music_load_opts opts = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (music_opt(argc, argv, &i, "--data", &v)) {
@@ -33,8 +33,8 @@ int music_cmd_stats(int argc, char **argv) {
         fprintf(stderr, "music stats: --data DIR is required\n");
         return 2;
     }
-    mg_music_corpus c;
-    mg_status s = mg_music_load_dir(dir, &opts, &c);
+    music_corpus c;
+    mg_status s = music_load_dir(dir, &opts, &c);
     if (s) {
         fprintf(stderr, "music stats: %s\n", mg_last_error());
         return 1;
@@ -42,7 +42,7 @@ int music_cmd_stats(int argc, char **argv) {
     size_t tracks = 0, note_ons = 0, tempo = 0;
     printf("path\tformat\ttracks\tnote_ons\ttempo_events\tseconds\ttokens\n");
     for (size_t i = 0; i < c.n; i++) {
-        const mg_music_item *it = &c.items[i];
+        const music_item *it = &c.items[i];
         if (it->status) {
             printf("%s\terror\t%s\n", it->path, it->error ? it->error : mg_status_str(it->status));
             continue;
@@ -56,7 +56,7 @@ int music_cmd_stats(int argc, char **argv) {
     printf("total\t%zu files\t%zu\t%zu\t%zu\t%.3f\t%zu\n", c.n_ok, tracks, note_ons, tempo,
            c.seconds, c.tokens);
     fflush(stdout);
-    mg_music_corpus_summary(&c, stderr);
-    mg_music_corpus_free(&c);
+    music_corpus_summary(&c, stderr);
+    music_corpus_free(&c);
     return 0;
 }

@@ -21,25 +21,25 @@ int music_cmd_tokens(int argc, char **argv) {
         fprintf(stderr, "music tokens: FILE is required\n");
         return 2;
     }
-    mg_midi_file f;
-    mg_notes notes = {0};
-    mg_tokens tok = {0};
-    mg_midi_info info;
-    mg_status s = mg_midi_read(path, &f);
-    if (!s) s = mg_midi_to_notes(&f, path, NULL, &notes, &info);
-    if (!s) s = mg_perf_encode(notes.v, notes.n, &tok);
-    mg_midi_free(&f);
+    music_midi_file f;
+    music_notes notes = {0};
+    music_tokens tok = {0};
+    music_midi_info info;
+    mg_status s = music_midi_read(path, &f);
+    if (!s) s = music_midi_to_notes(&f, path, NULL, &notes, &info);
+    if (!s) s = music_perf_encode(notes.v, notes.n, &tok);
+    music_midi_free(&f);
     if (s) {
         fprintf(stderr, "music tokens: %s\n", mg_last_error());
-        mg_notes_free(&notes);
-        mg_tokens_free(&tok);
+        music_notes_free(&notes);
+        music_tokens_free(&tok);
         return 1;
     }
     fprintf(stderr, "%s: %zu notes, %.3f s, %zu tokens\n", path, notes.n, info.seconds, tok.n);
     char name[32];
     for (size_t i = 0; i < tok.n && i < limit; i++)
-        printf("%zu\t%d\t%s\n", i, tok.v[i], mg_perf_token_name(tok.v[i], name, sizeof name));
-    mg_notes_free(&notes);
-    mg_tokens_free(&tok);
+        printf("%zu\t%d\t%s\n", i, tok.v[i], music_perf_token_name(tok.v[i], name, sizeof name));
+    music_notes_free(&notes);
+    music_tokens_free(&tok);
     return 0;
 }

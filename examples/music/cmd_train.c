@@ -94,11 +94,11 @@ static train_opts defaults(void) {
 /* ---- what the trainer calls ---- */
 
 typedef struct {
-    mg_music_data data;
-    mg_music_windows val;
+    music_data data;
+    music_windows val;
     ex_evaluator eval;
-    mg_music_scratch scratch;
-    mg_augment_opts aug;
+    music_scratch scratch;
+    music_augment_opts aug;
     bool augment;
     mg_rng rng;
     int64_t B, T;
@@ -107,7 +107,7 @@ typedef struct {
 
 static void next_batch(void *user, int32_t *ids, int32_t *targets) {
     job *j = user;
-    mg_status st = mg_music_batch(&j->data, j->B, j->T, j->augment ? &j->aug : NULL, &j->rng,
+    mg_status st = music_batch(&j->data, j->B, j->T, j->augment ? &j->aug : NULL, &j->rng,
                                   &j->scratch, ids, targets);
     if (st != MG_OK && j->batch_status == MG_OK) {
         /* only memory can fail here: say so once, and train on what the buffers hold */
@@ -121,7 +121,7 @@ static float validate(void *user, mg_gpt *g) {
     if (j->val.count == 0) return NAN;
     double nats;
     int64_t tokens;
-    mg_status st = mg_music_eval_windows(&j->eval, g, &j->data, &j->val, &nats, &tokens);
+    mg_status st = music_eval_windows(&j->eval, g, &j->data, &j->val, &nats, &tokens);
     if (st != MG_OK) {
         if (j->eval_status == MG_OK)
             mg_log(MG_LOG_WARN, PROG ": validation failed: %s", mg_last_error());
@@ -174,11 +174,11 @@ static bool check_opts(const train_opts *o) {
 static mg_status load_saved(const char *ckpt, train_opts *o, mg_st_file **f) {
     mg_status st = mg_safetensors_open(ckpt, f);
     if (st != MG_OK) return mg_wrap_error(st, "cannot resume (start without --resume)");
-    const char *tok = mg_st_meta_get(*f, MG_MUSIC_META_TOKENIZER);
-    if (!tok || strcmp(tok, MG_MUSIC_TOKENIZER) != 0)
+    const char *tok = mg_st_meta_get(*f, MUSIC_META_TOKENIZER);
+    if (!tok || strcmp(tok, MUSIC_TOKENIZER) != 0)
         return mg_set_error(MG_ERR_FORMAT, "%s: not a music model: metadata '%s' is '%s', not '%s'",
-                            ckpt, MG_MUSIC_META_TOKENIZER, tok ? tok : "(missing)",
-                            MG_MUSIC_TOKENIZER);
+                            ckpt, MUSIC_META_TOKENIZER, tok ? tok : "(missing)",
+                            MUSIC_TOKENIZER);
     if ((st = ex_train_opts_from_ckpt(*f, &o->c)) != MG_OK) return st;
     o->c.data = mg_st_meta_get(*f, MUSIC_META_DATA);
     const char *na = mg_st_meta_get(*f, "music.no_augment");
@@ -207,7 +207,7 @@ int music_cmd_train(int argc, char **argv) {
     if (rc != 0) return rc;
     rc = 1;
     mg_st_file *saved = NULL;
-    mg_music_corpus corpus = {0};
+    music_corpus corpus = {0};
     job j = {0};
     mg_gpt *g = NULL;
     if (o.c.resume) {
@@ -227,7 +227,7 @@ int music_cmd_train(int argc, char **argv) {
 
     /* the model config first: a bad size is a usage error, found before any loading */
     mg_gpt_config cfg;
-    if (ex_train_model_config("music train options", &o.c, MG_PERF_VOCAB, &cfg) != MG_OK) {
+    if (ex_train_model_config("music train options", &o.c, MUSIC_PERF_VOCAB, &cfg) != MG_OK) {
         fprintf(stderr, PROG ": %s\n", mg_last_error());
         rc = 2;
         goto out;
@@ -244,15 +244,15 @@ int music_cmd_train(int argc, char **argv) {
     if (music_load_corpus("music", o.c.data, o.pieces, stdout, &corpus, label, sizeof label) !=
         MG_OK)
         goto out;
-    if (mg_music_data_make(&j.data, &corpus, label) != MG_OK) goto out;
-    mg_music_corpus_free(&corpus);
-    if (mg_music_val_windows(&j.data, o.c.block, (size_t)o.c.eval_windows, &j.val) != MG_OK ||
+    if (music_data_make(&j.data, &corpus, label) != MG_OK) goto out;
+    music_corpus_free(&corpus);
+    if (music_val_windows(&j.data, o.c.block, (size_t)o.c.eval_windows, &j.val) != MG_OK ||
         ex_evaluator_init(&j.eval, o.c.batch, o.c.block) != MG_OK)
         goto out;
     j.B = o.c.batch, j.T = o.c.block;
     j.rng = mg_rng_make((uint64_t)o.c.seed * 0x9E3779B97F4A7C15ull + 0x3D1C);
     j.augment = !o.no_augment;
-    j.aug = mg_augment_defaults();
+    j.aug = music_augment_defaults();
     j.aug.max_transpose = (int)o.transpose;
     j.aug.max_stretch = o.stretch;
 
@@ -264,7 +264,7 @@ int music_cmd_train(int argc, char **argv) {
     /* what the checkpoint remembers */
     mg_st_meta meta[32];
     int nm = 0;
-    meta[nm++] = (mg_st_meta){MG_MUSIC_META_TOKENIZER, MG_MUSIC_TOKENIZER};
+    meta[nm++] = (mg_st_meta){MUSIC_META_TOKENIZER, MUSIC_TOKENIZER};
     char datadir[4096] = "";
     if (o.c.data && o.c.data[0] && !realpath(o.c.data, datadir))
         snprintf(datadir, sizeof datadir, "%s", o.c.data);
@@ -301,7 +301,7 @@ int music_cmd_train(int argc, char **argv) {
     printf("music: GPT %lld layers x %lld wide, %lld heads, context %lld, pos %s, vocabulary %d: "
            "%.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head,
-           (long long)cfg.block_size, cfg.pos, MG_PERF_VOCAB, (double)n_params / 1e6,
+           (long long)cfg.block_size, cfg.pos, MUSIC_PERF_VOCAB, (double)n_params / 1e6,
            ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
     printf("music: %lld steps of %lld x %lld tokens, lr %g -> %g, %d threads; Ctrl-C saves and "
            "stops\n",
@@ -338,7 +338,7 @@ int music_cmd_train(int argc, char **argv) {
         printf("\nmusic: a sample of %lld tokens (temperature %g):\n", (long long)o.c.sample_tokens,
                (double)o.c.temperature);
         fflush(stdout);
-        int32_t start = MG_PERF_START;
+        int32_t start = MUSIC_PERF_START;
         mg_rng srng = mg_rng_make((uint64_t)o.c.seed + 1);
         music_gen_req req = {.prog = "music",
                              .tokens = o.c.sample_tokens,
@@ -358,10 +358,10 @@ out:
     if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
     ex_evaluator_free(&j.eval);
-    mg_music_windows_free(&j.val);
-    mg_music_scratch_free(&j.scratch);
-    mg_music_data_free(&j.data);
-    mg_music_corpus_free(&corpus);
+    music_windows_free(&j.val);
+    music_scratch_free(&j.scratch);
+    music_data_free(&j.data);
+    music_corpus_free(&corpus);
     mg_st_close(saved);
     return rc;
 }

@@ -1,8 +1,8 @@
 /* The `music` program's subcommands. To add one: write `int music_cmd_NAME(int argc, char **argv)`
  * in its own file, declare it here, add a row to the table in main.c and the file to
  * meson.build's music_cmd_src. */
-#ifndef MG_MUSIC_COMMANDS_H
-#define MG_MUSIC_COMMANDS_H
+#ifndef MUSIC_COMMANDS_H
+#define MUSIC_COMMANDS_H
 
 #include <stdbool.h>
 #include <stdint.h>

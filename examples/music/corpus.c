@@ -73,11 +73,11 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-mg_status mg_music_find_files(const char *dir, char ***paths, size_t *n) {
+mg_status music_find_files(const char *dir, char ***paths, size_t *n) {
     pathlist pl = {0};
     mg_status s = walk(dir, &pl, true);
     if (s) {
-        mg_music_paths_free(pl.v, pl.n);
+        music_paths_free(pl.v, pl.n);
         *paths = NULL;
         *n = 0;
         return s;
@@ -88,41 +88,41 @@ mg_status mg_music_find_files(const char *dir, char ***paths, size_t *n) {
     return MG_OK;
 }
 
-void mg_music_paths_free(char **paths, size_t n) {
+void music_paths_free(char **paths, size_t n) {
     for (size_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
 }
 
 /* ---- loading ---- */
 
-static mg_status load_one(mg_music_item *it, const uint8_t *bytes, size_t len,
-                          const mg_music_load_opts *o) {
-    mg_midi_file f;
+static mg_status load_one(music_item *it, const uint8_t *bytes, size_t len,
+                          const music_load_opts *o) {
+    music_midi_file f;
     mg_status s;
     if (bytes)
-        s = mg_midi_parse(bytes, len, it->path, &f);
+        s = music_midi_parse(bytes, len, it->path, &f);
     else
-        s = mg_midi_read(it->path, &f);
+        s = music_midi_read(it->path, &f);
     if (s) return s;
-    s = mg_midi_to_notes(&f, it->path, &o->notes, &it->notes, &it->info);
-    mg_midi_free(&f);
+    s = music_midi_to_notes(&f, it->path, &o->notes, &it->notes, &it->info);
+    music_midi_free(&f);
     if (s) return s;
     if (it->notes.n == 0) return mg_set_error(MG_ERR_FORMAT, "%s: no notes", it->path);
-    s = mg_perf_encode(it->notes.v, it->notes.n, &it->encoding);
+    s = music_perf_encode(it->notes.v, it->notes.n, &it->encoding);
     if (s) return mg_wrap_error(s, "%s", it->path);
     it->tokens = it->encoding.n;
     return MG_OK;
 }
 
-mg_status mg_music_corpus_add(mg_music_corpus *c, const char *path, const uint8_t *bytes,
-                              size_t len, const mg_music_load_opts *opts) {
-    static const mg_music_load_opts defaults = {0};
+mg_status music_corpus_add(music_corpus *c, const char *path, const uint8_t *bytes,
+                              size_t len, const music_load_opts *opts) {
+    static const music_load_opts defaults = {0};
     if (!opts) opts = &defaults;
     /* one realloc per file: a corpus is hundreds or thousands of files, not millions */
-    mg_music_item *items = realloc(c->items, (c->n + 1) * sizeof *items);
+    music_item *items = realloc(c->items, (c->n + 1) * sizeof *items);
     if (!items) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
     c->items = items;
-    mg_music_item *it = &items[c->n];
+    music_item *it = &items[c->n];
     memset(it, 0, sizeof *it);
     it->path = strdup(path);
     if (!it->path) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
@@ -131,8 +131,8 @@ mg_status mg_music_corpus_add(mg_music_corpus *c, const char *path, const uint8_
     if (it->status == MG_ERR_NOMEM) return it->status;
     if (it->status) {
         it->error = strdup(mg_last_error());
-        mg_notes_free(&it->notes);
-        mg_tokens_free(&it->encoding);
+        music_notes_free(&it->notes);
+        music_tokens_free(&it->encoding);
         it->tokens = 0;
         c->n_skipped++;
         return MG_OK;
@@ -141,36 +141,36 @@ mg_status mg_music_corpus_add(mg_music_corpus *c, const char *path, const uint8_
     c->notes += it->info.notes;
     c->tokens += it->tokens;
     c->seconds += it->info.seconds;
-    if (!opts->keep_notes) mg_notes_free(&it->notes);
-    if (!opts->keep_tokens) mg_tokens_free(&it->encoding);
+    if (!opts->keep_notes) music_notes_free(&it->notes);
+    if (!opts->keep_tokens) music_tokens_free(&it->encoding);
     return MG_OK;
 }
 
-mg_status mg_music_load_dir(const char *dir, const mg_music_load_opts *opts, mg_music_corpus *out) {
+mg_status music_load_dir(const char *dir, const music_load_opts *opts, music_corpus *out) {
     memset(out, 0, sizeof *out);
     char **paths;
     size_t n;
-    mg_status s = mg_music_find_files(dir, &paths, &n);
+    mg_status s = music_find_files(dir, &paths, &n);
     if (s) return s;
-    for (size_t i = 0; i < n && !s; i++) s = mg_music_corpus_add(out, paths[i], NULL, 0, opts);
-    mg_music_paths_free(paths, n);
-    if (s) mg_music_corpus_free(out);
+    for (size_t i = 0; i < n && !s; i++) s = music_corpus_add(out, paths[i], NULL, 0, opts);
+    music_paths_free(paths, n);
+    if (s) music_corpus_free(out);
     return s;
 }
 
-void mg_music_corpus_free(mg_music_corpus *c) {
+void music_corpus_free(music_corpus *c) {
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) {
         free(c->items[i].path);
         free(c->items[i].error);
-        mg_notes_free(&c->items[i].notes);
-        mg_tokens_free(&c->items[i].encoding);
+        music_notes_free(&c->items[i].notes);
+        music_tokens_free(&c->items[i].encoding);
     }
     free(c->items);
     memset(c, 0, sizeof *c);
 }
 
-void mg_music_corpus_summary(const mg_music_corpus *c, FILE *out) {
+void music_corpus_summary(const music_corpus *c, FILE *out) {
     fprintf(out, "%zu files: %zu used, %zu skipped; %zu notes, %.2f hours, %zu tokens\n", c->n,
             c->n_ok, c->n_skipped, c->notes, c->seconds / 3600.0, c->tokens);
     /* every error message already starts with the file's path */

@@ -21,18 +21,18 @@ static void expect(int ok, const char *what) {
     }
 }
 
-static void same_file(const mg_midi_file *a, const mg_midi_file *b) {
+static void same_file(const music_midi_file *a, const music_midi_file *b) {
     expect(a->format == b->format && a->division == b->division && a->ntracks == b->ntracks,
            "header survives a write");
     for (size_t t = 0; t < a->ntracks; t++) {
-        const mg_midi_track *x = &a->tracks[t], *y = &b->tracks[t];
+        const music_midi_track *x = &a->tracks[t], *y = &b->tracks[t];
         expect(x->n == y->n && x->end_tick == y->end_tick, "track survives a write");
         for (size_t i = 0; i < x->n; i++) {
-            const mg_midi_event *e = &x->ev[i], *g = &y->ev[i];
+            const music_midi_event *e = &x->ev[i], *g = &y->ev[i];
             expect(e->tick == g->tick && e->status == g->status && e->type == g->type &&
                        e->d1 == g->d1 && e->d2 == g->d2 && e->len == g->len,
                    "event survives a write");
-            expect(e->len == 0 || memcmp(mg_midi_payload(a, e), mg_midi_payload(b, g), e->len) == 0,
+            expect(e->len == 0 || memcmp(music_midi_payload(a, e), music_midi_payload(b, g), e->len) == 0,
                    "payload survives a write");
         }
     }
@@ -46,34 +46,34 @@ const char *__ubsan_default_options(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    mg_midi_file f;
-    if (mg_midi_parse(data, size, "fuzz.mid", &f) != MG_OK) {
+    music_midi_file f;
+    if (music_midi_parse(data, size, "fuzz.mid", &f) != MG_OK) {
         expect(strncmp(mg_last_error(), "fuzz.mid: ", 10) == 0, "an error names the file");
         return 0;
     }
     uint8_t *buf;
     size_t len;
-    expect(mg_midi_encode(&f, NULL, &buf, &len) == MG_OK, "a file read can be written");
-    mg_midi_file g;
-    expect(mg_midi_parse(buf, len, "rewritten.mid", &g) == MG_OK, "a file written can be read");
+    expect(music_midi_encode(&f, NULL, &buf, &len) == MG_OK, "a file read can be written");
+    music_midi_file g;
+    expect(music_midi_parse(buf, len, "rewritten.mid", &g) == MG_OK, "a file written can be read");
     same_file(&f, &g);
     free(buf);
-    mg_midi_free(&g);
+    music_midi_free(&g);
 
-    mg_notes notes;
-    mg_notes_opts o = {.max_seconds = 3600}; /* keeps each run short */
-    if (mg_midi_to_notes(&f, "fuzz.mid", &o, &notes, NULL) == MG_OK) {
-        mg_tokens tok = {0};
-        mg_notes back = {0};
-        expect(mg_perf_encode(notes.v, notes.n, &tok) == MG_OK, "notes encode");
-        expect(mg_perf_decode(tok.v, tok.n, &back) == MG_OK, "tokens decode");
+    music_notes notes;
+    music_notes_opts o = {.max_seconds = 3600}; /* keeps each run short */
+    if (music_midi_to_notes(&f, "fuzz.mid", &o, &notes, NULL) == MG_OK) {
+        music_tokens tok = {0};
+        music_notes back = {0};
+        expect(music_perf_encode(notes.v, notes.n, &tok) == MG_OK, "notes encode");
+        expect(music_perf_decode(tok.v, tok.n, &back) == MG_OK, "tokens decode");
         expect(back.n <= notes.n, "decoding invents no notes");
-        mg_tokens_free(&tok);
-        mg_notes_free(&back);
-        mg_notes_free(&notes);
+        music_tokens_free(&tok);
+        music_notes_free(&back);
+        music_notes_free(&notes);
     } else {
         expect(strncmp(mg_last_error(), "fuzz.mid: ", 10) == 0, "an error names the file");
     }
-    mg_midi_free(&f);
+    music_midi_free(&f);
     return 0;
 }

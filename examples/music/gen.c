@@ -276,18 +276,18 @@ static void compose(piece *p) {
 
 static const int8_t sharps_major[12] = {0, -5, 2, -3, 4, -1, 6, 1, -4, 3, -2, 5};
 
-static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f) {
+static mg_status render(piece *p, uint64_t seed, uint32_t index, music_midi_file *f) {
     mg_rng *r = p->r;
     const int div = 480;
     int format = mg_rng_below(r, 3) == 0 ? 0 : 1;
     bool vel0 = mg_rng_below(r, 2);
     double first_bpm = p->nc && p->ctl[0].kind == 0 ? 60e6 / p->ctl[0].value : 100;
     double sigma = 0.008 * div * first_bpm / 60.0; /* about 8 ms of timing noise, in ticks */
-    mg_midi_init(f, format, div);
+    music_midi_init(f, format, div);
     size_t meta = 0, rh = 0, lh = 0;
-    mg_status s = mg_midi_add_track(f, &meta);
-    if (!s && format == 1) s = mg_midi_add_track(f, &rh);
-    if (!s && format == 1) s = mg_midi_add_track(f, &lh);
+    mg_status s = music_midi_add_track(f, &meta);
+    if (!s && format == 1) s = music_midi_add_track(f, &rh);
+    if (!s && format == 1) s = music_midi_add_track(f, &lh);
     char text[128];
     snprintf(text, sizeof text, "minigrad music gen: seed %llu, piece %u", (unsigned long long)seed,
              index);
@@ -295,23 +295,23 @@ static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f
     int pc = ((p->tonic % 12) + 12) % 12;
     int8_t sf = sharps_major[p->minor ? (pc + 3) % 12 : pc];
     uint8_t ts[4] = {(uint8_t)p->meter, 2, 24, 8}, ks[2] = {(uint8_t)sf, (uint8_t)p->minor};
-    if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_TRACK_NAME, "minigrad piano", 14);
-    if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_TEXT, text, (uint32_t)strlen(text));
-    if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_TIME_SIGNATURE, ts, 4);
-    if (!s) s = mg_midi_add_meta(f, meta, 0, MG_MIDI_META_KEY_SIGNATURE, ks, 2);
-    if (!s) s = mg_midi_add_sysex(f, meta, 0, MG_MIDI_SYSEX, gm_on, 5);
+    if (!s) s = music_midi_add_meta(f, meta, 0, MUSIC_MIDI_META_TRACK_NAME, "minigrad piano", 14);
+    if (!s) s = music_midi_add_meta(f, meta, 0, MUSIC_MIDI_META_TEXT, text, (uint32_t)strlen(text));
+    if (!s) s = music_midi_add_meta(f, meta, 0, MUSIC_MIDI_META_TIME_SIGNATURE, ts, 4);
+    if (!s) s = music_midi_add_meta(f, meta, 0, MUSIC_MIDI_META_KEY_SIGNATURE, ks, 2);
+    if (!s) s = music_midi_add_sysex(f, meta, 0, MUSIC_MIDI_SYSEX, gm_on, 5);
     if (!s && format == 1)
-        s = mg_midi_add_meta(f, rh, 0, MG_MIDI_META_TRACK_NAME, "right hand", 10);
-    if (!s && format == 1) s = mg_midi_add_meta(f, lh, 0, MG_MIDI_META_TRACK_NAME, "left hand", 9);
-    if (!s) s = mg_midi_add_channel(f, rh, 0, MG_MIDI_PROGRAM, 0, 0);
-    if (!s && format == 1) s = mg_midi_add_channel(f, lh, 0, MG_MIDI_PROGRAM, 0, 0);
+        s = music_midi_add_meta(f, rh, 0, MUSIC_MIDI_META_TRACK_NAME, "right hand", 10);
+    if (!s && format == 1) s = music_midi_add_meta(f, lh, 0, MUSIC_MIDI_META_TRACK_NAME, "left hand", 9);
+    if (!s) s = music_midi_add_channel(f, rh, 0, MUSIC_MIDI_PROGRAM, 0, 0);
+    if (!s && format == 1) s = music_midi_add_channel(f, lh, 0, MUSIC_MIDI_PROGRAM, 0, 0);
     for (size_t i = 0; i < p->nc && !s; i++) {
         const gctl *c = &p->ctl[i];
         uint64_t tick = (uint64_t)llround(c->beat * div);
         if (c->kind == 0)
-            s = mg_midi_add_tempo(f, meta, tick, c->value);
+            s = music_midi_add_tempo(f, meta, tick, c->value);
         else
-            s = mg_midi_add_channel(f, lh, tick, MG_MIDI_CONTROL, MG_MIDI_CC_SUSTAIN,
+            s = music_midi_add_channel(f, lh, tick, MUSIC_MIDI_CONTROL, MUSIC_MIDI_CC_SUSTAIN,
                                     (uint8_t)c->value);
     }
     for (size_t i = 0; i < p->n && !s; i++) {
@@ -322,19 +322,19 @@ static mg_status render(piece *p, uint64_t seed, uint32_t index, mg_midi_file *f
         uint64_t a = (uint64_t)llround(on), b = (uint64_t)llround(on + (len > 1 ? len : 1));
         if (b <= a) b = a + 1;
         size_t tr = g->hand == RH ? rh : lh;
-        s = mg_midi_add_channel(f, tr, a, MG_MIDI_NOTE_ON, (uint8_t)g->pitch, (uint8_t)g->vel);
+        s = music_midi_add_channel(f, tr, a, MUSIC_MIDI_NOTE_ON, (uint8_t)g->pitch, (uint8_t)g->vel);
         if (!s)
-            s = mg_midi_add_channel(f, tr, b, vel0 ? MG_MIDI_NOTE_ON : MG_MIDI_NOTE_OFF,
+            s = music_midi_add_channel(f, tr, b, vel0 ? MUSIC_MIDI_NOTE_ON : MUSIC_MIDI_NOTE_OFF,
                                     (uint8_t)g->pitch, vel0 ? 0 : 64);
     }
     /* Events were added per note; playing order within a tick is the order added, which the
      * writer keeps (stable sort by tick). */
-    for (size_t t = 0; t < f->ntracks && !s; t++) mg_midi_sort_track(&f->tracks[t]);
-    if (s) mg_midi_free(f);
+    for (size_t t = 0; t < f->ntracks && !s; t++) music_midi_sort_track(&f->tracks[t]);
+    if (s) music_midi_free(f);
     return s;
 }
 
-mg_status mg_music_generate(uint64_t seed, uint32_t index, mg_midi_file *out) {
+mg_status music_generate_piece(uint64_t seed, uint32_t index, music_midi_file *out) {
     mg_rng mix = mg_rng_make(seed ^ (0xD1B54A32D192ED03ULL * ((uint64_t)index + 1)));
     mg_rng r = mg_rng_make(mg_rng_next(&mix));
     piece p = {.r = &r};
@@ -346,7 +346,7 @@ mg_status mg_music_generate(uint64_t seed, uint32_t index, mg_midi_file *out) {
     return s;
 }
 
-mg_status mg_music_generate_dir(const char *dir, uint32_t n, uint64_t seed) {
+mg_status music_generate_dir(const char *dir, uint32_t n, uint64_t seed) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return mg_set_error(MG_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
     size_t dl = strlen(dir);
@@ -354,31 +354,31 @@ mg_status mg_music_generate_dir(const char *dir, uint32_t n, uint64_t seed) {
         char path[4096];
         if (dl + 64 > sizeof path) return mg_set_error(MG_ERR_INVALID, "%s: path too long", dir);
         snprintf(path, sizeof path, "%s/gen_%llu_%04u.mid", dir, (unsigned long long)seed, i);
-        mg_midi_file f;
-        mg_status s = mg_music_generate(seed, i, &f);
-        if (!s) s = mg_midi_write(path, &f, NULL);
-        mg_midi_free(&f);
+        music_midi_file f;
+        mg_status s = music_generate_piece(seed, i, &f);
+        if (!s) s = music_midi_write(path, &f, NULL);
+        music_midi_free(&f);
         if (s) return s;
     }
     return MG_OK;
 }
 
-mg_status mg_music_generate_corpus(uint32_t n, uint64_t seed, const mg_music_load_opts *opts,
-                                   mg_music_corpus *out) {
+mg_status music_generate_corpus(uint32_t n, uint64_t seed, const music_load_opts *opts,
+                                   music_corpus *out) {
     memset(out, 0, sizeof *out);
     for (uint32_t i = 0; i < n; i++) {
-        mg_midi_file f;
+        music_midi_file f;
         uint8_t *buf = NULL;
         size_t len = 0;
         char name[64];
         snprintf(name, sizeof name, "gen_%llu_%04u.mid", (unsigned long long)seed, i);
-        mg_status s = mg_music_generate(seed, i, &f);
-        if (!s) s = mg_midi_encode(&f, NULL, &buf, &len);
-        mg_midi_free(&f);
-        if (!s) s = mg_music_corpus_add(out, name, buf, len, opts);
+        mg_status s = music_generate_piece(seed, i, &f);
+        if (!s) s = music_midi_encode(&f, NULL, &buf, &len);
+        music_midi_free(&f);
+        if (!s) s = music_corpus_add(out, name, buf, len, opts);
         free(buf);
         if (s) {
-            mg_music_corpus_free(out);
+            music_corpus_free(out);
             return s;
         }
     }

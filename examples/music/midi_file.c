@@ -1,4 +1,4 @@
-/* mg_midi_file in memory: building, freeing, ordering tracks; whole-file I/O helpers. */
+/* music_midi_file in memory: building, freeing, ordering tracks; whole-file I/O helpers. */
 #include "music_internal.h"
 
 #include <errno.h>
@@ -23,13 +23,13 @@ mg_status music_grow(void **p, size_t *cap, size_t need, size_t elem) {
     return MG_OK;
 }
 
-void mg_midi_init(mg_midi_file *f, int format, int division) {
+void music_midi_init(music_midi_file *f, int format, int division) {
     memset(f, 0, sizeof *f);
     f->format = format;
     f->division = division;
 }
 
-void mg_midi_free(mg_midi_file *f) {
+void music_midi_free(music_midi_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->ntracks; i++) free(f->tracks[i].ev);
     free(f->tracks);
@@ -37,7 +37,7 @@ void mg_midi_free(mg_midi_file *f) {
     memset(f, 0, sizeof *f);
 }
 
-mg_status mg_midi_add_track(mg_midi_file *f, size_t *index) {
+mg_status music_midi_add_track(music_midi_file *f, size_t *index) {
     mg_status s =
         music_grow((void **)&f->tracks, &f->tracks_cap, f->ntracks + 1, sizeof *f->tracks);
     if (s) return s;
@@ -47,11 +47,11 @@ mg_status mg_midi_add_track(mg_midi_file *f, size_t *index) {
     return MG_OK;
 }
 
-static mg_status push_event(mg_midi_file *f, size_t track, mg_midi_event e) {
+static mg_status push_event(music_midi_file *f, size_t track, music_midi_event e) {
     if (track >= f->ntracks)
         return mg_set_error(MG_ERR_INVALID, "midi: track %zu does not exist (file has %zu)", track,
                             f->ntracks);
-    mg_midi_track *t = &f->tracks[track];
+    music_midi_track *t = &f->tracks[track];
     mg_status s = music_grow((void **)&t->ev, &t->cap, t->n + 1, sizeof *t->ev);
     if (s) return s;
     t->ev[t->n++] = e;
@@ -59,7 +59,7 @@ static mg_status push_event(mg_midi_file *f, size_t track, mg_midi_event e) {
     return MG_OK;
 }
 
-static mg_status push_payload(mg_midi_file *f, const void *data, uint32_t len, uint32_t *off) {
+static mg_status push_payload(music_midi_file *f, const void *data, uint32_t len, uint32_t *off) {
     if (f->blob_len + len > UINT32_MAX)
         return mg_set_error(MG_ERR_INVALID, "midi: payloads exceed 4 GiB");
     mg_status s = music_grow((void **)&f->blob, &f->blob_cap, f->blob_len + len + 1, 1);
@@ -70,23 +70,23 @@ static mg_status push_payload(mg_midi_file *f, const void *data, uint32_t len, u
     return MG_OK;
 }
 
-mg_status mg_midi_add_channel(mg_midi_file *f, size_t track, uint64_t tick, uint8_t status,
+mg_status music_midi_add_channel(music_midi_file *f, size_t track, uint64_t tick, uint8_t status,
                               uint8_t d1, uint8_t d2) {
     if (status < 0x80 || status >= 0xF0 || d1 > 127 || d2 > 127)
         return mg_set_error(MG_ERR_INVALID,
                             "midi: channel message status 0x%02x data %u %u is not valid", status,
                             d1, d2);
     uint8_t kind = status & 0xF0;
-    if (kind == MG_MIDI_PROGRAM || kind == MG_MIDI_CHANNEL_PRESSURE) d2 = 0;
+    if (kind == MUSIC_MIDI_PROGRAM || kind == MUSIC_MIDI_CHANNEL_PRESSURE) d2 = 0;
     return push_event(f, track,
-                      (mg_midi_event){.tick = tick, .status = status, .d1 = d1, .d2 = d2});
+                      (music_midi_event){.tick = tick, .status = status, .d1 = d1, .d2 = d2});
 }
 
-mg_status mg_midi_add_meta(mg_midi_file *f, size_t track, uint64_t tick, uint8_t type,
+mg_status music_midi_add_meta(music_midi_file *f, size_t track, uint64_t tick, uint8_t type,
                            const void *data, uint32_t len) {
     if (type > 127)
         return mg_set_error(MG_ERR_INVALID, "midi: meta type 0x%02x is not valid", type);
-    if (type == MG_MIDI_META_END_OF_TRACK)
+    if (type == MUSIC_MIDI_META_END_OF_TRACK)
         return mg_set_error(MG_ERR_INVALID,
                             "midi: End-of-Track is written by the writer (set end_tick)");
     uint32_t off = 0;
@@ -94,47 +94,47 @@ mg_status mg_midi_add_meta(mg_midi_file *f, size_t track, uint64_t tick, uint8_t
     if (s) return s;
     return push_event(
         f, track,
-        (mg_midi_event){.tick = tick, .status = 0xFF, .type = type, .len = len, .off = off});
+        (music_midi_event){.tick = tick, .status = 0xFF, .type = type, .len = len, .off = off});
 }
 
-mg_status mg_midi_add_tempo(mg_midi_file *f, size_t track, uint64_t tick, uint32_t us) {
+mg_status music_midi_add_tempo(music_midi_file *f, size_t track, uint64_t tick, uint32_t us) {
     if (us == 0 || us > 0xFFFFFF)
         return mg_set_error(MG_ERR_INVALID,
                             "midi: tempo %u us per quarter out of range 1..16777215", us);
     uint8_t b[3] = {(uint8_t)(us >> 16), (uint8_t)(us >> 8), (uint8_t)us};
-    return mg_midi_add_meta(f, track, tick, MG_MIDI_META_TEMPO, b, 3);
+    return music_midi_add_meta(f, track, tick, MUSIC_MIDI_META_TEMPO, b, 3);
 }
 
-mg_status mg_midi_add_sysex(mg_midi_file *f, size_t track, uint64_t tick, uint8_t status,
+mg_status music_midi_add_sysex(music_midi_file *f, size_t track, uint64_t tick, uint8_t status,
                             const void *data, uint32_t len) {
-    if (status != MG_MIDI_SYSEX && status != MG_MIDI_SYSEX_ESCAPE)
+    if (status != MUSIC_MIDI_SYSEX && status != MUSIC_MIDI_SYSEX_ESCAPE)
         return mg_set_error(MG_ERR_INVALID, "midi: sysex status 0x%02x is not 0xF0 or 0xF7",
                             status);
     uint32_t off = 0;
     mg_status s = push_payload(f, data, len, &off);
     if (s) return s;
     return push_event(f, track,
-                      (mg_midi_event){.tick = tick, .status = status, .len = len, .off = off});
+                      (music_midi_event){.tick = tick, .status = status, .len = len, .off = off});
 }
 
 /* Bottom-up merge sort: stable, O(n log n), and a single pass when the track is already sorted,
  * which is what every file read from disk is. */
-void mg_midi_sort_track(mg_midi_track *t) {
+void music_midi_sort_track(music_midi_track *t) {
     size_t n = t->n, i;
     for (i = 1; i < n; i++)
         if (t->ev[i].tick < t->ev[i - 1].tick) break;
     if (i >= n) return;
-    mg_midi_event *tmp = malloc(n * sizeof *tmp);
+    music_midi_event *tmp = malloc(n * sizeof *tmp);
     if (!tmp) { /* still correct without memory: stable insertion sort */
         for (size_t a = 1; a < n; a++) {
-            mg_midi_event e = t->ev[a];
+            music_midi_event e = t->ev[a];
             size_t b = a;
             for (; b > 0 && t->ev[b - 1].tick > e.tick; b--) t->ev[b] = t->ev[b - 1];
             t->ev[b] = e;
         }
         return;
     }
-    mg_midi_event *src = t->ev, *dst = tmp;
+    music_midi_event *src = t->ev, *dst = tmp;
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
@@ -143,7 +143,7 @@ void mg_midi_sort_track(mg_midi_track *t) {
             while (a < mid) dst[k++] = src[a++];
             while (b < hi) dst[k++] = src[b++];
         }
-        mg_midi_event *x = src;
+        music_midi_event *x = src;
         src = dst;
         dst = x;
     }

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mg_notes_free(mg_notes *n) {
+void music_notes_free(music_notes *n) {
     if (!n) return;
     free(n->v);
     memset(n, 0, sizeof *n);
 }
 
-mg_status mg_notes_push(mg_notes *n, mg_note note) {
+mg_status music_notes_push(music_notes *n, music_note note) {
     mg_status s = music_grow((void **)&n->v, &n->cap, n->n + 1, sizeof *n->v);
     if (s) return s;
     n->v[n->n++] = note;
@@ -20,7 +20,7 @@ mg_status mg_notes_push(mg_notes *n, mg_note note) {
 }
 
 static int cmp_note(const void *pa, const void *pb) {
-    const mg_note *a = pa, *b = pb;
+    const music_note *a = pa, *b = pb;
     if (a->on != b->on) return a->on < b->on ? -1 : 1;
     if (a->pitch != b->pitch) return a->pitch < b->pitch ? -1 : 1;
     if (a->off != b->off) return a->off < b->off ? -1 : 1;
@@ -29,7 +29,7 @@ static int cmp_note(const void *pa, const void *pb) {
     return (a->program > b->program) - (a->program < b->program);
 }
 
-void mg_notes_sort(mg_notes *n) {
+void music_notes_sort(music_notes *n) {
     if (n->n > 1) qsort(n->v, n->n, sizeof *n->v, cmp_note);
 }
 
@@ -71,7 +71,7 @@ static void clock_set_tempo(clock *c, uint64_t tick, uint32_t tempo) {
 /* Sounding notes: per channel and pitch, a first-in-first-out list of indices into the output.
  * A released note (key up, pedal down) stays in its list until the pedal lifts or a re-strike. */
 typedef struct player {
-    mg_notes *out;
+    music_notes *out;
     size_t *next; /* per note: the next note in its list, or NONE */
     bool *released;
     size_t cap;
@@ -100,8 +100,8 @@ static void end_released(player *pl, size_t ch, size_t pitch, double t) {
     }
 }
 
-static mg_status start_note(player *pl, mg_note note) {
-    mg_status s = mg_notes_push(pl->out, note);
+static mg_status start_note(player *pl, music_note note) {
+    mg_status s = music_notes_push(pl->out, note);
     if (s) return s;
     size_t i = pl->out->n - 1;
     if (i >= pl->cap) {
@@ -122,13 +122,13 @@ static mg_status start_note(player *pl, mg_note note) {
     return MG_OK;
 }
 
-mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_notes_opts *opts,
-                           mg_notes *out, mg_midi_info *info) {
-    static const mg_notes_opts defaults = {0};
+mg_status music_midi_to_notes(const music_midi_file *f, const char *name, const music_notes_opts *opts,
+                           music_notes *out, music_midi_info *info) {
+    static const music_notes_opts defaults = {0};
     if (!opts) opts = &defaults;
     if (!name) name = "(midi)";
     double max_seconds = opts->max_seconds > 0 ? opts->max_seconds : 86400.0;
-    mg_midi_info inf = {.format = f->format, .division = f->division, .ntracks = f->ntracks};
+    music_midi_info inf = {.format = f->format, .division = f->division, .ntracks = f->ntracks};
     memset(out, 0, sizeof *out);
     if (info) *info = inf;
     if (f->format == 2)
@@ -155,7 +155,7 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
         }
     qsort(order, total, sizeof *order, cmp_ref);
 
-    clock ck = {.division = f->division, .tempo = MG_MIDI_DEFAULT_TEMPO};
+    clock ck = {.division = f->division, .tempo = MUSIC_MIDI_DEFAULT_TEMPO};
     if (f->division < 0) {
         int fps = -(int)(int8_t)((uint16_t)f->division >> 8), tpf = f->division & 0xFF;
         double rate = fps == 29 ? 30000.0 / 1001.0 : fps;
@@ -166,10 +166,10 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
     bool pedal[16] = {false};
     mg_status s = MG_OK;
     for (size_t j = 0; j < total && !s; j++) {
-        const mg_midi_event *e = &f->tracks[order[j].track].ev[order[j].idx];
-        if (e->status == MG_MIDI_META) {
-            if (e->type == MG_MIDI_META_TEMPO && e->len == 3) {
-                const uint8_t *p = mg_midi_payload(f, e);
+        const music_midi_event *e = &f->tracks[order[j].track].ev[order[j].idx];
+        if (e->status == MUSIC_MIDI_META) {
+            if (e->type == MUSIC_MIDI_META_TEMPO && e->len == 3) {
+                const uint8_t *p = music_midi_payload(f, e);
                 inf.tempo_events++;
                 clock_set_tempo(&ck, e->tick, (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]);
             }
@@ -179,7 +179,7 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
         double t = clock_sec(&ck, e->tick);
         size_t ch = e->status & 0x0F, kind = e->status & 0xF0;
         bool drum = ch == 9 && !opts->keep_drums;
-        if (kind == MG_MIDI_NOTE_ON && e->d2 > 0) {
+        if (kind == MUSIC_MIDI_NOTE_ON && e->d2 > 0) {
             inf.note_ons++;
             if (drum) {
                 inf.drum_notes++;
@@ -189,13 +189,13 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
                 inf.restrikes++;
                 end_released(&pl, ch, e->d1, t);
             }
-            s = start_note(&pl, (mg_note){.on = t,
+            s = start_note(&pl, (music_note){.on = t,
                                           .off = t,
                                           .pitch = e->d1,
                                           .velocity = e->d2,
                                           .channel = (uint8_t)ch,
                                           .program = program[ch]});
-        } else if (kind == MG_MIDI_NOTE_OFF || kind == MG_MIDI_NOTE_ON) {
+        } else if (kind == MUSIC_MIDI_NOTE_OFF || kind == MUSIC_MIDI_NOTE_ON) {
             if (drum) continue;
             size_t prev = NONE, i = pl.head[ch][e->d1];
             while (i != NONE && pl.released[i]) {
@@ -208,12 +208,12 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
                 pl.released[i] = true;
             else
                 end_note(&pl, ch, e->d1, prev, i, t);
-        } else if (kind == MG_MIDI_CONTROL && e->d1 == MG_MIDI_CC_SUSTAIN) {
+        } else if (kind == MUSIC_MIDI_CONTROL && e->d1 == MUSIC_MIDI_CC_SUSTAIN) {
             bool down = e->d2 >= 64;
             if (pedal[ch] && !down)
                 for (size_t p = 0; p < 128; p++) end_released(&pl, ch, p, t);
             pedal[ch] = down;
-        } else if (kind == MG_MIDI_PROGRAM) {
+        } else if (kind == MUSIC_MIDI_PROGRAM) {
             program[ch] = e->d1;
         }
     }
@@ -232,12 +232,12 @@ mg_status mg_midi_to_notes(const mg_midi_file *f, const char *name, const mg_not
         s = mg_set_error(MG_ERR_FORMAT, "%s: lasts %.0f s, more than the %.0f s accepted", name,
                          inf.seconds, max_seconds);
     if (s) {
-        mg_notes_free(out);
+        music_notes_free(out);
         if (s == MG_ERR_NOMEM) mg_wrap_error(s, "%s", name);
         return s;
     }
     inf.notes = out->n;
-    mg_notes_sort(out);
+    music_notes_sort(out);
     if (info) *info = inf;
     return MG_OK;
 }
@@ -258,12 +258,12 @@ static int cmp_wev(const void *pa, const void *pb) {
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts,
-                           mg_midi_file *out) {
-    static const mg_notes_midi_opts defaults = {0};
+mg_status music_notes_to_midi(const music_notes *notes, const music_notes_midi_opts *opts,
+                           music_midi_file *out) {
+    static const music_notes_midi_opts defaults = {0};
     if (!opts) opts = &defaults;
     int division = opts->division ? opts->division : 480;
-    uint32_t tempo = opts->us_per_quarter ? opts->us_per_quarter : MG_MIDI_DEFAULT_TEMPO;
+    uint32_t tempo = opts->us_per_quarter ? opts->us_per_quarter : MUSIC_MIDI_DEFAULT_TEMPO;
     memset(out, 0, sizeof *out);
     if ((opts->format != 0 && opts->format != 1) || division <= 0 || division > 32767 ||
         tempo > 0xFFFFFF)
@@ -272,7 +272,7 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
     double tps = division * 1e6 / tempo;
     int used[16] = {0}, program[16] = {0};
     for (size_t i = 0; i < notes->n; i++) {
-        const mg_note *n = &notes->v[i];
+        const music_note *n = &notes->v[i];
         if (!isfinite(n->on) || !isfinite(n->off) || n->on < 0 || n->off < n->on ||
             n->off * tps > 0x0FFFFFFF || n->pitch > 127 || n->velocity < 1 || n->velocity > 127 ||
             n->channel > 15)
@@ -283,24 +283,24 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
                 i, n->on, n->off, n->pitch, n->velocity, n->channel);
         if (!used[n->channel]++) program[n->channel] = n->program;
     }
-    mg_midi_init(out, opts->format, division);
+    music_midi_init(out, opts->format, division);
     size_t t0;
-    mg_status s = mg_midi_add_track(out, &t0);
-    if (!s) s = mg_midi_add_tempo(out, t0, 0, tempo);
+    mg_status s = music_midi_add_track(out, &t0);
+    if (!s) s = music_midi_add_tempo(out, t0, 0, tempo);
     size_t track_of[16];
     for (int c = 0; c < 16 && !s; c++) {
         if (!used[c]) continue;
         track_of[c] = t0;
-        if (opts->format == 1) s = mg_midi_add_track(out, &track_of[c]);
+        if (opts->format == 1) s = music_midi_add_track(out, &track_of[c]);
         if (!s)
-            s = mg_midi_add_channel(out, track_of[c], 0, (uint8_t)(MG_MIDI_PROGRAM | c),
+            s = music_midi_add_channel(out, track_of[c], 0, (uint8_t)(MUSIC_MIDI_PROGRAM | c),
                                     (uint8_t)program[c], 0);
     }
     wev *ev = s ? NULL : malloc((2 * notes->n + 1) * sizeof *ev);
     if (!s && !ev) s = mg_set_error(MG_ERR_NOMEM, "notes to midi: out of memory");
     if (!s) {
         for (size_t i = 0; i < notes->n; i++) {
-            const mg_note *n = &notes->v[i];
+            const music_note *n = &notes->v[i];
             uint64_t on = (uint64_t)llround(n->on * tps), off = (uint64_t)llround(n->off * tps);
             if (off <= on) off = on + 1;
             ev[2 * i] = (wev){on, 1, 2 * i, n->channel, n->pitch, n->velocity};
@@ -309,15 +309,15 @@ mg_status mg_notes_to_midi(const mg_notes *notes, const mg_notes_midi_opts *opts
         qsort(ev, 2 * notes->n, sizeof *ev, cmp_wev);
         for (size_t i = 0; i < 2 * notes->n && !s; i++) {
             const wev *w = &ev[i];
-            uint8_t status = w->kind                  ? MG_MIDI_NOTE_ON
-                             : opts->note_off_as_vel0 ? MG_MIDI_NOTE_ON
-                                                      : MG_MIDI_NOTE_OFF;
+            uint8_t status = w->kind                  ? MUSIC_MIDI_NOTE_ON
+                             : opts->note_off_as_vel0 ? MUSIC_MIDI_NOTE_ON
+                                                      : MUSIC_MIDI_NOTE_OFF;
             uint8_t vel = w->kind ? w->vel : opts->note_off_as_vel0 ? 0 : 64;
-            s = mg_midi_add_channel(out, track_of[w->ch], w->tick, (uint8_t)(status | w->ch),
+            s = music_midi_add_channel(out, track_of[w->ch], w->tick, (uint8_t)(status | w->ch),
                                     w->pitch, vel);
         }
     }
     free(ev);
-    if (s) mg_midi_free(out);
+    if (s) music_midi_free(out);
     return s;
 }

@@ -15,7 +15,7 @@ typedef struct reader {
     const uint8_t *buf;
     size_t len;
     const char *name;
-    mg_midi_file *f;
+    music_midi_file *f;
 } reader;
 
 #define FAIL(off, ...) fail(r, (size_t)(off), __VA_ARGS__)
@@ -53,8 +53,8 @@ static mg_status read_vlq(reader *r, size_t *p, size_t end, size_t track, const 
     return FAIL(start, "%s (variable-length quantity) is longer than 4 bytes", what);
 }
 
-static mg_status add_event(reader *r, size_t track, mg_midi_event e, const uint8_t *payload) {
-    mg_midi_file *f = r->f;
+static mg_status add_event(reader *r, size_t track, music_midi_event e, const uint8_t *payload) {
+    music_midi_file *f = r->f;
     if (payload) {
         mg_status s = music_grow((void **)&f->blob, &f->blob_cap, f->blob_len + e.len + 1, 1);
         if (s) return mg_wrap_error(s, "%s", r->name);
@@ -62,7 +62,7 @@ static mg_status add_event(reader *r, size_t track, mg_midi_event e, const uint8
         e.off = (uint32_t)f->blob_len;
         f->blob_len += e.len;
     }
-    mg_midi_track *t = &f->tracks[track];
+    music_midi_track *t = &f->tracks[track];
     mg_status s = music_grow((void **)&t->ev, &t->cap, t->n + 1, sizeof *t->ev);
     if (s) return mg_wrap_error(s, "%s", r->name);
     t->ev[t->n++] = e;
@@ -73,7 +73,7 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
     const uint8_t *b = r->buf;
     uint64_t tick = 0;
     uint8_t running = 0;
-    mg_midi_track *t = &r->f->tracks[track];
+    music_midi_track *t = &r->f->tracks[track];
     while (p < end) {
         uint32_t delta = 0, len = 0;
         mg_status s = read_vlq(r, &p, end, track, "delta time", &delta);
@@ -93,7 +93,7 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
         }
         if (status < 0xF0) {
             uint8_t kind = status & 0xF0;
-            int ndata = (kind == MG_MIDI_PROGRAM || kind == MG_MIDI_CHANNEL_PRESSURE) ? 1 : 2;
+            int ndata = (kind == MUSIC_MIDI_PROGRAM || kind == MUSIC_MIDI_CHANNEL_PRESSURE) ? 1 : 2;
             if (end - p < (size_t)ndata)
                 return FAIL(ev_off,
                             "channel message 0x%02x needs %d data bytes; track %zu ends at "
@@ -108,10 +108,10 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
                                 d[i], status);
             p += (size_t)ndata;
             s = add_event(r, track,
-                          (mg_midi_event){.tick = tick, .status = status, .d1 = d[0], .d2 = d[1]},
+                          (music_midi_event){.tick = tick, .status = status, .d1 = d[0], .d2 = d[1]},
                           NULL);
             if (s) return s;
-        } else if (status == MG_MIDI_META) {
+        } else if (status == MUSIC_MIDI_META) {
             if (p >= end)
                 return FAIL(ev_off, "meta event with no type byte at the end of track %zu", track);
             uint8_t type = b[p++];
@@ -123,16 +123,16 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
                             "meta event 0x%02x of %u bytes runs past the end of track %zu, "
                             "which ends at offset %zu",
                             type, len, track, end);
-            if (type == MG_MIDI_META_END_OF_TRACK) {
+            if (type == MUSIC_MIDI_META_END_OF_TRACK) {
                 t->end_tick = tick;
                 return MG_OK; /* bytes after End-of-Track in the chunk are not events */
             }
             s = add_event(r, track,
-                          (mg_midi_event){.tick = tick, .status = status, .type = type, .len = len},
+                          (music_midi_event){.tick = tick, .status = status, .type = type, .len = len},
                           b + p);
             if (s) return s;
             p += len;
-        } else if (status == MG_MIDI_SYSEX || status == MG_MIDI_SYSEX_ESCAPE) {
+        } else if (status == MUSIC_MIDI_SYSEX || status == MUSIC_MIDI_SYSEX_ESCAPE) {
             s = read_vlq(r, &p, end, track, "sysex length", &len);
             if (s) return s;
             if (len > end - p)
@@ -140,7 +140,7 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
                             "sysex event of %u bytes runs past the end of track %zu, which "
                             "ends at offset %zu",
                             len, track, end);
-            s = add_event(r, track, (mg_midi_event){.tick = tick, .status = status, .len = len},
+            s = add_event(r, track, (music_midi_event){.tick = tick, .status = status, .len = len},
                           b + p);
             if (s) return s;
             p += len;
@@ -189,7 +189,7 @@ static mg_status parse(reader *r) {
                     "header declares %zu tracks but only %zu bytes follow it (a track takes at "
                     "least 8)",
                     ntracks, len - p);
-    mg_midi_init(r->f, format, (int)(int16_t)div);
+    music_midi_init(r->f, format, (int)(int16_t)div);
     mg_status s =
         music_grow((void **)&r->f->tracks, &r->f->tracks_cap, ntracks, sizeof *r->f->tracks);
     if (s) return mg_wrap_error(s, "%s", r->name);
@@ -218,22 +218,22 @@ static mg_status parse(reader *r) {
     return MG_OK;
 }
 
-mg_status mg_midi_parse(const uint8_t *buf, size_t len, const char *name, mg_midi_file *out) {
+mg_status music_midi_parse(const uint8_t *buf, size_t len, const char *name, music_midi_file *out) {
     reader r = {buf, len, name ? name : "(memory)", out};
     memset(out, 0, sizeof *out);
     if (!buf && len) return mg_set_error(MG_ERR_INVALID, "%s: no buffer", r.name);
     mg_status s = parse(&r);
-    if (s) mg_midi_free(out);
+    if (s) music_midi_free(out);
     return s;
 }
 
-mg_status mg_midi_read(const char *path, mg_midi_file *out) {
+mg_status music_midi_read(const char *path, music_midi_file *out) {
     uint8_t *buf;
     size_t len;
     memset(out, 0, sizeof *out);
     mg_status s = music_read_file(path, MAX_FILE_BYTES, &buf, &len);
     if (s) return s;
-    s = mg_midi_parse(buf, len, path, out);
+    s = music_midi_parse(buf, len, path, out);
     free(buf);
     return s;
 }

@@ -51,22 +51,22 @@ static mg_status put_delta(bytes *b, uint64_t tick, uint64_t *prev, size_t track
     return put_vlq(b, (uint32_t)d);
 }
 
-static mg_status write_track(bytes *b, const mg_midi_file *f, size_t ti, bool running_status) {
-    const mg_midi_track *src = &f->tracks[ti];
-    mg_midi_track t = *src;
+static mg_status write_track(bytes *b, const music_midi_file *f, size_t ti, bool running_status) {
+    const music_midi_track *src = &f->tracks[ti];
+    music_midi_track t = *src;
     t.ev = NULL;
     if (src->n) {
         t.ev = malloc(src->n * sizeof *t.ev);
         if (!t.ev) return mg_set_error(MG_ERR_NOMEM, "midi: out of memory");
         memcpy(t.ev, src->ev, src->n * sizeof *t.ev);
-        mg_midi_sort_track(&t);
+        music_midi_sort_track(&t);
     }
     mg_status s = put(b, "MTrk\0\0\0\0", 8);
     size_t len_at = b->n - 4, start = b->n;
     uint64_t prev = 0, end = src->end_tick;
     uint8_t running = 0;
     for (size_t i = 0; i < t.n && !s; i++) {
-        const mg_midi_event *e = &t.ev[i];
+        const music_midi_event *e = &t.ev[i];
         if ((s = put_delta(b, e->tick, &prev, ti))) break;
         if (e->status >= 0x80 && e->status < 0xF0) {
             uint8_t kind = e->status & 0xF0;
@@ -78,22 +78,22 @@ static mg_status write_track(bytes *b, const mg_midi_file *f, size_t ti, bool ru
             if (!running_status || e->status != running) s = put_byte(b, e->status);
             running = e->status;
             if (!s) s = put_byte(b, e->d1);
-            if (!s && kind != MG_MIDI_PROGRAM && kind != MG_MIDI_CHANNEL_PRESSURE)
+            if (!s && kind != MUSIC_MIDI_PROGRAM && kind != MUSIC_MIDI_CHANNEL_PRESSURE)
                 s = put_byte(b, e->d2);
-        } else if (e->status == MG_MIDI_META || e->status == MG_MIDI_SYSEX ||
-                   e->status == MG_MIDI_SYSEX_ESCAPE) {
+        } else if (e->status == MUSIC_MIDI_META || e->status == MUSIC_MIDI_SYSEX ||
+                   e->status == MUSIC_MIDI_SYSEX_ESCAPE) {
             if (e->len > 0x0FFFFFFF || (size_t)e->off + e->len > f->blob_len) {
                 s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: bad payload", ti, i);
                 break;
             }
-            if (e->status == MG_MIDI_META &&
-                (e->type > 127 || e->type == MG_MIDI_META_END_OF_TRACK)) {
+            if (e->status == MUSIC_MIDI_META &&
+                (e->type > 127 || e->type == MUSIC_MIDI_META_END_OF_TRACK)) {
                 s = mg_set_error(MG_ERR_INVALID, "midi: track %zu event %zu: meta type 0x%02x", ti,
                                  i, e->type);
                 break;
             }
             s = put_byte(b, e->status);
-            if (!s && e->status == MG_MIDI_META) s = put_byte(b, e->type);
+            if (!s && e->status == MUSIC_MIDI_META) s = put_byte(b, e->type);
             if (!s) s = put_vlq(b, e->len);
             if (!s) s = put(b, f->blob + e->off, e->len);
             running = 0; /* the standard: meta and sysex events cancel running status */
@@ -115,7 +115,7 @@ static mg_status write_track(bytes *b, const mg_midi_file *f, size_t ti, bool ru
     return MG_OK;
 }
 
-mg_status mg_midi_encode(const mg_midi_file *f, const mg_midi_write_opts *opts, uint8_t **buf,
+mg_status music_midi_encode(const music_midi_file *f, const music_midi_write_opts *opts, uint8_t **buf,
                          size_t *len) {
     *buf = NULL;
     *len = 0;
@@ -142,10 +142,10 @@ mg_status mg_midi_encode(const mg_midi_file *f, const mg_midi_write_opts *opts, 
     return MG_OK;
 }
 
-mg_status mg_midi_write(const char *path, const mg_midi_file *f, const mg_midi_write_opts *opts) {
+mg_status music_midi_write(const char *path, const music_midi_file *f, const music_midi_write_opts *opts) {
     uint8_t *buf;
     size_t len;
-    mg_status s = mg_midi_encode(f, opts, &buf, &len);
+    mg_status s = music_midi_encode(f, opts, &buf, &len);
     if (s) return mg_wrap_error(s, "%s", path);
     s = music_write_file(path, buf, len);
     free(buf);

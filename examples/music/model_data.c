@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mg_music_data_free(mg_music_data *d) {
+void music_data_free(music_data *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n; i++) {
         free(d->pieces[i].tok);
@@ -18,7 +18,7 @@ void mg_music_data_free(mg_music_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-mg_status mg_music_data_make(mg_music_data *d, const mg_music_corpus *c, const char *label) {
+mg_status music_data_make(music_data *d, const music_corpus *c, const char *label) {
     memset(d, 0, sizeof *d);
     if (c->n == 0)
         return mg_set_error(MG_ERR_NOT_FOUND, "%s: no MIDI files (.mid or .midi) found", label);
@@ -33,14 +33,14 @@ mg_status mg_music_data_make(mg_music_data *d, const mg_music_corpus *c, const c
     size_t N = c->n_ok, V = N < 2 ? 0 : (N + 5) / 10;
     if (N >= 2 && V == 0) V = 1;
     for (size_t i = 0; i < c->n; i++) {
-        const mg_music_item *it = &c->items[i];
+        const music_item *it = &c->items[i];
         if (it->status) continue;
         if (it->encoding.n < 2) {
-            mg_music_data_free(d);
+            music_data_free(d);
             return mg_set_error(MG_ERR_INVALID, "%s: the corpus was loaded without its tokens",
                                 it->path);
         }
-        mg_music_piece *p = &d->pieces[d->n];
+        music_piece *p = &d->pieces[d->n];
         p->tok = malloc(it->encoding.n * sizeof *p->tok);
         p->name = strdup(it->path);
         if (!p->tok || !p->name) {
@@ -64,24 +64,24 @@ mg_status mg_music_data_make(mg_music_data *d, const mg_music_corpus *c, const c
         d->train_cum[i + 1] = d->train_cum[i] + d->pieces[d->train_idx[i]].n - 1;
     return MG_OK;
 nomem:
-    mg_music_data_free(d);
+    music_data_free(d);
     return mg_set_error(MG_ERR_NOMEM, "%s: out of memory for the token streams", label);
 }
 
-void mg_music_scratch_free(mg_music_scratch *s) {
-    mg_tokens_free(&s->aug);
+void music_scratch_free(music_scratch *s) {
+    music_tokens_free(&s->aug);
 }
 
 /* ids / targets from tokens src[0, m) (m may be short of T + 1: padding follows). */
 static void fill(const int32_t *src, size_t m, int64_t T, int32_t *ids, int32_t *targets) {
     for (int64_t i = 0; i < T; i++) {
-        ids[i] = (size_t)i < m ? src[i] : MG_PERF_PAD;
+        ids[i] = (size_t)i < m ? src[i] : MUSIC_PERF_PAD;
         targets[i] = (size_t)i + 1 < m ? src[i + 1] : -1;
     }
 }
 
-mg_status mg_music_window(const int32_t *tok, size_t n, size_t start, int64_t T,
-                          const mg_augment_opts *aug, mg_rng *rng, mg_music_scratch *s,
+mg_status music_window(const int32_t *tok, size_t n, size_t start, int64_t T,
+                          const music_augment_opts *aug, mg_rng *rng, music_scratch *s,
                           int32_t *ids, int32_t *targets) {
     if (T < 1 || start + 1 >= n)
         return mg_set_error(
@@ -101,7 +101,7 @@ mg_status mg_music_window(const int32_t *tok, size_t n, size_t start, int64_t T,
     for (;;) {
         if (take > avail) take = avail;
         *rng = entry;
-        mg_status st = mg_augment_tokens(tok + start, take, aug, rng, &s->aug);
+        mg_status st = music_augment_tokens(tok + start, take, aug, rng, &s->aug);
         if (st) return st;
         if (s->aug.n >= want || take == avail) break;
         take *= 2;
@@ -125,8 +125,8 @@ static size_t find_piece(const uint64_t *cum, size_t n, uint64_t u) {
     return lo;
 }
 
-mg_status mg_music_batch(const mg_music_data *d, int64_t B, int64_t T, const mg_augment_opts *aug,
-                         mg_rng *rng, mg_music_scratch *s, int32_t *ids, int32_t *targets) {
+mg_status music_batch(const music_data *d, int64_t B, int64_t T, const music_augment_opts *aug,
+                         mg_rng *rng, music_scratch *s, int32_t *ids, int32_t *targets) {
     if (d->n_train == 0 || d->train_cum[d->n_train] == 0)
         return mg_set_error(MG_ERR_INVALID, "music batch: there are no training pieces");
     uint64_t total = d->train_cum[d->n_train];
@@ -134,22 +134,22 @@ mg_status mg_music_batch(const mg_music_data *d, int64_t B, int64_t T, const mg_
         /* 64 random bits times the number of starts, high half: uniform up to 2^-64 bias */
         uint64_t u = (uint64_t)(((unsigned __int128)mg_rng_next(rng) * total) >> 64);
         size_t k = find_piece(d->train_cum, d->n_train, u);
-        const mg_music_piece *p = &d->pieces[d->train_idx[k]];
-        mg_status st = mg_music_window(p->tok, p->n, (size_t)(u - d->train_cum[k]), T, aug, rng, s,
+        const music_piece *p = &d->pieces[d->train_idx[k]];
+        mg_status st = music_window(p->tok, p->n, (size_t)(u - d->train_cum[k]), T, aug, rng, s,
                                        ids + b * T, targets + b * T);
         if (st) return st;
     }
     return MG_OK;
 }
 
-void mg_music_windows_free(mg_music_windows *w) {
+void music_windows_free(music_windows *w) {
     free(w->piece);
     free(w->start);
     memset(w, 0, sizeof *w);
 }
 
-mg_status mg_music_val_windows(const mg_music_data *d, int64_t T, size_t max_count,
-                               mg_music_windows *w) {
+mg_status music_val_windows(const music_data *d, int64_t T, size_t max_count,
+                               music_windows *w) {
     memset(w, 0, sizeof *w);
     if (T < 1) return mg_set_error(MG_ERR_INVALID, "validation windows: T = %lld", (long long)T);
     size_t total = 0;
@@ -160,13 +160,13 @@ mg_status mg_music_val_windows(const mg_music_data *d, int64_t T, size_t max_cou
     w->piece = malloc(count * sizeof *w->piece);
     w->start = malloc(count * sizeof *w->start);
     if (!w->piece || !w->start) {
-        mg_music_windows_free(w);
+        music_windows_free(w);
         return mg_set_error(MG_ERR_NOMEM, "out of memory for %zu validation windows", count);
     }
     /* walk the cover windows in order, keeping the j-th one when it is floor(k * total / count) */
     size_t j = 0, k = 0;
     for (size_t i = 0; i < d->n && k < count; i++) {
-        const mg_music_piece *p = &d->pieces[i];
+        const music_piece *p = &d->pieces[i];
         if (!p->val) continue;
         for (size_t s = 0; s + 1 < p->n && k < count; s += (size_t)T, j++) {
             if (j != (size_t)((unsigned __int128)k * total / count)) continue;

@@ -1,6 +1,6 @@
 /* Helpers shared by the music library's files; not part of its API. */
-#ifndef MG_MUSIC_INTERNAL_H
-#define MG_MUSIC_INTERNAL_H
+#ifndef MUSIC_INTERNAL_H
+#define MUSIC_INTERNAL_H
 
 #include "music.h"
 

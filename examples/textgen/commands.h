@@ -1,6 +1,6 @@
 /* The `textgen` program's subcommands (one file each) and the helpers they share (main.c). */
-#ifndef MG_TEXTGEN_COMMANDS_H
-#define MG_TEXTGEN_COMMANDS_H
+#ifndef TG_COMMANDS_H
+#define TG_COMMANDS_H
 
 #include "textgen.h"
 

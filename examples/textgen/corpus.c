@@ -42,7 +42,7 @@ static mg_status read_one(const char *path, char **buf, size_t *n, size_t *cap) 
     return MG_OK;
 }
 
-mg_status mg_text_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out) {
+mg_status tg_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (n_paths < 1) return mg_set_error(MG_ERR_INVALID, "no text file given");
@@ -62,7 +62,7 @@ mg_status mg_text_read_files(const char *const *paths, int n_paths, char **out, 
     return MG_OK;
 }
 
-char *mg_text_kjv_path(char *buf, size_t n) {
+char *tg_kjv_path(char *buf, size_t n) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (xdg && xdg[0] == '/') snprintf(buf, n, "%s/minigrad/kjv.txt", xdg);
     else if (home && *home) snprintf(buf, n, "%s/.cache/minigrad/kjv.txt", home);
@@ -96,7 +96,7 @@ static mg_status make_parent_dirs(const char *path) {
 
 #define KJV_HINT "install it (sudo apt-get install bible-kjv) or pass --data FILE with any UTF-8 text"
 
-mg_status mg_text_kjv_make(const char *path) {
+mg_status tg_kjv_make(const char *path) {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) return MG_OK;
     if (!on_path("bible"))

@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-mg_status mg_text_data_make(mg_text_data *d, const mg_text_vocab *v, const char *text, size_t n, int64_t block,
+mg_status tg_data_make(tg_data *d, const tg_vocab *v, const char *text, size_t n, int64_t block,
                             const char *name) {
     memset(d, 0, sizeof *d);
     if (block < 1) return mg_set_error(MG_ERR_INVALID, "the context length must be at least 1, got %lld", (long long)block);
     if (n == 0) return mg_set_error(MG_ERR_FORMAT, "%s: the text is empty", name);
     d->ids = malloc(n * sizeof *d->ids);
     if (!d->ids) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory for %zu tokens", name, n);
-    mg_status st = mg_text_encode(v, text, n, d->ids, &d->n, name);
+    mg_status st = tg_encode(v, text, n, d->ids, &d->n, name);
     if (st != MG_OK) {
-        mg_text_data_free(d);
+        tg_data_free(d);
         return st;
     }
     d->n_train = d->n / 10 * 9 + d->n % 10 * 9 / 10; /* floor(0.9 n) without overflow */
@@ -22,17 +22,17 @@ mg_status mg_text_data_make(mg_text_data *d, const mg_text_vocab *v, const char 
                           "shorter than one context window of %lld tokens plus its next-token target; use a longer "
                           "text or a smaller --block-size (at most %lld here)", name, d->n, d->n_train,
                           (long long)block, (long long)d->n_train - 1);
-        mg_text_data_free(d);
+        tg_data_free(d);
     }
     return st;
 }
 
-void mg_text_data_free(mg_text_data *d) {
+void tg_data_free(tg_data *d) {
     free(d->ids);
     memset(d, 0, sizeof *d);
 }
 
-void mg_text_batch(const mg_text_data *d, int64_t B, int64_t T, mg_rng *rng, int32_t *ids, int32_t *targets) {
+void tg_batch(const tg_data *d, int64_t B, int64_t T, mg_rng *rng, int32_t *ids, int32_t *targets) {
     uint64_t starts = d->n_train - (size_t)T; /* offsets 0 .. n_train - T - 1 */
     for (int64_t b = 0; b < B; b++) {
         /* Multiply-shift maps 64 random bits onto [0, starts) for corpora of any size. */
@@ -43,12 +43,12 @@ void mg_text_batch(const mg_text_data *d, int64_t B, int64_t T, mg_rng *rng, int
     }
 }
 
-void mg_text_windows_free(mg_text_windows *w) {
+void tg_windows_free(tg_windows *w) {
     free(w->start);
     memset(w, 0, sizeof *w);
 }
 
-mg_status mg_text_val_windows(mg_text_windows *w, size_t n, int64_t T, size_t count) {
+mg_status tg_val_windows(tg_windows *w, size_t n, int64_t T, size_t count) {
     memset(w, 0, sizeof *w);
     if (n < 2 || count == 0 || T < 1) return MG_OK;
     w->len = (size_t)T < n - 1 ? T : (int64_t)(n - 1);
@@ -62,7 +62,7 @@ mg_status mg_text_val_windows(mg_text_windows *w, size_t n, int64_t T, size_t co
     return MG_OK;
 }
 
-mg_status mg_text_cover_windows(mg_text_windows *w, size_t n, int64_t T, int64_t *last_len) {
+mg_status tg_cover_windows(tg_windows *w, size_t n, int64_t T, int64_t *last_len) {
     memset(w, 0, sizeof *w);
     *last_len = 0;
     if (n < 2 || T < 1) return MG_OK;

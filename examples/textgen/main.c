@@ -49,8 +49,8 @@ mg_status textgen_read_corpus(const char *const *files, int n, char **text, size
     char kjv[4096];
     const char *one[1];
     if (n == 0) {
-        one[0] = mg_text_kjv_path(kjv, sizeof kjv);
-        mg_status st = mg_text_kjv_make(kjv);
+        one[0] = tg_kjv_path(kjv, sizeof kjv);
+        mg_status st = tg_kjv_make(kjv);
         if (st != MG_OK) return st;
         files = one, n = 1;
     }
@@ -59,7 +59,7 @@ mg_status textgen_read_corpus(const char *const *files, int n, char **text, size
         snprintf(label, label_n, "%s + %d more", base ? base + 1 : files[0], n - 1);
     else
         snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
-    return mg_text_read_files(files, n, text, len);
+    return tg_read_files(files, n, text, len);
 }
 
 int textgen_split_list(const char *list, const char ***out) {
@@ -88,7 +88,7 @@ int textgen_split_list(const char *list, const char ***out) {
 bool textgen_print_token(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
     (void)step, (void)logits, (void)vocab;
     char s[4];
-    int n = mg_text_decode_one(user, token, s);
+    int n = tg_decode_one(user, token, s);
     fwrite(s, 1, (size_t)n, stdout);
     fflush(stdout);
     return true;

@@ -6,21 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mg_text_vocab_meta(const mg_text_vocab *v, mg_st_meta meta[2]) {
-    meta[0] = (mg_st_meta){MG_TEXT_META_TOKENIZER, mg_tokenizer_name(v->kind)};
-    if (v->kind == MG_TOKENIZER_BYTE) return 1;
-    meta[1] = (mg_st_meta){MG_TEXT_META_CHARS, v->chars};
+int tg_vocab_meta(const tg_vocab *v, mg_st_meta meta[2]) {
+    meta[0] = (mg_st_meta){TG_META_TOKENIZER, tg_tokenizer_name(v->kind)};
+    if (v->kind == TG_TOKENIZER_BYTE) return 1;
+    meta[1] = (mg_st_meta){TG_META_CHARS, v->chars};
     return 2;
 }
 
-mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_file **file_out) {
+mg_status tg_load(const char *path, mg_gpt **g, tg_vocab *v, mg_st_file **file_out) {
     mg_st_file *f = NULL;
     *g = NULL;
     memset(v, 0, sizeof *v);
     if (file_out) *file_out = NULL;
     mg_status st = mg_gpt_from_checkpoint(path, g, &f);
     if (st != MG_OK) return st;
-    st = mg_text_vocab_from_meta(v, mg_st_meta_get(f, MG_TEXT_META_TOKENIZER), mg_st_meta_get(f, MG_TEXT_META_CHARS),
+    st = tg_vocab_from_meta(v, mg_st_meta_get(f, TG_META_TOKENIZER), mg_st_meta_get(f, TG_META_CHARS),
                                  mg_gpt_cfg(*g)->vocab_size, path);
     if (st != MG_OK) {
         mg_st_close(f);
@@ -34,14 +34,14 @@ mg_status mg_text_load(const char *path, mg_gpt **g, mg_text_vocab *v, mg_st_fil
 }
 
 /* One forward pass over nb windows of length len starting at starts[0..nb). */
-static mg_status eval_batch(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
-                            const size_t *starts, int64_t nb, int64_t len, mg_text_loss *sum) {
+static mg_status eval_batch(ex_evaluator *e, mg_gpt *g, const tg_vocab *v, const int32_t *ids,
+                            const size_t *starts, int64_t nb, int64_t len, tg_loss *sum) {
     int64_t chars = 0;
     for (int64_t b = 0; b < nb; b++) {
         memcpy(e->x + b * len, ids + starts[b], (size_t)len * sizeof *e->x);
         memcpy(e->y + b * len, ids + starts[b] + 1, (size_t)len * sizeof *e->y);
     }
-    if (v->kind == MG_TOKENIZER_BYTE)
+    if (v->kind == TG_TOKENIZER_BYTE)
         for (int64_t i = 0; i < nb * len; i++) chars += (e->y[i] & 0xC0) != 0x80;
     else
         chars = nb * len;
@@ -54,8 +54,8 @@ static mg_status eval_batch(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, 
     return MG_OK;
 }
 
-mg_status mg_text_eval_windows(ex_evaluator *e, mg_gpt *g, const mg_text_vocab *v, const int32_t *ids,
-                               const mg_text_windows *w, int64_t last_len, mg_text_loss *sum) {
+mg_status tg_eval_windows(ex_evaluator *e, mg_gpt *g, const tg_vocab *v, const int32_t *ids,
+                               const tg_windows *w, int64_t last_len, tg_loss *sum) {
     if (w->len > e->T)
         return mg_set_error(MG_ERR_INVALID, "evaluation windows of %lld tokens exceed the %lld the buffers hold",
                             (long long)w->len, (long long)e->T);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mg_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+int tg_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     unsigned c = s[0];
     if (c < 0x80) {
         *cp = c;
@@ -27,7 +27,7 @@ int mg_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     return len;
 }
 
-int mg_utf8_encode(uint32_t cp, char out[4]) {
+int tg_utf8_encode(uint32_t cp, char out[4]) {
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;
@@ -52,39 +52,39 @@ int mg_utf8_encode(uint32_t cp, char out[4]) {
     return 4;
 }
 
-char *mg_text_char_name(uint32_t cp, char *buf, size_t n) {
+char *tg_char_name(uint32_t cp, char *buf, size_t n) {
     static const char *const esc[] = {['\n'] = "\\n", ['\t'] = "\\t", ['\r'] = "\\r"};
     char u[5] = {0};
     if (cp < sizeof esc / sizeof esc[0] && esc[cp])
         snprintf(buf, n, "'%s'", esc[cp]);
     else if (cp >= 0x20 && cp < 0x7F)
         snprintf(buf, n, "'%c'", (char)cp);
-    else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || !mg_utf8_encode(cp, u))
+    else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || !tg_utf8_encode(cp, u))
         snprintf(buf, n, "U+%04X", (unsigned)cp);
     else
         snprintf(buf, n, "U+%04X '%s'", (unsigned)cp, u);
     return buf;
 }
 
-mg_status mg_tokenizer_parse(const char *name, mg_tokenizer_kind *out) {
-    if (name && strcmp(name, "char") == 0) *out = MG_TOKENIZER_CHAR;
-    else if (name && strcmp(name, "byte") == 0) *out = MG_TOKENIZER_BYTE;
+mg_status tg_tokenizer_parse(const char *name, tg_tokenizer_kind *out) {
+    if (name && strcmp(name, "char") == 0) *out = TG_TOKENIZER_CHAR;
+    else if (name && strcmp(name, "byte") == 0) *out = TG_TOKENIZER_BYTE;
     else return mg_set_error(MG_ERR_INVALID, "unknown tokenizer '%s' (known: char, byte)", name ? name : "");
     return MG_OK;
 }
 
-const char *mg_tokenizer_name(mg_tokenizer_kind k) { return k == MG_TOKENIZER_BYTE ? "byte" : "char"; }
+const char *tg_tokenizer_name(tg_tokenizer_kind k) { return k == TG_TOKENIZER_BYTE ? "byte" : "char"; }
 
-void mg_text_vocab_free(mg_text_vocab *v) {
+void tg_vocab_free(tg_vocab *v) {
     free(v->cps);
     free(v->chars);
     memset(v, 0, sizeof *v);
 }
 
 /* Fills low[] and chars from cps[0, size). */
-static mg_status vocab_finish(mg_text_vocab *v) {
+static mg_status vocab_finish(tg_vocab *v) {
     for (int i = 0; i < 256; i++) v->low[i] = -1;
-    if (v->kind == MG_TOKENIZER_BYTE) {
+    if (v->kind == TG_TOKENIZER_BYTE) {
         for (int i = 0; i < 256; i++) v->low[i] = i;
         return MG_OK;
     }
@@ -93,7 +93,7 @@ static mg_status vocab_finish(mg_text_vocab *v) {
     size_t off = 0;
     for (int32_t i = 0; i < v->size; i++) {
         if (v->cps[i] < 256) v->low[v->cps[i]] = i;
-        off += (size_t)mg_utf8_encode(v->cps[i], v->chars + off);
+        off += (size_t)tg_utf8_encode(v->cps[i], v->chars + off);
     }
     v->chars[off] = 0;
     return MG_OK;
@@ -111,12 +111,12 @@ static mg_status utf8_error(const char *name, const unsigned char *s, size_t n, 
                         name, off, bytes);
 }
 
-mg_status mg_text_vocab_build(mg_text_vocab *v, mg_tokenizer_kind kind, const char *text, size_t n,
+mg_status tg_vocab_build(tg_vocab *v, tg_tokenizer_kind kind, const char *text, size_t n,
                               const char *name) {
     memset(v, 0, sizeof *v);
     v->kind = kind;
     if (n == 0) return mg_set_error(MG_ERR_FORMAT, "%s: the text is empty", name);
-    if (kind == MG_TOKENIZER_BYTE) {
+    if (kind == TG_TOKENIZER_BYTE) {
         v->size = 256;
         return vocab_finish(v);
     }
@@ -127,7 +127,7 @@ mg_status mg_text_vocab_build(mg_text_vocab *v, mg_tokenizer_kind kind, const ch
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        int len = s[i] ? mg_utf8_decode(s + i, n - i, &cp) : 0;
+        int len = s[i] ? tg_utf8_decode(s + i, n - i, &cp) : 0;
         if (!len) {
             free(seen);
             return utf8_error(name, s, n, i);
@@ -146,19 +146,19 @@ mg_status mg_text_vocab_build(mg_text_vocab *v, mg_tokenizer_kind kind, const ch
         if (seen[cp >> 6] >> (cp & 63) & 1) v->cps[v->size++] = cp;
     free(seen);
     mg_status st = vocab_finish(v);
-    if (st != MG_OK) mg_text_vocab_free(v);
+    if (st != MG_OK) tg_vocab_free(v);
     return st;
 }
 
-mg_status mg_text_vocab_from_meta(mg_text_vocab *v, const char *tokenizer, const char *chars,
+mg_status tg_vocab_from_meta(tg_vocab *v, const char *tokenizer, const char *chars,
                                   int64_t vocab_size, const char *origin) {
     memset(v, 0, sizeof *v);
-    mg_tokenizer_kind kind = MG_TOKENIZER_CHAR;
-    if (tokenizer && mg_tokenizer_parse(tokenizer, &kind) != MG_OK)
+    tg_tokenizer_kind kind = TG_TOKENIZER_CHAR;
+    if (tokenizer && tg_tokenizer_parse(tokenizer, &kind) != MG_OK)
         return mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s': unknown tokenizer '%s' (known: char, byte)", origin,
-                            MG_TEXT_META_TOKENIZER, tokenizer);
+                            TG_META_TOKENIZER, tokenizer);
     v->kind = kind;
-    if (kind == MG_TOKENIZER_BYTE) {
+    if (kind == TG_TOKENIZER_BYTE) {
         if (vocab_size != 256)
             return mg_set_error(MG_ERR_FORMAT, "%s: metadata 'vocab_size' is %lld but a byte tokenizer has 256 ids",
                                 origin, (long long)vocab_size);
@@ -167,7 +167,7 @@ mg_status mg_text_vocab_from_meta(mg_text_vocab *v, const char *tokenizer, const
     }
     if (!chars)
         return mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s' is missing: the checkpoint does not say which "
-                            "characters its ids stand for", origin, MG_TEXT_META_CHARS);
+                            "characters its ids stand for", origin, TG_META_CHARS);
     size_t n = strlen(chars);
     v->cps = malloc((n + 1) * sizeof *v->cps);
     if (!v->cps) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the vocabulary", origin);
@@ -175,27 +175,27 @@ mg_status mg_text_vocab_from_meta(mg_text_vocab *v, const char *tokenizer, const
     mg_status st = MG_OK;
     for (size_t i = 0; i < n && st == MG_OK;) {
         uint32_t cp;
-        int len = mg_utf8_decode(s + i, n - i, &cp);
+        int len = tg_utf8_decode(s + i, n - i, &cp);
         if (!len)
-            st = mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s': invalid UTF-8 at byte %zu", origin, MG_TEXT_META_CHARS, i);
+            st = mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s': invalid UTF-8 at byte %zu", origin, TG_META_CHARS, i);
         else if (v->size > 0 && cp <= v->cps[v->size - 1])
             st = mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s': the characters must be distinct and in ascending "
-                              "order, but character %d (U+%04X) follows U+%04X", origin, MG_TEXT_META_CHARS,
+                              "order, but character %d (U+%04X) follows U+%04X", origin, TG_META_CHARS,
                               (int)v->size, (unsigned)cp, (unsigned)v->cps[v->size - 1]);
         else
             v->cps[v->size++] = cp, i += (size_t)len;
     }
     if (st == MG_OK && v->size != vocab_size)
         st = mg_set_error(MG_ERR_FORMAT, "%s: metadata '%s' holds %d characters but 'vocab_size' is %lld", origin,
-                          MG_TEXT_META_CHARS, (int)v->size, (long long)vocab_size);
+                          TG_META_CHARS, (int)v->size, (long long)vocab_size);
     if (st == MG_OK) st = vocab_finish(v);
-    if (st != MG_OK) mg_text_vocab_free(v);
+    if (st != MG_OK) tg_vocab_free(v);
     return st;
 }
 
-int32_t mg_text_vocab_id(const mg_text_vocab *v, uint32_t cp) {
+int32_t tg_vocab_id(const tg_vocab *v, uint32_t cp) {
     if (cp < 256) return v->low[cp];
-    if (v->kind == MG_TOKENIZER_BYTE) return -1;
+    if (v->kind == TG_TOKENIZER_BYTE) return -1;
     size_t lo = 0, hi = (size_t)v->size;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -205,11 +205,11 @@ int32_t mg_text_vocab_id(const mg_text_vocab *v, uint32_t cp) {
     return lo < (size_t)v->size && v->cps[lo] == cp ? (int32_t)lo : -1;
 }
 
-mg_status mg_text_encode(const mg_text_vocab *v, const char *text, size_t n, int32_t *out, size_t *n_out,
+mg_status tg_encode(const tg_vocab *v, const char *text, size_t n, int32_t *out, size_t *n_out,
                          const char *name) {
     const unsigned char *s = (const unsigned char *)text;
     size_t k = 0;
-    if (v->kind == MG_TOKENIZER_BYTE) {
+    if (v->kind == TG_TOKENIZER_BYTE) {
         for (size_t i = 0; i < n; i++) out[i] = s[i];
         *n_out = n;
         return MG_OK;
@@ -220,15 +220,15 @@ mg_status mg_text_encode(const mg_text_vocab *v, const char *text, size_t n, int
         int len;
         if (s[i] < 0x80) { /* the common case, without a call */
             cp = s[i], len = 1;
-        } else if (!(len = mg_utf8_decode(s + i, n - i, &cp))) {
+        } else if (!(len = tg_utf8_decode(s + i, n - i, &cp))) {
             *n_out = k;
             return utf8_error(name, s, n, i);
         }
-        if ((id = mg_text_vocab_id(v, cp)) < 0) {
+        if ((id = tg_vocab_id(v, cp)) < 0) {
             char cn[48];
             *n_out = k;
             return mg_set_error(MG_ERR_INVALID, "%s: byte offset %zu: the character %s is not in the vocabulary "
-                                "(%d characters)", name, i, mg_text_char_name(cp, cn, sizeof cn), (int)v->size);
+                                "(%d characters)", name, i, tg_char_name(cp, cn, sizeof cn), (int)v->size);
         }
         out[k++] = id;
         i += (size_t)len;
@@ -237,20 +237,20 @@ mg_status mg_text_encode(const mg_text_vocab *v, const char *text, size_t n, int
     return MG_OK;
 }
 
-int mg_text_decode_one(const mg_text_vocab *v, int32_t id, char out[4]) {
+int tg_decode_one(const tg_vocab *v, int32_t id, char out[4]) {
     if (id < 0 || id >= v->size) return 0;
-    if (v->kind == MG_TOKENIZER_BYTE) {
+    if (v->kind == TG_TOKENIZER_BYTE) {
         out[0] = (char)id;
         return 1;
     }
-    return mg_utf8_encode(v->cps[id], out);
+    return tg_utf8_encode(v->cps[id], out);
 }
 
-char *mg_text_decode(const mg_text_vocab *v, const int32_t *ids, size_t n) {
+char *tg_decode(const tg_vocab *v, const int32_t *ids, size_t n) {
     char *s = malloc(n * 4 + 1);
     if (!s) return NULL;
     size_t off = 0;
-    for (size_t i = 0; i < n; i++) off += (size_t)mg_text_decode_one(v, ids[i], s + off);
+    for (size_t i = 0; i < n; i++) off += (size_t)tg_decode_one(v, ids[i], s + off);
     s[off] = 0;
     return s;
 }
