@@ -10,6 +10,8 @@
 #ifndef MINIGRAD_BASE_H
 #define MINIGRAD_BASE_H
 
+#include "minigrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,37 +36,37 @@ typedef enum mg_status {
 
 /* The message of the last recoverable error on this thread ("" when none). The string stays valid
  * until the next call that sets an error on the same thread. */
-const char *mg_last_error(void);
+MG_API const char *mg_last_error(void);
 
 /* Sets the thread's last error (printf-style) and returns `code`, so callers can write
  * `return mg_set_error(MG_ERR_FORMAT, "%s: offset %zu: ...", path, off);`. */
-mg_status mg_set_error(mg_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MG_API mg_status mg_set_error(mg_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the current message with more context: "<prefix>: <old message>". Returns `code`. */
-mg_status mg_wrap_error(mg_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MG_API mg_status mg_wrap_error(mg_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-void mg_clear_error(void);
-const char *mg_status_str(mg_status s);
+MG_API void mg_clear_error(void);
+MG_API const char *mg_status_str(mg_status s);
 
 /* ---- logging: stderr by default; a program can redirect it ---- */
 typedef enum { MG_LOG_DEBUG, MG_LOG_INFO, MG_LOG_WARN, MG_LOG_ERROR } mg_log_level;
 typedef void (*mg_log_fn)(mg_log_level level, const char *msg, void *user);
-void mg_log_set(mg_log_fn fn, void *user); /* NULL restores the default */
-void mg_log(mg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MG_API void mg_log_set(mg_log_fn fn, void *user); /* NULL restores the default */
+MG_API void mg_log(mg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- threads ---- */
 /* Number of threads kernels use (OpenMP). n <= 0 means "all available". Results are bit-identical
  * whatever the count. Returns the count now in effect (1 when built without OpenMP). */
-int mg_set_num_threads(int n);
-int mg_get_num_threads(void);
-bool mg_have_openmp(void);
+MG_API int mg_set_num_threads(int n);
+MG_API int mg_get_num_threads(void);
+MG_API bool mg_have_openmp(void);
 
 /* ---- aligned memory (64-byte) for slabs and buffers the library owns ---- */
-void *mg_aligned_alloc(size_t bytes); /* NULL on failure; contents undefined */
-void mg_aligned_free(void *p);
+MG_API void *mg_aligned_alloc(size_t bytes); /* NULL on failure; contents undefined */
+MG_API void mg_aligned_free(void *p);
 
 /* Wall clock in seconds (monotonic). */
-double mg_time(void);
+MG_API double mg_time(void);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@
 #ifndef MINIGRAD_CHECKPOINT_H
 #define MINIGRAD_CHECKPOINT_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/optim.h"
 #include "minigrad/params.h"
 #include "minigrad/safetensors.h"
@@ -23,23 +25,23 @@ extern "C" {
 
 /* grads == true writes the gradient slab instead of the values, under the same names
  * (gradient dumps for cross-checking against other frameworks). */
-mg_status mg_checkpoint_save(const char *path, const mg_params *p, bool grads, const mg_st_meta *meta,
+MG_API mg_status mg_checkpoint_save(const char *path, const mg_params *p, bool grads, const mg_st_meta *meta,
                              int n_meta);
 
 /* Every parameter must be in the file with its exact shape, and nothing else may be.
  * file_out (may be NULL) receives the open file for reading its metadata. */
-mg_status mg_checkpoint_load(const char *path, mg_params *p, mg_st_file **file_out);
+MG_API mg_status mg_checkpoint_load(const char *path, mg_params *p, mg_st_file **file_out);
 
-mg_status mg_train_state_save(const char *path, const mg_optim *o, const mg_params *p,
+MG_API mg_status mg_train_state_save(const char *path, const mg_optim *o, const mg_params *p,
                               const mg_st_meta *meta, int n_meta);
-mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p, mg_st_file **file_out);
+MG_API mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p, mg_st_file **file_out);
 
 /* Metadata values are strings; these read integers back with errors naming the file and key. */
-mg_status mg_meta_get_u64(const mg_st_file *f, const char *key, uint64_t *out);
-mg_status mg_meta_get_i64(const mg_st_file *f, const char *key, int64_t *out);
+MG_API mg_status mg_meta_get_u64(const mg_st_file *f, const char *key, uint64_t *out);
+MG_API mg_status mg_meta_get_i64(const mg_st_file *f, const char *key, int64_t *out);
 /* Decimal text of v in buf (at least 24 bytes); returns buf. */
-char *mg_meta_fmt_u64(char *buf, uint64_t v);
-char *mg_meta_fmt_i64(char *buf, int64_t v);
+MG_API char *mg_meta_fmt_u64(char *buf, uint64_t v);
+MG_API char *mg_meta_fmt_i64(char *buf, int64_t v);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #ifndef MINIGRAD_CONFIG_H
 #define MINIGRAD_CONFIG_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/base.h"
 
 #ifdef __cplusplus
@@ -37,67 +39,67 @@ extern "C" {
 typedef struct mg_config mg_config;
 
 /* `name` says what the config configures ("layer 'linear' (h.0.attn.c_attn)"), for messages. */
-mg_config *mg_config_new(const char *name);
-void mg_config_free(mg_config *c); /* NULL is a no-op */
-const char *mg_config_name(const mg_config *c);
+MG_API mg_config *mg_config_new(const char *name);
+MG_API void mg_config_free(mg_config *c); /* NULL is a no-op */
+MG_API const char *mg_config_name(const mg_config *c);
 /* Records where the whole config came from (a file's section header), used in messages about
  * keys that are missing (and therefore have no line of their own). */
-void mg_config_set_origin(mg_config *c, const char *file, int line);
+MG_API void mg_config_set_origin(mg_config *c, const char *file, int line);
 
-mg_status mg_config_set(mg_config *c, const char *key, const char *value);
-mg_status mg_config_setf(mg_config *c, const char *key, const char *fmt, ...)
+MG_API mg_status mg_config_set(mg_config *c, const char *key, const char *value);
+MG_API mg_status mg_config_setf(mg_config *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* `file` may be NULL (then line is ignored). */
-mg_status mg_config_set_at(mg_config *c, const char *key, const char *value, const char *file, int line);
-mg_status mg_config_offer(mg_config *c, const char *key, const char *value);
-mg_status mg_config_offerf(mg_config *c, const char *key, const char *fmt, ...)
+MG_API mg_status mg_config_set_at(mg_config *c, const char *key, const char *value, const char *file, int line);
+MG_API mg_status mg_config_offer(mg_config *c, const char *key, const char *value);
+MG_API mg_status mg_config_offerf(mg_config *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Sets every `key=value` of a comma-separated list ("base=500000,init_range=0.05"). */
-mg_status mg_config_set_list(mg_config *c, const char *list);
+MG_API mg_status mg_config_set_list(mg_config *c, const char *list);
 /* Copies every entry of `src` (its kind, file and line kept). */
-mg_status mg_config_copy(mg_config *dst, const mg_config *src);
+MG_API mg_status mg_config_copy(mg_config *dst, const mg_config *src);
 
-bool mg_config_has(const mg_config *c, const char *key);
+MG_API bool mg_config_has(const mg_config *c, const char *key);
 /* "file:line: name" of key's entry (or of the config's origin when the key has no line, or just
  * the name) into buf; returns buf. For messages about a value that parsed but does not fit. */
-const char *mg_config_where(const mg_config *c, const char *key, char *buf, size_t n);
-int mg_config_len(const mg_config *c);
-const char *mg_config_key(const mg_config *c, int i);   /* NULL if out of range */
-const char *mg_config_value(const mg_config *c, int i); /* NULL if out of range */
+MG_API const char *mg_config_where(const mg_config *c, const char *key, char *buf, size_t n);
+MG_API int mg_config_len(const mg_config *c);
+MG_API const char *mg_config_key(const mg_config *c, int i);   /* NULL if out of range */
+MG_API const char *mg_config_value(const mg_config *c, int i); /* NULL if out of range */
 
 /* Typed getters. An absent key gives `def`; a present key must parse completely and lie in
  * [min, max]. A default outside [min, max] makes the key required ("missing required key").
  * Booleans accept true/false/1/0/yes/no/on/off. On any problem the config records the first
  * error (see mg_config_status) and the getter returns `def`. */
-int64_t mg_config_int(mg_config *c, const char *key, int64_t def, int64_t min, int64_t max);
-double mg_config_float(mg_config *c, const char *key, double def, double min, double max);
-bool mg_config_bool(mg_config *c, const char *key, bool def);
+MG_API int64_t mg_config_int(mg_config *c, const char *key, int64_t def, int64_t min, int64_t max);
+MG_API double mg_config_float(mg_config *c, const char *key, double def, double min, double max);
+MG_API bool mg_config_bool(mg_config *c, const char *key, bool def);
 /* def may be NULL: then the key is required. */
-const char *mg_config_str(mg_config *c, const char *key, const char *def);
+MG_API const char *mg_config_str(mg_config *c, const char *key, const char *def);
 /* One of `choices` (a NULL-terminated list); returns its index, or def when the key is absent. */
-int mg_config_choice(mg_config *c, const char *key, const char *const *choices, int def);
+MG_API int mg_config_choice(mg_config *c, const char *key, const char *const *choices, int def);
 
 /* MG_OK, or the first getter error (which it also makes the thread's mg_last_error again). */
-mg_status mg_config_status(const mg_config *c);
+MG_API mg_status mg_config_status(const mg_config *c);
 /* MG_ERR_INVALID naming the first `set` key no getter asked for, its file and line, and the keys
  * the layer does know ("model.cfg:7: [embedding] unknown key 'dimm' (known keys: vocab, dim, ...)"). */
-mg_status mg_config_check_used(const mg_config *c);
+MG_API mg_status mg_config_check_used(const mg_config *c);
 
 /* ---- config files ---- */
 
 typedef struct mg_cfg_file mg_cfg_file;
 
 /* Reads and parses a file. Syntax errors name the file and line. */
-mg_status mg_cfg_file_read(const char *path, mg_cfg_file **out);
+MG_API mg_status mg_cfg_file_read(const char *path, mg_cfg_file **out);
 /* Parses text already in memory; `name` stands for the file name in messages. */
-mg_status mg_cfg_file_parse(const char *text, const char *name, mg_cfg_file **out);
-void mg_cfg_file_free(mg_cfg_file *f);
+MG_API mg_status mg_cfg_file_parse(const char *text, const char *name, mg_cfg_file **out);
+MG_API void mg_cfg_file_free(mg_cfg_file *f);
 
-const char *mg_cfg_file_path(const mg_cfg_file *f);
-int mg_cfg_file_count(const mg_cfg_file *f);                          /* sections, in file order */
-const char *mg_cfg_file_section(const mg_cfg_file *f, int i);         /* its [name] */
-int mg_cfg_file_line(const mg_cfg_file *f, int i);                    /* line of its header */
-mg_config *mg_cfg_file_config(const mg_cfg_file *f, int i);           /* owned by the file */
+MG_API const char *mg_cfg_file_path(const mg_cfg_file *f);
+MG_API int mg_cfg_file_count(const mg_cfg_file *f);                          /* sections, in file order */
+MG_API const char *mg_cfg_file_section(const mg_cfg_file *f, int i);         /* its [name] */
+MG_API int mg_cfg_file_line(const mg_cfg_file *f, int i);                    /* line of its header */
+MG_API mg_config *mg_cfg_file_config(const mg_cfg_file *f, int i);           /* owned by the file */
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 #ifndef MINIGRAD_GPT_H
 #define MINIGRAD_GPT_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/layer.h"
 #include "minigrad/safetensors.h"
 
@@ -42,54 +44,54 @@ typedef struct mg_gpt_config {
 
 /* GPT-2 style defaults with small sizes: vocab 256, block 128, 4 layers, 4 heads, 128 wide,
  * pos learned, dropout 0, causal, tanh GELU, scale 1, tied head, init_std 0.02. */
-mg_gpt_config mg_gpt_config_default(void);
+MG_API mg_gpt_config mg_gpt_config_default(void);
 
 /* Reads a config from keys (the names of the fields; gelu = tanh|erf; head = tied|linear;
  * emb_scale accepts "sqrt" for sqrt(n_embd)), starting from `*out` for absent keys. Checks
  * every key was known and the sizes are consistent (n_embd % n_head == 0, even head dim for
  * rope...). */
-mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out);
+MG_API mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out);
 /* Reads the [gpt] section of a config file (the only section allowed), starting from the defaults. */
-mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out);
+MG_API mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out);
 /* Checkpoint metadata: DESIGN.md's keys (format, vocab_size, block_size, n_layer, n_head, n_embd,
  * pos) plus the others; strings written into `buf` (the mg_st_meta point into it). Returns the
  * number of entries (<= MG_GPT_META_MAX). */
 #define MG_GPT_META_MAX 16
 #define MG_GPT_META_LEN 128
-int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]);
+MG_API int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]);
 /* From an open checkpoint's metadata: format must be minigrad-gpt; keys beyond DESIGN.md's are
  * optional (defaults) and unknown keys are ignored (programs add their own, e.g. a tokenizer). */
-mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out);
+MG_API mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out);
 
 typedef struct mg_gpt mg_gpt;
 
 /* Builds the model and initialises its parameters from rng (may be NULL only if nothing random
  * is wanted, which for a GPT is never: pass one). */
-mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out);
-void mg_gpt_free(mg_gpt *g);
-const mg_gpt_config *mg_gpt_cfg(const mg_gpt *g);
-mg_params *mg_gpt_params(const mg_gpt *g);
-mg_layer *mg_gpt_layer(const mg_gpt *g); /* the root "gpt" layer */
-void mg_gpt_print(const mg_gpt *g, FILE *f); /* summary table (f NULL: the log) */
+MG_API mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out);
+MG_API void mg_gpt_free(mg_gpt *g);
+MG_API const mg_gpt_config *mg_gpt_cfg(const mg_gpt *g);
+MG_API mg_params *mg_gpt_params(const mg_gpt *g);
+MG_API mg_layer *mg_gpt_layer(const mg_gpt *g); /* the root "gpt" layer */
+MG_API void mg_gpt_print(const mg_gpt *g, FILE *f); /* summary table (f NULL: the log) */
 
 /* ids (B,T) int32 -> logits (B,T,vocab). args may be NULL (evaluation from position 0). With
  * learned tables, pos0 + T must not exceed block_size (raised on ctx). */
-mg_tensor *mg_gpt_forward(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, const mg_fwd *args);
+MG_API mg_tensor *mg_gpt_forward(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, const mg_fwd *args);
 /* Mean cross-entropy of forward(ids) against targets (B,T) int32; targets of -1 are ignored. */
-mg_tensor *mg_gpt_loss(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, mg_tensor *targets, const mg_fwd *args);
+MG_API mg_tensor *mg_gpt_loss(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, mg_tensor *targets, const mg_fwd *args);
 
 /* ---- checkpoints (safetensors; the weights only, under the parameter names) ---- */
 
 /* Writes every parameter with the config's metadata followed by `extra` (e.g. a tokenizer's
  * table; keys must not repeat the config's). Atomic. */
-mg_status mg_gpt_save(const mg_gpt *g, const char *path, const mg_st_meta *extra, int n_extra);
+MG_API mg_status mg_gpt_save(const mg_gpt *g, const char *path, const mg_st_meta *extra, int n_extra);
 /* Loads weights into an existing model. The file's metadata must describe this model (format and
  * every config key present in the file; the message names the key and both values), then every
  * tensor is checked (missing, extra, shape) before anything is written. */
-mg_status mg_gpt_load(mg_gpt *g, const char *path);
+MG_API mg_status mg_gpt_load(mg_gpt *g, const char *path);
 /* Builds a model from a checkpoint's metadata alone and loads its weights. *file_out (optional)
  * receives the open file for more metadata; the caller closes it with mg_st_close. */
-mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **file_out);
+MG_API mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **file_out);
 
 /* ---- generation ---- */
 
@@ -117,14 +119,14 @@ typedef struct mg_gen_opts {
  * learned table demands). Tokens are written to out (room for max_new_tokens; may be NULL) and
  * their number to *n_out (may be NULL). Randomness only from rng. Memory: one arena and the
  * caches, allocated once per call. */
-mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, const mg_gen_opts *opts,
+MG_API mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, const mg_gen_opts *opts,
                           mg_rng *rng, int32_t *out, int64_t *n_out);
 
 /* Picks a token from logits (n values) with the temperature / top-k / top-p rules above, drawing
  * at most one number from rng (none when greedy). scratch: MG_SAMPLE_SCRATCH(n) bytes, or NULL to
  * have it allocated and freed inside. Returns -1 only if scratch cannot be allocated. */
 #define MG_SAMPLE_SCRATCH(n) ((size_t)(n) * 8u)
-int32_t mg_sample_logits(const float *logits, int64_t n, float temperature, int64_t top_k, float top_p,
+MG_API int32_t mg_sample_logits(const float *logits, int64_t n, float temperature, int64_t top_k, float top_p,
                          mg_rng *rng, void *scratch);
 
 #ifdef __cplusplus

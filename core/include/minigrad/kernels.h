@@ -9,6 +9,8 @@
 #ifndef MINIGRAD_KERNELS_H
 #define MINIGRAD_KERNELS_H
 
+#include "minigrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,13 +21,13 @@ extern "C" {
 
 typedef enum mg_isa { MG_ISA_GENERIC = 0, MG_ISA_AVX2 = 1, MG_ISA_AVX512 = 2 } mg_isa;
 
-mg_isa mg_isa_detected(void); /* best path this CPU (and this build) supports */
-mg_isa mg_isa_active(void);   /* path in use now */
+MG_API mg_isa mg_isa_detected(void); /* best path this CPU (and this build) supports */
+MG_API mg_isa mg_isa_active(void);   /* path in use now */
 /* Forces a path (tests, benchmarks). Returns false, changing nothing, if the CPU lacks it. The
  * setting is process-wide; a kernel call reads it once on entry. Paths round differently, so their
  * results agree only within rounding (each path is bit-identical across thread counts). */
-bool mg_isa_force(mg_isa isa);
-const char *mg_isa_name(mg_isa isa);
+MG_API bool mg_isa_force(mg_isa isa);
+MG_API const char *mg_isa_name(mg_isa isa);
 
 /* C = alpha * op(A) @ op(B) + beta * C.
  * op(A) is M x K: A itself (lda >= K) or, when trans_a, the transpose of A stored K x M (lda >= M).
@@ -34,24 +36,24 @@ const char *mg_isa_name(mg_isa isa);
  * alpha == 0, C = beta * C and A and B are not read (they may be NULL).
  * Packed and cache-blocked, split over output tiles among the OpenMP threads
  * (core/kernels/gemm.c); M <= 4 (decode steps) streams B without packing. */
-void mg_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+MG_API void mg_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
-void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+MG_API void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc);
 
 /* Process-wide switch (like mg_isa_force): true makes mg_sgemm and mg_sgemm_batched run the plain
  * reference loops, so a test can compare a whole model on the reference twins against the fast
  * kernels (with mg_attn_set_impl and mg_rowops_set_impl). */
-void mg_sgemm_set_reference(bool on);
-bool mg_sgemm_get_reference(void);
+MG_API void mg_sgemm_set_reference(bool on);
+MG_API bool mg_sgemm_get_reference(void);
 
 /* `batch` independent GEMMs; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
  * A stride of 0 shares one matrix across the batch; stride_c == 0 accumulates the products into
  * one C in batch order (beta applies at each step, so use beta = 1 to sum them). Threads take
  * whole matrices when the batch is long or divides evenly among them, else split each in turn. */
-void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+MG_API void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, int64_t stride_a, const float *B,
                       int64_t ldb, int64_t stride_b, float beta, float *C, int64_t ldc,
                       int64_t stride_c);
@@ -92,31 +94,31 @@ typedef struct mg_attn_desc {
 } mg_attn_desc;
 
 /* Forward. lse may be NULL (inference: nothing for backward to keep). */
-size_t mg_attn_forward_workspace(const mg_attn_desc *a);
-void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+MG_API size_t mg_attn_forward_workspace(const mg_attn_desc *a);
+MG_API void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                      float *o, float *lse, void *ws, size_t ws_bytes);
 
 /* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
  * are what mg_attn_forward produced for the same q, k, v. */
-size_t mg_attn_backward_workspace(const mg_attn_desc *a);
-void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
+MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes);
 
 /* Reference twin: the straightforward version that materialises the probabilities
  * p (B,H,Tq,Tk) in forward and keeps them for backward. Same inputs, outputs and conventions. */
-void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+MG_API void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                          float *o, float *p);
-size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a);
-void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
+MG_API size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a);
+MG_API void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                           const float *p, const float *dO, float *dq, float *dk, float *dv,
                           void *ws, size_t ws_bytes);
 
 /* Which implementation mg_attention uses (tests and benchmarks compare them; default fused).
  * Process-wide, like mg_isa_force; read once per op call, and backward follows its forward. */
 typedef enum mg_attn_impl { MG_ATTN_FUSED = 0, MG_ATTN_REFERENCE = 1 } mg_attn_impl;
-void mg_attn_set_impl(mg_attn_impl impl);
-mg_attn_impl mg_attn_get_impl(void);
+MG_API void mg_attn_set_impl(mg_attn_impl impl);
+MG_API mg_attn_impl mg_attn_get_impl(void);
 /* ==== end of fused attention ==================================================================== */
 
 #ifdef __cplusplus

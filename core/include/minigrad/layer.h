@@ -33,6 +33,8 @@
 #ifndef MINIGRAD_LAYER_H
 #define MINIGRAD_LAYER_H
 
+#include "minigrad/export.h"
+
 #include <stdio.h>
 
 #include "minigrad/config.h"
@@ -108,62 +110,62 @@ typedef struct mg_layer_vtable {
  * Refused: wrong abi_version, struct_size smaller than this header's vtable, missing name, create
  * or forward, a name already registered, a pos_scheme already taken. The message names the layer,
  * both versions or sizes, and who registered the other one. */
-mg_status mg_register_layer(const mg_layer_vtable *vt);
-const mg_layer_vtable *mg_layer_find(const char *name);
-const mg_layer_vtable *mg_layer_find_pos(const char *scheme); /* by pos_scheme */
-int mg_layer_registered_count(void);
-const mg_layer_vtable *mg_layer_registered(int i); /* registration order; NULL if out of range */
+MG_API mg_status mg_register_layer(const mg_layer_vtable *vt);
+MG_API const mg_layer_vtable *mg_layer_find(const char *name);
+MG_API const mg_layer_vtable *mg_layer_find_pos(const char *scheme); /* by pos_scheme */
+MG_API int mg_layer_registered_count(void);
+MG_API const mg_layer_vtable *mg_layer_registered(int i); /* registration order; NULL if out of range */
 /* Where a layer kind came from: "built-in" or the plugin's path. */
-const char *mg_layer_origin(const char *name);
+MG_API const char *mg_layer_origin(const char *name);
 
 /* ---- instances ---- */
 
 /* Creates a layer of kind `type` named `prefix` ("" for a root whose parameters have plain names).
  * Declares its parameters in `params` (not yet allocated). Checks that every key of cfg was used. */
-mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, mg_params *params,
+MG_API mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, mg_params *params,
                           mg_layer **out);
-void mg_layer_free(mg_layer *l); /* NULL is a no-op */
+MG_API void mg_layer_free(mg_layer *l); /* NULL is a no-op */
 
 /* Runs vt->forward (the placeholder if ctx has failed). args may be NULL (a zeroed mg_fwd). */
-mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+MG_API mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
 
-const mg_layer_vtable *mg_layer_vt(const mg_layer *l);
-const char *mg_layer_prefix(const mg_layer *l);
-void *mg_layer_state(const mg_layer *l);
+MG_API const mg_layer_vtable *mg_layer_vt(const mg_layer *l);
+MG_API const char *mg_layer_prefix(const mg_layer *l);
+MG_API void *mg_layer_state(const mg_layer *l);
 
 /* For use inside create: */
 /* Declares "<prefix>.<local>" (or `local` at a root) and remembers it as this layer's. NULL (with
  * mg_last_error) on failure; the store's rules apply (unique name, positive dims). */
-mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, int ndim,
+MG_API mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, int ndim,
                           const int64_t *shape, mg_init init, uint32_t flags);
 /* Creates sublayer "<prefix>.<local>" of kind `type` ("" for local keeps the parent's prefix, so a
  * wrapper can own a layer under its own name). The parent owns it. */
-mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg,
+MG_API mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg,
                          mg_params *params, mg_layer **out);
 /* The output shape shown by the summary, e.g. "(B,T,768)". */
-void mg_layer_set_shape(mg_layer *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MG_API void mg_layer_set_shape(mg_layer *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Positional layers with a table: how many positions it covers (generation crops the context to
  * it). 0 (the default) means any position works. */
-void mg_layer_set_pos_limit(mg_layer *self, int64_t n);
-int64_t mg_layer_pos_limit(const mg_layer *l);
+MG_API void mg_layer_set_pos_limit(mg_layer *self, int64_t n);
+MG_API int64_t mg_layer_pos_limit(const mg_layer *l);
 
 /* This layer's own parameter declared as `local` ("weight"), or NULL. */
-mg_tensor *mg_layer_get_param(const mg_layer *l, const char *local);
+MG_API mg_tensor *mg_layer_get_param(const mg_layer *l, const char *local);
 
-int mg_layer_child_count(const mg_layer *l);
-mg_layer *mg_layer_child_at(const mg_layer *l, int i);
-mg_layer *mg_layer_find_child(const mg_layer *l, const char *local);
+MG_API int mg_layer_child_count(const mg_layer *l);
+MG_API mg_layer *mg_layer_child_at(const mg_layer *l, int i);
+MG_API mg_layer *mg_layer_find_child(const mg_layer *l, const char *local);
 /* The first layer in l's subtree (l included, depth first) with a pos_scheme, or NULL. */
-mg_layer *mg_layer_find_positional(mg_layer *l);
+MG_API mg_layer *mg_layer_find_positional(mg_layer *l);
 
 /* Visits every parameter of the layer and its sublayers. */
-void mg_layer_visit_params(mg_layer *l, mg_param_visitor fn, void *user);
-int64_t mg_layer_numel(mg_layer *l);
+MG_API void mg_layer_visit_params(mg_layer *l, mg_param_visitor fn, void *user);
+MG_API int64_t mg_layer_numel(mg_layer *l);
 
 /* The summary table (one row per layer, indented by depth: name, kind, output shape, parameter
  * shapes and counts; a total at the end), written to f, or to the log at INFO level when f is
  * NULL. */
-void mg_layer_print(mg_layer *l, FILE *f);
+MG_API void mg_layer_print(mg_layer *l, FILE *f);
 
 /* ---- sequential models from a config file ---- */
 
@@ -172,15 +174,15 @@ typedef struct mg_model mg_model;
 /* One layer per section, in order, each section naming a registered layer kind; the reserved key
  * `name` gives its parameter prefix (default "layers.<i>"). Parameters are allocated and
  * initialised from rng. Prints the summary table to the log. */
-mg_status mg_model_build(const mg_cfg_file *f, mg_rng *rng, mg_model **out);
-mg_status mg_model_from_file(const char *path, mg_rng *rng, mg_model **out);
-void mg_model_free(mg_model *m);
-mg_params *mg_model_params(const mg_model *m);
-int mg_model_count(const mg_model *m);
-mg_layer *mg_model_layer(const mg_model *m, int i);
+MG_API mg_status mg_model_build(const mg_cfg_file *f, mg_rng *rng, mg_model **out);
+MG_API mg_status mg_model_from_file(const char *path, mg_rng *rng, mg_model **out);
+MG_API void mg_model_free(mg_model *m);
+MG_API mg_params *mg_model_params(const mg_model *m);
+MG_API int mg_model_count(const mg_model *m);
+MG_API mg_layer *mg_model_layer(const mg_model *m, int i);
 /* Runs the layers in order. When args->pos is NULL the model's first positional layer is used. */
-mg_tensor *mg_model_forward(mg_model *m, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
-void mg_model_print(const mg_model *m, FILE *f);
+MG_API mg_tensor *mg_model_forward(mg_model *m, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+MG_API void mg_model_print(const mg_model *m, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef MINIGRAD_OP_H
 #define MINIGRAD_OP_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/tensor.h"
 
 #ifdef __cplusplus
@@ -46,25 +48,25 @@ struct mg_node {
 static inline bool mg_ctx_ok(const mg_ctx *ctx) { return mg_ctx_error(ctx) == NULL; }
 
 /* The placeholder returned by ops once the context has failed (one element, never NULL). */
-mg_tensor *mg_ctx_dummy(mg_ctx *ctx);
+MG_API mg_tensor *mg_ctx_dummy(mg_ctx *ctx);
 
 /* Allocates an op's float32 output in the arena; on exhaustion raises an error naming `op` and the
  * shape, and returns the placeholder. */
-mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int64_t *shape);
+MG_API mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int64_t *shape);
 
 /* Arena scratch, 64-byte aligned. NULL (with an error raised naming `what`) on exhaustion. */
-void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what);
+MG_API void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what);
 
 /* Appends a node when gradients are enabled and some input requires one; marks `out` as requiring
  * a gradient. Returns NULL when nothing was recorded (then backward data need not be saved).
  * `out` must be a tensor this op has just made (mg_op_output), never one of its inputs: once the
  * node's backward has run, mg_backward hands out's gradient buffer on to later gradients. A
  * backward reads only its own out->grad and writes only through mg_grad of its inputs. */
-mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, int n_in, mg_tensor *const *in);
+MG_API mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, int n_in, mg_tensor *const *in);
 
 /* The gradient buffer of t, allocated zeroed in the arena on first use (parameters already have one).
  * NULL only if the arena is exhausted (an error has then been raised). */
-float *mg_grad(mg_ctx *ctx, mg_tensor *t);
+MG_API float *mg_grad(mg_ctx *ctx, mg_tensor *t);
 
 /* Rows of a tensor: product of all dims but the last. */
 static inline int64_t mg_rows(const mg_tensor *t) { return t->ndim ? t->numel / t->shape[t->ndim - 1] : 1; }
@@ -72,7 +74,7 @@ static inline int64_t mg_cols(const mg_tensor *t) { return t->ndim ? t->shape[t-
 
 /* dst[N] += sum over R rows of src[R][N], in a fixed chunked order (bit-identical for any thread
  * count). Uses arena scratch. */
-void mg_reduce_rows_add(mg_ctx *ctx, const float *src, int64_t R, int64_t N, float *dst);
+MG_API void mg_reduce_rows_add(mg_ctx *ctx, const float *src, int64_t R, int64_t N, float *dst);
 
 #ifdef __cplusplus
 }

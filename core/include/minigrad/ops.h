@@ -5,6 +5,8 @@
 #ifndef MINIGRAD_OPS_H
 #define MINIGRAD_OPS_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/rng.h"
 #include "minigrad/tensor.h"
 
@@ -13,42 +15,42 @@ extern "C" {
 #endif
 
 /* a (...,M,K) @ b (K,N) -> (...,M,N); or batched: b (...,K,N) with the same leading dims as a. */
-mg_tensor *mg_matmul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_matmul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 /* a (...,M,K) @ b^T where b is (N,K) or batched (...,N,K) -> (...,M,N). (Tied LM head, q k^T.) */
-mg_tensor *mg_matmul_nt(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_matmul_nt(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 
 /* Elementwise a + b / a * b. b has a's shape or a's trailing dims (a bias (C) or a row table (T,C)
  * broadcast over the leading dims). */
-mg_tensor *mg_add(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
-mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
-mg_tensor *mg_scale(mg_ctx *ctx, mg_tensor *x, float s);
+MG_API mg_tensor *mg_add(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_scale(mg_ctx *ctx, mg_tensor *x, float s);
 
 typedef enum mg_gelu_kind { MG_GELU_TANH = 0, MG_GELU_ERF = 1 } mg_gelu_kind;
-mg_tensor *mg_gelu(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind);
+MG_API mg_tensor *mg_gelu(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind);
 
 /* Softmax over the last dimension. */
-mg_tensor *mg_softmax(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_softmax(mg_ctx *ctx, mg_tensor *x);
 
 /* LayerNorm over the last dimension C (biased variance); weight and bias (C) may be NULL. */
-mg_tensor *mg_layernorm(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias, float eps);
+MG_API mg_tensor *mg_layernorm(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias, float eps);
 
 /* weight (V,C) gathered at ids (I32, any shape) -> ids.shape + (C). An id outside [0,V) is an error
  * naming the position and the value. Backward scatter-adds (race-free, deterministic). */
-mg_tensor *mg_embedding(mg_ctx *ctx, mg_tensor *weight, mg_tensor *ids);
+MG_API mg_tensor *mg_embedding(mg_ctx *ctx, mg_tensor *weight, mg_tensor *ids);
 
 /* Mean over non-ignored positions of -log softmax(logits)[target]. logits (...,V), targets I32 of
  * shape (...). Positions whose target == ignore_index do not count. Returns a one-element tensor
  * (0 when every position is ignored). A target outside [0,V) (and != ignore_index) is an error. */
-mg_tensor *mg_cross_entropy(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index);
+MG_API mg_tensor *mg_cross_entropy(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index);
 
 /* Same data, new shape; one dim may be -1. */
-mg_tensor *mg_reshape(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *shape);
+MG_API mg_tensor *mg_reshape(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *shape);
 
 /* x (B,T,W): columns [col0, col0+width) split into H heads -> (B,H,T,width/H).
  * (Splitting a fused qkv projection: q = col0 0, k = C, v = 2C, each width C.) */
-mg_tensor *mg_split_heads(mg_ctx *ctx, mg_tensor *x, int64_t H, int64_t col0, int64_t width);
+MG_API mg_tensor *mg_split_heads(mg_ctx *ctx, mg_tensor *x, int64_t H, int64_t col0, int64_t width);
 /* (B,H,T,D) -> (B,T,H*D). */
-mg_tensor *mg_merge_heads(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_merge_heads(mg_ctx *ctx, mg_tensor *x);
 
 /* Adds a constant (non-trainable) bias to attention logits: for head `head` and the query at
  * absolute position qpos, logits[j] += bias for keys at positions kpos0 .. kpos0+n-1. */
@@ -69,29 +71,29 @@ typedef struct mg_attn_opts {
 
 /* Scaled dot-product attention: q (B,H,Tq,D), k and v (B,H,Tk,D) -> (B,H,Tq,D).
  * opts may be NULL (non-causal, 1/sqrt(D), no bias). */
-mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, const mg_attn_opts *opts);
+MG_API mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, const mg_attn_opts *opts);
 
 /* Rotary embedding on interleaved pairs (2i, 2i+1) of the last dim D of x (B,H,T,D): the pair at
  * position pos0+t is rotated by angle (pos0+t) * base^(-2i/D). D must be even. */
-mg_tensor *mg_rope(mg_ctx *ctx, mg_tensor *x, int64_t pos0, float base);
+MG_API mg_tensor *mg_rope(mg_ctx *ctx, mg_tensor *x, int64_t pos0, float base);
 
 /* Inverted dropout: zeroes each element with probability p, scales the rest by 1/(1-p). The mask
  * is drawn sequentially from rng (same mask whatever the thread count). p == 0 returns x itself. */
-mg_tensor *mg_dropout(mg_ctx *ctx, mg_tensor *x, float p, mg_rng *rng);
+MG_API mg_tensor *mg_dropout(mg_ctx *ctx, mg_tensor *x, float p, mg_rng *rng);
 
 /* Sum / mean of all elements -> one-element tensor (accumulated in double, fixed order). */
-mg_tensor *mg_sum(mg_ctx *ctx, mg_tensor *x);
-mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_sum(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
 
 /* Fused linear layer: x (...,K) @ weight (K,N) + bias (N) -> (...,N); bias may be NULL. The value
  * of mg_add(mg_matmul(x, weight), bias) up to rounding, without the intermediate tensor and its
  * gradient (less arena memory) or the separate bias pass. */
-mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
+MG_API mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;
-extern const mg_op_def *const mg_op_table[];
-extern const int mg_op_count;
+extern MG_API const mg_op_def *const mg_op_table[];
+extern MG_API const int mg_op_count;
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef MINIGRAD_OPTIM_H
 #define MINIGRAD_OPTIM_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/params.h"
 
 #ifdef __cplusplus
@@ -21,42 +23,42 @@ typedef struct mg_adamw_cfg {
 } mg_adamw_cfg;
 
 /* beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01 (PyTorch's AdamW defaults). */
-mg_adamw_cfg mg_adamw_defaults(void);
+MG_API mg_adamw_cfg mg_adamw_defaults(void);
 
 /* AdamW with bias-corrected moments:
  *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2,  mhat = m / (1-b1^t),  vhat = v / (1-b2^t)
  *   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
  * With weight_decay 0 this is Adam. Returns NULL (mg_last_error) if the store is not allocated. */
-mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg);
+MG_API mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg);
 
 /* SGD with momentum (PyTorch semantics): buf = mu buf + g (+ wd p);  p -= lr buf. */
-mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay);
+MG_API mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay);
 
-void mg_optim_free(mg_optim *o);
+MG_API void mg_optim_free(mg_optim *o);
 
 /* One update with learning rate lr, from the gradients in the store. */
-void mg_optim_step(mg_optim *o, float lr);
+MG_API void mg_optim_step(mg_optim *o, float lr);
 
-int64_t mg_optim_steps(const mg_optim *o);
-void mg_optim_set_steps(mg_optim *o, int64_t steps);
+MG_API int64_t mg_optim_steps(const mg_optim *o);
+MG_API void mg_optim_set_steps(mg_optim *o, int64_t steps);
 
 /* State slabs for checkpoints: slot 0 = first moment (or momentum), slot 1 = second moment
  * (NULL for SGD). Each holds mg_params_slab_size floats. */
-float *mg_optim_state(const mg_optim *o, int slot);
-int mg_optim_state_slots(const mg_optim *o);
-const char *mg_optim_name(const mg_optim *o);
+MG_API float *mg_optim_state(const mg_optim *o, int slot);
+MG_API int mg_optim_state_slots(const mg_optim *o);
+MG_API const char *mg_optim_name(const mg_optim *o);
 
 /* Global L2 norm of all gradients (accumulated in double, fixed order). If max_norm > 0 and the
  * norm exceeds it, every gradient is scaled by max_norm / norm. Returns the norm before clipping
  * (NaN or inf if some gradient is not finite: gradients are then left as they are; a finite norm
  * beyond float range is returned as inf but still clips). */
-float mg_clip_grad_norm(mg_params *p, float max_norm);
+MG_API float mg_clip_grad_norm(mg_params *p, float max_norm);
 
 /* Linear warmup over `warmup` steps, then cosine decay from lr_max to lr_min at step `total`;
  * lr_min after that. step counts from 0; step s < warmup gets lr_max * (s+1) / warmup, so the
  * first update already moves (a zero learning rate would waste a step) and the last warmup step
  * trains at lr_max. */
-float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min);
+MG_API float mg_lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min);
 
 #ifdef __cplusplus
 }

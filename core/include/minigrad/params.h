@@ -11,6 +11,8 @@
 #ifndef MINIGRAD_PARAMS_H
 #define MINIGRAD_PARAMS_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/rng.h"
 #include "minigrad/tensor.h"
 
@@ -39,31 +41,31 @@ static inline mg_init mg_init_normal(float mean, float std) { return (mg_init){M
 
 typedef struct mg_params mg_params;
 
-mg_params *mg_params_new(void);
-void mg_params_free(mg_params *p);
+MG_API mg_params *mg_params_new(void);
+MG_API void mg_params_free(mg_params *p);
 
 /* Declares a parameter (flags: MG_NO_DECAY, ...; MG_PARAM | MG_REQUIRES_GRAD are always set).
  * Returns NULL with mg_last_error set on a duplicate or empty name, a bad shape, or after alloc. */
-mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
+MG_API mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
                          uint32_t flags);
 
 /* Allocates the slabs and initialises every parameter. rng may be NULL if no initialiser is random. */
-mg_status mg_params_alloc(mg_params *p, mg_rng *rng);
-bool mg_params_allocated(const mg_params *p);
+MG_API mg_status mg_params_alloc(mg_params *p, mg_rng *rng);
+MG_API bool mg_params_allocated(const mg_params *p);
 
-int mg_params_len(const mg_params *p);
-mg_tensor *mg_params_at(const mg_params *p, int i);
-mg_tensor *mg_params_find(const mg_params *p, const char *name);
-int64_t mg_params_numel(const mg_params *p); /* sum of the parameters' elements */
+MG_API int mg_params_len(const mg_params *p);
+MG_API mg_tensor *mg_params_at(const mg_params *p, int i);
+MG_API mg_tensor *mg_params_find(const mg_params *p, const char *name);
+MG_API int64_t mg_params_numel(const mg_params *p); /* sum of the parameters' elements */
 
 /* The slabs: `size` floats each, parameters at 64-byte aligned offsets (gaps are zero). */
-float *mg_params_data(const mg_params *p);
-float *mg_params_grad(const mg_params *p);
-int64_t mg_params_slab_size(const mg_params *p);
+MG_API float *mg_params_data(const mg_params *p);
+MG_API float *mg_params_grad(const mg_params *p);
+MG_API int64_t mg_params_slab_size(const mg_params *p);
 /* Offset of parameter i in the slabs (floats). */
-int64_t mg_params_offset(const mg_params *p, int i);
+MG_API int64_t mg_params_offset(const mg_params *p, int i);
 
-void mg_params_zero_grad(mg_params *p);
+MG_API void mg_params_zero_grad(mg_params *p);
 
 #ifdef __cplusplus
 }

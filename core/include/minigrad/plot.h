@@ -19,6 +19,8 @@
 #ifndef MINIGRAD_PLOT_H
 #define MINIGRAD_PLOT_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/base.h"
 
 #ifdef __cplusplus
@@ -31,40 +33,40 @@ typedef struct mg_canvas mg_canvas;
 
 /* A w x h canvas (1..16384 each) filled with bg_rgb. NULL (and mg_last_error set) on a bad size or
  * when memory runs out. */
-mg_canvas *mg_canvas_new(int w, int h, uint32_t bg_rgb);
-void mg_canvas_free(mg_canvas *c); /* NULL is fine */
+MG_API mg_canvas *mg_canvas_new(int w, int h, uint32_t bg_rgb);
+MG_API void mg_canvas_free(mg_canvas *c); /* NULL is fine */
 
-int mg_canvas_width(const mg_canvas *c);
-int mg_canvas_height(const mg_canvas *c);
+MG_API int mg_canvas_width(const mg_canvas *c);
+MG_API int mg_canvas_height(const mg_canvas *c);
 /* Row-major RGB bytes, 3 per pixel, no row padding (stride 3 * width). */
-uint8_t *mg_canvas_pixels(mg_canvas *c);
+MG_API uint8_t *mg_canvas_pixels(mg_canvas *c);
 /* 0xRRGGBB of pixel (x, y); 0 outside the canvas. */
-uint32_t mg_canvas_get(const mg_canvas *c, int x, int y);
+MG_API uint32_t mg_canvas_get(const mg_canvas *c, int x, int y);
 /* Copies src onto dst with its top-left corner at (x, y); what falls outside dst is cut off (the
  * clip rectangle does not apply). */
-void mg_canvas_blit(mg_canvas *dst, const mg_canvas *src, int x, int y);
+MG_API void mg_canvas_blit(mg_canvas *dst, const mg_canvas *src, int x, int y);
 
 /* Restricts all drawing to the rectangle (intersected with the canvas), e.g. a plot area or a
  * piano-roll lane. mg_canvas_reset_clip restores the whole canvas. */
-void mg_canvas_set_clip(mg_canvas *c, double x, double y, double w, double h);
-void mg_canvas_reset_clip(mg_canvas *c);
+MG_API void mg_canvas_set_clip(mg_canvas *c, double x, double y, double w, double h);
+MG_API void mg_canvas_reset_clip(mg_canvas *c);
 
 /* Filled rectangle with its top-left corner at (x, y); w or h <= 0 draws nothing. */
-void mg_canvas_fill_rect(mg_canvas *c, double x, double y, double w, double h, uint32_t rgb);
+MG_API void mg_canvas_fill_rect(mg_canvas *c, double x, double y, double w, double h, uint32_t rgb);
 /* The same, blended over what is there with opacity alpha in [0, 1]. */
-void mg_canvas_blend_rect(mg_canvas *c, double x, double y, double w, double h, uint32_t rgb,
+MG_API void mg_canvas_blend_rect(mg_canvas *c, double x, double y, double w, double h, uint32_t rgb,
                           double alpha);
 /* Outline of thickness t drawn inside the rectangle. */
-void mg_canvas_stroke_rect(mg_canvas *c, double x, double y, double w, double h, double t,
+MG_API void mg_canvas_stroke_rect(mg_canvas *c, double x, double y, double w, double h, double t,
                            uint32_t rgb);
 /* Anti-aliased line of the given thickness with round ends. */
-void mg_canvas_line(mg_canvas *c, double x0, double y0, double x1, double y1, double thickness,
+MG_API void mg_canvas_line(mg_canvas *c, double x0, double y0, double x1, double y1, double thickness,
                     uint32_t rgb);
 /* Connected line through n points with round joins; a non-finite coordinate breaks it into
  * separate pieces. Overlapping segments do not darken each other's edges. */
-void mg_canvas_polyline(mg_canvas *c, const double *x, const double *y, int n, double thickness,
+MG_API void mg_canvas_polyline(mg_canvas *c, const double *x, const double *y, int n, double thickness,
                         uint32_t rgb);
-void mg_canvas_fill_circle(mg_canvas *c, double cx, double cy, double r, uint32_t rgb);
+MG_API void mg_canvas_fill_circle(mg_canvas *c, double cx, double cy, double r, uint32_t rgb);
 
 /* ---- text: a built-in bitmap font (printable ASCII; other bytes draw as a box) ----
  * At scale 1 a line is 13 px tall (capitals 9 px); integer scales stay crisp, fractional ones are
@@ -79,28 +81,28 @@ typedef struct mg_text_style {
 } mg_text_style;
 
 /* Text with its top-left corner at (x, y). */
-void mg_canvas_text(mg_canvas *c, double x, double y, const char *text, double scale, uint32_t rgb);
+MG_API void mg_canvas_text(mg_canvas *c, double x, double y, const char *text, double scale, uint32_t rgb);
 /* Text anchored at (x, y) as the style says; a vertical text box is rotated with the text, and the
  * anchor fractions then refer to the rotated box as it appears on the canvas. */
-void mg_canvas_text_ex(mg_canvas *c, double x, double y, const char *text,
+MG_API void mg_canvas_text_ex(mg_canvas *c, double x, double y, const char *text,
                        const mg_text_style *style);
 /* Size of the (unrotated) text box in pixels: the widest line, and the lines' total height. */
-double mg_text_width(const char *text, double scale, bool bold);
-double mg_text_height(const char *text, double scale);
+MG_API double mg_text_width(const char *text, double scale, bool bold);
+MG_API double mg_text_height(const char *text, double scale);
 
 /* Writes the canvas as an 8-bit RGB PNG, atomically (see the top of this file). */
-mg_status mg_canvas_save_png(const mg_canvas *c, const char *path);
+MG_API mg_status mg_canvas_save_png(const mg_canvas *c, const char *path);
 
 /* Reads an image file (PNG, or anything else stb_image decodes) into a new canvas, *out, that the
  * caller frees; used to check charts and to draw over saved images. MG_ERR_IO when the file cannot
  * be opened, MG_ERR_FORMAT when it is not a decodable image of at most 16384 x 16384; *out is
  * NULL on failure. */
-mg_status mg_canvas_load_png(const char *path, mg_canvas **out);
+MG_API mg_status mg_canvas_load_png(const char *path, mg_canvas **out);
 
 /* ---- charts ---- */
 
 /* Series colours, distinct and colour-blind tolerant; i wraps around after 10. */
-uint32_t mg_plot_color(int i);
+MG_API uint32_t mg_plot_color(int i);
 
 typedef enum mg_colormap {
     MG_CMAP_VIRIDIS = 0, /* perceptually uniform, dark blue to yellow: magnitudes */
@@ -136,22 +138,22 @@ typedef struct mg_plot_series {
 
 /* Line chart of n_series >= 1 series, each in mg_plot_color(i). Isolated points are drawn as dots;
  * series may differ in length and x range. */
-mg_status mg_plot_lines(const char *path, const mg_plot_opts *opts, const mg_plot_series *series,
+MG_API mg_status mg_plot_lines(const char *path, const mg_plot_opts *opts, const mg_plot_series *series,
                         int n_series);
 
 /* Heatmap of a rows x cols row-major matrix, row 0 at the top, with a colour bar. NaN and
  * infinite cells are grey; values outside a fixed range take the colour of its nearer end. A matrix
  * larger than the plot area is shown by area-averaging its cells. */
-mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
+MG_API mg_status mg_plot_heatmap(const char *path, const mg_plot_opts *opts, const float *values, int rows,
                           int cols);
 /* The same heatmap as a panel of a larger figure: drawn onto dst with its top-left corner at (x, y)
  * instead of saved; `name` stands for the path in messages. */
-mg_status mg_plot_heatmap_onto(mg_canvas *dst, int x, int y, const char *name,
+MG_API mg_status mg_plot_heatmap_onto(mg_canvas *dst, int x, int y, const char *name,
                                const mg_plot_opts *opts, const float *values, int rows, int cols);
 
 /* Grouped bar chart: n_groups groups along x, n_series bars in each, values row-major
  * [n_groups][n_series]; a NaN value leaves its bar out. series_labels may be NULL (no legend). */
-mg_status mg_plot_bars(const char *path, const mg_plot_opts *opts, const char *const *groups,
+MG_API mg_status mg_plot_bars(const char *path, const mg_plot_opts *opts, const char *const *groups,
                        int n_groups, const char *const *series_labels, int n_series,
                        const double *values);
 
@@ -171,17 +173,17 @@ typedef struct mg_plot_ticks {
  * with the range widened outwards to whole steps so that it covers [lo, hi]. lo > hi is swapped; a
  * zero-width range is widened around its value (values closer to 0 than 1e-290 count as 0).
  * MG_ERR_INVALID for non-finite input or a range wider than about 1e300. */
-mg_status mg_plot_nice_ticks(double lo, double hi, int target, mg_plot_ticks *out);
+MG_API mg_status mg_plot_nice_ticks(double lo, double hi, int target, mg_plot_ticks *out);
 
 /* Log-axis ticks for 1e-300 <= lo <= hi <= 1e300: at powers of ten (every k-th decade when there
  * are many), or at 1, 2, 5 x 10^k when the range spans less than about two decades. The range is
  * widened to the outermost ticks. */
-mg_status mg_plot_log_ticks(double lo, double hi, int target, mg_plot_ticks *out);
+MG_API mg_status mg_plot_log_ticks(double lo, double hi, int target, mg_plot_ticks *out);
 
 /* Label for tick value v of the axis t: the step's decimals ("0.25", "-0.50", "1500"); on an axis
  * reaching 10000 or more, values from 1000 up get a suffix ("5k", "1.5M"); steps below 1e-4 and
  * values of 1e15 or more use a short scientific form ("2e-5"). */
-void mg_plot_tick_label(const mg_plot_ticks *t, double v, char *buf, size_t cap);
+MG_API void mg_plot_tick_label(const mg_plot_ticks *t, double v, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

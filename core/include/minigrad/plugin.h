@@ -28,6 +28,8 @@
 #ifndef MINIGRAD_PLUGIN_H
 #define MINIGRAD_PLUGIN_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/layer.h"
 
 #ifdef __cplusplus
@@ -60,17 +62,17 @@ typedef mg_status (*mg_plugin_init_fn)(const mg_plugin_host *host);
  * directory (the message lists the directories searched), MG_ERR_IO when dlopen fails,
  * MG_ERR_ABI for a version or size mismatch, MG_ERR_NOT_FOUND for a missing init symbol, or
  * whatever the plugin's init returned. */
-mg_status mg_plugin_load(const char *path_or_name);
+MG_API mg_status mg_plugin_load(const char *path_or_name);
 /* Resolves a name to a path without loading it (buf gets the path). MG_ERR_NOT_FOUND as above. */
-mg_status mg_plugin_find(const char *name, char *buf, size_t n);
+MG_API mg_status mg_plugin_find(const char *name, char *buf, size_t n);
 /* Adds a directory searched after MINIGRAD_PLUGIN_PATH (e.g. a build tree's plugins folder). */
-mg_status mg_plugin_add_dir(const char *dir);
-int mg_plugin_count(void);
-const char *mg_plugin_path(int i); /* real path of the i-th loaded plugin; NULL if out of range */
+MG_API mg_status mg_plugin_add_dir(const char *dir);
+MG_API int mg_plugin_count(void);
+MG_API const char *mg_plugin_path(int i); /* real path of the i-th loaded plugin; NULL if out of range */
 
 /* The built-in layers' init: registers them through `host`, exactly as a plugin would. The
  * registry calls it once, on first use; exposed so the path is visible and testable. */
-mg_status mg_builtin_layers_init(const mg_plugin_host *host);
+MG_API mg_status mg_builtin_layers_init(const mg_plugin_host *host);
 
 #ifdef __cplusplus
 }

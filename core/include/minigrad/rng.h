@@ -6,6 +6,8 @@
 #ifndef MINIGRAD_RNG_H
 #define MINIGRAD_RNG_H
 
+#include "minigrad/export.h"
+
 #include <math.h>
 #include <stdint.h>
 
@@ -46,11 +48,11 @@ static inline float mg_rng_range(mg_rng *r, float lo, float hi) {
 }
 
 /* Standard normal (Box-Muller, one value per call so the state stays a single integer). */
-float mg_rng_normal(mg_rng *r);
+MG_API float mg_rng_normal(mg_rng *r);
 
 /* Index i in [0, n) drawn with probability probs[i] / sum(probs). probs need not be normalised;
  * entries <= 0 are never drawn. Returns n-1's last positive entry if rounding runs past the end. */
-int mg_rng_categorical(mg_rng *r, const float *probs, int n);
+MG_API int mg_rng_categorical(mg_rng *r, const float *probs, int n);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,8 @@
 #ifndef MINIGRAD_SAFETENSORS_H
 #define MINIGRAD_SAFETENSORS_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/base.h"
 
 #ifdef __cplusplus
@@ -58,7 +60,7 @@ typedef struct mg_st_meta {
  * gets mode 0666 less the umask. All arguments are checked before anything is created:
  * MG_ERR_INVALID names the offending entry (empty, duplicate or reserved name, bad UTF-8, ndim or
  * shape out of range, NULL data); MG_ERR_IO names the path and the system error. */
-mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int n,
+MG_API mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int n,
                                const mg_st_meta *meta, int n_meta);
 
 /* ---- reading ---- */
@@ -89,24 +91,24 @@ typedef struct mg_st_tensor_info {
  * Numbers in the header are read as JSON doubles: integers up to 2^53 are exact, and an integral
  * value written as 2.0 cannot be told apart from 2 and is accepted.
  * On success *out is a new file the caller closes with mg_st_close; on failure *out is NULL. */
-mg_status mg_safetensors_open(const char *path, mg_st_file **out);
-void mg_st_close(mg_st_file *f); /* NULL is a no-op */
+MG_API mg_status mg_safetensors_open(const char *path, mg_st_file **out);
+MG_API void mg_st_close(mg_st_file *f); /* NULL is a no-op */
 
-const char *mg_st_path(const mg_st_file *f);
-int mg_st_count(const mg_st_file *f);                            /* number of tensors */
-const mg_st_tensor_info *mg_st_info(const mg_st_file *f, int i); /* NULL if i is out of range */
-int mg_st_find(const mg_st_file *f, const char *name);           /* index, or -1 if absent */
+MG_API const char *mg_st_path(const mg_st_file *f);
+MG_API int mg_st_count(const mg_st_file *f);                            /* number of tensors */
+MG_API const mg_st_tensor_info *mg_st_info(const mg_st_file *f, int i); /* NULL if i is out of range */
+MG_API int mg_st_find(const mg_st_file *f, const char *name);           /* index, or -1 if absent */
 
 /* Copies tensor i into dst, which must hold exactly n_elems == numel floats (no alignment needed
  * on either side). MG_ERR_INVALID for a bad index or count; MG_ERR_IO if the file can no longer be
  * read (for instance it was truncated after open). */
-mg_status mg_st_read_f32(const mg_st_file *f, int i, float *dst, int64_t n_elems);
+MG_API mg_status mg_st_read_f32(const mg_st_file *f, int i, float *dst, int64_t n_elems);
 
 /* Metadata, in file order. mg_st_meta_get returns NULL when the key is absent. */
-int mg_st_meta_count(const mg_st_file *f);
-const char *mg_st_meta_key(const mg_st_file *f, int i);   /* NULL if i is out of range */
-const char *mg_st_meta_value(const mg_st_file *f, int i); /* NULL if i is out of range */
-const char *mg_st_meta_get(const mg_st_file *f, const char *key);
+MG_API int mg_st_meta_count(const mg_st_file *f);
+MG_API const char *mg_st_meta_key(const mg_st_file *f, int i);   /* NULL if i is out of range */
+MG_API const char *mg_st_meta_value(const mg_st_file *f, int i); /* NULL if i is out of range */
+MG_API const char *mg_st_meta_get(const mg_st_file *f, const char *key);
 
 /* ---- validated load of a known set of tensors (model checkpoints) ---- */
 
@@ -130,12 +132,12 @@ enum {
  * (missing, then shape), then extras in file order. Everything is validated before the first byte
  * is copied, so on a validation error no dest has been written to. Only an I/O error during the
  * copy itself (the file changed on disk after open) can leave dests partly written. */
-mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigned flags);
+MG_API mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigned flags);
 
 /* Opens `path`, loads every dest strictly (no extras allowed), and closes the file, or hands it
  * to *meta_out (when meta_out is not NULL) so the caller can read the metadata; the caller then
  * owns it and closes it with mg_st_close. On failure *meta_out is NULL. */
-mg_status mg_safetensors_load(const char *path, const mg_st_dest *dest, int n,
+MG_API mg_status mg_safetensors_load(const char *path, const mg_st_dest *dest, int n,
                               mg_st_file **meta_out);
 
 #ifdef __cplusplus

@@ -18,6 +18,8 @@
 #ifndef MINIGRAD_TENSOR_H
 #define MINIGRAD_TENSOR_H
 
+#include "minigrad/export.h"
+
 #include "minigrad/base.h"
 
 #ifdef __cplusplus
@@ -59,39 +61,39 @@ typedef struct mg_tensor {
  * peak size plus a quarter (pages never touched cost no memory), so from the second step on a
  * training loop does no malloc, and steps that grow a little each time re-make it only rarely.
  * Returns NULL (with mg_last_error) if memory cannot be had. */
-mg_ctx *mg_ctx_new(size_t arena_bytes);
-void mg_ctx_free(mg_ctx *ctx);
+MG_API mg_ctx *mg_ctx_new(size_t arena_bytes);
+MG_API void mg_ctx_free(mg_ctx *ctx);
 
 /* Frees every arena tensor and the tape (start of a step). The error state is kept. */
-void mg_ctx_reset(mg_ctx *ctx);
+MG_API void mg_ctx_reset(mg_ctx *ctx);
 
-size_t mg_ctx_used_bytes(const mg_ctx *ctx);
-size_t mg_ctx_peak_bytes(const mg_ctx *ctx); /* high-water mark since creation */
-size_t mg_ctx_capacity(const mg_ctx *ctx);
-int64_t mg_ctx_tape_len(const mg_ctx *ctx);
+MG_API size_t mg_ctx_used_bytes(const mg_ctx *ctx);
+MG_API size_t mg_ctx_peak_bytes(const mg_ctx *ctx); /* high-water mark since creation */
+MG_API size_t mg_ctx_capacity(const mg_ctx *ctx);
+MG_API int64_t mg_ctx_tape_len(const mg_ctx *ctx);
 
 /* Gradient recording on/off ("no_grad" for evaluation and generation). Returns the previous state. */
-bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled);
-bool mg_ctx_grad_enabled(const mg_ctx *ctx);
+MG_API bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled);
+MG_API bool mg_ctx_grad_enabled(const mg_ctx *ctx);
 
 typedef void (*mg_error_handler)(mg_ctx *ctx, const char *msg, void *user);
 /* NULL restores the default (print to stderr, abort). */
-void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user);
-const char *mg_ctx_error(const mg_ctx *ctx); /* NULL while all is well */
-void mg_ctx_clear_error(mg_ctx *ctx);
+MG_API void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user);
+MG_API const char *mg_ctx_error(const mg_ctx *ctx); /* NULL while all is well */
+MG_API void mg_ctx_clear_error(mg_ctx *ctx);
 /* Raise a programming error on the context (for ops and layers): formats, then calls the handler. */
-void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MG_API void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- tensors in the arena ---- */
-mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape); /* uninitialised */
-mg_tensor *mg_zeros(mg_ctx *ctx, int ndim, const int64_t *shape);
-mg_tensor *mg_tensor_wrap(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape, void *data);
-void mg_tensor_set_requires_grad(mg_tensor *t, bool on);
+MG_API mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape); /* uninitialised */
+MG_API mg_tensor *mg_zeros(mg_ctx *ctx, int ndim, const int64_t *shape);
+MG_API mg_tensor *mg_tensor_wrap(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape, void *data);
+MG_API void mg_tensor_set_requires_grad(mg_tensor *t, bool on);
 static inline bool mg_requires_grad(const mg_tensor *t) { return (t->flags & MG_REQUIRES_GRAD) != 0; }
 
 /* Writes "(2,128,256)" into buf and returns buf. */
-char *mg_shape_str(const mg_tensor *t, char *buf, size_t n);
-bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
+MG_API char *mg_shape_str(const mg_tensor *t, char *buf, size_t n);
+MG_API bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
 
 /* ---- autodiff ---- */
 /* loss must be a one-element tensor that requires a gradient. Seeds d(loss) = 1 and runs every
@@ -100,8 +102,8 @@ bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
  * node's backward has run, so its buffer is handed to gradients still to come and t->grad is set
  * back to NULL: the arena then holds a few live gradients at a time instead of one per
  * activation. Call mg_retain_grad on an op output before backward to read its gradient after. */
-void mg_backward(mg_ctx *ctx, mg_tensor *loss);
-void mg_retain_grad(mg_tensor *t);
+MG_API void mg_backward(mg_ctx *ctx, mg_tensor *loss);
+MG_API void mg_retain_grad(mg_tensor *t);
 
 #ifdef __cplusplus
 }
