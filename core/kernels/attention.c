@@ -19,9 +19,10 @@
  * causal masks, whose tiles have very different costs), and nothing is reduced across threads, so
  * the result never depends on the schedule or the thread count.
  *
- * SIMD: attention.h holds the tile code once; it is compiled here for AVX-512, AVX2 (through
- * target attributes, so -Dnative=false builds keep them) and portable C, and the path is picked at
- * run time from mg_isa_active() like GEMM's. */
+ * SIMD: attention_tmpl.h holds the tile code once; it is compiled once per path as
+ * attention_ISA.c, and isa.c hands the drivers here the active path's table, as for GEMM. */
+#include "attention_internal.h"
+#include "isa.h"
 #include "threads.h"
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
@@ -34,102 +35,12 @@
 #include <omp.h>
 #endif
 
-#define AT_BR 64          /* queries per tile */
-#define AT_BC 64          /* keys per tile */
-#define AT_FEW_QUERIES 2  /* at most this many queries in a tile: logits by dot products */
 #define AT_PREFETCH_MAX (512 * 1024) /* bytes of a head's rows worth prefetching (a guess at L2/2) */
-
-static inline int64_t at_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t at_max(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t at_round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-/* End (exclusive) of the keys any query of rows [i0, i0+m) can see. */
-static inline int64_t at_kend(const mg_attn_desc *a, int64_t i0, int64_t m) {
-    return a->causal ? at_max(0, at_min(a->Tk, a->q_pos0 + i0 + m)) : a->Tk;
-}
-/* How many of the nc keys starting at j0 the query at position qpos sees. */
-static inline int64_t at_nvis(const mg_attn_desc *a, int64_t qpos, int64_t j0, int64_t nc) {
-    return a->causal ? at_max(0, at_min(nc, qpos + 1 - j0)) : nc;
-}
-
-/* Parts of a tile product a causal mask zeroes, which gemm may skip (attention.h). */
-enum { AT_COLS_FROM = 1, AT_K_FROM = 2, AT_K_TO = 3 };
-
-/* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns past m. */
-static void at_pack_t(const float *src, int64_t m, int64_t D, float *dst) {
-    for (int64_t d = 0; d < D; d++) {
-        float *row = dst + d * AT_BR;
-        for (int64_t r = 0; r < m; r++) row[r] = src[r * D + d];
-        for (int64_t r = m; r < AT_BR; r++) row[r] = 0.0f;
-    }
-}
-
-/* rows x D -> rows x dp, zero-padded (only when D is not a multiple of every vector width). */
-static void at_pad_rows(const float *src, int64_t rows, int64_t D, int64_t dp, float *dst) {
-    for (int64_t r = 0; r < rows; r++) {
-        memcpy(dst + r * dp, src + r * D, (size_t)D * sizeof(float));
-        memset(dst + r * dp + D, 0, (size_t)(dp - D) * sizeof(float));
-    }
-}
-
-/* ---- work description and scratch layout (in floats, each piece 64-byte aligned) ------------- */
-
-typedef struct at_fwd_layout {
-    size_t qt, st, o, m, l, al, vp, tmp, total;
-} at_fwd_layout;
-
-/* The query side of one head, packed once per backward item: per query tile, its transposed q and
- * dO (D x AT_BR), its padded rows when needed, and lse and D_i padded to AT_BR. */
-typedef struct at_qpack_layout {
-    size_t qt, dot, qp, dop, lse, di, total;
-} at_qpack_layout;
-
-typedef struct at_bwd_layout {
-    size_t st, dpt, tmp, dk, dv, kp, dq, pack, total;
-} at_bwd_layout;
-
-typedef struct at_job at_job;
-
-typedef struct at_pair {
-    int64_t bh, i0, m, j0, nc;
-    const float *kj, *vj;         /* key tile rows (ld D) */
-    const float *kp;              /* key rows as a product operand (padded when needed), ld ldk */
-    int64_t ldk;
-    const float *qt, *dot;        /* D x AT_BR */
-    const float *qp, *dop;        /* query and dO rows as product operands, ld ldq */
-    int64_t ldq;
-    const float *lse, *di;        /* AT_BR each */
-    float *st, *dpt, *tmp;        /* scratch */
-    float *dq, *dk, *dv;          /* accumulators (ld dp), NULL when not wanted */
-} at_pair;
-
-typedef struct at_isa {
-    void (*fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws);
-    void (*bwd_pair)(const at_job *J, const at_pair *p);
-    void (*pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk);
-} at_isa;
-
-struct at_job {
-    const mg_attn_desc *a;
-    int64_t BH, nqt, nkt, dp; /* dp: row stride of padded rows and accumulators */
-    bool pad;                 /* D is not a multiple of 16: product operands need padded copies */
-    const float *q, *k, *v, *oin, *lse_in, *dO;
-    float *o, *lse, *dq, *dk, *dv;
-    at_fwd_layout fl;
-    at_qpack_layout ql;
-    at_bwd_layout bl;
-    float *shared; /* two-pass backward: BH query packs */
-    const at_isa *isa;
-};
 
 static size_t at_take(size_t *off, int64_t floats) {
     size_t at = *off;
     *off += (size_t)at_round_up(at_max(floats, 0), 16);
     return at;
-}
-
-static inline int64_t at_kv_stride(const mg_attn_desc *a) {
-    return a->kv_stride ? a->kv_stride : a->Tk * a->D;
 }
 
 /* Backward needs packed keys and values; says so (as `who`) when they are not. */
@@ -188,309 +99,6 @@ static void at_bwd_layout_for(at_job *J, int split) {
     b->total = off;
 }
 
-/* ---- ISA instantiations --------------------------------------------------------------------- */
-
-#define AT_ROWS6(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv) X(5, nv) X(6, nv)
-#define AT_ROWS4(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv)
-
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define AT_HAVE_X86 1
-#include <immintrin.h>
-
-/* -- AVX-512 -- */
-#define AT_SUFFIX avx512
-#define AT_ATTR __attribute__((target("avx512f,avx2,fma")))
-#define AT_W 16
-#define AT_MR 6
-#define AT_NV 4
-#define AT_MK_CASES(X) AT_ROWS6(X, 1) AT_ROWS6(X, 2) AT_ROWS6(X, 3) AT_ROWS6(X, 4)
-typedef __m512 at_v512;
-#define at_v at_v512
-static inline AT_ATTR at_v v_zero(void) { return _mm512_setzero_ps(); }
-static inline AT_ATTR at_v v_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline AT_ATTR void v_store(float *p, at_v x) { _mm512_storeu_ps(p, x); }
-static inline AT_ATTR at_v v_set1(float x) { return _mm512_set1_ps(x); }
-static inline AT_ATTR at_v v_fma(at_v a, at_v b, at_v c) { return _mm512_fmadd_ps(a, b, c); }
-static inline AT_ATTR at_v v_add(at_v a, at_v b) { return _mm512_add_ps(a, b); }
-static inline AT_ATTR at_v v_sub(at_v a, at_v b) { return _mm512_sub_ps(a, b); }
-static inline AT_ATTR at_v v_mul(at_v a, at_v b) { return _mm512_mul_ps(a, b); }
-static inline AT_ATTR at_v v_max(at_v a, at_v b) { return _mm512_max_ps(a, b); }
-static inline AT_ATTR at_v v_sel_neginf(at_v x, at_v repl) {
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), x,
-                                repl);
-}
-static inline AT_ATTR float v_hsum(at_v x) { return _mm512_reduce_add_ps(x); }
-/* exp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-7 polynomial (Cephes' expf coefficients),
- * scaled by 2^n with vscalefps, which also flushes e^-120 and below (masked logits) to exact 0. */
-static inline AT_ATTR at_v v_exp(at_v x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-120.0f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(88.5f), x);
-    const at_v n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    at_v r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    at_v p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
-/* 16 x 16 transpose in registers: pairs (unpack), quads (shuffle within 128-bit lanes), then the
- * 4 x 4 arrangement of 128-bit lanes (two rounds of shuffle_f32x4). r[c] ends up as column c. */
-static inline AT_ATTR void at_tr16(at_v r[16]) {
-    at_v t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int j = 0; j < 4; j++) { /* u[4j + c] lane L: column 4L + c of rows 4j .. 4j+3 */
-        u[4 * j] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
-        u[4 * j + 1] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
-        u[4 * j + 2] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
-        u[4 * j + 3] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        const at_v v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-        const at_v v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-        const at_v v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-        const at_v v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-        r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-}
-/* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns from m up to a multiple of 16. */
-static AT_ATTR void at_pack_tile_avx512(const float *src, int64_t m, int64_t D, float *dst) {
-    for (int64_t d0 = 0; d0 < D; d0 += 16) {
-        const int64_t dw = at_min(16, D - d0);
-        const __mmask16 km = (__mmask16)((1u << dw) - 1u);
-        for (int64_t r0 = 0; r0 < m; r0 += 16) {
-            at_v x[16];
-            for (int i = 0; i < 16; i++)
-                x[i] = r0 + i < m ? _mm512_maskz_loadu_ps(km, src + (r0 + i) * D + d0)
-                                  : _mm512_setzero_ps();
-            at_tr16(x);
-            for (int64_t c = 0; c < dw; c++) _mm512_storeu_ps(dst + (d0 + c) * AT_BR + r0, x[c]);
-        }
-    }
-}
-#define at_pack_tile at_pack_tile_avx512
-#include "attention.h"
-#undef at_pack_tile
-#undef at_v
-#undef AT_SUFFIX
-#undef AT_ATTR
-#undef AT_W
-#undef AT_MR
-#undef AT_NV
-#undef AT_MK_CASES
-
-/* -- AVX2 -- */
-#define AT_SUFFIX avx2
-#define AT_ATTR __attribute__((target("avx2,fma")))
-#define AT_W 8
-#define AT_MR 6
-#define AT_NV 2
-#define AT_MK_CASES(X) AT_ROWS6(X, 1) AT_ROWS6(X, 2)
-typedef __m256 at_v256;
-#define at_v at_v256
-#define v_zero v2_zero
-#define v_load v2_load
-#define v_store v2_store
-#define v_set1 v2_set1
-#define v_fma v2_fma
-#define v_add v2_add
-#define v_sub v2_sub
-#define v_mul v2_mul
-#define v_max v2_max
-#define v_sel_neginf v2_sel_neginf
-#define v_hsum v2_hsum
-#define v_exp v2_exp
-static inline AT_ATTR at_v v_zero(void) { return _mm256_setzero_ps(); }
-static inline AT_ATTR at_v v_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline AT_ATTR void v_store(float *p, at_v x) { _mm256_storeu_ps(p, x); }
-static inline AT_ATTR at_v v_set1(float x) { return _mm256_set1_ps(x); }
-static inline AT_ATTR at_v v_fma(at_v a, at_v b, at_v c) { return _mm256_fmadd_ps(a, b, c); }
-static inline AT_ATTR at_v v_add(at_v a, at_v b) { return _mm256_add_ps(a, b); }
-static inline AT_ATTR at_v v_sub(at_v a, at_v b) { return _mm256_sub_ps(a, b); }
-static inline AT_ATTR at_v v_mul(at_v a, at_v b) { return _mm256_mul_ps(a, b); }
-static inline AT_ATTR at_v v_max(at_v a, at_v b) { return _mm256_max_ps(a, b); }
-static inline AT_ATTR at_v v_sel_neginf(at_v x, at_v repl) {
-    return _mm256_blendv_ps(x, repl, _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
-}
-static inline AT_ATTR float v_hsum(at_v x) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-/* exp as above; 2^n built in the exponent field, so arguments below -87 are zeroed explicitly. */
-static inline AT_ATTR at_v v_exp(at_v x0) {
-    const at_v lo = _mm256_set1_ps(-87.0f);
-    at_v x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x0));
-    const at_v n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    at_v r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    at_v p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(_mm256_cmp_ps(x0, lo, _CMP_LT_OQ), p);
-}
-/* 8 x 8 transpose in registers (as at_tr16, with one 128-bit lane swap at the end). */
-static inline AT_ATTR void at_tr8(at_v r[8]) {
-    at_v t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int j = 0; j < 2; j++) {
-        u[4 * j] = _mm256_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
-        u[4 * j + 1] = _mm256_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
-        u[4 * j + 2] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
-        u[4 * j + 3] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-    }
-}
-static AT_ATTR void at_pack_tile_avx2(const float *src, int64_t m, int64_t D, float *dst) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int64_t d0 = 0; d0 < D; d0 += 8) {
-        const int64_t dw = at_min(8, D - d0);
-        const __m256i km = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)dw), lane);
-        for (int64_t r0 = 0; r0 < m; r0 += 8) {
-            at_v x[8];
-            for (int i = 0; i < 8; i++)
-                x[i] = r0 + i < m ? _mm256_maskload_ps(src + (r0 + i) * D + d0, km)
-                                  : _mm256_setzero_ps();
-            at_tr8(x);
-            for (int64_t c = 0; c < dw; c++) _mm256_storeu_ps(dst + (d0 + c) * AT_BR + r0, x[c]);
-        }
-    }
-}
-#define at_pack_tile at_pack_tile_avx2
-#include "attention.h"
-#undef at_pack_tile
-#undef at_v
-#undef v_zero
-#undef v_load
-#undef v_store
-#undef v_set1
-#undef v_fma
-#undef v_add
-#undef v_sub
-#undef v_mul
-#undef v_max
-#undef v_sel_neginf
-#undef v_hsum
-#undef v_exp
-#undef AT_SUFFIX
-#undef AT_ATTR
-#undef AT_W
-#undef AT_MR
-#undef AT_NV
-#undef AT_MK_CASES
-#endif /* x86 */
-
-/* -- portable C: four-float vectors (GCC/Clang vector extension, SSE or NEON registers) -- */
-#define AT_SUFFIX generic
-#define AT_ATTR
-#define AT_W 4
-#define AT_MR 4
-#define AT_NV 2
-#define AT_MK_CASES(X) AT_ROWS4(X, 1) AT_ROWS4(X, 2)
-typedef float at_vg __attribute__((vector_size(16)));
-#define at_v at_vg
-#define v_zero vg_zero
-#define v_load vg_load
-#define v_store vg_store
-#define v_set1 vg_set1
-#define v_fma vg_fma
-#define v_add vg_add
-#define v_sub vg_sub
-#define v_mul vg_mul
-#define v_max vg_max
-#define v_sel_neginf vg_sel_neginf
-#define v_hsum vg_hsum
-#define v_exp vg_exp
-static inline at_v v_zero(void) { return (at_v){0.0f, 0.0f, 0.0f, 0.0f}; }
-static inline at_v v_load(const float *p) {
-    at_v x;
-    memcpy(&x, p, sizeof x);
-    return x;
-}
-static inline void v_store(float *p, at_v x) { memcpy(p, &x, sizeof x); }
-static inline at_v v_set1(float x) { return (at_v){x, x, x, x}; }
-static inline at_v v_fma(at_v a, at_v b, at_v c) { return a * b + c; }
-static inline at_v v_add(at_v a, at_v b) { return a + b; }
-static inline at_v v_sub(at_v a, at_v b) { return a - b; }
-static inline at_v v_mul(at_v a, at_v b) { return a * b; }
-static inline at_v v_max(at_v a, at_v b) {
-    for (int i = 0; i < 4; i++) a[i] = a[i] > b[i] ? a[i] : b[i];
-    return a;
-}
-static inline at_v v_sel_neginf(at_v x, at_v repl) {
-    for (int i = 0; i < 4; i++) x[i] = x[i] == -INFINITY ? repl[i] : x[i];
-    return x;
-}
-static inline float v_hsum(at_v x) { return (x[0] + x[1]) + (x[2] + x[3]); }
-static inline float at_expf(float x) {
-    if (x != x) return x;
-    if (x < -87.0f) return 0.0f;
-    if (x > 88.0f) x = 88.0f;
-    /* round to nearest by the 1.5 * 2^23 trick (no libm call, vectorisable) */
-    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + (r + 1.0f);
-    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-static inline at_v v_exp(at_v x) {
-    for (int i = 0; i < 4; i++) x[i] = at_expf(x[i]);
-    return x;
-}
-#define at_pack_tile at_pack_t
-#include "attention.h"
-#undef at_pack_tile
-#undef at_v
-#undef AT_SUFFIX
-#undef AT_ATTR
-#undef AT_W
-#undef AT_MR
-#undef AT_NV
-#undef AT_MK_CASES
-
-static const at_isa *at_isa_for(mg_isa isa) {
-#ifdef AT_HAVE_X86
-    if (isa == MG_ISA_AVX512) return &at_isa_table_avx512;
-    if (isa == MG_ISA_AVX2) return &at_isa_table_avx2;
-#else
-    (void)isa;
-#endif
-    return &at_isa_table_generic;
-}
-
 /* ---- drivers -------------------------------------------------------------------------------- */
 
 static int at_threads(void) {
@@ -528,7 +136,7 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
-    J.isa = at_isa_for(mg_isa_active());
+    J.impl = mgk_attention_active();
     const size_t per = J.fl.total;
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
@@ -548,7 +156,7 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && items > 1)
     for (int64_t it = 0; it < items; it++) {
         const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
-        J.isa->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);
+        J.impl->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);
     }
 }
 
@@ -571,7 +179,7 @@ static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, con
         .st = scratch + J->bl.st, .dpt = scratch + J->bl.dpt, .tmp = scratch + J->bl.tmp,
         .dq = dq, .dk = dk, .dv = dv,
     };
-    J->isa->bwd_pair(J, &p);
+    J->impl->bwd_pair(J, &p);
 }
 
 static bool at_pair_visible(const mg_attn_desc *a, int64_t qt, int64_t kt) {
@@ -678,7 +286,7 @@ static void at_bwd_head(const at_job *J, int64_t bh, int64_t next, float *scratc
             pfp = &pf;
         }
     }
-    for (int64_t qt = 0; qt < J->nqt; qt++) J->isa->pack_query_tile(J, bh, qt, pk);
+    for (int64_t qt = 0; qt < J->nqt; qt++) J->impl->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
     for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq, pfp);
     if (dq) at_add_rows(J->dq + bh * nq, dq, a->Tq, a->D, J->dp);
@@ -728,7 +336,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
     J.dq = dq, J.dk = dk, J.dv = dv;
-    J.isa = at_isa_for(mg_isa_active());
+    J.impl = mgk_attention_active();
     int nt = at_threads(), split = at_choose_split(a, nt);
     size_t need = at_bwd_floats(&J, split, nt) * sizeof(float);
     while (nt > 1 && need > ws_bytes) {
@@ -764,7 +372,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
         float *scratch = thread0 + (size_t)at_tid() * per;
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < BH * nqt; it++)
-            J.isa->pack_query_tile(&J, it / nqt, it % nqt, J.shared + (size_t)(it / nqt) * J.ql.total);
+            J.impl->pack_query_tile(&J, it / nqt, it % nqt, J.shared + (size_t)(it / nqt) * J.ql.total);
         /* (implicit barrier) Causal: early key tiles and late query tiles cost the most. */
         if (dk || dv) {
 #pragma omp for schedule(dynamic, 1)

@@ -1,6 +1,6 @@
 /* GEMM driver: cache blocking, the split of the output among threads, per-thread workspace, and
- * the plain-loop reference. The per-ISA files (gemm_avx512.c, gemm_avx2.c, gemm_generic.c) supply
- * packing and micro-kernels through mg_gemm_impl (gemm_internal.h).
+ * the plain-loop reference. The active path's kernels (gemm_tmpl.h, compiled once per SIMD path as
+ * gemm_ISA.c) supply packing and micro-kernels through mg_gemm_impl (gemm_internal.h).
  *
  * Loop nest per thread, over its own rectangle of C:
  *   for each mc rows:  for each kc slice of K:  pack A (mc x kc, ~L3)
@@ -13,6 +13,7 @@
  * products are added in chunk order, so it too gives the same bits for any thread count.
  */
 #include "gemm_internal.h"
+#include "isa.h"
 #include "threads.h"
 #include "minigrad/base.h"
 #include "minigrad/rowops.h"
@@ -333,7 +334,7 @@ bool mg_sgemm_get_reference(void) { return atomic_load(&use_reference); }
 
 void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    gemm(mg_gemm_impl_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+    gemm(mgk_gemm_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
          ldc);
 }
 
@@ -341,7 +342,7 @@ void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int
                       const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
                       int64_t sb, float beta, float *C, int64_t ldc, int64_t sc) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    const mg_gemm_impl *im = mg_gemm_impl_active();
+    const mg_gemm_impl *im = mgk_gemm_active();
     /* One matrix per thread when the batch shares out evenly or is long enough that the last
      * round's imbalance is small, or when a matrix is too small to split among the threads;
      * otherwise each matrix in turn uses every thread. A shared C (stride 0) accumulates in batch

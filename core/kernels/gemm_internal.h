@@ -1,9 +1,9 @@
 /* gemm_internal.h: the contract between the GEMM driver (gemm.c) and its per-ISA kernels.
  *
- * The driver owns blocking, threading and workspace; an ISA file only packs panels and runs the
- * register micro-kernel over one packed block. Each ISA file is compiled with its own -m flags
- * (core/kernels/meson.build) and exposes one getter that returns NULL when the file was built
- * without those flags, so the dispatcher never calls code the build could not produce.
+ * The driver owns blocking, threading and workspace; a path's kernels (gemm_tmpl.h, compiled once
+ * per SIMD path as gemm_ISA.c) only pack panels and run the register micro-kernel over one packed
+ * block. A path's getter (isa.h) returns NULL when its unit was built without the path's
+ * instructions, so the dispatcher never calls code the build could not produce.
  *
  * Packed layouts (all floats, no ownership: the driver owns the buffers):
  *  - A block, m x kc: ceil(m/mr) panels of mr rows, panel p at dst + p*mr*kc, element (r, k) of the
@@ -40,13 +40,5 @@ typedef struct mg_gemm_impl {
     void (*small)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 } mg_gemm_impl;
-
-/* NULL when the corresponding file was compiled without its ISA flags. */
-const mg_gemm_impl *mg_gemm_generic_impl(void);
-const mg_gemm_impl *mg_gemm_avx2_impl(void);
-const mg_gemm_impl *mg_gemm_avx512_impl(void);
-
-/* The kernels of the active path (isa.c). */
-const mg_gemm_impl *mg_gemm_impl_active(void);
 
 #endif

@@ -1,26 +1,25 @@
-/* gemm_tmpl.h: GEMM packing, register micro-kernel and small-M kernel, written once over a
- * vector abstraction and instantiated per ISA (gemm_avx512.c, gemm_avx2.c, gemm_generic.c).
+/* gemm_tmpl.h: GEMM packing, register micro-kernel and small-M kernel, written once over the SIMD
+ * vocabulary (simd.h) and compiled once per path as gemm_ISA.c.
  *
- * The including file defines, before including this header:
- *   mgk_v (vector type), MGK_VLEN (floats per vector), MGK_MR, MGK_NV (micro-tile is MGK_MR rows
- *   by MGK_NV vectors), MGK_KC, MGK_MC, MGK_NC (cache blocks), MGK_SMALL_M, MGK_ISA, MGK_GETTER
- *   (name of the getter to define), and static inline functions v_zero, v_load, v_store, v_set1,
- *   v_fma (a*b + c), v_add, v_mul, v_load_n / v_store_n (first n lanes, 0 < n < MGK_VLEN; the other
- *   lanes of a load are 0 and their memory is not touched), v_sum (sum of the lanes, fixed order)
- *   and v_transpose (in-place transpose of MGK_VLEN vectors). Optionally MGK_PACK_A_BLOCK(s, lda,
- *   va, d): packs a full MGK_MR x MGK_VLEN block of row-major A, scaled by va, into d.
+ * The including unit includes its path's vocabulary and then defines, before this header:
+ *   MGK_MR, MGK_NV (the micro-tile is MGK_MR rows by MGK_NV vectors; MGK_MR <= MGK_W),
+ *   MGK_KC, MGK_MC, MGK_NC (cache blocks), MGK_SMALL_M (M at or below it is not packed, up to 4),
+ *   and optionally MGK_PACK_A_BLOCK(s, lda, va, d): a hand-written packing of a full
+ *   MGK_MR x MGK_W block of row-major A, scaled by va, into d (the layout of pack_a below).
+ * It defines the getter MGK_FN(mgk_gemm) of the path's mg_gemm_impl.
  * See gemm_internal.h for the packed layouts and the determinism argument.
  */
 #include "gemm_internal.h"
+#include "isa.h"
 
 #include <stddef.h>
 
-#define MGK_NR (MGK_VLEN * MGK_NV)
-#define MGK_ALWAYS_INLINE static inline __attribute__((always_inline))
-#define MGK_UNROLL _Pragma("GCC unroll 32")
+#if MGK_HAVE_ISA
 
-#if MGK_MR > MGK_VLEN
-#error "pack_a transposes MGK_VLEN rows at a time: MGK_MR must not exceed MGK_VLEN"
+#define MGK_NR (MGK_W * MGK_NV)
+
+#if MGK_MR > MGK_W
+#error "pack_a transposes MGK_W rows at a time: MGK_MR must not exceed MGK_W"
 #endif
 
 static inline int64_t mgk_min(int64_t a, int64_t b) {
@@ -29,8 +28,8 @@ static inline int64_t mgk_min(int64_t a, int64_t b) {
 
 /* ---- packing ---- */
 
-static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
-                   float *dst) {
+static void MGK_FN(pack_a)(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, float alpha,
+                           float *dst) {
     const mgk_v va = v_set1(alpha);
     if (ta) {
         /* op(A) is stored K x M: each k is one contiguous run of mm floats, loaded as a (partial)
@@ -42,7 +41,7 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
             const float *s = A + i;
             float *d = dst + i * kc;
             for (int64_t k = 0; k < kc; k++) {
-#if MGK_MR == MGK_VLEN
+#if MGK_MR == MGK_W
                 const mgk_v x = mm == MGK_MR ? v_load(s + k * lda) : v_load_n(s + k * lda, mm);
                 v_store(d + k * MGK_MR, v_mul(va, x));
 #else
@@ -55,21 +54,20 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
     for (int64_t i = 0; i < m; i += MGK_MR) {
         const int mm = (int)mgk_min(MGK_MR, m - i);
         float *d = dst + i * kc;
-        /* Rows of A are contiguous in k: transpose MGK_VLEN x MGK_VLEN blocks in registers. */
+        /* Rows of A are contiguous in k: transpose MGK_W x MGK_W blocks in registers. */
         const float *s = A + i * lda;
         int64_t k = 0;
 #ifdef MGK_PACK_A_BLOCK
         if (mm == MGK_MR)
-            for (; k + MGK_VLEN <= kc; k += MGK_VLEN)
-                MGK_PACK_A_BLOCK(s + k, lda, va, d + k * MGK_MR);
+            for (; k + MGK_W <= kc; k += MGK_W) MGK_PACK_A_BLOCK(s + k, lda, va, d + k * MGK_MR);
 #endif
-        for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
-            mgk_v t[MGK_VLEN];
-            MGK_UNROLL for (int r = 0; r < MGK_VLEN; r++) t[r] =
+        for (; k + MGK_W <= kc; k += MGK_W) {
+            mgk_v t[MGK_W];
+            MGK_UNROLL for (int r = 0; r < MGK_W; r++) t[r] =
                 r < mm ? v_mul(va, v_load(s + r * lda + k)) : v_zero();
             v_transpose(t);
-            MGK_UNROLL for (int q = 0; q < MGK_VLEN; q++) {
-#if MGK_MR == MGK_VLEN
+            MGK_UNROLL for (int q = 0; q < MGK_W; q++) {
+#if MGK_MR == MGK_W
                 v_store(d + (k + q) * MGK_MR, t[q]);
 #else
                 v_store_n(d + (k + q) * MGK_MR, t[q], MGK_MR);
@@ -85,7 +83,8 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t m, int64_t kc, 
     }
 }
 
-static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, float *dst) {
+static void MGK_FN(pack_b)(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n,
+                           float *dst) {
     for (int64_t j = 0; j < n; j += MGK_NR) {
         const int nn = (int)mgk_min(MGK_NR, n - j);
         float *d = dst + j * kc;
@@ -94,15 +93,15 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, 
             if (nn == MGK_NR) {
                 for (int64_t k = 0; k < kc; k++)
                     MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
-                        v_store(d + k * MGK_NR + v * MGK_VLEN, v_load(s + k * ldb + v * MGK_VLEN));
+                        v_store(d + k * MGK_NR + v * MGK_W, v_load(s + k * ldb + v * MGK_W));
                 continue;
             }
             for (int64_t k = 0; k < kc; k++) {
                 for (int v = 0; v < MGK_NV; v++) {
-                    const int cnt = nn - v * MGK_VLEN;
-                    const float *sv = s + k * ldb + v * MGK_VLEN;
-                    mgk_v x = cnt >= MGK_VLEN ? v_load(sv) : cnt > 0 ? v_load_n(sv, cnt) : v_zero();
-                    v_store(d + k * MGK_NR + v * MGK_VLEN, x);
+                    const int cnt = nn - v * MGK_W;
+                    const float *sv = s + k * ldb + v * MGK_W;
+                    mgk_v x = cnt >= MGK_W ? v_load(sv) : cnt > 0 ? v_load_n(sv, cnt) : v_zero();
+                    v_store(d + k * MGK_NR + v * MGK_W, x);
                 }
             }
             continue;
@@ -110,15 +109,14 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, 
         /* op(B) column j + c is row j + c of the stored N x K matrix: transpose in registers. */
         const float *s = B + j * ldb;
         int64_t k = 0;
-        for (; k + MGK_VLEN <= kc; k += MGK_VLEN) {
+        for (; k + MGK_W <= kc; k += MGK_W) {
             for (int v = 0; v < MGK_NV; v++) {
-                mgk_v t[MGK_VLEN];
-                const int c0 = v * MGK_VLEN;
-                MGK_UNROLL for (int r = 0; r < MGK_VLEN; r++) t[r] =
+                mgk_v t[MGK_W];
+                const int c0 = v * MGK_W;
+                MGK_UNROLL for (int r = 0; r < MGK_W; r++) t[r] =
                     c0 + r < nn ? v_load(s + (c0 + r) * ldb + k) : v_zero();
                 v_transpose(t);
-                MGK_UNROLL for (int q = 0; q < MGK_VLEN; q++)
-                    v_store(d + (k + q) * MGK_NR + c0, t[q]);
+                MGK_UNROLL for (int q = 0; q < MGK_W; q++) v_store(d + (k + q) * MGK_NR + c0, t[q]);
             }
         }
         for (; k < kc; k++) {
@@ -136,8 +134,8 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, 
  * (packing zero-pads), so an element's arithmetic does not depend on where the tile edge falls. The
  * accumulators go through a stack tile before the C update: keeping that (branchy) update out of
  * the k-loop's register allocation stops GCC from spilling a B vector inside the loop. */
-MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *restrict b,
-                             float beta, float *restrict c, int64_t ldc, int mm, int nn) {
+MGK_ALWAYS_INLINE void MGK_FN(micro)(int64_t kc, const float *restrict a, const float *restrict b,
+                                     float beta, float *restrict c, int64_t ldc, int mm, int nn) {
     _Alignas(64) float tile[MGK_MR][MGK_NR];
     /* C is usually out in L3 (it is revisited once per K slice): start fetching it now so the
      * update after the k-loop does not wait. */
@@ -151,7 +149,7 @@ MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *r
             acc[i][v] = v_zero();
         for (int64_t k = 0; k < kc; k++) {
             mgk_v bv[MGK_NV];
-            MGK_UNROLL for (int v = 0; v < MGK_NV; v++) bv[v] = v_load(b + v * MGK_VLEN);
+            MGK_UNROLL for (int v = 0; v < MGK_NV; v++) bv[v] = v_load(b + v * MGK_W);
             MGK_UNROLL for (int i = 0; i < MGK_MR; i++) {
                 const mgk_v ai = v_set1(a[i]);
                 MGK_UNROLL for (int v = 0; v < MGK_NV; v++) acc[i][v] = v_fma(ai, bv[v], acc[i][v]);
@@ -160,17 +158,17 @@ MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *r
             b += MGK_NR;
         }
         MGK_UNROLL for (int i = 0; i < MGK_MR; i++) MGK_UNROLL for (int v = 0; v < MGK_NV; v++)
-            v_store(tile[i] + v * MGK_VLEN, acc[i][v]);
+            v_store(tile[i] + v * MGK_W, acc[i][v]);
     }
     const mgk_v vb = v_set1(beta);
     for (int i = 0; i < mm; i++) {
         float *ci = c + i * ldc;
         for (int v = 0; v < MGK_NV; v++) {
-            const int cnt = nn - v * MGK_VLEN;
+            const int cnt = nn - v * MGK_W;
             if (cnt <= 0) break;
-            float *p = ci + v * MGK_VLEN;
-            mgk_v x = v_load(tile[i] + v * MGK_VLEN);
-            if (cnt >= MGK_VLEN) {
+            float *p = ci + v * MGK_W;
+            mgk_v x = v_load(tile[i] + v * MGK_W);
+            if (cnt >= MGK_W) {
                 if (beta == 1.0f)
                     x = v_add(v_load(p), x);
                 else if (beta != 0.0f)
@@ -187,15 +185,15 @@ MGK_ALWAYS_INLINE void micro(int64_t kc, const float *restrict a, const float *r
     }
 }
 
-static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb, float beta,
-                  float *C, int64_t ldc) {
+static void MGK_FN(block)(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb,
+                          float beta, float *C, int64_t ldc) {
     /* The a-panel (MGK_MR x kc) stays in L1 while the b-panels of the L2-resident B block stream
      * past it. */
     for (int64_t i = 0; i < m; i += MGK_MR) {
         const int mm = (int)mgk_min(MGK_MR, m - i);
         for (int64_t j = 0; j < n; j += MGK_NR) {
             const int nn = (int)mgk_min(MGK_NR, n - j);
-            micro(kc, pa + i * kc, pb + j * kc, beta, C + i * ldc + j, ldc, mm, nn);
+            MGK_FN(micro)(kc, pa + i * kc, pb + j * kc, beta, C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
@@ -210,9 +208,9 @@ static void block(int64_t m, int64_t n, int64_t kc, const float *pa, const float
 
 /* op(B) not transposed: stream B row by row (contiguous, prefetch-friendly) into an L1-resident
  * accumulator stripe; each element still sums over k in order. */
-MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha, const float *A,
-                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                                  int64_t ldc) {
+MGK_ALWAYS_INLINE void MGK_FN(small_rows)(const int m, int64_t n, int64_t k, float alpha,
+                                          const float *A, int64_t lda, const float *B, int64_t ldb,
+                                          float beta, float *C, int64_t ldc) {
     /* m rows of accumulators share one 8 KB L1-resident buffer: the stripe narrows as m grows */
     _Alignas(64) float buf[MGK_SMALL_W];
     const int64_t sw = (MGK_SMALL_W / m) / 64 * 64;
@@ -220,14 +218,14 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
     MGK_UNROLL for (int i = 0; i < m; i++) acc[i] = buf + i * sw;
     for (int64_t j = 0; j < n; j += sw) {
         const int64_t w = mgk_min(sw, n - j);
-        const int64_t wf = w / MGK_VLEN * MGK_VLEN;
+        const int64_t wf = w / MGK_W * MGK_W;
         const int tail = (int)(w - wf);
-        if (w <= MGK_SMALL_RB * MGK_VLEN) {
+        if (w <= MGK_SMALL_RB * MGK_W) {
             /* A narrow stripe (attention's P V in a decode step: N = head size) has too few
              * independent sums to hide the FMA and store-forwarding latency of the buffer: keep
              * them in registers. Same operations per element, so the same bits. */
             mgk_v r[MGK_SMALL_M][MGK_SMALL_RB];
-            const int nv = (int)((w + MGK_VLEN - 1) / MGK_VLEN);
+            const int nv = (int)((w + MGK_W - 1) / MGK_W);
             MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++)
                 r[i][v] = v_zero();
             for (int64_t p = 0; p < k; p++) {
@@ -236,22 +234,22 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
                 MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
                 MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++) {
                     if (v >= nv) break;
-                    const int cnt = (int)mgk_min(MGK_VLEN, w - v * MGK_VLEN);
-                    const mgk_v bv = cnt == MGK_VLEN ? v_load(bp + v * MGK_VLEN)
-                                                     : v_load_n(bp + v * MGK_VLEN, cnt);
+                    const int cnt = (int)mgk_min(MGK_W, w - v * MGK_W);
+                    const mgk_v bv =
+                        cnt == MGK_W ? v_load(bp + v * MGK_W) : v_load_n(bp + v * MGK_W, cnt);
                     MGK_UNROLL for (int i = 0; i < m; i++) r[i][v] = v_fma(ai[i], bv, r[i][v]);
                 }
             }
             MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int v = 0; v < MGK_SMALL_RB; v++)
-                v_store(acc[i] + v * MGK_VLEN, r[i][v]);
+                v_store(acc[i] + v * MGK_W, r[i][v]);
         } else {
             for (int i = 0; i < m; i++)
-                for (int64_t c = 0; c < w; c += MGK_VLEN) v_store(acc[i] + c, v_zero());
+                for (int64_t c = 0; c < w; c += MGK_W) v_store(acc[i] + c, v_zero());
             for (int64_t p = 0; p < k; p++) {
                 const float *bp = B + p * ldb + j;
                 mgk_v ai[MGK_SMALL_M];
                 MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
-                for (int64_t c = 0; c < wf; c += MGK_VLEN) {
+                for (int64_t c = 0; c < wf; c += MGK_W) {
                     const mgk_v bv = v_load(bp + c);
                     MGK_UNROLL for (int i = 0; i < m; i++)
                         v_store(acc[i] + c, v_fma(ai[i], bv, v_load(acc[i] + c)));
@@ -266,10 +264,10 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
         const mgk_v valpha = v_set1(alpha), vbeta = v_set1(beta);
         for (int i = 0; i < m; i++) {
             float *ci = C + i * ldc + j;
-            for (int64_t c = 0; c < w; c += MGK_VLEN) {
-                const int cnt = (int)mgk_min(MGK_VLEN, w - c);
+            for (int64_t c = 0; c < w; c += MGK_W) {
+                const int cnt = (int)mgk_min(MGK_W, w - c);
                 mgk_v x = v_mul(valpha, v_load(acc[i] + c));
-                if (cnt == MGK_VLEN) {
+                if (cnt == MGK_W) {
                     if (beta != 0.0f) x = v_fma(vbeta, v_load(ci + c), x);
                     v_store(ci + c, x);
                 } else {
@@ -282,10 +280,10 @@ MGK_ALWAYS_INLINE void small_rows(const int m, int64_t n, int64_t k, float alpha
 }
 
 /* op(B) transposed (B stored N x K): each element is a dot product of two contiguous rows. */
-MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha, const float *A,
-                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                                  int64_t ldc) {
-    const int64_t kf = k / MGK_VLEN * MGK_VLEN;
+MGK_ALWAYS_INLINE void MGK_FN(small_dots)(const int m, int64_t n, int64_t k, float alpha,
+                                          const float *A, int64_t lda, const float *B, int64_t ldb,
+                                          float beta, float *C, int64_t ldc) {
+    const int64_t kf = k / MGK_W * MGK_W;
     const int tail = (int)(k - kf);
     for (int64_t j = 0; j < n; j += MGK_DOT_J) {
         const int jn = (int)mgk_min(MGK_DOT_J, n - j);
@@ -293,7 +291,7 @@ MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha
         mgk_v acc[MGK_SMALL_M][MGK_DOT_J];
         MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++)
             acc[i][q] = v_zero();
-        for (int64_t p = 0; p < kf; p += MGK_VLEN) {
+        for (int64_t p = 0; p < kf; p += MGK_W) {
             mgk_v bv[MGK_DOT_J];
             MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) bv[q] =
                 q < jn ? v_load(bj + q * ldb + p) : v_zero();
@@ -316,23 +314,24 @@ MGK_ALWAYS_INLINE void small_dots(const int m, int64_t n, int64_t k, float alpha
         MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < MGK_DOT_J; q++) {
             if (q >= jn) break;
             float *c = C + i * ldc + j + q;
-            const float x = alpha * v_sum(acc[i][q]);
+            const float x = alpha * v_hsum(acc[i][q]);
             *c = beta == 0.0f ? x : x + beta * *c;
         }
     }
 }
 
 /* The driver hands op(A) already materialised row-major (ta is false here). */
-static void small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
-                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+static void MGK_FN(small)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc) {
     (void)ta;
     switch (m) {
 #define MGK_SMALL_CASE(M)                                                                          \
     case M:                                                                                        \
         if (tb)                                                                                    \
-            small_dots(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                              \
+            MGK_FN(small_dots)(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                      \
         else                                                                                       \
-            small_rows(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                              \
+            MGK_FN(small_rows)(M, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                      \
         break;
         MGK_SMALL_CASE(1)
 #if MGK_SMALL_M >= 2
@@ -353,19 +352,25 @@ static void small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
     }
 }
 
-const mg_gemm_impl *MGK_GETTER(void) {
+const mg_gemm_impl *MGK_FN(mgk_gemm)(void) {
     static const mg_gemm_impl impl = {
-        .isa = MGK_ISA,
+        .isa = MGK_ISA_ID,
         .mr = MGK_MR,
         .nr = MGK_NR,
         .kc = MGK_KC,
         .mc = MGK_MC,
         .nc = MGK_NC,
         .small_m = MGK_SMALL_M,
-        .pack_a = pack_a,
-        .pack_b = pack_b,
-        .block = block,
-        .small = small,
+        .pack_a = MGK_FN(pack_a),
+        .pack_b = MGK_FN(pack_b),
+        .block = MGK_FN(block),
+        .small = MGK_FN(small),
     };
     return &impl;
 }
+
+#else
+const mg_gemm_impl *MGK_FN(mgk_gemm)(void) {
+    return NULL;
+}
+#endif

@@ -1,8 +1,10 @@
-/* Run-time choice of the SIMD path: what the CPU offers (cpuid through __builtin_cpu_supports,
- * which also checks that the OS saves the wider registers) intersected with what this build
- * compiled. The active path is the one piece of process-wide mutable state in the kernels: tests
- * and benchmarks flip it with mg_isa_force; each kernel call reads it once on entry. */
-#include "gemm_internal.h"
+/* Run-time choice of the SIMD path, the one place that looks at the CPU: what the CPU offers
+ * (cpuid through __builtin_cpu_supports, which also checks that the OS saves the wider registers)
+ * intersected with what this build compiled (a path's getters return NULL when its units were
+ * built without its instructions). The active path is the one piece of process-wide mutable state
+ * in the kernels: tests and benchmarks flip it with mg_isa_force; each kernel call reads it once on
+ * entry, through the mgk_*_active functions below. */
+#include "isa.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -24,20 +26,20 @@ static bool cpu_has(mg_isa isa) {
 #endif
 }
 
-static const mg_gemm_impl *impl_of(mg_isa isa) {
+/* Every family of the path compiled: they share the path's units and flags, so all or none. */
+static bool compiled(mg_isa isa) {
     switch (isa) {
-    case MG_ISA_AVX512:
-        return mg_gemm_avx512_impl();
-    case MG_ISA_AVX2:
-        return mg_gemm_avx2_impl();
-    case MG_ISA_GENERIC:
-        return mg_gemm_generic_impl();
+#define COMPILED(name, id)                                                                         \
+    case id:                                                                                       \
+        return mgk_gemm_##name() && mgk_rowops_##name() && mgk_attention_##name();
+        MGK_ISAS(COMPILED)
+#undef COMPILED
     }
-    return NULL;
+    return false;
 }
 
 static bool usable(mg_isa isa) {
-    return impl_of(isa) != NULL && cpu_has(isa);
+    return compiled(isa) && cpu_has(isa);
 }
 
 mg_isa mg_isa_detected(void) {
@@ -66,16 +68,36 @@ bool mg_isa_force(mg_isa isa) {
 
 const char *mg_isa_name(mg_isa isa) {
     switch (isa) {
-    case MG_ISA_AVX512:
-        return "avx512";
-    case MG_ISA_AVX2:
-        return "avx2";
-    case MG_ISA_GENERIC:
-        return "generic";
+#define NAME(name, id)                                                                             \
+    case id:                                                                                       \
+        return #name;
+        MGK_ISAS(NAME)
+#undef NAME
     }
     return "unknown";
 }
 
-const mg_gemm_impl *mg_gemm_impl_active(void) {
-    return impl_of(mg_isa_active());
+/* The active path's table of each family. The portable path is always compiled, and a path is
+ * only made active when usable, so these never return NULL. */
+#define ACTIVE_CASE(name, id)                                                                      \
+    case id:                                                                                       \
+        return MGK_FAMILY_GETTER(name);
+#define MGK_FAMILY_GETTER(name) mgk_gemm_##name()
+const mg_gemm_impl *mgk_gemm_active(void) {
+    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    return mgk_gemm_generic();
 }
+#undef MGK_FAMILY_GETTER
+#define MGK_FAMILY_GETTER(name) mgk_rowops_##name()
+const mgk_rowops_impl *mgk_rowops_active(void) {
+    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    return mgk_rowops_generic();
+}
+#undef MGK_FAMILY_GETTER
+#define MGK_FAMILY_GETTER(name) mgk_attention_##name()
+const mgk_attention_impl *mgk_attention_active(void) {
+    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    return mgk_attention_generic();
+}
+#undef MGK_FAMILY_GETTER
+#undef ACTIVE_CASE

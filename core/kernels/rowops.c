@@ -1,15 +1,11 @@
-/* Row and elementwise kernels (minigrad/rowops.h): plain references, the per-path vector kernels
- * (rowops_tmpl.h, compiled here once per SIMD path under a target pragma, so one binary carries
- * all three and uses what the CPU has, as the GEMM does), and the drivers that split the work
- * among threads.
- *
- * A target pragma only adds instructions to the build's own flags, so on a -march=native build of
- * an AVX-512 host the compiler may use EVEX encodings inside the AVX2 path, and may auto-vectorise
- * the portable path (GCC cannot inline native-target intrinsics into a function that turns AVX-512
- * off); with -Dnative=false each path holds only its own instructions.
+/* Row and elementwise kernels (minigrad/rowops.h): plain references, and the drivers that split
+ * the work among threads and run it on the active path's kernels (rowops_tmpl.h, compiled once per
+ * SIMD path as rowops_ISA.c; isa.c hands out the table).
  */
-#include "minigrad/rowops.h"
+#include "isa.h"
+#include "rowops_internal.h"
 #include "minigrad/kernels.h"
+#include "minigrad/rowops.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -18,16 +14,7 @@
 #include <omp.h>
 #endif
 
-#define RO_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
-#define RO_GELU_C 0.044715f
 #define RO_SLAB 2048 /* columns per slab of a column sum: its partial sums stay in L1 */
-
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define RO_X86 1
-#include <immintrin.h>
-#else
-#define RO_X86 0
-#endif
 
 /* ==== references: single-threaded loops with libm, what the fast kernels are checked against == */
 
@@ -201,222 +188,8 @@ void mg_sgd_update_ref(int64_t n, float *w, const float *g, float *buf, float lr
     }
 }
 
-/* ==== per-path kernels ======================================================================== */
-
-typedef struct ro_impl {
-    void (*ln_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, const float *w,
-                   const float *b, float eps, float *y, float *mean, float *rstd);
-    void (*ln_bwd)(int64_t r0, int64_t r1, int64_t C, const float *x, const float *w,
-                   const float *mean, const float *rstd, const float *dy, float *dx, float *pw,
-                   float *pb);
-    void (*gelu_fwd)(int kind, int64_t n, const float *x, float *y);
-    void (*gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx);
-    void (*add2)(int64_t n, const float *a, const float *b, float *c);
-    void (*add3)(int64_t n, const float *x, const float *h, const float *b, float *y);
-    void (*acc)(int64_t n, float *dst, const float *src);
-    void (*softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, float *y);
-    void (*softmax_bwd)(int64_t r0, int64_t r1, int64_t C, const float *y, const float *dy,
-                        float *dx);
-    void (*xent_fwd)(int64_t r0, int64_t r1, int64_t V, const float *x, const int32_t *t,
-                     int32_t ignore, float *mx, float *ls, double *loss);
-    void (*xent_bwd)(int64_t r0, int64_t r1, int64_t V, const float *x, const int32_t *t,
-                     int32_t ignore, const float *mx, const float *ls, float g, float *dx);
-    void (*adamw)(int64_t n, float *w, const float *g, float *m, float *v, const mg_adamw_hyper *h);
-    void (*sgd)(int64_t n, float *w, const float *g, float *buf, float lr, float mu, float wd,
-                bool first);
-} ro_impl;
-
-/* ---- portable: one lane, plain C ---- */
-#define V float
-#define VL 1
-#define RO(name) name##_generic
-static inline float rog_max(float a, float b) {
-    return a > b ? a : b;
-}
-static inline float rog_min(float a, float b) {
-    return a < b ? a : b;
-}
-static inline float rog_sel(float x, float t, float a, float b) {
-    return x > t ? a : b;
-}
-/* Adding and removing 1.5 * 2^23 rounds to an integer in the current (nearest) mode. */
-static inline float rog_round(float x) {
-    return (x + 12582912.0f) - 12582912.0f;
-}
-static inline float rog_pow2(float n) {
-    const int32_t bits = (int32_t)((uint32_t)((n == n ? (int32_t)n : 0) + 127) << 23);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-#define v_zero() 0.0f
-#define v_set1(f) (f)
-#define v_load(p) (*(p))
-#define v_store(p, x) (*(p) = (x))
-#define v_load_n(p, n) ((n) > 0 ? *(p) : 0.0f)
-#define v_load_n_fill(p, n, f) ((n) > 0 ? *(p) : (f))
-#define v_store_n(p, x, n) ((n) > 0 ? (void)(*(p) = (x)) : (void)0)
-#define v_keep_n(x, n) ((n) > 0 ? (x) : 0.0f)
-#define v_add(a, b) ((a) + (b))
-#define v_sub(a, b) ((a) - (b))
-#define v_mul(a, b) ((a) * (b))
-#define v_div(a, b) ((a) / (b))
-#define v_sqrt(a) sqrtf(a)
-#define v_abs(a) fabsf(a)
-#define v_fma(a, b, c) ((a) * (b) + (c))
-#define v_fnma(a, b, c) ((c) - (a) * (b))
-#define v_max(a, b) rog_max(a, b)
-#define v_min(a, b) rog_min(a, b)
-#define v_hsum(x) (x)
-#define v_hmax(x) (x)
-#define v_round(x) rog_round(x)
-#define v_pow2(n) rog_pow2(n)
-#define v_gt_sel(x, t, a, b) rog_sel(x, t, a, b)
-#include "rowops_tmpl.h"
-
-#if RO_X86
-/* ---- AVX2 + FMA (8 lanes) ---- */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
-#define V __m256
-#define VL 8
-#define RO(name) name##_avx2
-static inline __m256i ro2_mask(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-/* vmaskmov does not fault on the masked-off lanes, so a tail never reads past the buffer. */
-static inline __m256 ro2_load_n(const float *p, int64_t n) {
-    return _mm256_maskload_ps(p, ro2_mask(n));
-}
-static inline __m256 ro2_load_n_fill(const float *p, int64_t n, float f) {
-    const __m256i m = ro2_mask(n);
-    return _mm256_blendv_ps(_mm256_set1_ps(f), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
-}
-static inline void ro2_store_n(float *p, __m256 x, int64_t n) {
-    _mm256_maskstore_ps(p, ro2_mask(n), x);
-}
-static inline __m256 ro2_keep_n(__m256 x, int64_t n) {
-    return _mm256_and_ps(x, _mm256_castsi256_ps(ro2_mask(n)));
-}
-static inline float ro2_hsum(__m256 x) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline float ro2_hmax(__m256 x) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline __m256 ro2_pow2(__m256 n) {
-    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
-}
-#define v_zero() _mm256_setzero_ps()
-#define v_set1(f) _mm256_set1_ps(f)
-#define v_load(p) _mm256_loadu_ps(p)
-#define v_store(p, x) _mm256_storeu_ps(p, x)
-#define v_load_n(p, n) ro2_load_n(p, n)
-#define v_load_n_fill(p, n, f) ro2_load_n_fill(p, n, f)
-#define v_store_n(p, x, n) ro2_store_n(p, x, n)
-#define v_keep_n(x, n) ro2_keep_n(x, n)
-#define v_add(a, b) _mm256_add_ps(a, b)
-#define v_sub(a, b) _mm256_sub_ps(a, b)
-#define v_mul(a, b) _mm256_mul_ps(a, b)
-#define v_div(a, b) _mm256_div_ps(a, b)
-#define v_sqrt(a) _mm256_sqrt_ps(a)
-#define v_abs(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a)
-#define v_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define v_fnma(a, b, c) _mm256_fnmadd_ps(a, b, c)
-#define v_max(a, b) _mm256_max_ps(a, b)
-#define v_min(a, b) _mm256_min_ps(a, b)
-#define v_hsum(x) ro2_hsum(x)
-#define v_hmax(x) ro2_hmax(x)
-#define v_round(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define v_pow2(n) ro2_pow2(n)
-#define v_gt_sel(x, t, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, t, _CMP_GT_OQ))
-#include "rowops_tmpl.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-/* ---- AVX-512F (16 lanes) ---- */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
-#define V __m512
-#define VL 16
-#define RO(name) name##_avx512
-static inline __mmask16 ro5_mask(int64_t n) {
-    return (__mmask16)((1u << n) - 1u);
-}
-static inline float ro5_hsum(__m512 x) {
-    /* Halving, in a fixed order (the same on every compiler, unlike a library reduce). */
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline __m512 ro5_pow2(__m512 n) {
-    const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
-}
-#define v_zero() _mm512_setzero_ps()
-#define v_set1(f) _mm512_set1_ps(f)
-#define v_load(p) _mm512_loadu_ps(p)
-#define v_store(p, x) _mm512_storeu_ps(p, x)
-#define v_load_n(p, n) _mm512_maskz_loadu_ps(ro5_mask(n), p)
-#define v_load_n_fill(p, n, f) _mm512_mask_loadu_ps(_mm512_set1_ps(f), ro5_mask(n), p)
-#define v_store_n(p, x, n) _mm512_mask_storeu_ps(p, ro5_mask(n), x)
-#define v_keep_n(x, n) _mm512_maskz_mov_ps(ro5_mask(n), x)
-#define v_add(a, b) _mm512_add_ps(a, b)
-#define v_sub(a, b) _mm512_sub_ps(a, b)
-#define v_mul(a, b) _mm512_mul_ps(a, b)
-#define v_div(a, b) _mm512_div_ps(a, b)
-#define v_sqrt(a) _mm512_sqrt_ps(a)
-#define v_abs(a) _mm512_abs_ps(a)
-#define v_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define v_fnma(a, b, c) _mm512_fnmadd_ps(a, b, c)
-#define v_max(a, b) _mm512_max_ps(a, b)
-#define v_min(a, b) _mm512_min_ps(a, b)
-#define v_hsum(x) ro5_hsum(x)
-#define v_hmax(x) _mm512_reduce_max_ps(x)
-#define v_round(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define v_pow2(n) ro5_pow2(n)
-#define v_gt_sel(x, t, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, t, _CMP_GT_OQ), b, a)
-#include "rowops_tmpl.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif /* RO_X86 */
-
-static const ro_impl *ro_active(void) {
-#if RO_X86
-    switch (mg_isa_active()) {
-    case MG_ISA_AVX512:
-        return &impl_avx512;
-    case MG_ISA_AVX2:
-        return &impl_avx2;
-    case MG_ISA_GENERIC:
-        break;
-    }
-#endif
-    return &impl_generic;
+static const mgk_rowops_impl *ro_active(void) {
+    return mgk_rowops_active();
 }
 
 /* ==== drivers: split the work among threads =================================================== */
@@ -498,7 +271,7 @@ static int64_t col_grain(int64_t rows) {
 /* ---- LayerNorm ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int64_t R, C;
     const float *x, *w, *b, *mean, *rstd, *dy;
     float eps, *y, *mean_out, *rstd_out, *dx, *part;
@@ -575,7 +348,7 @@ void mg_layernorm_bwd(int64_t R, int64_t C, const float *x, const float *w, cons
 /* ---- GELU ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int kind;
     const float *x, *dy;
     float *y;
@@ -611,7 +384,7 @@ void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, 
 /* ---- adds ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int64_t N;
     const float *a, *h, *b;
     float *c;
@@ -666,7 +439,7 @@ void mg_accumulate(int64_t n, float *dst, const float *src) {
 }
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int64_t R, N;
     const float *src;
     float *dst;
@@ -701,7 +474,7 @@ void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
 /* ---- softmax, cross-entropy ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int64_t C;
     const float *x, *y, *dy, *mx, *ls;
     const int32_t *t;
@@ -792,7 +565,7 @@ void mg_xent_bwd(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t
 /* ---- embedding ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     int64_t n, C;
     const float *src;
     const int32_t *ids;
@@ -835,7 +608,7 @@ void mg_embedding_bwd(int64_t n, int64_t C, const int32_t *ids, const float *dy,
 /* ---- optimizer updates ---- */
 
 typedef struct {
-    const ro_impl *im;
+    const mgk_rowops_impl *im;
     float *w, *m, *v;
     const float *g;
     const mg_adamw_hyper *h;

@@ -1,0 +1,100 @@
+/* attention_internal.h: the contract between the fused attention drivers (attention.c) and their
+ * per-ISA tile kernels (attention_tmpl.h, compiled once per SIMD path as attention_ISA.c): tile
+ * sizes, the work description, the scratch layouts and small shared helpers. */
+#ifndef MG_KERNELS_ATTENTION_INTERNAL_H
+#define MG_KERNELS_ATTENTION_INTERNAL_H
+
+#include "minigrad/kernels.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define AT_BR 64          /* queries per tile */
+#define AT_BC 64          /* keys per tile */
+#define AT_FEW_QUERIES 2  /* at most this many queries in a tile: logits by dot products */
+
+static inline int64_t at_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t at_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t at_round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/* End (exclusive) of the keys any query of rows [i0, i0+m) can see. */
+static inline int64_t at_kend(const mg_attn_desc *a, int64_t i0, int64_t m) {
+    return a->causal ? at_max(0, at_min(a->Tk, a->q_pos0 + i0 + m)) : a->Tk;
+}
+/* How many of the nc keys starting at j0 the query at position qpos sees. */
+static inline int64_t at_nvis(const mg_attn_desc *a, int64_t qpos, int64_t j0, int64_t nc) {
+    return a->causal ? at_max(0, at_min(nc, qpos + 1 - j0)) : nc;
+}
+
+/* Parts of a tile product a causal mask zeroes, which attention_tmpl.h may skip. */
+enum { AT_COLS_FROM = 1, AT_K_FROM = 2, AT_K_TO = 3 };
+
+/* rows x D -> rows x dp, zero-padded (only when D is not a multiple of every vector width). */
+static inline void at_pad_rows(const float *src, int64_t rows, int64_t D, int64_t dp, float *dst) {
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(dst + r * dp, src + r * D, (size_t)D * sizeof(float));
+        memset(dst + r * dp + D, 0, (size_t)(dp - D) * sizeof(float));
+    }
+}
+
+/* ---- work description and scratch layout (in floats, each piece 64-byte aligned) ------------- */
+
+typedef struct at_fwd_layout {
+    size_t qt, st, o, m, l, al, vp, tmp, total;
+} at_fwd_layout;
+
+/* The query side of one head, packed once per backward item: per query tile, its transposed q and
+ * dO (D x AT_BR), its padded rows when needed, and lse and D_i padded to AT_BR. */
+typedef struct at_qpack_layout {
+    size_t qt, dot, qp, dop, lse, di, total;
+} at_qpack_layout;
+
+typedef struct at_bwd_layout {
+    size_t st, dpt, tmp, dk, dv, kp, dq, pack, total;
+} at_bwd_layout;
+
+typedef struct at_job at_job;
+
+typedef struct at_pair {
+    int64_t bh, i0, m, j0, nc;
+    const float *kj, *vj;         /* key tile rows (ld D) */
+    const float *kp;              /* key rows as a product operand (padded when needed), ld ldk */
+    int64_t ldk;
+    const float *qt, *dot;        /* D x AT_BR */
+    const float *qp, *dop;        /* query and dO rows as product operands, ld ldq */
+    int64_t ldq;
+    const float *lse, *di;        /* AT_BR each */
+    float *st, *dpt, *tmp;        /* scratch */
+    float *dq, *dk, *dv;          /* accumulators (ld dp), NULL when not wanted */
+} at_pair;
+
+/* A path's kernels (attention_tmpl.h). */
+typedef struct mgk_attention_impl {
+    /* Forward for query tile qt of head bh, ws: the thread's at_fwd_layout scratch. */
+    void (*fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws);
+    /* One (query tile, key tile) pair of backward. */
+    void (*bwd_pair)(const at_job *J, const at_pair *p);
+    /* The query side of tile qt of head bh into pk (at_qpack_layout). */
+    void (*pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk);
+} mgk_attention_impl;
+
+struct at_job {
+    const mg_attn_desc *a;
+    int64_t BH, nqt, nkt, dp; /* dp: row stride of padded rows and accumulators */
+    bool pad;                 /* D is not a multiple of 16: product operands need padded copies */
+    const float *q, *k, *v, *oin, *lse_in, *dO;
+    float *o, *lse, *dq, *dk, *dv;
+    at_fwd_layout fl;
+    at_qpack_layout ql;
+    at_bwd_layout bl;
+    float *shared; /* two-pass backward: BH query packs */
+    const mgk_attention_impl *impl;
+};
+
+static inline int64_t at_kv_stride(const mg_attn_desc *a) {
+    return a->kv_stride ? a->kv_stride : a->Tk * a->D;
+}
+
+#endif

@@ -1,0 +1,333 @@
+/* attention_tmpl.h: the tile kernels of fused attention (attention.c has the drivers), written
+ * once over the SIMD vocabulary (simd.h) and compiled once per path as attention_ISA.c. The unit
+ * includes its path's vocabulary, then defines AT_MR and AT_NV (the register tile of the small
+ * matrix products: AT_MR rows, 4 or 6, by AT_NV vectors, 2 or 4) and includes this file, which
+ * defines the getter MGK_FN(mgk_attention) of the path's table (attention_internal.h).
+ *
+ * Tiles are held transposed, keys by queries: st[c * AT_BR + r] is the logit of query i0 + r for
+ * key j0 + c. The softmax then runs down columns, so the running max and sum of MGK_W query rows
+ * sit in one vector and no horizontal reduction is needed; and S^T = K Q^T takes K straight from
+ * memory, so only the query tile (packed once per item) is ever transposed.
+ */
+#include "attention_internal.h"
+#include "isa.h"
+
+#include <math.h>
+#include <string.h>
+
+#if MGK_HAVE_ISA
+
+#if AT_MR == 6
+#define AT_ROWS(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv) X(5, nv) X(6, nv)
+#elif AT_MR == 4
+#define AT_ROWS(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv)
+#else
+#error "AT_MR must be 4 or 6"
+#endif
+/* X(mr, nv) for every row count 1..AT_MR and vector count 1..AT_NV */
+#if AT_NV == 4
+#define AT_MK_CASES(X) AT_ROWS(X, 1) AT_ROWS(X, 2) AT_ROWS(X, 3) AT_ROWS(X, 4)
+#elif AT_NV == 2
+#define AT_MK_CASES(X) AT_ROWS(X, 1) AT_ROWS(X, 2)
+#else
+#error "AT_NV must be 2 or 4"
+#endif
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2 (ln2 split in two so n * ln2_hi is exact), e^r by a degree-7
+ * polynomial (Cephes' expf coefficients), scaled by 2^n. Where the ISA has vscalefps it does the
+ * scaling and also flushes e^-120 and below (masked logits) to exact 0; elsewhere 2^n is built in
+ * the exponent field, so arguments below -87 are zeroed explicitly. v_max and v_min pass a NaN x
+ * through, so NaN stays NaN. */
+static inline mgk_v MGK_FN(exp)(mgk_v x0) {
+#if MGK_HAVE_SCALEF
+    const mgk_v x = v_min(v_set1(88.5f), v_max(v_set1(-120.0f), x0));
+#else
+    const mgk_v lo = v_set1(-87.0f);
+    const mgk_v x = v_min(v_set1(88.0f), v_max(lo, x0));
+#endif
+    const mgk_v n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    mgk_v r = v_fnma(n, v_set1(0.693359375f), x);
+    r = v_fnma(n, v_set1(-2.12194440e-4f), r);
+    mgk_v p = v_set1(1.9875691500e-4f);
+    p = v_fma(p, r, v_set1(1.3981999507e-3f));
+    p = v_fma(p, r, v_set1(8.3334519073e-3f));
+    p = v_fma(p, r, v_set1(4.1665795894e-2f));
+    p = v_fma(p, r, v_set1(1.6666665459e-1f));
+    p = v_fma(p, r, v_set1(5.0000001201e-1f));
+    p = v_fma(p, v_mul(r, r), v_add(r, v_set1(1.0f)));
+#if MGK_HAVE_SCALEF
+    return v_scalef(p, n);
+#else
+    return v_gt_sel(lo, x0, v_zero(), v_mul(p, v_pow2(n)));
+#endif
+}
+
+/* dst[d][r] = src[r][d] (D x AT_BR), zero in the columns from m up to a multiple of MGK_W. */
+static void MGK_FN(pack_tile)(const float *src, int64_t m, int64_t D, float *dst) {
+    for (int64_t d0 = 0; d0 < D; d0 += MGK_W) {
+        const int64_t dw = at_min(MGK_W, D - d0);
+        for (int64_t r0 = 0; r0 < m; r0 += MGK_W) {
+            mgk_v x[MGK_W];
+            for (int i = 0; i < MGK_W; i++)
+                x[i] = r0 + i < m ? v_load_n(src + (r0 + i) * D + d0, dw) : v_zero();
+            v_transpose(x);
+            for (int64_t c = 0; c < dw; c++) v_store(dst + (d0 + c) * AT_BR + r0, x[c]);
+        }
+    }
+}
+
+/* C[0:mr, 0:nv*W] (= or +=) sum over k < K of A(r, k) * B[k][..], A(r, k) = A[r*ars + k*aks];
+ * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free).
+ * Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
+ * in: that is what makes results independent of how work is cut. */
+MGK_ALWAYS_INLINE void MGK_FN(mk)(const int mr, const int nv, int64_t K, const float *A,
+                                  int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C,
+                                  int64_t ldc, bool acc, const float *rs) {
+    mgk_v c[AT_MR][AT_NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        const mgk_v s = v_set1(rs ? rs[r] : 1.0f);
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) {
+            c[r][v] = acc ? v_load(C + r * ldc + v * MGK_W) : v_zero();
+            if (rs) c[r][v] = v_mul(c[r][v], s);
+        }
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb, *ak = A + k * aks;
+        mgk_v bv[AT_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) bv[v] = v_load(b + v * MGK_W);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const mgk_v av = v_set1(ak[r * ars]);
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) c[r][v] = v_fma(av, bv[v], c[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) v_store(C + r * ldc + v * MGK_W, c[r][v]);
+}
+
+static void MGK_FN(mk_any)(int mr, int nv, int64_t K, const float *A, int64_t ars, int64_t aks,
+                           const float *B, int64_t ldb, float *C, int64_t ldc, bool acc,
+                           const float *rs) {
+#define AT_MK_CASE(MR_, NV_)                                                                       \
+    case (MR_)*8 + (NV_):                                                                          \
+        MGK_FN(mk)(MR_, NV_, K, A, ars, aks, B, ldb, C, ldc, acc, rs);                             \
+        return;
+    switch (mr * 8 + nv) { AT_MK_CASES(AT_MK_CASE) }
+#undef AT_MK_CASE
+}
+
+/* C[0:m, 0:n] (= or +=) A(m x K) B(K x n); n a multiple of MGK_W, B rows hold n readable floats.
+ * rs: see mk. band and off skip what a causal mask zeroes: with AT_COLS_FROM the columns of row i
+ * below i + off (rounded down to a vector) are set to 0 instead of computed; with AT_K_FROM and
+ * AT_K_TO row i sums only k >= i + off, or k <= i + off, the terms whose A entries can be nonzero.
+ * A register block of rows takes the widest range any of its rows needs. */
+static void MGK_FN(gemm_rs)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                            int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc,
+                            bool acc, const float *rs, int band, int64_t off) {
+    for (int64_t j = 0; j < n; j += AT_NV * MGK_W) {
+        const int64_t jend = j + at_min(AT_NV * MGK_W, n - j);
+        for (int64_t r = 0; r < m; r += AT_MR) {
+            const int mr = m - r < AT_MR ? (int)(m - r) : AT_MR;
+            int64_t k0 = 0, k1 = K, j0 = j;
+            if (band == AT_K_FROM) k0 = at_max(0, at_min(K, r + off));
+            if (band == AT_K_TO) k1 = at_max(0, at_min(K, r + mr + off));
+            if (band == AT_COLS_FROM) {
+                j0 = at_max(j, at_min(jend, (r + off) / MGK_W * MGK_W));
+                for (int i = 0; i < mr; i++)
+                    for (int64_t c = j; c < j0; c += MGK_W)
+                        v_store(C + (r + i) * ldc + c, v_zero());
+                if (j0 == jend) continue;
+            }
+            MGK_FN(mk_any)(mr, (int)((jend - j0) / MGK_W), k1 - k0, A + r * ars + k0 * aks, ars,
+                           aks, B + k0 * ldb + j0, ldb, C + r * ldc + j0, ldc, acc,
+                           rs ? rs + r : NULL);
+        }
+    }
+}
+
+static void MGK_FN(gemm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, bool acc, int band,
+                         int64_t off) {
+    MGK_FN(gemm_rs)(m, n, K, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
+}
+
+/* The query side of tile qt of head bh, for backward (see at_qpack_layout in attention.c). */
+static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, dp = J->dp, Dv = D / MGK_W * MGK_W;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), row0 = bh * Tq + i0;
+    const float *q = J->q + row0 * D, *dO = J->dO + row0 * D, *o = J->oin + row0 * D;
+    MGK_FN(pack_tile)(q, m, D, pk + J->ql.qt + qt * D * AT_BR);
+    MGK_FN(pack_tile)(dO, m, D, pk + J->ql.dot + qt * D * AT_BR);
+    if (J->pad) {
+        at_pad_rows(q, m, D, dp, pk + J->ql.qp + qt * AT_BR * dp);
+        at_pad_rows(dO, m, D, dp, pk + J->ql.dop + qt * AT_BR * dp);
+    }
+    float *lse = pk + J->ql.lse + qt * AT_BR, *di = pk + J->ql.di + qt * AT_BR;
+    for (int64_t r = 0; r < m; r++) {
+        const float l = J->lse_in[row0 + r];
+        lse[r] = l == -INFINITY ? INFINITY : l;
+        const float *x = dO + r * D, *y = o + r * D;
+        mgk_v acc = v_zero();
+        for (int64_t d = 0; d < Dv; d += MGK_W) acc = v_fma(v_load(x + d), v_load(y + d), acc);
+        float s = v_hsum(acc);
+        for (int64_t d = Dv; d < D; d++) s += x[d] * y[d];
+        di[r] = s;
+    }
+    for (int64_t r = m; r < AT_BR; r++) lse[r] = di[r] = 0.0f;
+}
+
+/* Logits of a few queries (decoding) by dot products, which needs no transposed query tile:
+ * st[c][r] = q_r . k_c for r < m, zero for the padding columns up to mp. */
+static void MGK_FN(dots)(int64_t m, int64_t mp, int64_t nc, int64_t D, const float *q,
+                         const float *kj, float *st) {
+    const int64_t Dv = D / MGK_W * MGK_W;
+    for (int64_t c = 0; c < nc; c++) {
+        const float *kr = kj + c * D;
+        for (int64_t r = 0; r < m; r++) {
+            const float *qr = q + r * D;
+            mgk_v acc = v_zero();
+            for (int64_t d = 0; d < Dv; d += MGK_W)
+                acc = v_fma(v_load(qr + d), v_load(kr + d), acc);
+            float s = v_hsum(acc);
+            for (int64_t d = Dv; d < D; d++) s += qr[d] * kr[d];
+            st[c * AT_BR + r] = s;
+        }
+        for (int64_t r = m; r < mp; r++) st[c * AT_BR + r] = 0.0f;
+    }
+}
+
+/* Raw products -> logits: scale, the bias callback on each query's visible keys, the causal mask.
+ */
+static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t i0, int64_t m,
+                           int64_t mp, int64_t j0, int64_t nc, float *tmp) {
+    const mgk_v sc = v_set1(a->scale);
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t v = 0; v < mp; v += MGK_W)
+            v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
+    if (a->bias) {
+        const int64_t h = bh % a->H;
+        for (int64_t r = 0; r < m; r++) {
+            const int64_t qpos = a->q_pos0 + i0 + r, n = at_nvis(a, qpos, j0, nc);
+            if (n <= 0) continue;
+            for (int64_t c = 0; c < n; c++) tmp[c] = st[c * AT_BR + r];
+            a->bias(a->bias_user, h, qpos, j0, n, tmp);
+            for (int64_t c = 0; c < n; c++) st[c * AT_BR + r] = tmp[c];
+        }
+    }
+    if (a->causal) /* key j0 + c is hidden from the queries before position j0 + c */
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t lim = j0 + c - (a->q_pos0 + i0);
+            for (int64_t r = 0; r < lim && r < m; r++) st[c * AT_BR + r] = -INFINITY;
+        }
+}
+
+/* Forward for query tile qt of head bh: online softmax over the visible key tiles. */
+static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, Dn = at_round_up(D, MGK_W);
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), mp = at_round_up(m, MGK_W);
+    const float *q = J->q + (bh * Tq + i0) * D, *kb = J->k + bh * at_kv_stride(a),
+                *vb = J->v + bh * at_kv_stride(a);
+    float *qt_ = ws + J->fl.qt, *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m,
+          *lv = ws + J->fl.l, *al = ws + J->fl.al, *vp = ws + J->fl.vp, *tmp = ws + J->fl.tmp;
+    const bool few = m <= AT_FEW_QUERIES;
+    if (!few) MGK_FN(pack_tile)(q, m, D, qt_);
+    memset(O, 0, (size_t)(m * DP) * sizeof(float));
+    for (int64_t r = 0; r < mp; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
+    const int64_t kend = at_kend(a, i0, m);
+    for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
+        const int64_t nc = at_min(AT_BC, kend - j0);
+        const float *kj = kb + j0 * D;
+        /* key j0 + c is visible to query i0 + r iff r >= c + delta */
+        const int64_t delta = j0 - a->q_pos0 - i0;
+        const int band = a->causal ? AT_COLS_FROM : 0;
+        if (few)
+            MGK_FN(dots)(m, mp, nc, D, q, kj, st);
+        else
+            MGK_FN(gemm)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, false, band, delta);
+        MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            mgk_v mx = v_set1(-INFINITY);
+            for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR + v));
+            const mgk_v mo = v_load(mv + v), mn = v_max(mo, mx);
+            /* A column that has seen no visible key yet keeps max -inf: exponentiate against 0
+             * instead, so its probabilities come out 0 rather than NaN. */
+            const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
+            const mgk_v alpha = MGK_FN(exp)(v_sub(mo, mu));
+            mgk_v sum = v_zero();
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v p = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
+                v_store(st + c * AT_BR + v, p);
+                sum = v_add(sum, p);
+            }
+            v_store(lv + v, v_fma(v_load(lv + v), alpha, sum));
+            v_store(mv + v, mn);
+            v_store(al + v, alpha);
+        }
+        const float *vj = vb + j0 * D;
+        int64_t ldv = D;
+        if (J->pad) at_pad_rows(vj, nc, D, DP, vp), vj = vp, ldv = DP;
+        MGK_FN(gemm_rs)(m, Dn, nc, st, 1, AT_BR, vj, ldv, O, DP, true, al, band ? AT_K_TO : 0,
+                        -delta);
+    }
+    float *o = J->o + (bh * Tq + i0) * D;
+    for (int64_t r = 0; r < m; r++) {
+        const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int64_t d = 0; d < D; d++) o[r * D + d] = O[r * DP + d] * inv;
+        if (J->lse) J->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
+    }
+}
+
+/* One (query tile, key tile) pair of backward: recompute P^T from the logits and lse, then
+ *   dV_j += P^T dO_i,  dP^T = V_j dO_i^T,  dS^T = P^T * (dP^T - D_i) * scale,
+ *   dK_j += dS^T Q_i,  dQ_i += dS K_j. */
+static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, DP = J->dp, Dn = at_round_up(D, MGK_W);
+    const int64_t m = p->m, mp = at_round_up(m, MGK_W), nc = p->nc;
+    float *st = p->st, *dpt = p->dpt;
+    const int64_t delta =
+        p->j0 - a->q_pos0 - p->i0; /* key c visible to query r iff r >= c + delta */
+    const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
+    MGK_FN(gemm)(nc, mp, D, p->kj, D, 1, p->qt, AT_BR, st, AT_BR, false, cols, delta);
+    MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
+    for (int64_t v = 0; v < mp; v += MGK_W) {
+        const mgk_v L = v_load(p->lse + v); /* +inf for a row that saw no key: P = 0 there */
+        for (int64_t c = 0; c < nc; c++)
+            v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
+    }
+    if (p->dv) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->dop, p->ldq, p->dv, DP, true, kfrom, delta);
+    if (!p->dk && !p->dq) return;
+    MGK_FN(gemm)(nc, mp, D, p->vj, D, 1, p->dot, AT_BR, dpt, AT_BR, false, cols, delta);
+    const mgk_v sc = v_set1(a->scale);
+    for (int64_t v = 0; v < mp; v += MGK_W) {
+        const mgk_v Di = v_load(p->di + v);
+        for (int64_t c = 0; c < nc; c++) {
+            const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+            v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
+        }
+    }
+    if (p->dk) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->qp, p->ldq, p->dk, DP, true, kfrom, delta);
+    if (p->dq)
+        MGK_FN(gemm)(m, Dn, nc, st, 1, AT_BR, p->kp, p->ldk, p->dq, DP, true,
+                     a->causal ? AT_K_TO : 0, -delta);
+}
+
+const mgk_attention_impl *MGK_FN(mgk_attention)(void) {
+    static const mgk_attention_impl impl = {MGK_FN(fwd_item), MGK_FN(bwd_pair),
+                                            MGK_FN(pack_query_tile)};
+    return &impl;
+}
+
+#else
+const mgk_attention_impl *MGK_FN(mgk_attention)(void) {
+    return NULL;
+}
+#endif

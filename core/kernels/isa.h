@@ -1,0 +1,28 @@
+/* isa.h: private to core/kernels. The SIMD paths, every kernel family's per-ISA getter (each
+ * defined by the family's template in FAMILY_ISA.c, see simd.h), and the tables of the path in use,
+ * which isa.c chooses at run time and the drivers (gemm.c, rowops.c, attention.c) call through. */
+#ifndef MG_KERNELS_ISA_H
+#define MG_KERNELS_ISA_H
+
+#include "attention_internal.h"
+#include "gemm_internal.h"
+#include "rowops_internal.h"
+
+/* X(name, mg_isa value) for every path, the portable one first. */
+#define MGK_ISAS(X) X(generic, MG_ISA_GENERIC) X(avx2, MG_ISA_AVX2) X(avx512, MG_ISA_AVX512)
+
+/* Each family's table for one path; NULL where its unit was compiled without the path's
+ * instructions. */
+#define MGK_GETTERS(isa, id)                                                                       \
+    const mg_gemm_impl *mgk_gemm_##isa(void);                                                      \
+    const mgk_rowops_impl *mgk_rowops_##isa(void);                                                 \
+    const mgk_attention_impl *mgk_attention_##isa(void);
+MGK_ISAS(MGK_GETTERS)
+#undef MGK_GETTERS
+
+/* The tables of the active path (mg_isa_active), read once per kernel call. */
+const mg_gemm_impl *mgk_gemm_active(void);
+const mgk_rowops_impl *mgk_rowops_active(void);
+const mgk_attention_impl *mgk_attention_active(void);
+
+#endif
