@@ -79,25 +79,27 @@ const char *mg_isa_name(mg_isa isa) {
 
 /* The active path's table of each family. The portable path is always compiled, and a path is
  * only made active when usable, so these never return NULL. */
-#define ACTIVE_CASE(name, id)                                                                      \
+#define GEMM_CASE(name, id)                                                                        \
     case id:                                                                                       \
-        return MGK_FAMILY_GETTER(name);
-#define MGK_FAMILY_GETTER(name) mgk_gemm_##name()
+        return mgk_gemm_##name();
+#define ROWOPS_CASE(name, id)                                                                      \
+    case id:                                                                                       \
+        return mgk_rowops_##name();
+#define ATTENTION_CASE(name, id)                                                                   \
+    case id:                                                                                       \
+        return mgk_attention_##name();
+
 const mg_gemm_impl *mgk_gemm_active(void) {
-    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    switch (mg_isa_active()) { MGK_ISAS(GEMM_CASE) }
     return mgk_gemm_generic();
 }
-#undef MGK_FAMILY_GETTER
-#define MGK_FAMILY_GETTER(name) mgk_rowops_##name()
+
 const mgk_rowops_impl *mgk_rowops_active(void) {
-    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    switch (mg_isa_active()) { MGK_ISAS(ROWOPS_CASE) }
     return mgk_rowops_generic();
 }
-#undef MGK_FAMILY_GETTER
-#define MGK_FAMILY_GETTER(name) mgk_attention_##name()
+
 const mgk_attention_impl *mgk_attention_active(void) {
-    switch (mg_isa_active()) { MGK_ISAS(ACTIVE_CASE) }
+    switch (mg_isa_active()) { MGK_ISAS(ATTENTION_CASE) }
     return mgk_attention_generic();
 }
-#undef MGK_FAMILY_GETTER
-#undef ACTIVE_CASE

@@ -17,10 +17,11 @@
  * the vocabulary, ending in the getter) and one FAMILY_ISA.c per ISA; add the family to
  * `kernel_families` in meson.build and to MGK_GETTERS in isa.h, and give it an active-table
  * function in isa.c for its driver.
- * To add an ISA: write simd_ISA.h defining every name below (with MGK_HAVE_ISA 0 and nothing else
- * when the compiler was not given the instructions), FAMILY_ISA.c for every family; add the ISA and
- * its flags to `kernel_isas` in meson.build, a value to mg_isa (minigrad/kernels.h), an entry to
- * MGK_ISAS in isa.h and its CPU check and name to isa.c.
+ * To add an ISA: write simd_ISA.h defining every name below (only the first three where the
+ * compiler was not given the instructions) and FAMILY_ISA.c for every family; add the ISA and its
+ * flags to `kernel_isas` in meson.build (and to tests/test_isa_purity.sh's checks), a value to
+ * mg_isa (minigrad/kernels.h), an entry to MGK_ISAS in isa.h, and its CPU check and rank to
+ * cpu_has, mg_isa_detected and mg_isa_force in isa.c.
  *
  * The vocabulary (each name a static inline function, or a constant):
  *   MGK_ISA_NAME            the ISA's name as a token (avx512, avx2, generic), for MGK_FN
@@ -47,8 +48,8 @@
  *   v_round(x)              to the nearest integer, ties to even, for |x| < 2^22
  *   v_pow2(n)               2^n for integral n in [-126, 127], built in the exponent field
  *   v_transpose(r)          r[0 .. MGK_W) in place: lane j of r[i] becomes lane i of r[j]
- *   MGK_HAVE_SCALEF         1 where v_scalef(x, n) (x * 2^floor(n), underflowing to subnormals and
- *                           0 as IEEE does) is a single instruction; only then is it defined
+ *   MGK_HAVE_SCALEF         1 where the ISA has v_scalef(x, n), x * 2^floor(n) in one instruction
+ *                           (underflowing to subnormals and 0 as IEEE does), else 0 and no v_scalef
  * Exponentials are built from v_round, v_fnma, v_fma and v_pow2 or v_scalef in the templates: each
  * family keeps its own polynomial, since their results are part of what the tests pin down.
  */

@@ -5,7 +5,8 @@
  * absent.
  *
  * To add an operation: define it here, in simd_avx512.h and in simd_generic.h (both widths) with
- * the same name and the same result bits wherever the ISAs can agree, and list it in simd.h. */
+ * the same name and the same result bits wherever the ISAs can agree, and list it in simd.h. To add
+ * a kernel family or an ISA: see simd.h. */
 #ifndef MG_KERNELS_SIMD_AVX2_H
 #define MG_KERNELS_SIMD_AVX2_H
 

@@ -3,7 +3,8 @@
  * (meson.build); without those flags MGK_HAVE_ISA is 0 and the unit only reports the path absent.
  *
  * To add an operation: define it here, in simd_avx2.h and in simd_generic.h (both widths) with the
- * same name and the same result bits wherever the ISAs can agree, and list it in simd.h. */
+ * same name and the same result bits wherever the ISAs can agree, and list it in simd.h. To add a
+ * kernel family or an ISA: see simd.h. */
 #ifndef MG_KERNELS_SIMD_AVX512_H
 #define MG_KERNELS_SIMD_AVX512_H
 

@@ -9,10 +9,11 @@
  *   MGK_GENERIC_W 1: plain float, the scalar loops the portable row kernels are written as.
  * a * b + c stays two roundings (v_fma): -std=c11 keeps GCC from contracting it, and this path
  * must not depend on an FMA unit. Lanes without a C operator are written as loops over the lanes,
- * each lane the scalar expression, so the results do not depend on the vector width.
+ * each lane the scalar expression, so an elementwise result does not depend on the width (a sum's
+ * order does: it follows the lanes).
  *
  * To add an operation: define it here for both widths, in simd_avx512.h and in simd_avx2.h with the
- * same name, and list it in simd.h. */
+ * same name, and list it in simd.h. To add a kernel family or an ISA: see simd.h. */
 #ifndef MG_KERNELS_SIMD_GENERIC_H
 #define MG_KERNELS_SIMD_GENERIC_H
 
