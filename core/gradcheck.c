@@ -55,6 +55,7 @@ typedef struct {
     int n_inputs;
     mg_ctx *ctx;
     float *R;
+    float *y_up; /* the output with the element moved up, kept while it is moved down */
     int64_t n_out;
     int64_t out_shape[MG_MAX_DIMS];
     int out_ndim;
@@ -72,7 +73,7 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (off < n) snprintf(buf + off, n - off, ")");
 }
 
-/* "[3,1]" for flat index j of a tensor of that shape ("" for a scalar). */
+/* "[3,1]" for those coordinates ("" for a scalar). */
 static void coord_str(char *buf, size_t n, int ndim, const int64_t *coord) {
     buf[0] = 0;
     if (ndim == 0) return;
@@ -82,6 +83,7 @@ static void coord_str(char *buf, size_t n, int ndim, const int64_t *coord) {
     if (off < n) snprintf(buf + off, n - off, "]");
 }
 
+/* The coordinates of flat index j in a row-major tensor of that shape. */
 static void unravel(int64_t j, int ndim, const int64_t *shape, int64_t *coord) {
     for (int d = ndim - 1; d >= 0; d--) {
         int64_t s = shape[d] > 0 ? shape[d] : 1;
@@ -116,8 +118,9 @@ static mg_status evaluate(runner *r, const char *when, mg_tensor **out) {
     return MG_OK;
 }
 
-/* L at the current values of inputs and parameters, in float64. */
-static mg_status evaluate_L(runner *r, const char *when, double *L) {
+/* The output at the current values of inputs and parameters, checked to have the shape of the
+ * analytic pass's. */
+static mg_status evaluate_same(runner *r, const char *when, mg_tensor **out) {
     mg_tensor *y;
     mg_status st = evaluate(r, when, &y);
     if (st != MG_OK) return st;
@@ -130,9 +133,7 @@ static mg_status evaluate_L(runner *r, const char *when, double *L) {
         return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the output changed shape from %s to %s%s: the forward "
                                               "must compute the same thing every time", a, b, when);
     }
-    double acc = 0.0;
-    for (int64_t i = 0; i < y->numel; i++) acc += (double)y->data[i] * r->R[i];
-    *L = acc;
+    *out = y;
     return MG_OK;
 }
 
@@ -201,7 +202,8 @@ static mg_status analytic(runner *r, checked *T, const mg_gradcheck_opts *o, mg_
     r->out_ndim = y->ndim;
     memcpy(r->out_shape, y->shape, sizeof r->out_shape);
     r->R = malloc((size_t)r->n_out * sizeof(float));
-    if (!r->R) return mg_set_error(MG_ERR_NOMEM, "mg_gradcheck: out of memory for the output's weights");
+    r->y_up = malloc((size_t)r->n_out * sizeof(float));
+    if (!r->R || !r->y_up) return mg_set_error(MG_ERR_NOMEM, "mg_gradcheck: out of memory for the output's weights");
     mg_rng rng = mg_rng_make(o->seed);
     for (int64_t i = 0; i < r->n_out; i++) r->R[i] = mg_rng_range(&rng, -1.0f, 1.0f);
 
@@ -272,22 +274,29 @@ static mg_status numeric(runner *r, const checked *T, int n_t, const mg_gradchec
             if (j >= n) j = n - 1;
             const float keep = c->data[j];
             const float up = step_up(keep, o->eps), down = step_down(keep, o->eps);
-            double Lp = 0.0, Lm = 0.0;
             char when[160], cs[96];
             int64_t coord[MG_MAX_DIMS] = {0};
             unravel(j, c->ndim, c->shape, coord);
             coord_str(cs, sizeof cs, c->ndim, coord);
             snprintf(when, sizeof when, " with %s%s moved by %+g", c->name, cs, o->eps);
+            mg_tensor *y;
+            double dL = 0.0;
             c->data[j] = up;
-            mg_status st = evaluate_L(r, when, &Lp);
+            mg_status st = evaluate_same(r, when, &y);
             if (st == MG_OK) {
+                memcpy(r->y_up, y->data, (size_t)r->n_out * sizeof(float));
                 snprintf(when, sizeof when, " with %s%s moved by %+g", c->name, cs, -o->eps);
                 c->data[j] = down;
-                st = evaluate_L(r, when, &Lm);
+                st = evaluate_same(r, when, &y);
             }
+            /* L(up) - L(down) term by term: each difference of two floats is exact in float64, and
+             * the parts of L the element does not move cancel exactly instead of rounding. Summed
+             * before the element is put back: an output may share the input's memory (a reshape). */
+            if (st == MG_OK)
+                for (int64_t i = 0; i < r->n_out; i++) dL += ((double)r->y_up[i] - (double)y->data[i]) * r->R[i];
             c->data[j] = keep;
             if (st != MG_OK) return st;
-            compare(rep, c, j, (double)c->grad[j], (Lp - Lm) / ((double)up - (double)down), o);
+            compare(rep, c, j, (double)c->grad[j], dL / ((double)up - (double)down), o);
         }
     }
     return MG_OK;
@@ -385,6 +394,7 @@ done:
     if (saved_grad) memcpy(mg_params_grad(params), saved_grad, (size_t)slab * sizeof(float));
     free(saved_grad);
     free(r.R);
+    free(r.y_up);
     for (int t = 0; t < n_t; t++) free(T[t].grad);
     free(T);
     mg_ctx_free(r.ctx);

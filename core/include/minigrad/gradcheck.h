@@ -8,10 +8,12 @@
  * is accumulated in float64 from the float32 output. The analytic gradient dL/dx comes from
  * mg_backward (its seed into f is exactly R); the numeric one from the central difference
  *
- *     (L(x + h) - L(x - h)) / (x_plus - x_minus)
+ *     (L(x_plus) - L(x_minus)) / (x_plus - x_minus)
  *
- * where x_plus and x_minus are x +- eps rounded to float32, so the denominator is the step actually
- * taken (about 2 eps). Every element of every float input is checked, and, when a parameter store
+ * where x_plus and x_minus are x +- eps rounded to float32 (at least one float32 step away from
+ * x), so the denominator is the step actually taken, about 2 eps. The numerator is summed term by
+ * term, sum_i (f_i(x_plus) - f_i(x_minus)) R_i in float64: each difference of two floats is exact,
+ * so the parts of L an element does not move cancel exactly. Every element of every float input is checked, and, when a parameter store
  * is given, every element of every trainable parameter (opts.max_per_tensor > 0 checks that many
  * elements per tensor instead, evenly spread). An element passes when
  *
