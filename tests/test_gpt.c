@@ -81,6 +81,9 @@ START_TEST(gpt_gradcheck) {
     char what[96];
     snprintf(what, sizeof what, "gpt pos=%s%s", c.pos, c.causal ? "" : " (classifier layout)");
     int64_t n = lc_gradcheck(what, gpt_fwd, &r, P, NULL, 0, (lc_tol){3e-3f, 3e-3f, 3e-2f, 24}, 7 + (uint64_t)_i);
+    int64_t want = 0; /* 24 elements of each parameter, all of a smaller one */
+    for (int i = 0; i < mg_params_len(P); i++) want += mg_params_at(P, i)->numel < 24 ? mg_params_at(P, i)->numel : 24;
+    ck_assert_int_eq(n, want);
     ck_assert_int_gt(n, 200);
     mg_gpt_free(r.g);
 }
