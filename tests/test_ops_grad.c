@@ -1,16 +1,18 @@
-/* Gradient checks: every op's backward against central finite differences.
+/* Gradient checks: every op's backward against central finite differences, with mg_gradcheck
+ * (minigrad/gradcheck.h).
  *
  * For an op f and a fixed random weighting R, the scalar L(x) = sum_i f(x)_i R_i is evaluated in
- * double from f's float32 output. The analytic gradient comes from mg_backward through
- * mg_sum(mg_mul(f(x), R)); the numeric one from (L(x + h e_j) - L(x - h e_j)) / 2h for every
- * element j of every float input. They must agree within |a - n| <= atol + rtol |n|, with atol and
- * rtol stated per case below. float32 forward passes limit how tight this can be: with h = 1e-2
- * the truncation error is O(h^2) for smooth ops and the rounding error about 1e-7 |L| / h.
+ * double from f's float32 output. The analytic gradient comes from mg_backward; the numeric one
+ * from (L(x + h e_j) - L(x - h e_j)) / 2h for every element j of every float input. They must
+ * agree within |a - n| <= atol + rtol |n|, with atol and rtol stated per case below. float32
+ * forward passes limit how tight this can be: with h = 1e-2 the truncation error is O(h^2) for
+ * smooth ops and the rounding error about 1e-7 |L| / h.
  * A coverage test fails if an op in ops.def has no case here.
  *
  * The fused op mg_linear is also held, far tighter than finite differences can, to the gradients
  * of the ops it fuses (mg_matmul then mg_add): each gradient within the rounding bound of the
  * product that forms it, (K + 4) eps sum |a b| over its inner dimension (tu_abs_product_bound). */
+#include "gradcheck_assert.h"
 #include "test_util.h"
 #include "minigrad/minigrad.h"
 
@@ -157,55 +159,42 @@ static void make_input(mg_ctx *ctx, const input_spec *s, mg_rng *r, mg_tensor **
     } else {
         mg_tensor *t = mg_tensor_new(ctx, MG_F32, s->ndim, s->shape);
         for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_range(r, -1.0f, 1.0f);
-        mg_tensor_set_requires_grad(t, true);
         *out = t;
     }
 }
 
-static double weighted(const mg_tensor *y, const float *R) {
-    double s = 0.0;
-    for (int64_t i = 0; i < y->numel; i++) s += (double)y->data[i] * R[i];
-    return s;
+/* The case's float inputs arrive as the checker's views, in order; its int32 inputs (ids,
+ * targets) come from the case's own tensors. */
+typedef struct {
+    const gcase *c;
+    mg_tensor *in[MAXIN];
+} grun;
+
+static mg_tensor *run_case(mg_ctx *ctx, mg_tensor *const *views, void *user) {
+    const grun *g = user;
+    mg_tensor *x[MAXIN];
+    int v = 0;
+    for (int k = 0; k < g->c->n_in; k++) x[k] = g->in[k]->dtype == MG_F32 ? views[v++] : g->in[k];
+    return g->c->fn(ctx, x, g->c);
 }
 
 START_TEST(gradcheck) {
     const gcase *c = &cases[_i];
-    mg_ctx *ctx = mg_ctx_new(0), *fd = mg_ctx_new(0);
+    mg_ctx *ctx = mg_ctx_new(0);
     mg_rng r = mg_rng_make(1000 + (uint64_t)_i);
-    mg_tensor *in[MAXIN];
-    for (int k = 0; k < c->n_in; k++) make_input(ctx, &c->in[k], &r, &in[k]);
-
-    /* analytic */
-    mg_tensor *y = c->fn(ctx, in, c);
-    ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
-    mg_tensor *R = mg_tensor_new(ctx, MG_F32, y->ndim, y->shape);
-    for (int64_t i = 0; i < R->numel; i++) R->data[i] = mg_rng_range(&r, -1.0f, 1.0f);
-    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
-    ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
-
-    /* numeric, with gradients off */
-    mg_ctx_set_grad_enabled(fd, false);
-    int checked = 0;
+    grun g = {c, {0}};
+    mg_tensor *floats[MAXIN];
+    int n_float = 0;
     for (int k = 0; k < c->n_in; k++) {
-        if (in[k]->dtype != MG_F32) continue;
-        ck_assert_msg(in[k]->grad != NULL, "%s: input %d got no gradient", c->name, k);
-        for (int64_t j = 0; j < in[k]->numel; j++) {
-            float keep = in[k]->data[j];
-            double L[2];
-            for (int s = 0; s < 2; s++) {
-                in[k]->data[j] = keep + (s ? -c->h : c->h);
-                mg_ctx_reset(fd);
-                L[s] = weighted(c->fn(fd, in, c), R->data);
-            }
-            in[k]->data[j] = keep;
-            double num = (L[0] - L[1]) / (2.0 * c->h), ana = in[k]->grad[j];
-            ck_assert_msg(fabs(ana - num) <= c->atol + c->rtol * fabs(num),
-                          "%s: input %d element %lld: analytic %.6g vs numeric %.6g", c->name, k, (long long)j, ana, num);
-            checked++;
-        }
+        make_input(ctx, &c->in[k], &r, &g.in[k]);
+        if (g.in[k]->dtype == MG_F32) floats[n_float++] = g.in[k];
     }
-    ck_assert_int_gt(checked, 0);
-    mg_ctx_free(fd);
+    ck_assert_int_gt(n_float, 0);
+    mg_gradcheck_opts o = gc_opts(c->h, c->atol, c->rtol, 0, 1000 + (uint64_t)_i);
+    int64_t checked = gc_assert_pass(c->name, run_case, &g, floats, n_float, NULL, &o);
+    int64_t want = 0;
+    for (int k = 0; k < n_float; k++) want += floats[k]->numel;
+    ck_assert_int_eq(checked, want); /* every element of every float input */
     mg_ctx_free(ctx);
 }
 END_TEST

@@ -28,6 +28,7 @@
 
 #include "minigrad/base.h"
 #include "minigrad/checkpoint.h"
+#include "minigrad/gradcheck.h"
 #include "minigrad/kernels.h"
 #include "minigrad/op.h"
 #include "minigrad/ops.h"
