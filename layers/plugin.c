@@ -257,9 +257,10 @@ static int find_loaded(const char *real) {
 }
 
 /* The caller holds plug_lock. */
-static mg_status load_path(const char *path) {
+static mg_status load_path(const char *given) {
     char real[PATH_MAX];
-    if (!realpath(path, real)) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", path, strerror(errno));
+    if (!realpath(given, real)) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", given, strerror(errno));
+    const char *path = real; /* messages name the file as its layers' origin does */
     if (find_loaded(real) >= 0 || in_list(in_init, n_in_init, real)) return MG_OK;
     if (n_in_init == (int)(sizeof in_init / sizeof in_init[0]))
         return mg_set_error(MG_ERR_INVALID, "%s: plugins load each other more than %d deep", path, n_in_init);
@@ -474,7 +475,6 @@ static bool scan(const spath *p, const wanted *w) {
             if (load_path(path) != MG_OK) {
                 char why[1024];
                 snprintf(why, sizeof why, "%s", mg_last_error());
-                mg_log(MG_LOG_WARN, "plugin search: %s", why);
                 notes_add(&failed, dir, path, why);
                 continue;
             }
@@ -499,8 +499,12 @@ static mg_status find_or_load(const char *name, bool scheme, const mg_layer_vtab
         pthread_mutex_lock(&plug_lock);
         spath p;
         search_path(&p);
+        int n_failed = failed.n;
         bool found = scan(&p, &w);
         if (found) {
+            /* plugins that failed on the way would go unnoticed: say so (a listing shows them too) */
+            for (int i = n_failed; i < failed.n; i++)
+                mg_log(MG_LOG_WARN, "plugin search for %s '%s': %s", what, name, failed.v[i].why);
             mg_clear_error();
             vt = scheme ? mg_layer_find_pos(name) : mg_layer_find(name);
         } else {
