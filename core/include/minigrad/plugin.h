@@ -46,10 +46,12 @@
  *  - everything: mg_plugin_list scans the whole path and lists every layer and scheme with where
  *    it came from, the plugins that did not load (with the reason), and the shadowed files.
  * During a scan a plugin is loaded at most once, and one that fails to load is remembered, reported
- * (a warning, the listing, and the message of a name that is then not found) and not retried; it
- * never stops the scan. A file whose name was already found in an earlier directory is shadowed:
- * not loaded, listed as such, not an error (as with PATH, the first one wins).
-  */
+ * (in the listing, in the message of a name that is then not found, or as a warning when the name
+ * is found in a later plugin) and not retried; it never stops the scan. A file whose name was
+ * already found in an earlier directory is shadowed: not loaded (even when the first one failed),
+ * listed as such, not an error; as with PATH, the first one wins. A shared object the program has
+ * already linked (libminigrad itself, say, beside the program) is left alone.
+ */
 #ifndef MINIGRAD_PLUGIN_H
 #define MINIGRAD_PLUGIN_H
 
