@@ -85,8 +85,9 @@ typedef struct mg_plugin_host {
 
 typedef mg_status (*mg_plugin_init_fn)(const mg_plugin_host *host);
 
-/* Loads a plugin by path or by name (lib<name>.so, then <name>.so, along the search path). MG_ERR_NOT_FOUND when a name is found in no
- * directory (the message lists the directories searched), MG_ERR_IO when dlopen fails,
+/* Loads a plugin by path or by name (lib<name>.so, then <name>.so, along the search path).
+ * MG_ERR_NOT_FOUND when a name is found in no directory (the message lists the directories
+ * searched), MG_ERR_IO when dlopen fails,
  * MG_ERR_ABI for a version or size mismatch, MG_ERR_NOT_FOUND for a missing init symbol, or
  * whatever the plugin's init returned. */
 MG_API mg_status mg_plugin_load(const char *path_or_name);
@@ -104,9 +105,10 @@ MG_API int mg_plugin_count(void);
 MG_API const char *mg_plugin_path(int i); /* real path of the i-th loaded plugin; NULL if out of range */
 
 /* The layer registered as `name` (or providing positional scheme `scheme`); when there is none,
- * scans the search path for a plugin that registers it (see above). *out is the vtable, or NULL
- * with MG_ERR_NOT_FOUND, whose message names the layer or scheme, the registered ones, every
- * directory searched, and the plugins there that did not load with their reasons. */
+ * scans the search path for a plugin that registers it (see above). *out (out may be NULL) is the
+ * vtable, or NULL with MG_ERR_NOT_FOUND, whose message names the layer or scheme, the registered
+ * ones, every directory searched, and the plugins there that did not load with their reasons;
+ * MG_ERR_INVALID for an empty name. */
 MG_API mg_status mg_layer_find_or_load(const char *name, const mg_layer_vtable **out);
 MG_API mg_status mg_layer_find_pos_or_load(const char *scheme, const mg_layer_vtable **out);
 
