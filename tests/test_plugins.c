@@ -476,6 +476,19 @@ END_TEST
 static tu_program posenc = {.name = "posenc", .rel = "examples/posenc/posenc", .max_status = 2};
 
 START_TEST(posenc_finds_both_schemes) {
+    /* from the build tree, with MINIGRAD_PLUGIN_PATH unset or naming the same folder: alibi once,
+     * no test plugin, nothing that did not load */
+    char same[1100];
+    snprintf(same, sizeof same, "env MINIGRAD_PLUGIN_PATH='%s'", lc_plugin_dir());
+    const char *envs[] = {"env -u MINIGRAD_PLUGIN_PATH", same};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(tu_run_in(&posenc, tmpdir, envs[i], "--list-schemes"), 0);
+        const char *a = strstr(posenc.out, "libalibi.so");
+        ck_assert_msg(a && !strstr(a + 1, "libalibi.so"), "%s", posenc.out);
+        ck_assert_msg(!strstr(posenc.out, "mgtest") && !strstr(posenc.out, "did not load") &&
+                          !strstr(posenc.out, "shadowed") && !strstr(posenc.err, "already registered"),
+                      "%s%s", posenc.out, posenc.err);
+    }
     char env[1100];
     snprintf(env, sizeof env, "env MINIGRAD_PLUGIN_PATH='%s'", test_plugin_dir());
     ck_assert_int_eq(tu_run_in(&posenc, tmpdir, env, "--list-schemes"), 0);
