@@ -77,24 +77,11 @@ typedef struct {
     mg_tensor *wte_w;
 } gpt;
 
-/* The layer registered for a positional scheme, loading the plugin of that name when none is. */
+/* The layer registered for a positional scheme; when none is, the plugin on the search path that
+ * registers it is loaded (minigrad/plugin.h), whatever its file is called. */
 static mg_status find_scheme(const char *scheme, const mg_layer_vtable **out) {
-    if ((*out = mg_layer_find_pos(scheme))) return MG_OK;
-    bool plain = true;
-    for (const char *p = scheme; *p && plain; p++)
-        plain = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-';
-    char known[512];
-    mg_reg_names(known, sizeof known, true);
-    if (!plain)
-        return mg_set_error(MG_ERR_NOT_FOUND, "pos '%s': no such positional scheme (registered: none, %s)", scheme, known);
-    mg_status st = mg_plugin_load(scheme);
-    if (st != MG_OK)
-        return mg_wrap_error(st, "pos '%s' is not a registered positional scheme (registered: none, %s) and loading its "
-                                 "plugin failed", scheme, known);
-    if (!(*out = mg_layer_find_pos(scheme)))
-        return mg_set_error(MG_ERR_NOT_FOUND, "pos '%s': plugin '%s' loaded but registers no positional scheme '%s'",
-                            scheme, scheme, scheme);
-    return MG_OK;
+    mg_status st = mg_layer_find_pos_or_load(scheme, out);
+    return st == MG_OK ? MG_OK : mg_wrap_error(st, "pos");
 }
 
 static mg_status gpt_create(mg_layer *self, mg_config *cfg, mg_params *params) {

@@ -1,13 +1,18 @@
-/* The plugin loader: dlopen, find mg_plugin_init, let it register through a host table that
- * collects its vtables, then commit them all or none. */
+/* The plugin loader: the one search path (minigrad/plugin.h), loading a plugin (dlopen, find
+ * mg_plugin_init, let it register through a host table that collects its vtables, then commit them
+ * all or none), the scan that finds a layer or scheme by name in any plugin, and the listing. */
 #include "registry_internal.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_PENDING 64
@@ -24,12 +29,38 @@ typedef struct {
     void *handle;
 } loaded;
 
-/* Recursive: a plugin's init may itself load a plugin it builds on. */
+/* A file of the search path that did not load (why), or that was shadowed (why = the first). */
+typedef struct {
+    char *dir, *path, *why;
+} note;
+
+typedef struct {
+    note *v;
+    int n, cap;
+} notes;
+
+/* One directory of the search path. */
+typedef struct {
+    char *dir;
+    const char *role;
+    bool exists;
+} sdir;
+
+typedef struct {
+    sdir *v;
+    int n;
+} spath;
+
+/* Recursive: a plugin's init may itself load a plugin it builds on, or look a scheme up. */
 static pthread_mutex_t plug_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static loaded *plugins;
 static int n_plugins, cap_plugins;
-static char **dirs;
+static char **dirs; /* added with mg_plugin_add_dir */
 static int n_dirs;
+static bool use_defaults = true;
+static notes failed, shadowed;
+static char *in_init[16]; /* real paths whose init is running: a nested scan leaves them alone */
+static int n_in_init;
 
 static mg_status plugin_register(const mg_plugin_host *host, const mg_layer_vtable *vt) {
     pending *p = host->host_data;
@@ -63,10 +94,127 @@ out:
     return st;
 }
 
-static bool try_dir(const char *dir, size_t dlen, const char *name, char *buf, size_t n) {
-    static const char *const pat[] = {"%.*s/lib%s.so", "%.*s/%s.so"};
+void mg_plugin_use_default_dirs(bool on) {
+    pthread_mutex_lock(&plug_lock);
+    use_defaults = on;
+    pthread_mutex_unlock(&plug_lock);
+}
+
+/* ---- the search path ---- */
+
+static void spath_free(spath *p) {
+    for (int i = 0; i < p->n; i++) free(p->v[i].dir);
+    free(p->v);
+    p->v = NULL, p->n = 0;
+}
+
+/* Appends dir (len bytes of it) unless it is already there (same text or same real directory). */
+static void spath_add(spath *p, const char *dir, size_t len, const char *role) {
+    if (len == 0 || len >= PATH_MAX) return;
+    char d[PATH_MAX], real[PATH_MAX];
+    memcpy(d, dir, len);
+    d[len] = 0;
+    struct stat sb;
+    bool exists = stat(d, &sb) == 0 && S_ISDIR(sb.st_mode);
+    bool have_real = exists && realpath(d, real);
+    for (int i = 0; i < p->n; i++) {
+        if (strcmp(p->v[i].dir, d) == 0) return;
+        char other[PATH_MAX];
+        if (have_real && p->v[i].exists && realpath(p->v[i].dir, other) && strcmp(other, real) == 0) return;
+    }
+    sdir *v = realloc(p->v, (size_t)(p->n + 1) * sizeof *v);
+    if (!v) return;
+    p->v = v;
+    if (!(v[p->n].dir = strdup(d))) return;
+    v[p->n].role = role;
+    v[p->n].exists = exists;
+    p->n++;
+}
+
+/* The folder of the running program, and whether it lies in the build tree minigrad was built in. */
+static bool program_dir(char *buf, size_t n, bool *in_build) {
+    *in_build = false;
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return false;
+    exe[k] = 0;
+    snprintf(buf, n, "%s", dirname(exe));
+    char root[PATH_MAX];
+    if (mg_plugin_build_root[0] && realpath(mg_plugin_build_root, root)) {
+        size_t rl = strlen(root);
+        *in_build = strncmp(buf, root, rl) == 0 && (buf[rl] == '/' || buf[rl] == 0);
+    }
+    return true;
+}
+
+/* Builds the search path (minigrad/plugin.h); the caller holds plug_lock. */
+static void search_path(spath *p) {
+    p->v = NULL, p->n = 0;
+    const char *env = getenv(MG_PLUGIN_PATH_ENV);
+    for (const char *s = env; s && *s;) {
+        const char *end = strchr(s, ':');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        spath_add(p, s, len, MG_PLUGIN_PATH_ENV);
+        s += len + (end ? 1 : 0);
+    }
+    if (use_defaults) {
+        char exe_dir[PATH_MAX];
+        bool in_build;
+        bool have_exe = program_dir(exe_dir, sizeof exe_dir, &in_build);
+        if (in_build)
+            spath_add(p, mg_plugin_build_dir, strlen(mg_plugin_build_dir), "build tree");
+        else
+            spath_add(p, mg_plugin_install_dir, strlen(mg_plugin_install_dir), "installed");
+        if (have_exe && !in_build) {
+            spath_add(p, exe_dir, strlen(exe_dir), "program folder");
+            char sub[PATH_MAX + 16];
+            snprintf(sub, sizeof sub, "%s/plugins", exe_dir);
+            spath_add(p, sub, strlen(sub), "program folder");
+        }
+    }
+    for (int i = 0; i < n_dirs; i++) spath_add(p, dirs[i], strlen(dirs[i]), "added");
+}
+
+/* Appends to a message buffer, cutting what does not fit. */
+static void append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t n, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+/* "MINIGRAD_PLUGIN_PATH=/a:/b, /usr/lib/minigrad/plugins (installed, missing), /x (added)". */
+static void describe(const spath *p, char *buf, size_t n) {
+    buf[0] = 0;
+    const char *env = getenv(MG_PLUGIN_PATH_ENV);
+    if (env && *env)
+        append(buf, n, "%s=%s", MG_PLUGIN_PATH_ENV, env);
+    else
+        append(buf, n, "%s (not set)", MG_PLUGIN_PATH_ENV);
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->v[i].role, MG_PLUGIN_PATH_ENV) != 0)
+            append(buf, n, ", %s (%s%s)", p->v[i].dir, p->v[i].role, p->v[i].exists ? "" : ", missing");
+}
+
+int mg_plugin_search_path(char *buf, size_t n) {
+    pthread_mutex_lock(&plug_lock);
+    spath p;
+    search_path(&p);
+    if (n) buf[0] = 0;
+    for (int i = 0; i < p.n && n; i++) append(buf, n, "%s%s", i ? ":" : "", p.v[i].dir);
+    int count = p.n;
+    spath_free(&p);
+    pthread_mutex_unlock(&plug_lock);
+    return count;
+}
+
+static bool try_dir(const char *dir, const char *name, char *buf, size_t n) {
+    static const char *const pat[] = {"%s/lib%s.so", "%s/%s.so"};
     for (int k = 0; k < 2; k++) {
-        int w = snprintf(buf, n, pat[k], (int)dlen, dir, name);
+        int w = snprintf(buf, n, pat[k], dir, name);
         if (w > 0 && (size_t)w < n && access(buf, R_OK) == 0) return true;
     }
     return false;
@@ -78,44 +226,44 @@ mg_status mg_plugin_find(const char *name, char *buf, size_t n) {
         if ((size_t)snprintf(buf, n, "%s", name) >= n) return mg_set_error(MG_ERR_INVALID, "%s: path too long", name);
         return MG_OK;
     }
-    const char *env = getenv(MG_PLUGIN_PATH_ENV);
-    for (const char *p = env; p && *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len && try_dir(p, len, name, buf, n)) return MG_OK;
-        if (!end) break;
-        p = end + 1;
-    }
     pthread_mutex_lock(&plug_lock);
+    spath p;
+    search_path(&p);
     bool found = false;
-    char extra[1024] = "";
-    size_t o = 0;
-    for (int i = 0; i < n_dirs && !found; i++) {
-        found = try_dir(dirs[i], strlen(dirs[i]), name, buf, n);
-        int w = snprintf(extra + o, sizeof extra - o, "%s%s", o ? ":" : "", dirs[i]);
-        if (w > 0 && (size_t)w < sizeof extra - o) o += (size_t)w;
-    }
+    for (int i = 0; i < p.n && !found; i++) found = p.v[i].exists && try_dir(p.v[i].dir, name, buf, n);
+    char where[768];
+    if (!found) describe(&p, where, sizeof where);
+    spath_free(&p);
     pthread_mutex_unlock(&plug_lock);
     if (found) return MG_OK;
     return mg_set_error(MG_ERR_NOT_FOUND,
-                        "plugin '%s' not found: looked for lib%s.so and %s.so in %s%s%s%s%s (set %s to the directory "
-                        "that holds it)",
-                        name, name, name, env && *env ? MG_PLUGIN_PATH_ENV "=" : "", env && *env ? env : "",
-                        env && *env ? "" : MG_PLUGIN_PATH_ENV " (not set)", o ? " and " : "", extra,
-                        MG_PLUGIN_PATH_ENV);
+                        "plugin '%s' not found: looked for lib%s.so and %s.so in %s (set %s to the directory that "
+                        "holds it)",
+                        name, name, name, where, MG_PLUGIN_PATH_ENV);
 }
 
-static mg_status load_path(const char *path) {
-    char real[PATH_MAX];
-    if (!realpath(path, real)) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", path, strerror(errno));
+/* ---- loading ---- */
+
+static bool in_list(char *const *v, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v[i], s) == 0) return true;
+    return false;
+}
+
+static int find_loaded(const char *real) {
     for (int i = 0; i < n_plugins; i++)
-        if (strcmp(plugins[i].path, real) == 0) return MG_OK;
-    if (n_plugins == cap_plugins) {
-        int cap = cap_plugins ? 2 * cap_plugins : 8;
-        loaded *l = realloc(plugins, (size_t)cap * sizeof *l);
-        if (!l) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
-        plugins = l, cap_plugins = cap;
-    }
+        if (strcmp(plugins[i].path, real) == 0) return i;
+    return -1;
+}
+
+/* The caller holds plug_lock. */
+static mg_status load_path(const char *given) {
+    char real[PATH_MAX];
+    if (!realpath(given, real)) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", given, strerror(errno));
+    const char *path = real; /* messages name the file as its layers' origin does */
+    if (find_loaded(real) >= 0 || in_list(in_init, n_in_init, real)) return MG_OK;
+    if (n_in_init == (int)(sizeof in_init / sizeof in_init[0]))
+        return mg_set_error(MG_ERR_INVALID, "%s: plugins load each other more than %d deep", path, n_in_init);
     char *keep = strdup(real);
     if (!keep) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
     dlerror();
@@ -140,7 +288,9 @@ static mg_status load_path(const char *path) {
     pending p = {.err = MG_OK};
     mg_plugin_host host = {MG_PLUGIN_ABI_VERSION, sizeof(mg_plugin_host), keep, plugin_register, &p, {0}};
     mg_clear_error();
+    in_init[n_in_init++] = keep;
     mg_status st = init(&host);
+    n_in_init--;
     if (st != MG_OK) {
         if (p.err != MG_OK)
             mg_set_error(st, "%s", p.msg);
@@ -153,9 +303,16 @@ static mg_status load_path(const char *path) {
         st = mg_set_error(p.err, "%s", p.msg); /* init ignored a refusal: refuse the whole plugin */
     } else if (p.n == 0) {
         st = mg_set_error(MG_ERR_INVALID, "%s: %s registered no layers", path, MG_PLUGIN_INIT_SYMBOL);
-    } else {
-        st = mg_reg_commit(p.vts, p.n, keep);
     }
+    if (st == MG_OK && n_plugins == cap_plugins) { /* grown only now: a nested load may have appended */
+        int cap = cap_plugins ? 2 * cap_plugins : 8;
+        loaded *l = realloc(plugins, (size_t)cap * sizeof *l);
+        if (!l)
+            st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
+        else
+            plugins = l, cap_plugins = cap;
+    }
+    if (st == MG_OK) st = mg_reg_commit(p.vts, p.n, keep);
     if (st != MG_OK) {
         dlclose(h);
         free(keep);
@@ -188,4 +345,284 @@ const char *mg_plugin_path(int i) {
     const char *p = i >= 0 && i < n_plugins ? plugins[i].path : NULL;
     pthread_mutex_unlock(&plug_lock);
     return p;
+}
+
+/* ---- the scan ---- */
+
+static const note *notes_find(const notes *ns, const char *path) {
+    for (int i = 0; i < ns->n; i++)
+        if (strcmp(ns->v[i].path, path) == 0) return &ns->v[i];
+    return NULL;
+}
+
+static void notes_add(notes *ns, const char *dir, const char *path, const char *why) {
+    if (notes_find(ns, path)) return;
+    if (ns->n == ns->cap) {
+        int cap = ns->cap ? 2 * ns->cap : 8;
+        note *v = realloc(ns->v, (size_t)cap * sizeof *v);
+        if (!v) return;
+        ns->v = v, ns->cap = cap;
+    }
+    note *e = &ns->v[ns->n];
+    e->dir = strdup(dir), e->path = strdup(path), e->why = strdup(why);
+    if (!e->dir || !e->path || !e->why) {
+        free(e->dir), free(e->path), free(e->why);
+        return;
+    }
+    ns->n++;
+}
+
+static bool on_path(const spath *p, const char *dir) {
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->v[i].dir, dir) == 0) return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The *.so file names of dir, sorted; those named lib<want>.so or <want>.so first. */
+static int list_dir(const char *dir, const char *want, char ***out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    char **v = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len <= 3 || strcmp(e->d_name + len - 3, ".so") != 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **w = realloc(v, (size_t)cap * sizeof *w);
+            if (!w) break;
+            v = w;
+        }
+        if ((v[n] = strdup(e->d_name))) n++;
+    }
+    closedir(d);
+    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    if (want && !strchr(want, '/')) {
+        char pref[2][300];
+        snprintf(pref[0], sizeof pref[0], "lib%s.so", want);
+        snprintf(pref[1], sizeof pref[1], "%s.so", want);
+        int front = 0;
+        for (int k = 0; k < 2; k++)
+            for (int i = front; i < n; i++)
+                if (strcmp(v[i], pref[k]) == 0) {
+                    char *t = v[i];
+                    memmove(v + front + 1, v + front, (size_t)(i - front) * sizeof *v);
+                    v[front++] = t;
+                    break;
+                }
+    }
+    *out = v;
+    return n;
+}
+
+typedef struct {
+    const char *name;
+    bool scheme;
+} wanted;
+
+static bool is_registered(const wanted *w) {
+    return w && (w->scheme ? mg_layer_find_pos(w->name) : mg_layer_find(w->name)) != NULL;
+}
+
+/* Loads the plugins of the search path in order until `w` is registered (every one when w is NULL).
+ * Returns whether w is. The caller holds plug_lock. */
+static bool scan(const spath *p, const wanted *w) {
+    if (is_registered(w)) return true;
+    char **seen = NULL, **seen_path = NULL; /* file names met so far, and where */
+    int n_seen = 0;
+    bool done = false;
+    for (int i = 0; i < p->n && !done; i++) {
+        if (!p->v[i].exists) continue;
+        const char *dir = p->v[i].dir;
+        char **files;
+        int nf = list_dir(dir, w ? w->name : NULL, &files);
+        char **s1 = realloc(seen, (size_t)(n_seen + nf + 1) * sizeof *s1);
+        if (s1) seen = s1;
+        char **s2 = realloc(seen_path, (size_t)(n_seen + nf + 1) * sizeof *s2);
+        if (s2) seen_path = s2;
+        for (int f = 0; f < nf && !done; f++) {
+            char path[PATH_MAX + 256], real[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+            bool have_real = realpath(path, real) != NULL;
+            int first = -1;
+            for (int k = 0; k < n_seen && first < 0; k++)
+                if (strcmp(seen[k], files[f]) == 0) first = k;
+            if (first >= 0) {
+                char other[PATH_MAX];
+                bool same = have_real && realpath(seen_path[first], other) && strcmp(other, real) == 0;
+                if (!same) notes_add(&shadowed, dir, path, seen_path[first]);
+                continue;
+            }
+            if (s1 && s2 && (seen[n_seen] = strdup(files[f]))) {
+                if ((seen_path[n_seen] = strdup(path)))
+                    n_seen++;
+                else
+                    free(seen[n_seen]);
+            }
+            if (!have_real) {
+                notes_add(&failed, dir, path, strerror(errno));
+                continue;
+            }
+            if (find_loaded(real) >= 0 || in_list(in_init, n_in_init, real) || notes_find(&failed, path)) continue;
+            void *already = dlopen(real, RTLD_NOW | RTLD_NOLOAD); /* a library the program uses, e.g. minigrad */
+            if (already) {
+                dlclose(already);
+                continue;
+            }
+            if (load_path(path) != MG_OK) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", mg_last_error());
+                notes_add(&failed, dir, path, why);
+                continue;
+            }
+            done = is_registered(w);
+        }
+        for (int f = 0; f < nf; f++) free(files[f]);
+        free(files);
+    }
+    for (int k = 0; k < n_seen; k++) free(seen[k]), free(seen_path[k]);
+    free(seen);
+    free(seen_path);
+    return done;
+}
+
+static mg_status find_or_load(const char *name, bool scheme, const mg_layer_vtable **out) {
+    const char *what = scheme ? "positional scheme" : "layer";
+    if (out) *out = NULL;
+    if (!name || !*name) return mg_set_error(MG_ERR_INVALID, "empty %s name", what);
+    wanted w = {name, scheme};
+    const mg_layer_vtable *vt = scheme ? mg_layer_find_pos(name) : mg_layer_find(name);
+    if (!vt) {
+        pthread_mutex_lock(&plug_lock);
+        spath p;
+        search_path(&p);
+        int n_failed = failed.n;
+        bool found = scan(&p, &w);
+        if (found) {
+            /* plugins that failed on the way would go unnoticed: say so (a listing shows them too) */
+            for (int i = n_failed; i < failed.n; i++)
+                mg_log(MG_LOG_WARN, "plugin search for %s '%s': %s", what, name, failed.v[i].why);
+            mg_clear_error();
+            vt = scheme ? mg_layer_find_pos(name) : mg_layer_find(name);
+        } else {
+            char known[512], where[1024], why[2048] = "";
+            mg_reg_names(known, sizeof known, scheme);
+            describe(&p, where, sizeof where);
+            for (int i = 0; i < failed.n; i++)
+                if (on_path(&p, failed.v[i].dir)) append(why, sizeof why, "; did not load: %s", failed.v[i].why);
+            mg_set_error(MG_ERR_NOT_FOUND,
+                         "%s '%s' not found: it is not registered (registered: %s) and no plugin on the search "
+                         "path provides it; searched %s%s",
+                         what, name, known[0] ? known : "none", where, why);
+        }
+        spath_free(&p);
+        pthread_mutex_unlock(&plug_lock);
+    }
+    if (out) *out = vt;
+    return vt ? MG_OK : MG_ERR_NOT_FOUND;
+}
+
+mg_status mg_layer_find_or_load(const char *name, const mg_layer_vtable **out) { return find_or_load(name, false, out); }
+
+mg_status mg_layer_find_pos_or_load(const char *scheme, const mg_layer_vtable **out) {
+    return find_or_load(scheme, true, out);
+}
+
+/* ---- the listing ---- */
+
+void mg_plugin_list_free(mg_plugin_entry *list, int n) {
+    if (!list) return;
+    for (int i = 0; i < n; i++) {
+        free((char *)list[i].name), free((char *)list[i].scheme);
+        free((char *)list[i].path), free((char *)list[i].why);
+    }
+    free(list);
+}
+
+static bool put(mg_plugin_entry *e, mg_plugin_entry_kind kind, const char *name, const char *scheme, const char *path,
+                const char *why) {
+    *e = (mg_plugin_entry){kind, NULL, NULL, NULL, NULL};
+    if ((name && !(e->name = strdup(name))) || (scheme && !(e->scheme = strdup(scheme))) ||
+        (path && !(e->path = strdup(path))))
+        return false;
+    if (why && !(e->why = strdup(why))) return false;
+    return true;
+}
+
+mg_status mg_plugin_list(mg_plugin_entry **out, int *n) {
+    *out = NULL, *n = 0;
+    pthread_mutex_lock(&plug_lock);
+    spath p;
+    search_path(&p);
+    mg_status st = MG_OK;
+    scan(&p, NULL);
+    int n_layers = mg_layer_registered_count();
+    int cap = p.n + n_layers + failed.n + shadowed.n;
+    mg_plugin_entry *e = calloc((size_t)(cap ? cap : 1), sizeof *e);
+    int k = 0;
+    bool ok = e != NULL;
+    for (int i = 0; ok && i < p.n; i++) {
+        char role[64];
+        snprintf(role, sizeof role, "%s%s", p.v[i].role, p.v[i].exists ? "" : ", missing");
+        ok = put(&e[k++], MG_PLUGIN_ENTRY_DIR, NULL, NULL, p.v[i].dir, role);
+    }
+    for (int i = 0; ok && i < n_layers; i++) {
+        const mg_layer_vtable *vt = mg_layer_registered(i);
+        if (!vt) continue;
+        const char *origin = mg_layer_origin(vt->name);
+        ok = put(&e[k++], MG_PLUGIN_ENTRY_LAYER, vt->name, vt->pos_scheme, origin ? origin : "?", NULL);
+    }
+    for (int i = 0; ok && i < failed.n; i++)
+        if (on_path(&p, failed.v[i].dir)) ok = put(&e[k++], MG_PLUGIN_ENTRY_FAILED, NULL, NULL, failed.v[i].path, failed.v[i].why);
+    for (int i = 0; ok && i < shadowed.n; i++)
+        if (on_path(&p, shadowed.v[i].dir))
+            ok = put(&e[k++], MG_PLUGIN_ENTRY_SHADOWED, NULL, NULL, shadowed.v[i].path, shadowed.v[i].why);
+    spath_free(&p);
+    pthread_mutex_unlock(&plug_lock);
+    if (!ok) {
+        mg_plugin_list_free(e, k);
+        st = mg_set_error(MG_ERR_NOMEM, "listing plugins: out of memory");
+    } else {
+        *out = e, *n = k;
+    }
+    return st;
+}
+
+mg_status mg_plugin_list_print(FILE *f, bool schemes_only) {
+    mg_plugin_entry *e;
+    int n;
+    mg_status st = mg_plugin_list(&e, &n);
+    if (st != MG_OK) return st;
+    fprintf(f, schemes_only ? "positional schemes (scheme, layer, origin):\n"
+                            : "layers (layer, positional scheme, origin):\n");
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind != MG_PLUGIN_ENTRY_LAYER || (schemes_only && !e[i].scheme)) continue;
+        if (schemes_only)
+            fprintf(f, "  %-22s %-24s %s\n", e[i].scheme, e[i].name, e[i].path);
+        else
+            fprintf(f, "  %-24s %-22s %s\n", e[i].name, e[i].scheme ? e[i].scheme : "-", e[i].path);
+    }
+    static const char *const head[] = {"plugin directories searched, in order:\n", NULL,
+                                       "plugins that did not load:\n",
+                                       "shadowed by a file of the same name found earlier (not loaded):\n"};
+    for (int kind = MG_PLUGIN_ENTRY_DIR; kind <= MG_PLUGIN_ENTRY_SHADOWED; kind++) {
+        if (kind == MG_PLUGIN_ENTRY_LAYER) continue;
+        int count = 0;
+        for (int i = 0; i < n; i++) {
+            if ((int)e[i].kind != kind) continue;
+            if (count++ == 0) fputs(head[kind], f);
+            if (kind == MG_PLUGIN_ENTRY_DIR)
+                fprintf(f, "  %s (%s)\n", e[i].path, e[i].why);
+            else if (kind == MG_PLUGIN_ENTRY_FAILED)
+                fprintf(f, "  %s\n", e[i].why);
+            else
+                fprintf(f, "  %s (shadowed by %s)\n", e[i].path, e[i].why);
+        }
+        if (kind == MG_PLUGIN_ENTRY_DIR && count == 0) fputs("plugin directories searched: none\n", f);
+    }
+    mg_plugin_list_free(e, n);
+    return MG_OK;
 }

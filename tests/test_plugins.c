@@ -2,20 +2,34 @@
  * every refusal explained: missing file, not a shared object, missing init symbol, wrong ABI
  * version, a vtable struct too small, an init that fails, a plugin that is half bad (nothing of
  * it stays registered), a name clash with a built-in. Also the README's example plugin, gradient
- * checked, and the GPT loading the alibi plugin on demand for pos=alibi. The plugins come from the
- * build tree (plugins/meson.build). */
+ * checked, the GPT loading the alibi plugin on demand for pos=alibi, and the one search path:
+ * a scheme found by its own name in whichever plugin provides it (from the GPT code and from
+ * posenc), its order (MINIGRAD_PLUGIN_PATH first, a file of the same name later shadowed), broken
+ * plugins reported without stopping the search, and the listing. The plugins come from the build
+ * tree: the real ones from <build>/plugins, the test ones (plugins/testing) from
+ * <build>/plugins/testing, which is on no search path unless a test puts it there. */
 #include "layer_check.h"
 #include "test_util.h"
 #include "minigrad/gpt.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char path_buf[PATH_MAX + 64];
 
+/* The folder of the test plugins (plugins/testing/meson.build). */
+static const char *test_plugin_dir(void) {
+    static char dir[1024];
+    if (!tu_build_path(dir, sizeof dir, "plugins/testing")) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
+    return dir;
+}
+
+/* The path of plugin lib<name>.so: a test plugin (mgtest_*) or one of <build>/plugins. */
 static const char *plugin(const char *name) {
-    const char *dir = lc_plugin_dir();
+    const char *dir = strncmp(name, "mgtest_", 7) == 0 ? test_plugin_dir() : lc_plugin_dir();
     if (!dir) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
     snprintf(path_buf, sizeof path_buf, "%s/lib%s.so", dir, name);
     return path_buf;
@@ -219,20 +233,278 @@ START_TEST(gpt_unknown_scheme_explained) {
     mg_gpt_config c = tiny("xpos");
     mg_rng rng = mg_rng_make(1);
     mg_gpt *g = (mg_gpt *)1;
-    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND,
-               "pos 'xpos' is not a registered positional scheme (registered: none, learned, sinusoidal, "
-               "learned+sinusoidal, rope",
-               "plugin 'xpos' not found", "MINIGRAD_PLUGIN_PATH=/nonexistent");
+    char build_dir[PATH_MAX + 32];
+    snprintf(build_dir, sizeof build_dir, "%s (build tree)", lc_plugin_dir());
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "pos: positional scheme 'xpos' not found",
+                  "registered: learned, sinusoidal, learned+sinusoidal, rope", "no plugin on the search path provides it",
+                  "searched MINIGRAD_PLUGIN_PATH=/nonexistent, ", build_dir);
     ck_assert_ptr_null(g);
     c = tiny("Learned!");
-    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "pos 'Learned!': no such positional scheme");
-    /* a plugin that loads but provides no such scheme */
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "positional scheme 'Learned!' not found");
+    /* a plugin named like the scheme that loads but provides no such scheme */
     setenv(MG_PLUGIN_PATH_ENV, lc_plugin_dir(), 1);
     c = tiny("example_scale");
-    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "plugin 'example_scale' loaded but registers no positional scheme");
-    /* and a broken one is refused with its reason */
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "positional scheme 'example_scale' not found");
+    ck_assert_ptr_nonnull(mg_layer_find("scale")); /* it was loaded in the search */
+    /* and a broken one in the path is named with its reason */
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
     c = tiny("mgtest_bad_abi");
-    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_ABI, "pos 'mgtest_bad_abi'", "ABI version");
+    TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "positional scheme 'mgtest_bad_abi' not found",
+                  "did not load: ", "libmgtest_bad_abi.so: layer 'mgtest_bad_abi': ABI version");
+}
+END_TEST
+
+/* ---- the one search path ---- */
+
+static char tmpdir[256];
+
+static void tmp_setup(void) {
+    mg_log_set(lc_quiet_log, NULL);
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_test_plugins");
+}
+
+static void tmp_teardown(void) { ck_assert(tu_remove_tree(tmpdir)); }
+
+/* Copies the test plugin lib<name>.so into tmpdir/dir (made if need be); returns the copy's real path. */
+static const char *copy_plugin(const char *name, const char *dir) {
+    static char real[PATH_MAX];
+    char d[PATH_MAX], cmd[3 * PATH_MAX];
+    snprintf(d, sizeof d, "%s", tu_path_in(tmpdir, dir));
+    mkdir(d, 0755);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", plugin(name), d);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/lib%s.so", d, name);
+    ck_assert_ptr_nonnull(realpath(cmd, real));
+    return real;
+}
+
+/* The origin of the layer providing positional scheme `scheme`. */
+static const char *scheme_origin(const char *scheme) {
+    const mg_layer_vtable *vt = mg_layer_find_pos(scheme);
+    ck_assert_msg(vt != NULL, "scheme %s not registered", scheme);
+    return mg_layer_origin(vt->name);
+}
+
+/* The plugin registers "tilt" and "zigzag"; its file is libmgtest_two_schemes.so. It sits in the
+ * test folder after every broken plugin there (by name), so finding it also shows that they do not
+ * stop the search. */
+START_TEST(gpt_finds_a_scheme_in_any_plugin) {
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
+    char want[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(plugin("mgtest_two_schemes"), want));
+    ck_assert_ptr_null(mg_layer_find_pos("zigzag"));
+    mg_rng rng = mg_rng_make(1);
+    mg_gpt *g = NULL;
+    mg_gpt_config c = tiny("zigzag");
+    ck_assert_msg(mg_gpt_new(&c, &rng, &g) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(mg_layer_vt(mg_layer_find_positional(mg_gpt_layer(g)))->name, "zigzag_pos");
+    mg_gpt_free(g);
+    ck_assert_str_eq(scheme_origin("zigzag"), want);
+    int loaded = mg_plugin_count();
+    /* the other name: already registered by the same plugin, nothing more is loaded */
+    c = tiny("tilt");
+    ck_assert_msg(mg_gpt_new(&c, &rng, &g) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(mg_layer_vt(mg_layer_find_positional(mg_gpt_layer(g)))->name, "tilt_pos");
+    mg_gpt_free(g);
+    ck_assert_str_eq(scheme_origin("tilt"), want);
+    ck_assert_int_eq(mg_plugin_count(), loaded);
+    /* a layer by its name, through the same search */
+    const mg_layer_vtable *vt = NULL;
+    ck_assert_msg(mg_layer_find_or_load("tilt_pos", &vt) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(vt->pos_scheme, "tilt");
+    ck_assert_int_eq(mg_plugin_count(), loaded);
+}
+END_TEST
+
+START_TEST(gpt_finds_a_scheme_through_an_added_dir) {
+    unsetenv(MG_PLUGIN_PATH_ENV);
+    ck_assert_int_eq(mg_layer_find_pos_or_load("tilt", NULL), MG_ERR_NOT_FOUND); /* not on the path yet */
+    ck_assert_int_eq(mg_plugin_add_dir(test_plugin_dir()), MG_OK);
+    const mg_layer_vtable *vt = NULL;
+    ck_assert_msg(mg_layer_find_pos_or_load("tilt", &vt) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(vt->name, "tilt_pos");
+}
+END_TEST
+
+/* Same file name in two directories: the first along the path wins, the other is listed as shadowed
+ * and never loaded; MINIGRAD_PLUGIN_PATH comes before added directories. */
+START_TEST(search_order_first_wins_later_shadowed) {
+    char a[PATH_MAX], b[PATH_MAX], env[3 * PATH_MAX];
+    snprintf(a, sizeof a, "%s", copy_plugin("mgtest_two_schemes", "a"));
+    snprintf(b, sizeof b, "%s", copy_plugin("mgtest_two_schemes", "b"));
+    ck_assert_int_eq(mg_plugin_add_dir(tu_path_in(tmpdir, "a")), MG_OK);
+    snprintf(env, sizeof env, "%s:%s:%s", tu_path_in(tmpdir, "b"), tu_path_in(tmpdir, "b"), tu_path_in(tmpdir, "a"));
+    setenv(MG_PLUGIN_PATH_ENV, env, 1); /* b first, listed twice, and a both in it and added */
+    ck_assert_msg(mg_layer_find_pos_or_load("zigzag", NULL) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(scheme_origin("zigzag"), b);
+    char dirs[4 * PATH_MAX];
+    int nd = mg_plugin_search_path(dirs, sizeof dirs);
+    ck_assert_msg(strncmp(dirs, tu_path_in(tmpdir, "b"), strlen(tu_path_in(tmpdir, "b"))) == 0, "%s", dirs);
+    mg_plugin_entry *e;
+    int n;
+    ck_assert_int_eq(mg_plugin_list(&e, &n), MG_OK);
+    int n_dirs = 0, n_shadowed = 0, n_failed = 0, n_tilt = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind == MG_PLUGIN_ENTRY_DIR) {
+            n_dirs++;
+            if (n_dirs == 1) ck_assert_str_eq(e[i].why, "MINIGRAD_PLUGIN_PATH");
+        } else if (e[i].kind == MG_PLUGIN_ENTRY_SHADOWED) {
+            n_shadowed++;
+            ck_assert_str_eq(e[i].path, tu_path_in(tmpdir, "a/libmgtest_two_schemes.so"));
+            ck_assert_str_eq(e[i].why, tu_path_in(tmpdir, "b/libmgtest_two_schemes.so"));
+        } else if (e[i].kind == MG_PLUGIN_ENTRY_FAILED) {
+            n_failed++;
+        } else if (e[i].scheme && strcmp(e[i].scheme, "tilt") == 0) {
+            n_tilt++;
+            ck_assert_str_eq(e[i].path, b);
+        }
+    }
+    ck_assert_int_eq(n_dirs, nd);
+    ck_assert_int_eq(n_shadowed, 1); /* a's copy, once, and not as a failure */
+    ck_assert_int_eq(n_failed, 0);
+    ck_assert_int_eq(n_tilt, 1);
+    mg_plugin_list_free(e, n);
+    for (int i = 0; i < mg_plugin_count(); i++) ck_assert_str_ne(mg_plugin_path(i), a);
+}
+END_TEST
+
+/* A broken plugin along the path: listed with its reason; the search goes on past it. */
+START_TEST(listing_reports_broken_plugins_and_origins) {
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
+    mg_plugin_entry *e;
+    int n;
+    ck_assert_int_eq(mg_plugin_list(&e, &n), MG_OK);
+    bool bad_abi = false, init_fails = false, linear = false, zigzag = false, alibi = false;
+    int n_failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind == MG_PLUGIN_ENTRY_FAILED) {
+            n_failed++;
+            if (strstr(e[i].path, "libmgtest_bad_abi.so")) {
+                bad_abi = true;
+                tu_assert_has("reason", e[i].why, "ABI version");
+            }
+            if (strstr(e[i].path, "libmgtest_init_fails.so")) {
+                init_fails = true;
+                tu_assert_has("reason", e[i].why, "the device this plugin needs is not there");
+            }
+        } else if (e[i].kind == MG_PLUGIN_ENTRY_LAYER) {
+            if (!strcmp(e[i].name, "linear")) linear = !strcmp(e[i].path, "built-in");
+            if (e[i].scheme && !strcmp(e[i].scheme, "zigzag")) zigzag = strstr(e[i].path, "libmgtest_two_schemes.so");
+            if (e[i].scheme && !strcmp(e[i].scheme, "alibi")) alibi = strstr(e[i].path, "plugins/libalibi.so");
+        }
+    }
+    mg_plugin_list_free(e, n);
+    ck_assert(bad_abi && init_fails && linear && zigzag && alibi);
+    ck_assert_int_eq(n_failed, 6); /* every mgtest_* but the good one */
+    /* what a program prints for --list-schemes */
+    char out[] = "/tmp/mg_test_plugins_list_XXXXXX";
+    int fd = mkstemp(out);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_int_eq(mg_plugin_list_print(f, true), MG_OK);
+    fclose(f);
+    char text[16384];
+    tu_read_into(out, text, sizeof text);
+    unlink(out);
+    tu_assert_has("listing", text, "positional schemes (scheme, layer, origin):\n  learned ");
+    tu_assert_has("listing", text, "  zigzag                 zigzag_pos               ");
+    tu_assert_has("listing", text, "libmgtest_two_schemes.so\n");
+    tu_assert_has("listing", text, "plugin directories searched, in order:\n");
+    tu_assert_has("listing", text, " (MINIGRAD_PLUGIN_PATH)\n");
+    tu_assert_has("listing", text, "plugins that did not load:\n");
+    tu_assert_has("listing", text, "libmgtest_no_init.so: not a minigrad plugin");
+    ck_assert_msg(!strstr(text, "  linear "), "layers without a scheme are left out: %s", text);
+}
+END_TEST
+
+/* Without MINIGRAD_PLUGIN_PATH a program of the build tree searches <build>/plugins, where only
+ * working plugins are: the listing has no failures and the test plugins are not in it. */
+START_TEST(build_tree_default_path_has_no_test_plugins) {
+    unsetenv(MG_PLUGIN_PATH_ENV);
+    char dirs[4 * PATH_MAX];
+    ck_assert_int_eq(mg_plugin_search_path(dirs, sizeof dirs), 1);
+    char want[PATH_MAX], got[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(lc_plugin_dir(), want));
+    ck_assert_ptr_nonnull(realpath(dirs, got));
+    ck_assert_str_eq(got, want);
+    mg_plugin_entry *e;
+    int n;
+    ck_assert_int_eq(mg_plugin_list(&e, &n), MG_OK);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(e[i].kind != MG_PLUGIN_ENTRY_FAILED && e[i].kind != MG_PLUGIN_ENTRY_SHADOWED, "%s: %s",
+                      e[i].path, e[i].why);
+        ck_assert_msg(!e[i].path || !strstr(e[i].path, "mgtest"), "%s", e[i].path);
+    }
+    mg_plugin_list_free(e, n);
+    ck_assert_ptr_nonnull(mg_layer_find_pos("alibi"));
+    /* the defaults can be turned off: then nothing is searched but what is set or added */
+    mg_plugin_use_default_dirs(false);
+    ck_assert_int_eq(mg_plugin_search_path(dirs, sizeof dirs), 0);
+    ck_assert_str_eq(dirs, "");
+    TU_ASSERT_ERR(mg_layer_find_or_load("no_such_layer", NULL), MG_ERR_NOT_FOUND, "layer 'no_such_layer' not found",
+                  "searched MINIGRAD_PLUGIN_PATH (not set)");
+    mg_plugin_use_default_dirs(true);
+}
+END_TEST
+
+START_TEST(unknown_name_lists_the_directories) {
+    char env[2 * PATH_MAX];
+    snprintf(env, sizeof env, "%s:/nonexistent/plugins", test_plugin_dir());
+    setenv(MG_PLUGIN_PATH_ENV, env, 1);
+    ck_assert_int_eq(mg_plugin_add_dir("/nonexistent/added"), MG_OK);
+    char want_env[3 * PATH_MAX], build_dir[PATH_MAX + 32];
+    snprintf(want_env, sizeof want_env, "searched MINIGRAD_PLUGIN_PATH=%s, ", env);
+    snprintf(build_dir, sizeof build_dir, "%s (build tree)", lc_plugin_dir());
+    const mg_layer_vtable *vt = (const mg_layer_vtable *)1;
+    TU_ASSERT_ERR(mg_layer_find_pos_or_load("xpos", &vt), MG_ERR_NOT_FOUND, "positional scheme 'xpos' not found",
+                  want_env, build_dir, "/nonexistent/added (added, missing)", "did not load: ",
+                  "libmgtest_bad_abi.so");
+    ck_assert_ptr_null(vt);
+    /* the broken plugins are tried once: a second search loads nothing more and says the same */
+    int loaded = mg_plugin_count();
+    TU_ASSERT_ERR(mg_layer_find_or_load("nosuch", NULL), MG_ERR_NOT_FOUND, "layer 'nosuch' not found",
+                  "libmgtest_half_bad.so");
+    ck_assert_int_eq(mg_plugin_count(), loaded);
+    TU_ASSERT_ERR(mg_layer_find_or_load("", NULL), MG_ERR_INVALID, "empty layer name");
+}
+END_TEST
+
+/* posenc finds the two schemes by their names in the same search path, lists them with their origin
+ * and the broken plugins beside them, and compares them. */
+static tu_program posenc = {.name = "posenc", .rel = "examples/posenc/posenc", .max_status = 2};
+
+START_TEST(posenc_finds_both_schemes) {
+    /* from the build tree, with MINIGRAD_PLUGIN_PATH unset or naming the same folder: alibi once,
+     * no test plugin, nothing that did not load */
+    char same[1100];
+    snprintf(same, sizeof same, "env MINIGRAD_PLUGIN_PATH='%s'", lc_plugin_dir());
+    const char *envs[] = {"env -u MINIGRAD_PLUGIN_PATH", same};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(tu_run_in(&posenc, tmpdir, envs[i], "--list-schemes"), 0);
+        const char *a = strstr(posenc.out, "libalibi.so");
+        ck_assert_msg(a && !strstr(a + 1, "libalibi.so"), "%s", posenc.out);
+        ck_assert_msg(!strstr(posenc.out, "mgtest") && !strstr(posenc.out, "did not load") &&
+                          !strstr(posenc.out, "shadowed") && !strstr(posenc.err, "already registered"),
+                      "%s%s", posenc.out, posenc.err);
+    }
+    char env[1100];
+    snprintf(env, sizeof env, "env MINIGRAD_PLUGIN_PATH='%s'", test_plugin_dir());
+    ck_assert_int_eq(tu_run_in(&posenc, tmpdir, env, "--list-schemes"), 0);
+    tu_assert_stdout_has(&posenc, "  tilt ");
+    tu_assert_stdout_has(&posenc, "  zigzag ");
+    tu_assert_stdout_has(&posenc, "libmgtest_two_schemes.so");
+    tu_assert_stdout_has(&posenc, "libmgtest_bad_abi.so: layer 'mgtest_bad_abi': ABI version");
+    ck_assert_msg(!strstr(posenc.out, "already registered (by") || strstr(posenc.out, "libmgtest_dup_name.so"),
+                  "%s", posenc.out); /* only the test plugin that clashes on purpose */
+    ck_assert_int_eq(tu_run_in(&posenc, tmpdir, env,
+                               "--tasks lmax --schemes zigzag,tilt --seeds 0 --steps 2 --batch 4 --eval-every 1 "
+                               "--eval-n 8 --lengths '' --jobs 1 --threads 1 --out o"),
+                     0);
+    tu_assert_stdout_has(&posenc, "1 task x 2 schemes x 1 seed = 2 runs");
+    char csv[4096];
+    tu_read_into(tu_path_in(tmpdir, "o/results.csv"), csv, sizeof csv);
+    tu_assert_has("results.csv", csv, "\nlmax,zigzag,0,");
+    tu_assert_has("results.csv", csv, "\nlmax,tilt,0,");
 }
 END_TEST
 
@@ -255,6 +527,20 @@ static Suite *plugins_suite(void) {
     tcase_add_test(tc, readme_shows_the_example_verbatim);
     tcase_add_test(tc, gpt_loads_alibi_on_demand);
     tcase_add_test(tc, gpt_unknown_scheme_explained);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("search");
+    tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+    tcase_add_test(tc, gpt_finds_a_scheme_in_any_plugin);
+    tcase_add_test(tc, gpt_finds_a_scheme_through_an_added_dir);
+    tcase_add_test(tc, search_order_first_wins_later_shadowed);
+    tcase_add_test(tc, listing_reports_broken_plugins_and_origins);
+    tcase_add_test(tc, build_tree_default_path_has_no_test_plugins);
+    tcase_add_test(tc, unknown_name_lists_the_directories);
+    if (tu_program_built(&posenc))
+        tcase_add_test(tc, posenc_finds_both_schemes);
+    else
+        fprintf(stderr, "# posenc not built (-Dexamples=false?): posenc_finds_both_schemes skipped\n");
     suite_add_tcase(s, tc);
     return s;
 }

@@ -67,8 +67,8 @@ START_TEST(catalogue_lists_the_spec_schemes_in_order) {
     ck_assert_msg(strstr(c.s[5].origin, "libalibi.so"), "alibi comes from %s", c.s[5].origin);
     ck_assert_ptr_null(posenc_catalog_find(&c, "sinus"));
     ck_assert_str_eq(posenc_scheme_label("logbias"), "logbias"); /* others keep their name */
-    /* the test plugins in the build's folder were tried and refused, with the loader's reason */
-    tu_assert_has("text", c.skipped, "libmgtest_bad_abi.so");
+    /* the build's folder holds working plugins only (the loader's test plugins live elsewhere) */
+    ck_assert_msg(c.skipped[0] == 0, "%s", c.skipped);
     char names[256];
     posenc_catalog_names(&c, names, sizeof names);
     ck_assert_msg(strncmp(names, "none, sin, learned, learned_sin, rope, alibi", 44) == 0, "%s",

@@ -1,10 +1,8 @@
 /* Typed option parsing for the example programs. */
 #include "cli.h"
 
-#include "minigrad/plugin.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,18 +100,6 @@ ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **a
     }
     if (n_pos) *n_pos = np;
     return EX_PARSE_OK;
-}
-
-void ex_add_plugin_dirs(void) {
-    char exe[4096], dir[4200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return;
-    exe[n] = 0;
-    const char *d = dirname(exe);
-    snprintf(dir, sizeof dir, "%s/../../plugins", d);
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
-    snprintf(dir, sizeof dir, "%s/../lib/minigrad/plugins", d);
-    if (access(dir, F_OK) == 0) mg_plugin_add_dir(dir);
 }
 
 int ex_fail(const char *prog) {

@@ -31,12 +31,6 @@ ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **a
 
 void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts);
 
-/* Lets positional schemes from plugins (--pos alibi) be found beside the program without
- * MINIGRAD_PLUGIN_PATH: in the build tree (<build>/examples/NAME/NAME -> <build>/plugins) and once
- * installed (<prefix>/bin/NAME -> <prefix>/lib/minigrad/plugins). Folders that do not exist are
- * skipped. */
-void ex_add_plugin_dirs(void);
-
 /* Prints "PROG: message" for the last recoverable error (mg_last_error) and returns 1, the exit
  * status of a failed command. */
 int ex_fail(const char *prog);

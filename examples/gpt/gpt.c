@@ -11,8 +11,8 @@
  * tokens and its targets its last T. eval prints `loss <value>` (9 significant digits), the mean
  * cross-entropy, and --dump-grads writes d(loss)/d(parameter) for every parameter under the
  * parameter's own name. A positional scheme that comes from a plugin (pos=alibi) is loaded on
- * demand from MINIGRAD_PLUGIN_PATH, then from the build tree's plugins folder when this binary
- * runs from the build tree, else from the installed plugins folder. */
+ * demand from the plugin on the loader's search path that provides it (minigrad/plugin.h);
+ * `gpt plugins` lists every layer and scheme found there and where each comes from. */
 #include "cli.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
@@ -20,38 +20,9 @@
 #include "minigrad/plugin.h"
 
 #include <errno.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#ifndef MG_GPT_BUILD_DIR
-#define MG_GPT_BUILD_DIR ""
-#endif
-#ifndef MG_GPT_BUILD_PLUGIN_DIR
-#define MG_GPT_BUILD_PLUGIN_DIR ""
-#endif
-#ifndef MG_GPT_INSTALL_PLUGIN_DIR
-#define MG_GPT_INSTALL_PLUGIN_DIR ""
-#endif
-
-/* The build tree's plugins when this binary is the one in the build tree, else the installed ones. */
-static void add_plugin_dirs(void) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    bool in_build = false;
-    static const char build_dir[] = MG_GPT_BUILD_DIR;
-    if (n > 0 && build_dir[0]) {
-        exe[n] = 0;
-        char real[PATH_MAX];
-        in_build = realpath(build_dir, real) && strcmp(dirname(exe), real) == 0;
-    }
-    static const char build_plugins[] = MG_GPT_BUILD_PLUGIN_DIR, installed[] = MG_GPT_INSTALL_PLUGIN_DIR;
-    const char *dir = in_build ? build_plugins : installed;
-    if (dir[0]) mg_plugin_add_dir(dir);
-}
 
 /* ---- init ---- */
 
@@ -312,12 +283,25 @@ static int cmd_sample(int argc, char **argv) {
     return st == MG_OK ? 0 : ex_fail("gpt sample");
 }
 
+/* ---- plugins ---- */
+
+static int cmd_plugins(int argc, char **argv) {
+    bool schemes = false;
+    const ex_opt opts[] = {
+        {"schemes", EX_FLAG, &schemes, "only the positional schemes"},
+    };
+    ex_parse_result r = ex_parse("gpt plugins", "gpt plugins [--schemes]", argc, argv, opts, 1, NULL, 0, NULL);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    return mg_plugin_list_print(stdout, schemes) == MG_OK ? 0 : ex_fail("gpt plugins");
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: gpt <command> [options]   (gpt <command> --help for its options)\n"
                "  init     write a randomly initialised checkpoint from a [gpt] config file\n"
                "  eval     loss of a token batch (and its gradients with --dump-grads)\n"
                "  inspect  config, tensors and parameter count of a checkpoint\n"
-               "  sample   generate token ids from a prompt (KV cache, temperature, top-k, top-p)\n");
+               "  sample   generate token ids from a prompt (KV cache, temperature, top-k, top-p)\n"
+               "  plugins  every layer and positional scheme, where each comes from, and the plugin search path\n");
 }
 
 int main(int argc, char **argv) {
@@ -326,12 +310,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     mg_log_set(NULL, NULL);
-    add_plugin_dirs();
     const char *cmd = argv[1];
     if (!strcmp(cmd, "init")) return cmd_init(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plugins")) return cmd_plugins(argc - 2, argv + 2);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage(stdout);
         return 0;

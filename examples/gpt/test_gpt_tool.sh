@@ -1,6 +1,8 @@
 #!/bin/sh
 # Smoke test of the gpt tool: init / eval (--dump-grads) / inspect for every positional scheme
-# (alibi found in the build tree without MINIGRAD_PLUGIN_PATH), and its errors on bad input.
+# (alibi found in the build tree without MINIGRAD_PLUGIN_PATH), plugins (the search path and what it
+# holds; with MG_TEST_PLUGIN_DIR, the test plugins through MINIGRAD_PLUGIN_PATH), and its errors
+# on bad input.
 set -u
 : "${GPT:?set GPT to the gpt binary}"
 unset MINIGRAD_PLUGIN_PATH
@@ -66,7 +68,29 @@ refuse "config typo named with line" 1 "typo.cfg:2: [gpt]: unknown key 'n_layers
 printf '[gpt]\nvocab_size = 50\nn_head = 3\nn_embd = 16\n' >"$dir/heads.cfg"
 refuse "heads that do not divide the width, with file and line" 1 "heads.cfg:3: [gpt]: n_embd 16 is not a multiple of n_head 3" "$GPT" init --config "$dir/heads.cfg" --out "$dir/x.safetensors"
 printf '[gpt]\nvocab_size = 50\npos = nosuchscheme\n' >"$dir/pos.cfg"
-refuse "unknown positional scheme, with the file" 1 "pos.cfg: pos 'nosuchscheme' is not a registered positional scheme" "$GPT" init --config "$dir/pos.cfg" --out "$dir/x.safetensors"
+refuse "unknown positional scheme, with the file" 1 "pos.cfg: pos: positional scheme 'nosuchscheme' not found" "$GPT" init --config "$dir/pos.cfg" --out "$dir/x.safetensors"
+refuse "unknown positional scheme, with the folders searched" 1 "/plugins (build tree)" "$GPT" init --config "$dir/pos.cfg" --out "$dir/x.safetensors"
+
+# the plugin search path: the build tree's folder, listed with where each scheme comes from
+check "plugins" "$GPT" plugins
+if grep -Eq '^  alibi +alibi +/.*/plugins/libalibi.so$' "$dir/out" && grep -Eq '^  linear +- +built-in$' "$dir/out" &&
+    grep -q '(build tree)$' "$dir/out" && ! grep -q 'mgtest' "$dir/out" && ! grep -q 'did not load' "$dir/out"; then
+    ok "plugins lists layers with their origin, and no test plugin"
+else bad "plugins output: $(cat "$dir/out")"; fi
+check "plugins --schemes" "$GPT" plugins --schemes
+if grep -q '^  rope ' "$dir/out" && ! grep -q '^  linear ' "$dir/out"; then ok "plugins --schemes lists schemes only"; else bad "plugins --schemes: $(cat "$dir/out")"; fi
+if [ -n "${MG_TEST_PLUGIN_DIR:-}" ]; then
+    # a plugin whose two schemes are named unlike its file, next to plugins broken on purpose
+    sed 's/^pos = .*/pos = zigzag/' "$dir/rope.cfg" >"$dir/zigzag.cfg"
+    check "pos = zigzag from a plugin of another name" env MINIGRAD_PLUGIN_PATH="$MG_TEST_PLUGIN_DIR" "$GPT" init --config "$dir/zigzag.cfg" --out "$dir/zigzag.safetensors"
+    if grep -q 'zigzag_pos' "$dir/out" && grep -q 'libmgtest_bad_abi.so' "$dir/err"; then ok "zigzag built, broken plugins on the way warned about"; else bad "zigzag: $(cat "$dir/out" "$dir/err")"; fi
+    check "plugins with MINIGRAD_PLUGIN_PATH" env MINIGRAD_PLUGIN_PATH="$MG_TEST_PLUGIN_DIR" "$GPT" plugins --schemes
+    if grep -Eq '^  tilt +tilt_pos +/.*libmgtest_two_schemes.so$' "$dir/out" && grep -q 'libmgtest_bad_abi.so: layer' "$dir/out" &&
+        grep -q '(MINIGRAD_PLUGIN_PATH)$' "$dir/out"; then ok "plugins lists the test folder first, its failures with reasons"
+    else bad "plugins with MINIGRAD_PLUGIN_PATH: $(cat "$dir/out")"; fi
+else
+    echo "# test plugins not built: the MINIGRAD_PLUGIN_PATH checks skipped"
+fi
 head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train

@@ -88,7 +88,6 @@ int main(int argc, char **argv) {
         help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    ex_add_plugin_dirs(); /* --pos alibi without MINIGRAD_PLUGIN_PATH */
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, argv[1]) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "music: unknown command '%s'\n", argv[1]);

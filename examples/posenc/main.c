@@ -14,7 +14,6 @@
 #include "minigrad/plugin.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -24,10 +23,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#ifndef POSENC_INSTALL_PLUGIN_DIR
-#define POSENC_INSTALL_PLUGIN_DIR ""
-#endif
 
 enum { MAX_RUNS = 4096, MAX_SEEDS = 64 };
 
@@ -101,23 +96,6 @@ static bool parse_tasks(const char *s, posenc_task *t, int *n) {
     if (*n == 0)
         return usage_error("--tasks '%s': no task (valid: rev, sort, lmax, perm)", s), false;
     return true;
-}
-
-/* The plugin folders beside this program: the build tree's (<build>/examples/posenc/posenc ->
- * <build>/plugins), then the installed one. */
-static void default_plugin_dirs(char *buf, size_t n) {
-    buf[0] = 0;
-    char exe[PATH_MAX], dir[PATH_MAX + 32];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        snprintf(dir, sizeof dir, "%s/../../plugins", dirname(exe));
-        char real[PATH_MAX];
-        if (realpath(dir, real)) snprintf(buf, n, "%s", real);
-    }
-    static const char installed[] = POSENC_INSTALL_PLUGIN_DIR;
-    if (installed[0] && access(installed, F_OK) == 0 && !strstr(buf, installed))
-        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? ":" : "", installed);
 }
 
 /* ---- progress ---- */
@@ -339,6 +317,8 @@ static void print_catalog(const posenc_catalog *c) {
         printf("  %-12s %-20s %s\n", c->s[i].label, c->s[i].name, c->s[i].origin);
     printf("plugin directories searched: %s\n", c->dirs[0] ? c->dirs : "(none)");
     if (c->skipped[0]) printf("shared objects there that did not load:\n%s", c->skipped);
+    if (c->shadowed[0])
+        printf("shadowed by a file of the same name found earlier (not loaded):\n%s", c->shadowed);
 }
 
 int main(int argc, char **argv) {
@@ -373,9 +353,8 @@ int main(int argc, char **argv) {
          "runs at the same time, each with threads/jobs threads (0: as many as threads)"},
         {"out", EX_STR, &o.out, "directory for results.csv, results.md and the PNGs"},
         {"plugin-path", EX_STR, &o.plugin_path,
-         "':'-separated plugin directories searched instead of the one beside this program "
-         "(MINIGRAD_PLUGIN_PATH is "
-         "searched first either way)"},
+         "':'-separated plugin directories searched instead of the installed (or build tree's) "
+         "one and this program's (MINIGRAD_PLUGIN_PATH is searched first either way)"},
         {"eval-n", EX_INT, &o.eval_n,
          "evaluate on the first N sequences of each set only (0: all, as the spec says)"},
         {"list-schemes", EX_FLAG, &o.list,
@@ -386,12 +365,10 @@ int main(int argc, char **argv) {
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
 
     posenc_catalog catalog, *cat = &catalog;
-    char dirs[2 * PATH_MAX];
-    if (o.plugin_path)
-        snprintf(dirs, sizeof dirs, "%s", o.plugin_path);
-    else
-        default_plugin_dirs(dirs, sizeof dirs);
-    posenc_catalog_discover(cat, dirs);
+    if (posenc_catalog_discover(cat, o.plugin_path) != MG_OK) {
+        ex_fail(prog);
+        return 1;
+    }
     if (o.list) {
         print_catalog(cat);
         return 0;

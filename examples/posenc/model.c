@@ -5,7 +5,6 @@
 #include "minigrad/op.h"
 #include "minigrad/plugin.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -51,63 +50,19 @@ static void append(char *buf, size_t n, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Loads every *.so of dir in name order; failures are noted, not fatal (a plugin folder may hold
- * other layers, or objects built for another ABI). */
-static void load_dir(posenc_catalog *c, const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char *names[256];
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 256;) {
-        size_t len = strlen(e->d_name);
-        if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0 && (names[n] = strdup(e->d_name)))
-            n++;
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        int w = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (w > 0 && w < (int)sizeof path && mg_plugin_load(path) != MG_OK)
-            append(c->skipped, sizeof c->skipped, "%s\n", mg_last_error());
-        free(names[i]);
-    }
-}
-
-/* Calls fn on each non-empty entry of a ':'-separated list. */
-static void each_dir(const char *list, posenc_catalog *c,
-                     void (*fn)(posenc_catalog *, const char *)) {
-    if (!list) return;
-    const char *p = list;
-    while (*p) {
+/* Adds each non-empty entry of a ':'-separated list to the loader's search path. */
+static void add_dirs(const char *list) {
+    for (const char *p = list; *p;) {
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > 0 && len < 1024) {
             char dir[1024];
             memcpy(dir, p, len);
             dir[len] = 0;
-            fn(c, dir);
+            mg_plugin_add_dir(dir);
         }
         p += len + (end ? 1 : 0);
     }
-}
-
-static void note_dir(posenc_catalog *c, const char *dir) {
-    append(c->dirs, sizeof c->dirs, "%s%s", c->dirs[0] ? ":" : "", dir);
-}
-
-static void add_dir(posenc_catalog *c, const char *dir) {
-    (void)c;
-    mg_plugin_add_dir(dir);
-}
-
-static void scan_dir(posenc_catalog *c, const char *dir) {
-    note_dir(c, dir);
-    load_dir(c, dir);
 }
 
 static int cmp_scheme(const void *a, const void *b) {
@@ -118,27 +73,35 @@ static int cmp_scheme(const void *a, const void *b) {
 
 mg_status posenc_catalog_discover(posenc_catalog *c, const char *plugin_dirs) {
     memset(c, 0, sizeof *c);
-    each_dir(plugin_dirs, c, add_dir);
-    each_dir(getenv(MG_PLUGIN_PATH_ENV), c, scan_dir); /* the loader's own search order */
-    each_dir(plugin_dirs, c, scan_dir);
+    if (plugin_dirs) {
+        mg_plugin_use_default_dirs(false);
+        add_dirs(plugin_dirs);
+    }
+    mg_plugin_entry *e;
+    int n;
+    mg_status st = mg_plugin_list(&e, &n); /* loads every plugin of the search path */
+    if (st != MG_OK) return st;
+    mg_plugin_search_path(c->dirs, sizeof c->dirs);
     posenc_scheme *none = &c->s[c->n++];
     snprintf(none->name, sizeof none->name, "none");
     snprintf(none->label, sizeof none->label, "none");
     snprintf(none->origin, sizeof none->origin, "model");
-    for (int i = 0; i < mg_layer_registered_count(); i++) {
-        const mg_layer_vtable *vt = mg_layer_registered(i);
-        if (!vt || !vt->pos_scheme || strcmp(vt->pos_scheme, "none") == 0) continue;
-        if (strlen(vt->pos_scheme) >= POSENC_NAME_LEN || c->n == POSENC_MAX_SCHEMES) {
-            append(c->skipped, sizeof c->skipped, "%s: %s\n", vt->pos_scheme,
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind == MG_PLUGIN_ENTRY_FAILED) append(c->skipped, sizeof c->skipped, "%s\n", e[i].why);
+        if (e[i].kind == MG_PLUGIN_ENTRY_SHADOWED)
+            append(c->shadowed, sizeof c->shadowed, "%s (shadowed by %s)\n", e[i].path, e[i].why);
+        if (e[i].kind != MG_PLUGIN_ENTRY_LAYER || !e[i].scheme || strcmp(e[i].scheme, "none") == 0) continue;
+        if (strlen(e[i].scheme) >= POSENC_NAME_LEN || c->n == POSENC_MAX_SCHEMES) {
+            append(c->skipped, sizeof c->skipped, "%s: %s\n", e[i].scheme,
                    c->n == POSENC_MAX_SCHEMES ? "too many schemes" : "scheme name too long");
             continue;
         }
         posenc_scheme *s = &c->s[c->n++];
-        snprintf(s->name, sizeof s->name, "%s", vt->pos_scheme);
-        snprintf(s->label, sizeof s->label, "%s", posenc_scheme_label(vt->pos_scheme));
-        const char *origin = mg_layer_origin(vt->name);
-        snprintf(s->origin, sizeof s->origin, "%s", origin ? origin : "?");
+        snprintf(s->name, sizeof s->name, "%s", e[i].scheme);
+        snprintf(s->label, sizeof s->label, "%s", posenc_scheme_label(e[i].scheme));
+        snprintf(s->origin, sizeof s->origin, "%s", e[i].path);
     }
+    mg_plugin_list_free(e, n);
     qsort(c->s, (size_t)c->n, sizeof c->s[0], cmp_scheme);
     return MG_OK;
 }

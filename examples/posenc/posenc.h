@@ -66,8 +66,9 @@ typedef struct posenc_scheme {
 typedef struct posenc_catalog {
     posenc_scheme s[POSENC_MAX_SCHEMES];
     int n;
-    char dirs[1024];    /* plugin directories scanned, ':'-separated, in search order */
-    char skipped[4096]; /* one line per shared object found there that did not load: "path: why" */
+    char dirs[1024];     /* plugin directories searched, ':'-separated, in search order */
+    char skipped[4096];  /* one line per shared object found there that did not load: "path: why" */
+    char shadowed[2048]; /* one line per file not loaded because one of its name came first */
 } posenc_catalog;
 
 /* The spec's label of a registry name ("sinusoidal" -> "sin"); other names map to themselves. */
@@ -75,10 +76,12 @@ const char *posenc_scheme_label(const char *name);
 /* The registry's name of either spelling ("sin" -> "sinusoidal"); others map to themselves. */
 const char *posenc_scheme_name(const char *name_or_label);
 
-/* Fills c: adds each directory of plugin_dirs (':'-separated; NULL or "" for none) to the loader's
- * search path, loads every shared object (*.so) of MINIGRAD_PLUGIN_PATH and of those directories
- * (one that fails to load is noted in c->skipped), then lists "none" and every registered
- * positional scheme: the spec's six in its order, then the others by name. */
+/* Fills c from the loader's one search path (minigrad/plugin.h), every plugin of it loaded: "none"
+ * and every registered positional scheme, the spec's six in its order, then the others by name,
+ * each with its origin; the directories searched; the plugins that did not load (with the reason)
+ * and the shadowed files. plugin_dirs (':'-separated), when not NULL, stands for the default
+ * folders (installed or build tree, the program's): only MINIGRAD_PLUGIN_PATH and these are
+ * searched. */
 mg_status posenc_catalog_discover(posenc_catalog *c, const char *plugin_dirs);
 /* The entry for a name in either spelling, or NULL. */
 const posenc_scheme *posenc_catalog_find(const posenc_catalog *c, const char *name);

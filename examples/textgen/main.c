@@ -30,7 +30,6 @@ static void help(FILE *out) {
 }
 
 int main(int argc, char **argv) {
-    ex_add_plugin_dirs(); /* --pos alibi without MINIGRAD_PLUGIN_PATH */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
