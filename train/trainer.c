@@ -373,14 +373,17 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         res->loss = lv;
         double dt = mg_time() - t0;
         ema_dt = ema_dt == 0 ? dt : 0.9 * ema_dt + 0.1 * dt;
+        if (m->on_step) m->on_step(m->user, step, lv);
         float val = NAN;
         bool last = step == cfg->steps;
         if (m->eval && ((cfg->eval_every > 0 && step % cfg->eval_every == 0) || last)) {
-            val = m->eval(m->user);
+            if ((st = m->eval(m->user, &val)) != MG_OK) {
+                mg_wrap_error(st, "%s: step %lld: validation", prog, (long long)step);
+                break;
+            }
             if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val;
         }
         mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0, norm, val);
-        if (m->on_step) m->on_step(m->user, step, lv);
         bool pause = cfg->stop_after > 0 && step - first >= cfg->stop_after;
         bool save = last || interrupted || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
         if (save && cfg->ckpt) {

@@ -26,9 +26,10 @@ static mg_tensor *lm_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
     return mg_gpt_loss(m->g, ctx, ids, targets, &args);
 }
 
-static float lm_eval(void *user) {
+static mg_status lm_eval(void *user, float *val) {
     lm *m = user;
-    return m->task->eval(m->task->user, m->g);
+    *val = m->task->eval(m->task->user, m->g);
+    return MG_OK;
 }
 
 static mg_status lm_save(void *user, const char *path, const mg_st_meta *meta, int n_meta) {

@@ -9,9 +9,9 @@
  *     zero the gradients, backward, clip the global gradient norm to cfg.clip
  *     stop if the loss or the gradient norm is not finite (divergence, below)
  *     AdamW step at mg_lr_schedule(s - 1, cfg.warmup, cfg.steps, cfg.lr, cfg.lr_min):
- *       linear warmup, then cosine decay to lr_min
- *     every cfg.eval_every steps and at the last one: val = model.eval(user)
- *     the progress line, one JSON line in cfg.log_path, model.on_step
+ *       linear warmup, then cosine decay to lr_min; then model.on_step
+ *     every cfg.eval_every steps and at the last one: model.eval, the validation loss
+ *     the progress line, one JSON line in cfg.log_path
  *     every cfg.ckpt_every steps, at the last one, after cfg.stop_after steps and on Ctrl-C:
  *       a checkpoint
  *   at the end: the PNG loss curve (cfg.plot_path), training and validation loss against step.
@@ -104,10 +104,11 @@ typedef struct mg_train_model {
      * masks and any other training noise, saved with the state. NULL, or a failure raised on ctx,
      * fails the step. */
     mg_tensor *(*loss)(void *user, mg_ctx *ctx, mg_rng *dropout);
-    /* The validation loss, NAN when there is none (not recorded then). Called every
-     * cfg.eval_every steps and after the last; it brings its own context. */
-    float (*eval)(void *user);
-    /* Called after every step that was taken (step counts from 1). */
+    /* Sets *val_loss to the validation loss, or NAN when there is none (not recorded then).
+     * Called every cfg.eval_every steps and after the last; it brings its own context. Anything
+     * but MG_OK stops the run with that status and message, saving nothing more. */
+    mg_status (*eval)(void *user, float *val_loss);
+    /* Called after each optimizer step (step counts from 1), before that step's validation. */
     void (*on_step)(void *user, int64_t step, float loss);
     /* Writes the weights to path, atomically, with the given metadata (model.meta plus the
      * trainer's "train.step"). Default: mg_checkpoint_save(path, params, false, meta, n_meta). */
