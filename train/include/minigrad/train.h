@@ -55,22 +55,32 @@
  *
  * Ownership: everything passed in is borrowed for the call; nothing outlives mg_train_run.
  *
- * A model that is not a GPT, a 2-layer MLP on a fixed batch (README.md has it whole; the test
- * suite of this library compiles and runs that copy):
+ * A model that is not a GPT, in outline (README.md has it whole; the library's test suite compiles
+ * and runs that copy): a 2-layer MLP with fresh points every step and a validation set.
  *
+ *   static mg_status mlp_batch(void *user) {
+ *       mlp *m = user;
+ *       points(&m->data, m->x, m->y);
+ *       return MG_OK;
+ *   }
  *   static mg_tensor *mlp_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
  *       mlp *m = user;
- *       mg_tensor *x = mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){B, 2}, m->xs);
- *       mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){B}, m->labels);
- *       mg_tensor *h = mg_gelu(ctx, mg_add(ctx, mg_matmul(ctx, x, m->W1), m->b1), MG_GELU_TANH);
- *       return mg_cross_entropy(ctx, mg_matmul(ctx, h, m->W2), y, -1);
+ *       return mlp_forward(m, ctx, m->x, m->y);
+ *   }
+ *   static mg_status mlp_eval(void *user, float *val_loss) {
+ *       mlp *m = user;
+ *       mg_ctx_reset(m->vctx);
+ *       *val_loss = mlp_forward(m, m->vctx, m->vx, m->vy)->data[0];
+ *       return MG_OK;
  *   }
  *   ...
- *   mg_train_model model = {.params = P, .user = &m, .loss = mlp_loss};
- *   mg_train_cfg cfg = mg_train_defaults();
- *   cfg.steps = 300, cfg.warmup = 10, cfg.lr = 3e-2f, cfg.ckpt = "mlp/model.safetensors";
- *   mg_train_result res;
- *   if (mg_train_run(&model, &cfg, &res) != MG_OK) fprintf(stderr, "%s\n", mg_last_error());
+ *       mg_train_model model = {.params = m.P, .user = &m, .next_batch = mlp_batch, .loss = mlp_loss,
+ *                               .eval = mlp_eval, .rngs = {&m.data}, .rng_names = {"data"}, .n_rngs = 1};
+ *       mg_train_cfg cfg = mg_train_defaults();
+ *       cfg.steps = 300, cfg.warmup = 20, cfg.lr = 3e-2f, cfg.lr_min = 3e-3f, cfg.eval_every = 50;
+ *       cfg.ckpt = "mlp.safetensors";
+ *       mg_train_result res;
+ *       mg_status st = mg_train_run(&model, &cfg, &res);
  */
 #ifndef MINIGRAD_TRAIN_H
 #define MINIGRAD_TRAIN_H
