@@ -393,7 +393,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         if (interrupted) {
             res->interrupted = true;
             if (cfg->ckpt)
-                mg_train_progress_note(&prog_line, "%s: interrupted: saved step %lld to %s (resume with --resume)",
+                mg_train_progress_note(&prog_line, "%s: interrupted: saved step %lld to %s (a resume continues from there)",
                                        prog, (long long)step, cfg->ckpt);
             else
                 mg_train_progress_note(&prog_line, "%s: interrupted at step %lld (no checkpoint path: nothing saved)",
@@ -403,7 +403,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         if (pause && !last) {
             res->stopped = true;
             mg_train_progress_note(&prog_line,
-                                   "%s: stopped after %lld steps as asked: saved step %lld to %s (resume with --resume)",
+                                   "%s: stopped after %lld steps as asked: saved step %lld to %s (a resume continues from there)",
                                    prog, (long long)cfg->stop_after, (long long)step, cfg->ckpt);
             break;
         }

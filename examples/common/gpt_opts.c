@@ -227,12 +227,9 @@ mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, co
 }
 
 int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res) {
-    if (res->interrupted) return 130;
-    if (res->step < o->steps) { /* --stop-after */
-        printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
-        return 0;
-    }
-    return -1;
+    if (!res->interrupted && !res->stopped) return -1;
+    printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
+    return res->interrupted ? 130 : 0;
 }
 
 void ex_train_print_files(const char *prog, const ex_run_files *f) {

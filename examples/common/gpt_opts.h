@@ -102,8 +102,9 @@ void ex_run_files_make(ex_run_files *f, const ex_train_opts *o);
 /* The library trainer's settings from the options and files; prog names the program in messages. */
 mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog);
 
-/* After ex_lm_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (after
- * saying how to continue), -1 when the run is complete and the program goes on to its summary. */
+/* After ex_lm_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (both
+ * after saying how to continue), -1 when the run is complete and the program goes on to its
+ * summary. */
 int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res);
 
 /* The closing lines naming the checkpoint, the loss curve and the log. */
