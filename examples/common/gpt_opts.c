@@ -215,23 +215,21 @@ void ex_run_files_make(ex_run_files *f, const ex_train_opts *o) {
         snprintf(f->log, sizeof f->log, "%s/log.jsonl", o->out);
 }
 
-ex_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog) {
-    ex_train_cfg tc = ex_train_defaults();
+mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog) {
+    mg_train_cfg tc = mg_train_defaults();
     tc.steps = o->steps, tc.warmup = o->warmup, tc.lr = o->lr, tc.lr_min = o->lr_min;
     tc.weight_decay = o->weight_decay, tc.clip = o->clip, tc.eval_every = o->eval_every;
     tc.ckpt_every = o->ckpt_every, tc.seed = (uint64_t)o->seed, tc.ckpt = f->ckpt,
     tc.log_path = f->log;
-    tc.plot_path = f->plot, tc.resume = o->resume, tc.stop_after = o->stop_after, tc.prog = prog;
+    tc.plot_path = f->plot, tc.plot_ylabel = "loss (nats/token)", tc.resume = o->resume;
+    tc.stop_after = o->stop_after, tc.prog = prog;
     return tc;
 }
 
-int ex_train_stopped(const char *prog, const ex_train_opts *o, const ex_train_result *res) {
-    if (res->interrupted) return 130;
-    if (res->step < o->steps) { /* --stop-after */
-        printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
-        return 0;
-    }
-    return -1;
+int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res) {
+    if (!res->interrupted && !res->stopped) return -1;
+    printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
+    return res->interrupted ? 130 : 0;
 }
 
 void ex_train_print_files(const char *prog, const ex_run_files *f) {

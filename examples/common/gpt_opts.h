@@ -1,5 +1,5 @@
 /* What the `train` and `sample` commands of the GPT example programs (textgen, music) share.
- * train, around the training loop of trainer.h: the options both take (one struct, their --help
+ * train, around the library trainer (minigrad/train.h, through trainer.h): the options both take (one struct, their --help
  * rows, the checks of the float ones, the model config they make), the settings a checkpoint
  * remembers so that --resume needs only --out, the run's files in --out, and how a run ends.
  * sample: the sampling options and their checks. Each program keeps its own defaults, its own
@@ -99,12 +99,13 @@ typedef struct ex_run_files {
 
 void ex_run_files_make(ex_run_files *f, const ex_train_opts *o);
 
-/* The trainer's settings from the options and files; prog names the program in messages. */
-ex_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog);
+/* The library trainer's settings from the options and files; prog names the program in messages. */
+mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog);
 
-/* After ex_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (after
- * saying how to continue), -1 when the run is complete and the program goes on to its summary. */
-int ex_train_stopped(const char *prog, const ex_train_opts *o, const ex_train_result *res);
+/* After ex_lm_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (both
+ * after saying how to continue), -1 when the run is complete and the program goes on to its
+ * summary. */
+int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res);
 
 /* The closing lines naming the checkpoint, the loss curve and the log. */
 void ex_train_print_files(const char *prog, const ex_run_files *f);

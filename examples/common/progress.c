@@ -1,13 +1,9 @@
-/* Progress line and JSON log. */
+/* Formatting for the programs' summaries. */
 #include "progress.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 char *ex_fmt_duration(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
@@ -35,80 +31,4 @@ size_t ex_peak_rss(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
-}
-
-mg_status ex_progress_open(ex_progress *p, const char *prog, int64_t total, int64_t first_step,
-                           const char *log_path, bool append) {
-    memset(p, 0, sizeof *p);
-    p->prog = prog;
-    p->tty = isatty(STDOUT_FILENO) && !getenv("MINIGRAD_NO_TTY");
-    p->total = total;
-    p->first_step = first_step;
-    p->t0 = mg_time();
-    p->last_val = NAN;
-    int64_t left = total - first_step;
-    p->plain_every = left > 50 ? left / 50 : 1;
-    if (log_path) {
-        p->log = fopen(log_path, append ? "a" : "w");
-        if (!p->log) return mg_set_error(MG_ERR_IO, "%s: cannot open the log file: %s", log_path, strerror(errno));
-    }
-    return MG_OK;
-}
-
-static void clear_line(ex_progress *p) {
-    if (p->tty && p->line_open) {
-        printf("\r\033[K");
-        p->line_open = false;
-    }
-}
-
-void ex_progress_note(ex_progress *p, const char *fmt, ...) {
-    clear_line(p);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-
-void ex_progress_step(ex_progress *p, int64_t step, float loss, float lr, double tps, float gnorm, float val) {
-    double now = mg_time(), elapsed = now - p->t0;
-    if (!isnan(val)) p->last_val = val;
-    if (p->log) {
-        fprintf(p->log, "{\"step\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g, \"elapsed_s\": %.3f",
-                (long long)step, (double)loss, (double)lr, tps, (double)gnorm, elapsed);
-        if (!isnan(val)) fprintf(p->log, ", \"val_loss\": %.6g", (double)val);
-        fprintf(p->log, "}\n");
-        fflush(p->log);
-    }
-    int64_t done = step - p->first_step;
-    double eta = done > 0 ? elapsed / (double)done * (double)(p->total - step) : 0;
-    char e1[32], e2[32], vbuf[32] = "";
-    if (!isnan(p->last_val)) snprintf(vbuf, sizeof vbuf, "  val %.4f", (double)p->last_val);
-    if (p->tty) {
-        if (now - p->last_print < 0.1 && step != p->total && isnan(val)) return;
-        p->last_print = now;
-        int w = (int)(24.0 * (double)step / (double)(p->total ? p->total : 1));
-        char bar[32];
-        for (int i = 0; i < 24; i++) bar[i] = i < w ? '#' : '.';
-        bar[24] = 0;
-        printf("\r\033[K%s [%s] %lld/%lld  loss %.4f%s  %.0f tok/s  %s elapsed, ETA %s", p->prog, bar, (long long)step,
-               (long long)p->total, (double)loss, vbuf, tps, ex_fmt_duration(elapsed, e1, sizeof e1),
-               ex_fmt_duration(eta, e2, sizeof e2));
-        p->line_open = true;
-        fflush(stdout);
-    } else if (!isnan(val) || (step - p->first_step) % p->plain_every == 0 || step == p->total) {
-        printf("%s step %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  elapsed %s  ETA %s\n", p->prog,
-               (long long)step, (long long)p->total, (double)loss, vbuf, (double)lr, tps,
-               ex_fmt_duration(elapsed, e1, sizeof e1), ex_fmt_duration(eta, e2, sizeof e2));
-        fflush(stdout);
-    }
-}
-
-void ex_progress_close(ex_progress *p) {
-    if (p->tty && p->line_open) printf("\n");
-    p->line_open = false;
-    if (p->log) fclose(p->log);
-    p->log = NULL;
 }

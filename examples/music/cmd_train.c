@@ -1,4 +1,5 @@
-/* music train: a GPT on performance tokens, with the shared training loop (examples/common). */
+/* music train: a GPT on performance tokens, trained by the library trainer (minigrad/train.h)
+ * through the GPT adapter of examples/common. */
 #include "cli.h"
 #include "cmd_model.h"
 #include "gpt_opts.h"
@@ -274,7 +275,7 @@ int music_cmd_train(int argc, char **argv) {
     ex_setting extra[3];
     nm += ex_settings_to_meta(&settings, "music", &o.c, extra, saved_extra(&o, extra), meta + nm);
 
-    ex_task task = {.user = &j,
+    ex_lm_task task = {.user = &j,
                     .B = o.c.batch,
                     .T = o.c.block,
                     .next_batch = next_batch,
@@ -284,7 +285,7 @@ int music_cmd_train(int argc, char **argv) {
                     .n_rngs = 1,
                     .meta = meta,
                     .n_meta = nm};
-    ex_train_cfg tc = ex_train_cfg_from(&o.c, &files, "music");
+    mg_train_cfg tc = ex_train_cfg_from(&o.c, &files, "music");
 
     char b1[32], b2[32], b3[32];
     int64_t n_params = mg_params_numel(mg_gpt_params(g));
@@ -309,8 +310,8 @@ int music_cmd_train(int argc, char **argv) {
            (double)o.c.lr_min, mg_get_num_threads());
     fflush(stdout);
 
-    ex_train_result res;
-    mg_status st = ex_train(g, &tc, &task, &res);
+    mg_train_result res;
+    mg_status st = ex_lm_train(g, &tc, &task, &res);
     if (st != MG_OK) goto out;
     if (j.batch_status != MG_OK) {
         mg_set_error(j.batch_status, "making batches failed (see the warning above)");

@@ -1,9 +1,8 @@
-/* One training run of POSENC-TASKS.md section 5: Adam on the spec's minibatch stream, the
+/* One training run: Adam on the spec's minibatch stream (the library trainer's loop), the
  * validation curve, the final train and val evaluation, longer lengths, the attention map. */
 #include "posenc.h"
 
-#include "minigrad/op.h"
-#include "minigrad/optim.h"
+#include "minigrad/train.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -95,11 +94,16 @@ static mg_status check_cfg(const posenc_run_cfg *c) {
 typedef struct {
     posenc_result *res;
     mg_gpt *g;
-    mg_ctx *ctx;
-    const posenc_data *val;
+    mg_ctx *ctx; /* evaluation; the trainer brings its own for the steps */
+    const posenc_data *train, *val;
     int eval_n;
     double batch_loss_sum;
     int batch_loss_n;
+    int step; /* steps done */
+    posenc_batch_stream bs;
+    int32_t *idx, *xb, *yb;
+    posenc_step_fn fn;
+    void *fn_user;
 } run_state;
 
 static mg_status curve_point(run_state *s, int step) {
@@ -118,57 +122,76 @@ static mg_status curve_point(run_state *s, int step) {
     return MG_OK;
 }
 
+/* ---- the model as the library trainer sees it ---- */
+
+static mg_status next_batch(void *user) {
+    run_state *s = user;
+    posenc_batch_next(&s->bs, s->idx);
+    return posenc_batch_gather(s->train, s->idx, s->res->cfg.batch, s->xb, s->yb);
+}
+
+static mg_tensor *batch_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    run_state *s = user;
+    (void)dropout; /* the classifier has no dropout */
+    int64_t shape[2] = {s->res->cfg.batch, POSENC_L};
+    mg_tensor *ids = mg_tensor_wrap(ctx, MG_I32, 2, shape, s->xb);
+    mg_tensor *tg = mg_tensor_wrap(ctx, MG_I32, 2, shape, s->yb);
+    return mg_gpt_loss(s->g, ctx, ids, tg, NULL);
+}
+
+static void on_step(void *user, int64_t step, float loss) {
+    run_state *s = user;
+    s->batch_loss_sum += loss, s->batch_loss_n++;
+    s->step = (int)step;
+    if (s->fn && (step % 10 == 0 || step == s->res->cfg.steps)) s->fn(s->fn_user, (int)step, loss);
+}
+
+static mg_status validate(void *user, float *val_loss) {
+    run_state *s = user;
+    mg_status st = curve_point(s, s->step);
+    *val_loss = st == MG_OK ? (float)s->res->val.loss : NAN;
+    return st;
+}
+
+/* Adam at a constant rate, no clipping, no checkpoints, nothing printed: the spec's training. */
+static mg_status train(run_state *s) {
+    const posenc_run_cfg *c = &s->res->cfg;
+    mg_train_model model = {.params = mg_gpt_params(s->g),
+                            .user = s,
+                            .next_batch = next_batch,
+                            .loss = batch_loss,
+                            .eval = validate,
+                            .on_step = on_step,
+                            .tokens_per_step = (int64_t)c->batch * POSENC_L};
+    mg_train_cfg tc = mg_train_defaults();
+    tc.steps = c->steps, tc.warmup = 0, tc.lr = tc.lr_min = c->lr;
+    tc.weight_decay = 0.0f, tc.beta1 = 0.9f, tc.beta2 = 0.999f, tc.eps = 1e-8f, tc.clip = 0.0f;
+    tc.eval_every = c->eval_every, tc.ckpt_every = 0, tc.prog = "posenc_run";
+    tc.quiet = true, tc.catch_sigint = false;
+    mg_train_result tr;
+    return mg_train_run(&model, &tc, &tr);
+}
+
 static mg_status train_and_eval(run_state *s, posenc_cache *cache, posenc_step_fn fn, void *user) {
     posenc_result *r = s->res;
     const posenc_run_cfg *c = &r->cfg;
-    const posenc_data *train, *val;
-    mg_status st = cache_spec(cache, c->task, &train, &val);
+    const posenc_data *train_set, *val;
+    mg_status st = cache_spec(cache, c->task, &train_set, &val);
     if (st != MG_OK) return st;
-    s->val = val;
+    s->train = train_set, s->val = val, s->fn = fn, s->fn_user = user;
     st = posenc_model_new(c->scheme, c->seed, &s->g);
     if (st != MG_OK) return st;
-    mg_params *P = mg_gpt_params(s->g);
-    mg_adamw_cfg ac = mg_adamw_defaults();
-    ac.weight_decay = 0.0f; /* Adam: bias-corrected, betas (0.9, 0.999), eps 1e-8 */
-    mg_optim *opt = mg_adamw_new(P, ac);
-    posenc_batch_stream bs;
-    int32_t *idx = malloc((size_t)c->batch * sizeof *idx);
-    int32_t *xb = malloc((size_t)c->batch * POSENC_L * sizeof *xb),
-            *yb = malloc((size_t)c->batch * POSENC_L * sizeof *yb);
-    if (!opt || !idx || !xb || !yb) st = mg_set_error(MG_ERR_NOMEM, "posenc_run: out of memory");
-    if (st == MG_OK) st = posenc_batch_stream_init(&bs, c->seed, train->n, c->batch);
+    s->idx = malloc((size_t)c->batch * sizeof *s->idx);
+    s->xb = malloc((size_t)c->batch * POSENC_L * sizeof *s->xb);
+    s->yb = malloc((size_t)c->batch * POSENC_L * sizeof *s->yb);
+    if (!s->idx || !s->xb || !s->yb) st = mg_set_error(MG_ERR_NOMEM, "posenc_run: out of memory");
+    if (st == MG_OK) st = posenc_batch_stream_init(&s->bs, c->seed, train_set->n, c->batch);
     if (st == MG_OK) st = curve_point(s, 0);
     double t0 = mg_time();
-    for (int step = 0; step < c->steps && st == MG_OK; step++) {
-        posenc_batch_next(&bs, idx);
-        st = posenc_batch_gather(train, idx, c->batch, xb, yb);
-        if (st != MG_OK) break;
-        mg_ctx_reset(s->ctx);
-        mg_tensor *ids = mg_tensor_wrap(s->ctx, MG_I32, 2, (int64_t[]){c->batch, POSENC_L}, xb);
-        mg_tensor *tg = mg_tensor_wrap(s->ctx, MG_I32, 2, (int64_t[]){c->batch, POSENC_L}, yb);
-        mg_tensor *loss = mg_gpt_loss(s->g, s->ctx, ids, tg, NULL);
-        mg_params_zero_grad(P);
-        mg_backward(s->ctx, loss);
-        if (!mg_ctx_ok(s->ctx)) {
-            st = mg_set_error(MG_ERR_INVALID, "training step %d: %s", step + 1,
-                              mg_ctx_error(s->ctx));
-            break;
-        }
-        float lv = loss->data[0];
-        if (!isfinite(lv)) {
-            st = mg_set_error(MG_ERR_NONFINITE, "training step %d: the minibatch loss is %g",
-                              step + 1, (double)lv);
-            break;
-        }
-        mg_optim_step(opt, c->lr);
-        s->batch_loss_sum += lv, s->batch_loss_n++;
-        int done = step + 1;
-        if (fn && (done % 10 == 0 || done == c->steps)) fn(user, done, lv);
-        if (done % c->eval_every == 0 || done == c->steps) st = curve_point(s, done);
-    }
+    if (st == MG_OK) st = train(s);
     r->train_seconds = mg_time() - t0;
     mg_ctx_reset(s->ctx);
-    if (st == MG_OK) st = posenc_evaluate(s->g, s->ctx, train, c->eval_n, &r->train);
+    if (st == MG_OK) st = posenc_evaluate(s->g, s->ctx, train_set, c->eval_n, &r->train);
     for (int i = 0; i < c->n_lengths && st == MG_OK; i++) {
         posenc_length_result *lr = &r->len[r->n_len++];
         lr->L = c->lengths[i];
@@ -195,10 +218,6 @@ static mg_status train_and_eval(run_state *s, posenc_cache *cache, posenc_step_f
     }
     if (st == MG_OK)
         posenc_trained_table(s->g, r->table, POSENC_L * POSENC_D, &r->table_rows, &r->table_cols);
-    free(idx);
-    free(xb);
-    free(yb);
-    mg_optim_free(opt);
     return st;
 }
 
@@ -214,6 +233,9 @@ mg_status posenc_run(const posenc_run_cfg *cfg, posenc_cache *cache, posenc_step
     if (st == MG_OK && !(s.ctx = posenc_ctx_new()))
         st = mg_set_error(MG_ERR_NOMEM, "posenc_run: out of memory");
     if (st == MG_OK) st = train_and_eval(&s, cache, fn, user);
+    free(s.idx);
+    free(s.xb);
+    free(s.yb);
     mg_gpt_free(s.g);
     mg_ctx_free(s.ctx);
     res->seconds = mg_time() - t0;

@@ -1,4 +1,5 @@
-/* textgen train: a GPT on a text corpus, with the shared training loop (examples/common). */
+/* textgen train: a GPT on a text corpus, trained by the library trainer (minigrad/train.h) through
+ * the GPT adapter of examples/common. */
 #include "cli.h"
 #include "commands.h"
 #include "gpt_opts.h"
@@ -248,9 +249,9 @@ int textgen_cmd_train(int argc, char **argv) {
     ex_settings_meta settings;
     nm += ex_settings_to_meta(&settings, "textgen", &o.c, NULL, 0, meta + nm);
 
-    ex_task task = {.user = &j, .B = o.c.batch, .T = o.c.block, .next_batch = next_batch, .eval = validate,
+    ex_lm_task task = {.user = &j, .B = o.c.batch, .T = o.c.block, .next_batch = next_batch, .eval = validate,
                     .rngs = {&j.rng}, .rng_names = {"data"}, .n_rngs = 1, .meta = meta, .n_meta = nm};
-    ex_train_cfg tc = ex_train_cfg_from(&o.c, &rf, "textgen");
+    mg_train_cfg tc = ex_train_cfg_from(&o.c, &rf, "textgen");
     char title[600];
     snprintf(title, sizeof title, "textgen: %s, %lld x %lld GPT, context %lld", label, (long long)cfg.n_layer,
              (long long)cfg.n_embd, (long long)cfg.block_size);
@@ -269,8 +270,8 @@ int textgen_cmd_train(int argc, char **argv) {
            mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s");
     fflush(stdout);
 
-    ex_train_result res;
-    st = ex_train(g, &tc, &task, &res);
+    mg_train_result res;
+    st = ex_lm_train(g, &tc, &task, &res);
     if (st != MG_OK) goto out;
     int stopped = ex_train_stopped("textgen", &o.c, &res); /* Ctrl-C or --stop-after */
     if (stopped >= 0) {

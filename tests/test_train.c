@@ -1,0 +1,651 @@
+/* The library trainer (minigrad/train.h) on a model that is not a GPT: the README's MLP, compiled
+ * here and compared with README.md and the header's sketch, learns; a run stopped (stop_after,
+ * Ctrl-C) and resumed ends bit for bit where an uninterrupted one does; a non-finite loss stops with
+ * the last good checkpoint intact; bad configurations and failing callbacks give clear errors. */
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* train-example:begin */
+#include "minigrad/minigrad.h"
+#include "minigrad/train.h"
+
+/* A 2-layer MLP learning XOR-like labels of 2-D points: fresh points every step, a fixed
+ * validation set. */
+enum { B = 64 };
+typedef struct {
+    mg_params *P;
+    mg_tensor *W1, *b1, *W2;
+    mg_rng data;               /* draws the training points: saved, so a resume continues it */
+    float x[B * 2], vx[B * 2]; /* this step's batch, the validation set */
+    int32_t y[B], vy[B];
+    mg_ctx *vctx; /* validation brings its own context */
+} mlp;
+
+static void points(mg_rng *r, float *x, int32_t *y) {
+    for (int i = 0; i < B; i++) {
+        x[2 * i] = mg_rng_range(r, -1, 1), x[2 * i + 1] = mg_rng_range(r, -1, 1);
+        y[i] = (x[2 * i] > 0) != (x[2 * i + 1] > 0);
+    }
+}
+
+static void mlp_init(mlp *m) {
+    mg_rng init = mg_rng_make(42), val = mg_rng_make(1);
+    m->P = mg_params_new();
+    m->W1 = mg_params_add(m->P, "fc1.weight", 2, (int64_t[]){2, 32}, mg_init_uniform(-0.7f, 0.7f), 0);
+    m->b1 = mg_params_add(m->P, "fc1.bias", 1, (int64_t[]){32}, mg_init_zeros(), MG_NO_DECAY);
+    m->W2 = mg_params_add(m->P, "fc2.weight", 2, (int64_t[]){32, 2}, mg_init_uniform(-0.2f, 0.2f), 0);
+    mg_params_alloc(m->P, &init);
+    m->data = mg_rng_make(7);
+    points(&val, m->vx, m->vy);
+    m->vctx = mg_ctx_new(0);
+    mg_ctx_set_grad_enabled(m->vctx, false);
+}
+
+static void mlp_free(mlp *m) {
+    mg_ctx_free(m->vctx);
+    mg_params_free(m->P);
+}
+
+static mg_tensor *mlp_forward(mlp *m, mg_ctx *ctx, float *x, int32_t *y) {
+    mg_tensor *xt = mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){B, 2}, x);
+    mg_tensor *yt = mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){B}, y);
+    mg_tensor *h = mg_gelu(ctx, mg_add(ctx, mg_matmul(ctx, xt, m->W1), m->b1), MG_GELU_TANH);
+    return mg_cross_entropy(ctx, mg_matmul(ctx, h, m->W2), yt, -1);
+}
+
+/* What the trainer calls: the next batch, its loss, the validation loss. */
+static mg_status mlp_batch(void *user) {
+    mlp *m = user;
+    points(&m->data, m->x, m->y);
+    return MG_OK;
+}
+
+static mg_tensor *mlp_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    (void)dropout; /* no dropout in this model */
+    mlp *m = user;
+    return mlp_forward(m, ctx, m->x, m->y);
+}
+
+static mg_status mlp_eval(void *user, float *val_loss) {
+    mlp *m = user;
+    mg_ctx_reset(m->vctx);
+    *val_loss = mlp_forward(m, m->vctx, m->vx, m->vy)->data[0];
+    return MG_OK;
+}
+
+static int train_mlp_example(void) {
+    mlp m;
+    mlp_init(&m);
+    mg_train_model model = {.params = m.P, .user = &m, .next_batch = mlp_batch, .loss = mlp_loss,
+                            .eval = mlp_eval, .rngs = {&m.data}, .rng_names = {"data"}, .n_rngs = 1};
+    mg_train_cfg cfg = mg_train_defaults();
+    cfg.steps = 300, cfg.warmup = 20, cfg.lr = 3e-2f, cfg.lr_min = 3e-3f, cfg.eval_every = 50;
+    cfg.ckpt = "mlp.safetensors"; /* and its training state: mlp.state.safetensors */
+    cfg.log_path = "mlp.jsonl", cfg.plot_path = "mlp.png", cfg.prog = "mlp";
+    mg_train_result res;
+    mg_status st = mg_train_run(&model, &cfg, &res); /* cfg.resume = true continues it */
+    if (st != MG_OK) fprintf(stderr, "%s\n", mg_last_error());
+    else printf("step %lld: loss %.3f, validation %.3f\n", (long long)res.step, res.loss, res.val_loss);
+    mlp_free(&m);
+    return st == MG_OK ? 0 : 1;
+}
+/* train-example:end */
+
+/* ---- helpers ---- */
+
+static char tmpdir[512];
+
+static void setup_dir(void) {
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "mg_train");
+    ck_assert_int_eq(chdir(tmpdir), 0);
+}
+
+static void remove_dir(void) {
+    ck_assert_int_eq(chdir("/"), 0);
+    ck_assert_msg(tu_remove_tree(tmpdir), "cannot remove %s", tmpdir);
+}
+
+static bool exists(const char *path) {
+    return access(path, F_OK) == 0;
+}
+
+/* stdout into a file while a run prints, then back. */
+static int stdout_to(const char *path) {
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(dup2(fd, STDOUT_FILENO), 0);
+    close(fd);
+    return saved;
+}
+
+static void stdout_back(int saved) {
+    fflush(stdout);
+    ck_assert_int_ge(dup2(saved, STDOUT_FILENO), 0);
+    close(saved);
+}
+
+/* The log's lines without what depends on the clock (speed, elapsed time): "step loss lr norm
+ * val" each. */
+typedef struct {
+    int n, nv;
+    char line[512][160];
+    double loss[512];
+} run_log;
+
+static void read_log(const char *path, run_log *lg) {
+    memset(lg, 0, sizeof *lg);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no log at %s", path);
+    char l[1024];
+    while (fgets(l, sizeof l, f)) {
+        ck_assert_int_lt(lg->n, 512);
+        const char *k[] = {"\"step\": ", "\"loss\": ", "\"lr\": ", "\"grad_norm\": ", "\"val_loss\": "};
+        char *o = lg->line[lg->n];
+        size_t off = 0;
+        for (int i = 0; i < 5; i++) {
+            const char *p = strstr(l, k[i]);
+            ck_assert_msg(p || i == 4, "log line lacks %s: %s", k[i], l);
+            if (!p) continue;
+            p += strlen(k[i]);
+            off += (size_t)snprintf(o + off, sizeof lg->line[0] - off, "%.*s ", (int)strcspn(p, ",}"), p);
+        }
+        ck_assert_msg(strstr(l, "\"steps_per_s\": ") && strstr(l, "\"elapsed_s\": "), "log line: %s", l);
+        lg->nv += strstr(l, "\"val_loss\": ") != NULL;
+        lg->loss[lg->n++] = strtod(strstr(l, "\"loss\": ") + 8, NULL);
+    }
+    fclose(f);
+}
+
+static void assert_same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
+    ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+static void assert_same_log(const char *a, const char *b, int steps) {
+    static run_log la, lb;
+    read_log(a, &la);
+    read_log(b, &lb);
+    ck_assert_int_eq(la.n, steps);
+    ck_assert_int_eq(lb.n, steps);
+    for (int i = 0; i < steps; i++)
+        ck_assert_msg(strcmp(la.line[i], lb.line[i]) == 0, "step %d: %s vs %s", i + 1, la.line[i], lb.line[i]);
+}
+
+/* A run of the MLP under the test's configuration: quiet, files under name. */
+static mg_train_cfg test_cfg(const char *name, int64_t steps) {
+    static char ckpt[8][64], log[8][64];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(ckpt[k], sizeof ckpt[k], "%s.safetensors", name);
+    snprintf(log[k], sizeof log[k], "%s.jsonl", name);
+    mg_train_cfg c = mg_train_defaults();
+    c.steps = steps, c.warmup = 5, c.lr = 3e-2f, c.lr_min = 3e-3f, c.eval_every = 7, c.ckpt_every = 10;
+    c.ckpt = ckpt[k], c.log_path = log[k], c.quiet = true, c.prog = "mlp";
+    return c;
+}
+
+/* The MLP as the trainer sees it, with hooks the tests use to interfere. */
+typedef struct {
+    mlp m;
+    int64_t steps_done;
+    int64_t interrupt_at; /* on_step raises SIGINT after this step */
+    int64_t poison_at;    /* the loss of this step is NaN */
+    int64_t copy_at;      /* before this step, the checkpoint files are read into before[] */
+    const char *ckpt;
+    char *before[2];
+    size_t before_n[2];
+} tmodel;
+
+static mg_status t_batch(void *user) {
+    tmodel *t = user;
+    if (t->copy_at && t->steps_done + 1 == t->copy_at) {
+        char state[256];
+        TU_OK(mg_train_state_path(t->ckpt, state, sizeof state));
+        t->before[0] = tu_read_file(t->ckpt, &t->before_n[0]);
+        t->before[1] = tu_read_file(state, &t->before_n[1]);
+    }
+    return mlp_batch(&t->m);
+}
+
+/* The MLP's loss plus a small term through dropout, so that the trainer's stream matters too. */
+static mg_tensor *t_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    tmodel *t = user;
+    mg_tensor *loss = mlp_loss(&t->m, ctx, dropout);
+    mg_tensor *noise = mg_mean(ctx, mg_mul(ctx, mg_dropout(ctx, t->m.W1, 0.5f, dropout), t->m.W1));
+    loss = mg_add(ctx, loss, mg_scale(ctx, noise, 1e-2f));
+    return t->steps_done + 1 == t->poison_at ? mg_scale(ctx, loss, NAN) : loss;
+}
+
+static mg_status t_eval(void *user, float *v) {
+    return mlp_eval(&((tmodel *)user)->m, v);
+}
+
+static void t_step(void *user, int64_t step, float loss) {
+    tmodel *t = user;
+    (void)loss;
+    t->steps_done = step;
+    if (step == t->interrupt_at) raise(SIGINT);
+}
+
+static mg_train_model t_model(tmodel *t) {
+    return (mg_train_model){.params = t->m.P, .user = t, .next_batch = t_batch, .loss = t_loss, .eval = t_eval,
+                            .on_step = t_step, .rngs = {&t->m.data}, .rng_names = {"data"}, .n_rngs = 1};
+}
+
+/* A fresh MLP trained (or, with cfg->resume, continued) under cfg. */
+static mg_status run_plain(const mg_train_cfg *cfg, mg_train_result *res) {
+    tmodel t = {0};
+    mlp_init(&t.m);
+    mg_train_model model = t_model(&t);
+    mg_status st = mg_train_run(&model, cfg, res);
+    mlp_free(&t.m);
+    return st;
+}
+
+/* ---- the README's example ---- */
+
+START_TEST(readme_example_learns) {
+    setup_dir();
+    int saved = stdout_to("out.txt");
+    int rc = train_mlp_example();
+    stdout_back(saved);
+    char *out = tu_read_file("out.txt", NULL);
+    ck_assert_msg(rc == 0, "the example failed: %s", mg_last_error());
+    tu_assert_has("its output", out, "step 300: loss ");
+    tu_assert_has("its progress lines", out, "mlp step 300/300  loss ");
+    tu_assert_has("its progress lines", out, "steps/s");
+    free(out);
+    static run_log lg;
+    read_log("mlp.jsonl", &lg);
+    ck_assert_int_eq(lg.n, 300);
+    ck_assert_int_eq(lg.nv, 6); /* steps 50, 100, ..., 300 */
+    double first = 0, last = 0;
+    for (int i = 0; i < 20; i++) first += lg.loss[i] / 20, last += lg.loss[280 + i] / 20;
+    ck_assert_msg(lg.loss[0] > 0.6 && first > 0.4 && last < 0.2, "the loss went from %g to %g", first, last);
+    ck_assert(exists("mlp.safetensors") && exists("mlp.state.safetensors"));
+    size_t n;
+    unsigned char *png = tu_read_file("mlp.png", &n);
+    ck_assert_msg(n > 1000 && memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0, "mlp.png is not a PNG");
+    free(png);
+    /* the weights file holds every parameter under its name, and the step */
+    mg_st_file *f;
+    TU_OK(mg_safetensors_open("mlp.safetensors", &f));
+    ck_assert_int_eq(mg_st_count(f), 3);
+    ck_assert_int_ge(mg_st_find(f, "fc1.weight"), 0);
+    ck_assert_str_eq(mg_st_meta_get(f, "train.step"), "300");
+    mg_st_close(f);
+    /* a finished run resumed: nothing to do */
+    mlp m;
+    mlp_init(&m);
+    mg_train_model model = {.params = m.P, .user = &m, .next_batch = mlp_batch, .loss = mlp_loss};
+    mg_train_cfg cfg = mg_train_defaults();
+    cfg.steps = 300, cfg.ckpt = "mlp.safetensors", cfg.resume = true, cfg.quiet = true;
+    mg_train_result res;
+    TU_OK(mg_train_run(&model, &cfg, &res));
+    ck_assert_int_eq(res.step, 300);
+    ck_assert_int_eq(res.steps_run, 0);
+    mlp_free(&m);
+    /* the curve again, from the log */
+    TU_OK(mg_train_plot_log("mlp.jsonl", "again.png", "again"));
+    ck_assert(exists("again.png"));
+    TU_ASSERT_ERR(mg_train_plot_log("nope.jsonl", "x.png", NULL), MG_ERR_IO, "nope.jsonl");
+    remove_dir();
+}
+END_TEST
+
+/* The text between the two marker lines (exclusive); NULL when they are missing. */
+static char *between(const char *s, const char *begin, const char *end) {
+    const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
+    if (!a || !b) return NULL;
+    a = strchr(a, '\n');
+    while (b > a && b[-1] != '\n') b--;
+    if (!a || b <= a) return NULL;
+    a++;
+    char *out = malloc((size_t)(b - a) + 1);
+    memcpy(out, a, (size_t)(b - a));
+    out[b - a] = 0;
+    return out;
+}
+
+START_TEST(readme_and_header_match_this_file) {
+    char p[3][1024];
+    ck_assert_msg(tu_source_path(p[0], sizeof p[0], "README.md"), "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
+    tu_source_path(p[1], sizeof p[1], "tests/test_train.c");
+    tu_source_path(p[2], sizeof p[2], "train/include/minigrad/train.h");
+    char *readme = tu_read_file(p[0], NULL), *self = tu_read_file(p[1], NULL), *header = tu_read_file(p[2], NULL);
+    char *doc = between(readme, "train-example:begin", "train-example:end");
+    ck_assert_msg(doc != NULL, "README.md has no train-example block");
+    char *w = doc; /* drop the markdown fence lines */
+    for (char *line = doc; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "```", 3) != 0) memmove(w, line, len), w += len;
+        line += len;
+    }
+    *w = 0;
+    char *code = between(self, "train-example:begin", "train-example:end");
+    ck_assert_ptr_nonnull(code);
+    ck_assert_msg(strcmp(doc, code) == 0, "README.md's trainer example differs from tests/test_train.c");
+    /* every line of the header's sketch (" *   code") is a line of the example */
+    char *sketch = between(header, "A model that is not a GPT", "#ifndef MINIGRAD_TRAIN_H");
+    ck_assert_msg(sketch != NULL, "train.h lacks its example");
+    int checked = 0;
+    for (char *line = strtok(sketch, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, " *   ", 5) != 0) continue;
+        const char *text = line + 5;
+        while (*text == ' ') text++;
+        if (strcmp(text, "...") == 0) continue;
+        ck_assert_msg(strstr(code, text), "train.h's example line is not in the README's: %s", text);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 10);
+    free(sketch);
+    free(doc);
+    free(code);
+    free(readme);
+    free(self);
+    free(header);
+}
+END_TEST
+
+/* ---- exact resume ---- */
+
+static volatile sig_atomic_t sigints;
+static void count_sigint(int sig) {
+    (void)sig;
+    sigints++;
+}
+
+START_TEST(resume_is_bit_identical) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg a = test_cfg("straight", 60);
+    TU_OK(run_plain(&a, &res));
+    ck_assert_int_eq(res.step, 60);
+    ck_assert_int_eq(res.steps_run, 60);
+    ck_assert(!res.stopped && !res.interrupted && !res.diverged);
+    ck_assert(isfinite(res.val_loss) && res.val_loss < 0.5f);
+
+    /* in three pieces: 23 steps, 20 more, the rest */
+    mg_train_cfg b = test_cfg("pieces", 60);
+    b.stop_after = 23;
+    TU_OK(run_plain(&b, &res));
+    ck_assert(res.stopped);
+    ck_assert_int_eq(res.step, 23);
+    b.resume = true, b.stop_after = 20;
+    TU_OK(run_plain(&b, &res));
+    ck_assert(res.stopped);
+    ck_assert_int_eq(res.step, 43);
+    ck_assert_int_eq(res.steps_run, 20);
+    b.stop_after = 0;
+    TU_OK(run_plain(&b, &res));
+    ck_assert(!res.stopped);
+    ck_assert_int_eq(res.step, 60);
+    ck_assert_int_eq(res.steps_run, 17);
+    assert_same_file("straight.safetensors", "pieces.safetensors");
+    assert_same_file("straight.state.safetensors", "pieces.state.safetensors");
+    assert_same_log("straight.jsonl", "pieces.jsonl", 60);
+
+    /* Ctrl-C after step 16: saved there, and a resume continues exactly */
+    mg_train_cfg c = test_cfg("ctrlc", 60);
+    tmodel t = {.interrupt_at = 16};
+    mlp_init(&t.m);
+    mg_train_model model = t_model(&t);
+    signal(SIGINT, count_sigint);
+    TU_OK(mg_train_run(&model, &c, &res));
+    mlp_free(&t.m);
+    ck_assert(res.interrupted);
+    ck_assert_int_eq(res.step, 16);
+    void (*now)(int) = signal(SIGINT, SIG_DFL);
+    ck_assert_msg(now == count_sigint, "the trainer did not restore the SIGINT handler it found");
+    ck_assert_int_eq(sigints, 0); /* the trainer's handler took the signal */
+    c.resume = true;
+    TU_OK(run_plain(&c, &res));
+    ck_assert_int_eq(res.steps_run, 44);
+    assert_same_file("straight.safetensors", "ctrlc.safetensors");
+    assert_same_file("straight.state.safetensors", "ctrlc.state.safetensors");
+    assert_same_log("straight.jsonl", "ctrlc.jsonl", 60);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(resume_refuses_what_does_not_fit) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg c = test_cfg("run", 40);
+    c.resume = true;
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_IO, "run.safetensors", "cannot resume");
+    c.resume = false, c.stop_after = 10;
+    TU_OK(run_plain(&c, &res));
+    /* weights without their state */
+    ck_assert_int_eq(rename("run.state.safetensors", "keep.safetensors"), 0);
+    c.resume = true, c.stop_after = 0;
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_IO, "run.state.safetensors", "training state");
+    /* a state of another step (a save cut short between the two files) */
+    mg_train_cfg d = test_cfg("other", 40);
+    d.stop_after = 20;
+    TU_OK(run_plain(&d, &res));
+    ck_assert_int_eq(rename("other.state.safetensors", "run.state.safetensors"), 0);
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_FORMAT, "saved at step 10", "at step 20");
+    /* the right state again: it continues */
+    ck_assert_int_eq(rename("keep.safetensors", "run.state.safetensors"), 0);
+    TU_OK(run_plain(&c, &res));
+    ck_assert_int_eq(res.step, 40);
+    remove_dir();
+}
+END_TEST
+
+/* ---- divergence ---- */
+
+START_TEST(non_finite_loss_keeps_the_last_checkpoint) {
+    setup_dir();
+    mg_train_cfg c = test_cfg("run", 60);
+    tmodel t = {.poison_at = 24, .copy_at = 21, .ckpt = c.ckpt};
+    mlp_init(&t.m);
+    mg_train_model model = t_model(&t);
+    mg_train_result res;
+    TU_ASSERT_ERR(mg_train_run(&model, &c, &res), MG_ERR_NONFINITE, "mlp: the loss became nan at step 24",
+                  "the last good checkpoint (step 20) is kept at run.safetensors", "learning rate");
+    ck_assert(res.diverged);
+    ck_assert_int_eq(res.step, 23);
+    ck_assert_ptr_nonnull(t.before[0]);
+    /* both files are what step 20 wrote */
+    size_t n;
+    char *now = tu_read_file("run.safetensors", &n);
+    ck_assert(n == t.before_n[0] && memcmp(now, t.before[0], n) == 0);
+    free(now);
+    now = tu_read_file("run.state.safetensors", &n);
+    ck_assert(n == t.before_n[1] && memcmp(now, t.before[1], n) == 0);
+    free(now);
+    free(t.before[0]);
+    free(t.before[1]);
+    mlp_free(&t.m);
+
+    /* before any checkpoint of this run; and without checkpoints at all */
+    tmodel u = {.poison_at = 3};
+    mlp_init(&u.m);
+    model = t_model(&u);
+    TU_ASSERT_ERR(mg_train_run(&model, &c, &res), MG_ERR_NONFINITE, "at step 3",
+                  "no checkpoint was written in this run");
+    u.steps_done = 0;
+    c.ckpt = NULL;
+    TU_ASSERT_ERR(mg_train_run(&model, &c, &res), MG_ERR_NONFINITE, "no checkpoints are kept");
+    mlp_free(&u.m);
+    remove_dir();
+}
+END_TEST
+
+/* ---- errors ---- */
+
+static mg_status fail_batch(void *user) {
+    (void)user;
+    return mg_set_error(MG_ERR_IO, "data.bin: read error");
+}
+
+static mg_status fail_eval(void *user, float *v) {
+    (void)user;
+    *v = NAN;
+    return mg_set_error(MG_ERR_NOMEM, "validation buffers");
+}
+
+static mg_tensor *vector_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    (void)dropout;
+    mlp *m = user;
+    return mg_matmul(ctx, mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){B, 2}, m->x), m->W1);
+}
+
+static mg_tensor *shape_error_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    (void)dropout;
+    mlp *m = user;
+    return mg_matmul(ctx, m->W1, m->W1); /* (2, 32) x (2, 32) */
+}
+
+static mg_tensor *null_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
+    (void)user, (void)ctx, (void)dropout;
+    return NULL;
+}
+
+/* Case i: one bad value put into c, and what the message must say (NULL after the last). */
+static const char *bad_cfg(int i, mg_train_cfg *c) {
+    switch (i) {
+    case 0: return c->steps = 0, "run: cfg.steps must be at least 1, got 0";
+    case 1: return c->warmup = -1, "cfg.warmup must be at least 0, got -1";
+    case 2: return c->eval_every = -2, "cfg.eval_every must be at least 0";
+    case 3: return c->ckpt_every = -1, "cfg.ckpt_every must be at least 0";
+    case 4: return c->stop_after = -1, "cfg.stop_after must be at least 0";
+    case 5: return c->lr = 0, "cfg.lr must be positive and finite, got 0";
+    case 6: return c->lr = NAN, "cfg.lr must be positive and finite, got nan";
+    case 7: return c->lr_min = -1e-3f, "cfg.lr_min must lie in [0, inf), got -0.001";
+    case 8: return c->weight_decay = INFINITY, "cfg.weight_decay must lie in [0, inf), got inf";
+    case 9: return c->beta1 = 1, "cfg.beta1 must lie in [0, 1), got 1";
+    case 10: return c->beta2 = -0.5f, "cfg.beta2 must lie in [0, 1), got -0.5";
+    case 11: return c->eps = 0, "cfg.eps must be positive and finite, got 0";
+    case 12: return c->clip = NAN, "cfg.clip must lie in [0, inf), got nan";
+    case 13: return c->ckpt = "", "cfg.ckpt is an empty path";
+    case 14: return c->ckpt = NULL, c->resume = true, "cfg.resume needs cfg.ckpt";
+    case 15: return c->ckpt = NULL, c->stop_after = 5, "cfg.stop_after needs cfg.ckpt";
+    default: return NULL;
+    }
+}
+
+START_TEST(bad_configurations_are_refused) {
+    setup_dir();
+    mlp m;
+    mlp_init(&m);
+    const mg_train_model good = {.params = m.P, .user = &m, .next_batch = mlp_batch, .loss = mlp_loss,
+                                 .rngs = {&m.data}, .rng_names = {"data"}, .n_rngs = 1};
+    mg_train_result res;
+    for (int i = 0;; i++) {
+        mg_train_cfg c = test_cfg("run", 20);
+        c.prog = "run";
+        const char *msg = bad_cfg(i, &c);
+        if (!msg) break;
+        TU_ASSERT_ERR(mg_train_run(&good, &c, &res), MG_ERR_INVALID, msg);
+    }
+    mg_train_cfg c = test_cfg("run", 20);
+    static mg_st_meta reserved[] = {{"note", "x"}, {"train.step", "5"}};
+    struct {
+        mg_train_model m;
+        const char *msg;
+    } bad_model[] = {
+        {{.loss = mlp_loss}, "model.params must be an allocated parameter store"},
+        {{.params = m.P}, "model.loss is required"},
+        {{.params = m.P, .loss = mlp_loss, .n_rngs = 9}, "model.n_rngs must lie in [0, 8], got 9"},
+        {{.params = m.P, .loss = mlp_loss, .n_rngs = 1, .rng_names = {"data"}}, "model.rngs[0] is NULL"},
+        {{.params = m.P, .loss = mlp_loss, .n_rngs = 1, .rngs = {&m.data}}, "model.rng_names[0] must be a name"},
+        {{.params = m.P, .loss = mlp_loss, .n_rngs = 1, .rngs = {&m.data}, .rng_names = {"dropout"}},
+         "'dropout' is the trainer's own stream"},
+        {{.params = m.P, .loss = mlp_loss, .n_rngs = 2, .rngs = {&m.data, &m.data}, .rng_names = {"a", "a"}},
+         "model.rng_names[0] and [1] are both 'a'"},
+        {{.params = m.P, .loss = mlp_loss, .n_meta = 2}, "model.n_meta is 2 but model.meta holds no entries"},
+        {{.params = m.P, .loss = mlp_loss, .meta = reserved, .n_meta = 2}, "model.meta[1]: the key 'train.step'"},
+        {{.params = m.P, .loss = mlp_loss, .tokens_per_step = -1}, "model.tokens_per_step must be at least 0"},
+    };
+    for (size_t i = 0; i < sizeof bad_model / sizeof bad_model[0]; i++)
+        TU_ASSERT_ERR(mg_train_run(&bad_model[i].m, &c, &res), MG_ERR_INVALID, "mlp: ", bad_model[i].msg);
+    TU_ASSERT_ERR(mg_train_run(NULL, &c, &res), MG_ERR_INVALID, "needs a model and a configuration");
+    TU_ASSERT_ERR(mg_train_run(&good, &c, NULL), MG_ERR_INVALID, "needs a result");
+    /* nothing was written by any of them */
+    ck_assert(!exists("run.safetensors") && !exists("run.jsonl") && !exists("run.state.safetensors"));
+
+    /* the state file's name, and one that does not fit */
+    char buf[64];
+    TU_OK(mg_train_state_path("out/model.safetensors", buf, sizeof buf));
+    ck_assert_str_eq(buf, "out/model.state.safetensors");
+    TU_OK(mg_train_state_path("weights.bin", buf, sizeof buf));
+    ck_assert_str_eq(buf, "weights.bin.state.safetensors");
+    TU_ASSERT_ERR(mg_train_state_path("out/model.safetensors", buf, 20), MG_ERR_INVALID, "longer than 19 bytes");
+    mlp_free(&m);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(failing_callbacks_stop_the_run) {
+    setup_dir();
+    mlp m;
+    mlp_init(&m);
+    mg_train_cfg c = test_cfg("run", 20);
+    c.ckpt = NULL, c.log_path = NULL;
+    mg_train_result res;
+    mg_train_model md = {.params = m.P, .user = &m, .next_batch = fail_batch, .loss = mlp_loss};
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_IO, "mlp: step 1: the next batch: data.bin: read error");
+    md.next_batch = mlp_batch, md.eval = fail_eval;
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_NOMEM, "mlp: step 7: validation: validation buffers");
+    ck_assert_int_eq(res.step, 7);
+    md.eval = NULL, md.loss = vector_loss;
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_INVALID, "step 1: model.loss must return one float, got 2048");
+    md.loss = null_loss;
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_INVALID, "step 1: model.loss returned no tensor");
+    md.loss = shape_error_loss; /* raised on the trainer's context: an error, not an abort */
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_INVALID, "mlp: step 1: ", "matmul");
+    mlp_free(&m);
+    remove_dir();
+}
+END_TEST
+
+/* ---- without checkpoints, quietly (a loop inside a bigger program) ---- */
+
+START_TEST(quiet_run_without_files) {
+    setup_dir();
+    mg_train_cfg c = test_cfg("run", 50);
+    c.ckpt = NULL, c.log_path = NULL, c.catch_sigint = false;
+    int saved = stdout_to("out.txt");
+    mg_train_result res;
+    mg_status st = run_plain(&c, &res);
+    stdout_back(saved);
+    TU_OK(st);
+    ck_assert_int_eq(res.step, 50);
+    ck_assert(res.steps_per_s > 0 && res.tokens_per_s == 0 && res.peak_arena > 0);
+    size_t n;
+    free(tu_read_file("out.txt", &n));
+    ck_assert_uint_eq(n, 0);
+    ck_assert(!exists("run.safetensors"));
+    remove_dir();
+}
+END_TEST
+
+static Suite *train_suite(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train");
+    tcase_add_test(tc, readme_example_learns);
+    tcase_add_test(tc, readme_and_header_match_this_file);
+    tcase_add_test(tc, resume_is_bit_identical);
+    tcase_add_test(tc, resume_refuses_what_does_not_fit);
+    tcase_add_test(tc, non_finite_loss_keeps_the_last_checkpoint);
+    tcase_add_test(tc, bad_configurations_are_refused);
+    tcase_add_test(tc, failing_callbacks_stop_the_run);
+    tcase_add_test(tc, quiet_run_without_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(train_suite)
