@@ -40,10 +40,14 @@ typedef struct mg_gpt_config {
     bool tied_head;      /* true: logits = x wte^T; false: Linear `lm_head` [n_embd, vocab] */
     bool head_bias;      /* untied head only */
     float init_std;      /* normal(0, init_std) for Linear weights and wte; c_proj / sqrt(2 n_layer) */
+    float ln_eps;        /* epsilon of every LayerNorm (ln_1, ln_2, ln_f): 1e-5 */
+    float attn_scale;    /* attention logits are scaled by this; 0: 1/sqrt(n_embd / n_head). A model
+                            built from a config reports the value it uses (never 0) */
 } mg_gpt_config;
 
 /* GPT-2 style defaults with small sizes: vocab 256, block 128, 4 layers, 4 heads, 128 wide,
- * pos learned, dropout 0, causal, tanh GELU, scale 1, tied head, init_std 0.02. */
+ * pos learned, dropout 0, causal, tanh GELU, scale 1, tied head, init_std 0.02, ln_eps 1e-5,
+ * attn_scale 0 (1/sqrt(head dim)). */
 MG_API mg_gpt_config mg_gpt_config_default(void);
 
 /* Reads a config from keys (the names of the fields; gelu = tanh|erf; head = tied|linear;
@@ -56,7 +60,7 @@ MG_API mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out);
 /* Checkpoint metadata: DESIGN.md's keys (format, vocab_size, block_size, n_layer, n_head, n_embd,
  * pos) plus the others; strings written into `buf` (the mg_st_meta point into it). Returns the
  * number of entries (<= MG_GPT_META_MAX). */
-#define MG_GPT_META_MAX 16
+#define MG_GPT_META_MAX 24
 #define MG_GPT_META_LEN 128
 MG_API int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]);
 /* From an open checkpoint's metadata: format must be minigrad-gpt; keys beyond DESIGN.md's are
