@@ -1,8 +1,9 @@
 /* The GPT model: gradient checks of the whole model for every positional scheme, the golden
- * logits of POSENC-TASKS.md section 7 (the bidirectional classifier built from the same layers)
- * with its permutation (none) and reflection (alibi) equivariances, incremental decoding and
- * KV-cache generation against full recomputation, sampling rules, checkpoints (bit-exact round
- * trip, every malformed case at the model level, a good file never harmed), and exact resume.
+ * logits of docs/posenc-benchmark.md section 7 (the bidirectional classifier built from the same
+ * layers) with its permutation (none) and reflection (alibi) equivariances, incremental decoding
+ * and KV-cache generation against full recomputation, sampling rules, checkpoints (bit-exact round
+ * trip, every malformed case at the model level, a good file never harmed, ln_eps and attn_scale
+ * recorded and defaulted for older files), and exact resume.
  * alibi comes from the plugin in the build tree, loaded on demand as a user's model would. */
 #include "layer_check.h"
 #include "posenc_golden.h"
@@ -117,7 +118,7 @@ START_TEST(loss_is_mean_cross_entropy) {
 }
 END_TEST
 
-/* ---- POSENC-TASKS.md section 7 ---- */
+/* ---- docs/posenc-benchmark.md section 7 ---- */
 
 static mg_gpt *posenc_model(const char *pos) {
     mg_gpt_config c = mg_gpt_config_default();
@@ -132,7 +133,7 @@ static mg_gpt *posenc_model(const char *pos) {
     return g;
 }
 
-/* The first two sequences of rev/val (POSENC-TASKS.md section 2). */
+/* The first two sequences of rev/val (docs/posenc-benchmark.md section 2). */
 static void rev_val_first2(int32_t x[64]) {
     mg_rng r = mg_rng_make(0x5EED0001);
     for (int i = 0; i < 64; i++) x[i] = (int32_t)mg_rng_below(&r, 16);
@@ -179,7 +180,8 @@ static double equivariance_gap(const char *pos, const int *map) {
 }
 
 START_TEST(posenc_equivariances) {
-    /* the perm task's pi (POSENC-TASKS.md section 2) as an arbitrary permutation; the reversal */
+    /* the perm task's pi (docs/posenc-benchmark.md section 2) as an arbitrary permutation; the
+     * reversal */
     static const int pi[32] = {5, 10, 3, 27, 23, 24, 9, 22, 21, 17, 1, 8, 14, 0, 28, 12,
                                30, 15, 11, 25, 13, 6, 20, 2, 29, 18, 31, 26, 7, 16, 4, 19};
     int rev[32];

@@ -1,4 +1,4 @@
-/* One training run of POSENC-TASKS.md section 5: Adam on the spec's minibatch stream, the
+/* One training run of docs/posenc-benchmark.md section 5: Adam on the spec's minibatch stream, the
  * validation curve, the final train and val evaluation, longer lengths, the attention map. */
 #include "posenc.h"
 
