@@ -1,10 +1,11 @@
 /* The posenc comparison program (examples/posenc): its scheme catalogue, the classifier its model
- * builder makes (the spec's sizes and initialisation, the section-7 golden logits, RoPE pairing,
- * ALiBi sign and slopes and the sinusoid layout checked on tiny inputs against values worked out by
- * hand), evaluation, attention maps against the attention layer itself, short training runs, and
- * the `posenc` binary end to end: tables, CSV and PNGs well formed, clear errors for a bad scheme
- * or a missing plugin, a plugin scheme joining the comparison, and results that do not depend on
- * the thread count or on the worker processes. The data side has its own suite (posenc_data). */
+ * builder makes (the sizes and initialisation of docs/posenc-benchmark.md, "the spec", its
+ * section-7 golden logits, RoPE pairing, ALiBi sign and slopes and the sinusoid layout checked on
+ * tiny inputs against values worked out by hand), evaluation, attention maps against the attention
+ * layer itself, short training runs, and the `posenc` binary end to end: tables, CSV and PNGs well
+ * formed, clear errors for a bad scheme or a missing plugin, a plugin scheme joining the
+ * comparison, and results that do not depend on the thread count or on the worker processes. The
+ * data side has its own suite (posenc_data). */
 #include "layer_check.h"
 #include "posenc_golden.h"
 #include "test_util.h"
