@@ -588,7 +588,8 @@ def cmd_inspect(args):
 
 
 def cmd_eval(args):
-    torch.set_num_threads(args.threads) if args.threads > 0 else None
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     ck, model = _open_model(args.ckpt, dtype)
     tok = Tokenizer.from_metadata(ck.metadata, model.config.vocab_size, args.ckpt)
@@ -632,4 +633,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the output went to a pipe that closed early (| head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

@@ -13,7 +13,6 @@ Run by meson (suite python) as: test_python_reader.py PYTHON_DIR, with TEXTGEN, 
 MINIGRAD_PLUGIN_PATH set. Exit 77 (skipped) when numpy or torch is missing, naming which.
 """
 import json
-import math
 import os
 import struct
 import subprocess
