@@ -9,7 +9,7 @@ learned positions, final LayerNorm, LM head tied to the token embedding, mean cr
 A training step is forward, backward, clip_grad_norm_(1.0), AdamW.step(): what bench_train's
 minigrad step does.
 
-Generation is greedy at batch 1. Without a cache (the issue's baseline) every new token re-runs
+Generation is greedy at batch 1. Without a cache (the generation baseline) every new token re-runs
 the whole context through the model and keeps the last position's logits (nanoGPT's generate);
 with --cache (for information) each block keeps its keys and values and a new token costs one
 position.

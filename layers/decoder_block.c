@@ -1,7 +1,7 @@
 /* decoder_block: the pre-LN Transformer block, x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
  * (Also the encoder block of the posenc classifier: causal=false.)
  * Keys: dim, n_head (required); causal (true); gelu tanh|erf (tanh); hidden (4 dim); bias (true);
- * dropout (0); eps (1e-5); std (0.02); proj_std (std). */
+ * dropout (0); eps (1e-5); attn_scale (0: 1/sqrt(dim / n_head)); std (0.02); proj_std (std). */
 #include "registry_internal.h"
 
 typedef struct {
@@ -20,6 +20,7 @@ static mg_status block_create(mg_layer *self, mg_config *cfg, mg_params *params)
     bool bias = mg_config_bool(cfg, "bias", true);
     double dropout = mg_config_float(cfg, "dropout", 0.0, 0.0, 0.999);
     double eps = mg_config_float(cfg, "eps", 1e-5, 0.0, 1.0);
+    double attn_scale = mg_config_float(cfg, "attn_scale", 0.0, 0.0, 1e6);
     double std = mg_config_float(cfg, "std", 0.02, 0.0, 1e6);
     double proj_std = mg_config_float(cfg, "proj_std", std, 0.0, 1e6);
     mg_status st = mg_config_status(cfg);
@@ -35,6 +36,7 @@ static mg_status block_create(mg_layer *self, mg_config *cfg, mg_params *params)
     if (st == MG_OK) st = mg_config_setf(a, "dropout", "%.17g", dropout);
     if (st == MG_OK) st = mg_config_setf(a, "std", "%.17g", std);
     if (st == MG_OK) st = mg_config_setf(a, "proj_std", "%.17g", proj_std);
+    if (st == MG_OK) st = mg_config_setf(a, "scale", "%.17g", attn_scale);
     if (st == MG_OK) st = mg_config_setf(m, "dim", "%lld", (long long)s->dim);
     if (st == MG_OK) st = mg_config_setf(m, "hidden", "%lld", (long long)hidden);
     if (st == MG_OK) st = mg_config_set(m, "gelu", gelus[gelu]);

@@ -13,7 +13,8 @@ mg_gpt_config mg_gpt_config_default(void) {
     mg_gpt_config c = {
         .vocab_size = 256, .block_size = 128, .n_layer = 4, .n_head = 4, .n_embd = 128,
         .pos = "learned", .pos_opts = "", .dropout = 0.0f, .causal = true, .gelu = MG_GELU_TANH,
-        .emb_scale = 1.0f, .tied_head = true, .head_bias = false, .init_std = 0.02f,
+        .emb_scale = 1.0f, .tied_head = true, .head_bias = false, .init_std = 0.02f, .ln_eps = 1e-5f,
+        .attn_scale = 0.0f,
     };
     return c;
 }
@@ -35,6 +36,8 @@ mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out) {
     c.tied_head = mg_config_choice(kv, "head", heads, c.tied_head ? 0 : 1) == 0;
     c.head_bias = mg_config_bool(kv, "head_bias", c.head_bias);
     c.init_std = (float)mg_config_float(kv, "init_std", c.init_std, 0.0, 1e6);
+    c.ln_eps = (float)mg_config_float(kv, "ln_eps", c.ln_eps, 0.0, 1.0);
+    c.attn_scale = (float)mg_config_float(kv, "attn_scale", c.attn_scale, 0.0, 1e6); /* 0: 1/sqrt(head dim) */
     mg_status st = mg_config_status(kv);
     if (st != MG_OK) return st;
     const char *name = mg_config_name(kv);
@@ -140,12 +143,14 @@ static mg_status gpt_create(mg_layer *self, mg_config *cfg, mg_params *params) {
         if (st == MG_OK) st = mg_config_setf(b, "dropout", "%.9g", (double)c->dropout);
         if (st == MG_OK) st = mg_config_setf(b, "std", "%.9g", (double)c->init_std);
         if (st == MG_OK) st = mg_config_setf(b, "proj_std", "%.17g", proj_std);
+        if (st == MG_OK) st = mg_config_setf(b, "eps", "%.9g", (double)c->ln_eps);
+        if (st == MG_OK) st = mg_config_setf(b, "attn_scale", "%.9g", (double)c->attn_scale);
         char local[32];
         snprintf(local, sizeof local, "h.%lld", (long long)i);
         if (st == MG_OK) st = mg_layer_child(self, local, "decoder_block", b, params, &s->h[i]);
         mg_config_free(b);
     }
-    if (st == MG_OK) st = mg_layer_child_layernorm(self, "ln_f", c->n_embd, 1e-5, params, &s->ln_f);
+    if (st == MG_OK) st = mg_layer_child_layernorm(self, "ln_f", c->n_embd, c->ln_eps, params, &s->ln_f);
     if (st == MG_OK && !c->tied_head)
         st = mg_layer_child_linear(self, "lm_head", c->n_embd, c->vocab_size, c->head_bias, c->init_std, params,
                                    &s->lm_head);

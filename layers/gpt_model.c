@@ -3,6 +3,7 @@
 #include "minigrad/gpt.h"
 #include "registry_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,16 @@ static void fmt_float(char *buf, size_t n, float v) {
     }
 }
 
-/* The config as key/values, for the layer and for metadata. */
+/* The attention scale the model uses: the config's, or 1/sqrt(head dim) as mg_attention computes
+ * it (0 while the sizes are inconsistent; the layer's checks report that). */
+static float attn_scale_of(const mg_gpt_config *c) {
+    if (c->attn_scale > 0.0f) return c->attn_scale;
+    if (c->n_head < 1 || c->n_embd % c->n_head) return 0.0f;
+    return 1.0f / sqrtf((float)(c->n_embd / c->n_head));
+}
+
+/* The config as key/values, for the layer and for metadata: every number the forward pass needs,
+ * attn_scale as the value in use rather than 0. */
 static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX], char vals[MG_GPT_META_MAX][MG_GPT_META_LEN]) {
     int n = 0;
 #define KV(k, ...) (keys[n] = (k), snprintf(vals[n], MG_GPT_META_LEN, __VA_ARGS__), n++)
@@ -38,6 +48,8 @@ static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX
     KV("head", "%s", c->tied_head ? "tied" : "linear");
     KV("head_bias", "%s", c->head_bias ? "true" : "false");
     keys[n] = "init_std", fmt_float(vals[n], MG_GPT_META_LEN, c->init_std), n++;
+    keys[n] = "ln_eps", fmt_float(vals[n], MG_GPT_META_LEN, c->ln_eps), n++;
+    keys[n] = "attn_scale", fmt_float(vals[n], MG_GPT_META_LEN, attn_scale_of(c)), n++;
 #undef KV
     return n;
 }
@@ -59,7 +71,8 @@ int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[M
 
 static const char *const config_keys[] = {"vocab_size", "block_size", "n_layer",   "n_head",    "n_embd",
                                           "pos",        "pos_opts",   "dropout",   "causal",    "gelu",
-                                          "emb_scale",  "head",       "head_bias", "init_std",  NULL};
+                                          "emb_scale",  "head",       "head_bias", "init_std",  "ln_eps",
+                                          "attn_scale", NULL};
 
 mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out) {
     const char *path = mg_st_path(f), *fmt = mg_st_meta_get(f, "format");
@@ -82,9 +95,10 @@ mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out) {
         if (v) st = mg_config_set(kv, config_keys[i], v);
     }
     mg_gpt_config c = mg_gpt_config_default();
-    /* absent optional keys mean GPT-2's choices, not this library's sizes */
+    /* absent optional keys mean GPT-2's choices, not this library's sizes; a file written before
+     * ln_eps and attn_scale were recorded used 1e-5 and 1/sqrt(head dim) */
     c.dropout = 0.0f, c.causal = true, c.gelu = MG_GELU_TANH, c.emb_scale = 1.0f, c.tied_head = true;
-    c.head_bias = false, c.pos_opts[0] = 0;
+    c.head_bias = false, c.pos_opts[0] = 0, c.ln_eps = 1e-5f, c.attn_scale = 0.0f;
     if (st == MG_OK) st = mg_gpt_config_from(kv, &c);
     mg_config_free(kv);
     if (st == MG_OK) *out = c;
@@ -138,6 +152,7 @@ mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
         return st;
     }
     g->cfg = *cfg;
+    g->cfg.attn_scale = attn_scale_of(cfg);
     *out = g;
     return MG_OK;
 }

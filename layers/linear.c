@@ -1,5 +1,5 @@
 /* linear: y = x W + b with W stored [in, out] (GPT-2's Conv1D layout, so checkpoints match
- * DESIGN.md's c_attn/c_proj/c_fc shapes; a PyTorch nn.Linear weight is its transpose).
+ * the c_attn/c_proj/c_fc shapes of docs/checkpoint-format.md; a PyTorch nn.Linear weight is its transpose).
  * Keys: in, out (required); bias (true); init normal|uniform|zeros (uniform), std (0.02),
  * bound (1/sqrt(in): PyTorch's default); bias_init zeros|uniform (uniform when init is). */
 #include "registry_internal.h"

@@ -4,8 +4,8 @@
  * k (rotate_qk) and bias the logits (attn_bias); this layer does not know which scheme it is.
  * With a KV cache (mg_fwd.kv, incremental decoding) the new keys and values are appended to the
  * cache and the queries attend over everything cached, at q_pos0 = the cache length.
- * Keys: dim, n_head (required); causal (true); bias (true); dropout (0); std (0.02);
- * proj_std (std: GPT-2 scales it by 1/sqrt(2 n_layer)). */
+ * Keys: dim, n_head (required); causal (true); bias (true); dropout (0); scale of the logits
+ * (0: 1/sqrt(head dim)); std (0.02); proj_std (std: GPT-2 scales it by 1/sqrt(2 n_layer)). */
 #include "registry_internal.h"
 
 #include <string.h>
@@ -13,7 +13,7 @@
 typedef struct {
     int64_t dim, n_head;
     bool causal;
-    float dropout;
+    float dropout, scale;
     mg_layer *c_attn, *c_proj;
 } attn;
 
@@ -24,6 +24,7 @@ static mg_status attn_create(mg_layer *self, mg_config *cfg, mg_params *params) 
     s->causal = mg_config_bool(cfg, "causal", true);
     bool bias = mg_config_bool(cfg, "bias", true);
     s->dropout = (float)mg_config_float(cfg, "dropout", 0.0, 0.0, 0.999);
+    s->scale = (float)mg_config_float(cfg, "scale", 0.0, 0.0, 1e6);
     double std = mg_config_float(cfg, "std", 0.02, 0.0, 1e6);
     double proj_std = mg_config_float(cfg, "proj_std", std, 0.0, 1e6);
     mg_status st = mg_config_status(cfg);
@@ -58,7 +59,7 @@ static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const 
     mg_tensor *v = mg_split_heads(ctx, qkv, H, 2 * C, C);
     const mg_layer_vtable *pvt = args->pos ? mg_layer_vt(args->pos) : NULL;
     if (pvt && pvt->rotate_qk) pvt->rotate_qk(args->pos, ctx, &q, &k, args->pos0, args->pos0);
-    mg_attn_opts o = {.causal = s->causal};
+    mg_attn_opts o = {.causal = s->causal, .scale = s->scale};
     mg_kv_cache *kv = args->kv;
     if (kv) {
         if (kv->B != B || kv->H != H || kv->D != D || kv->len + T > kv->cap || kv->len != args->pos0) {

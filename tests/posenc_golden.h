@@ -1,6 +1,6 @@
-/* POSENC-TASKS.md section 7, shared by the gpt suite (the classifier configured by hand) and the
- * posenc suite (the same classifier from the program's builder): every weight filled from
- * sm64(0x601DE0) in the spec's order, and the float64 golden logits of the first two rev/val
+/* docs/posenc-benchmark.md section 7, shared by the gpt suite (the classifier configured by hand)
+ * and the posenc suite (the same classifier from the program's builder): every weight filled from
+ * sm64(0x601DE0) in the benchmark's order, and the float64 golden logits of the first two rev/val
  * sequences for each positional scheme. One copy, so that the two suites check the same numbers.
  * Header-only; nothing here allocates. */
 #ifndef MG_TEST_POSENC_GOLDEN_H
@@ -31,7 +31,7 @@ static inline void pg_fill(mg_rng *r, mg_tensor *t, int64_t rows, int64_t cols, 
 }
 
 /* Every weight of the section-7 classifier (d 64, 2 layers, d_ff 256, 16 classes, T 32) with
- * positional scheme pos (a GPT pos name), in the spec's order; the learned table comes last. */
+ * positional scheme pos (a GPT pos name), in the benchmark's order; the learned table comes last. */
 static inline void pg_fill_section7(mg_gpt *g, const char *pos) {
     const int64_t d = 64, dff = 256, V = 16, L = 32;
     const double s = 1.0 / sqrt((double)d), s2 = 1.0 / sqrt((double)dff);

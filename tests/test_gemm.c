@@ -1,5 +1,5 @@
 /* mg_sgemm and mg_sgemm_batched against the plain-loop reference mg_sgemm_ref, on every SIMD path
- * this machine supports, plus the thread-count invariance DESIGN.md promises.
+ * this machine supports, plus the thread-count invariance docs/style.md promises.
  *
  * Tolerance, stated once: the fast and reference results each sum K products (plus the alpha and
  * beta roundings) in float, so each is within gamma_{K+4} * S of the exact value, where

@@ -1,8 +1,9 @@
 /* The GPT model: gradient checks of the whole model for every positional scheme, the golden
- * logits of POSENC-TASKS.md section 7 (the bidirectional classifier built from the same layers)
- * with its permutation (none) and reflection (alibi) equivariances, incremental decoding and
- * KV-cache generation against full recomputation, sampling rules, checkpoints (bit-exact round
- * trip, every malformed case at the model level, a good file never harmed), and exact resume.
+ * logits of docs/posenc-benchmark.md section 7 (the bidirectional classifier built from the same
+ * layers) with its permutation (none) and reflection (alibi) equivariances, incremental decoding
+ * and KV-cache generation against full recomputation, sampling rules, checkpoints (bit-exact round
+ * trip, every malformed case at the model level, a good file never harmed, ln_eps and attn_scale
+ * recorded and defaulted for older files), and exact resume.
  * alibi comes from the plugin in the build tree, loaded on demand as a user's model would. */
 #include "layer_check.h"
 #include "posenc_golden.h"
@@ -120,7 +121,7 @@ START_TEST(loss_is_mean_cross_entropy) {
 }
 END_TEST
 
-/* ---- POSENC-TASKS.md section 7 ---- */
+/* ---- docs/posenc-benchmark.md section 7 ---- */
 
 static mg_gpt *posenc_model(const char *pos) {
     mg_gpt_config c = mg_gpt_config_default();
@@ -135,7 +136,7 @@ static mg_gpt *posenc_model(const char *pos) {
     return g;
 }
 
-/* The first two sequences of rev/val (POSENC-TASKS.md section 2). */
+/* The first two sequences of rev/val (docs/posenc-benchmark.md section 2). */
 static void rev_val_first2(int32_t x[64]) {
     mg_rng r = mg_rng_make(0x5EED0001);
     for (int i = 0; i < 64; i++) x[i] = (int32_t)mg_rng_below(&r, 16);
@@ -182,7 +183,8 @@ static double equivariance_gap(const char *pos, const int *map) {
 }
 
 START_TEST(posenc_equivariances) {
-    /* the perm task's pi (POSENC-TASKS.md section 2) as an arbitrary permutation; the reversal */
+    /* the perm task's pi (docs/posenc-benchmark.md section 2) as an arbitrary permutation; the
+     * reversal */
     static const int pi[32] = {5, 10, 3, 27, 23, 24, 9, 22, 21, 17, 1, 8, 14, 0, 28, 12,
                                30, 15, 11, 25, 13, 6, 20, 2, 29, 18, 31, 26, 7, 16, 4, 19};
     int rev[32];
@@ -522,6 +524,113 @@ START_TEST(malformed_checkpoints_at_model_level) {
 }
 END_TEST
 
+/* ---- every number the forward pass needs is in the metadata ---- */
+
+/* The model's tensors with its metadata minus the keys in `drop` (NULL-terminated): a file as an
+ * older minigrad wrote it. */
+static void write_without(mg_gpt *g, const char *path, const char *const *drop) {
+    mg_params *P = mg_gpt_params(g);
+    mg_st_entry e[64];
+    int n = 0;
+    for (int i = 0; i < mg_params_len(P); i++) {
+        mg_tensor *t = mg_params_at(P, i);
+        e[n] = (mg_st_entry){t->name, t->ndim, {0}, t->data};
+        for (int d = 0; d < t->ndim; d++) e[n].shape[d] = t->shape[d];
+        n++;
+    }
+    mg_st_meta meta[MG_GPT_META_MAX], out[MG_GPT_META_MAX];
+    char buf[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int m = mg_gpt_config_to_meta(mg_gpt_cfg(g), meta, buf), k = 0;
+    for (int i = 0; i < m; i++) {
+        bool keep = true;
+        for (int j = 0; drop[j]; j++) keep = keep && strcmp(meta[i].key, drop[j]) != 0;
+        if (keep) out[k++] = meta[i];
+    }
+    ck_assert_int_eq(k, m - 2);
+    ck_assert_msg(mg_safetensors_write(path, e, n, out, k) == MG_OK, "%s", mg_last_error());
+}
+
+/* logits (1,5,11) of a fixed sequence into out (room for 55) */
+static void fixed_logits(mg_gpt *g, float *out) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    int32_t ids[5] = {3, 1, 4, 1, 5};
+    mg_tensor *y = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 5}, ids), NULL);
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_int_eq(y->numel, 5 * 11);
+    memcpy(out, y->data, sizeof(float) * 5 * 11);
+    mg_ctx_free(ctx);
+}
+
+START_TEST(eps_and_attention_scale_in_metadata) {
+    static const char *const new_keys[] = {"ln_eps", "attn_scale", NULL};
+    float a[55], b[55];
+    /* defaults: written as the values in use (head dim 4: scale 0.5) */
+    mg_gpt_config c = small("rope");
+    mg_gpt *g = make(&c, 70);
+    ck_assert(mg_gpt_cfg(g)->attn_scale == 0.5f && mg_gpt_cfg(g)->ln_eps == 1e-5f);
+    const char *path = tmp_path("m.safetensors");
+    ck_assert_msg(mg_gpt_save(g, path, NULL, 0) == MG_OK, "%s", mg_last_error());
+    mg_gpt *h = NULL;
+    mg_st_file *f = NULL;
+    ck_assert_msg(mg_gpt_from_checkpoint(path, &h, &f) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(mg_st_meta_get(f, "ln_eps"), "1e-05");
+    ck_assert_str_eq(mg_st_meta_get(f, "attn_scale"), "0.5");
+    mg_st_close(f);
+    mg_gpt_free(h);
+
+    /* an older file without the two keys: today's defaults, the same logits */
+    const char *old = tmp_path("old.safetensors");
+    write_without(g, old, new_keys);
+    ck_assert_msg(mg_gpt_from_checkpoint(old, &h, NULL) == MG_OK, "%s", mg_last_error());
+    ck_assert(mg_gpt_cfg(h)->ln_eps == 1e-5f && mg_gpt_cfg(h)->attn_scale == 0.5f);
+    fixed_logits(g, a);
+    fixed_logits(h, b);
+    ck_assert_mem_eq(a, b, sizeof a);
+    mg_gpt_free(h);
+    ck_assert_msg(mg_gpt_load(g, old) == MG_OK, "%s", mg_last_error());
+
+    /* other values survive the round trip and are what the model computes with */
+    mg_gpt_config o = small("alibi");
+    o.ln_eps = 0.01f, o.attn_scale = 0.3f;
+    mg_gpt *go = make(&o, 71);
+    const char *po = tmp_path("other.safetensors");
+    ck_assert_msg(mg_gpt_save(go, po, NULL, 0) == MG_OK, "%s", mg_last_error());
+    ck_assert_msg(mg_gpt_from_checkpoint(po, &h, &f) == MG_OK, "%s", mg_last_error());
+    ck_assert_str_eq(mg_st_meta_get(f, "ln_eps"), "0.01");
+    ck_assert_str_eq(mg_st_meta_get(f, "attn_scale"), "0.3");
+    mg_st_close(f);
+    ck_assert(mg_gpt_cfg(h)->ln_eps == 0.01f && mg_gpt_cfg(h)->attn_scale == 0.3f);
+    fixed_logits(go, a);
+    fixed_logits(h, b);
+    ck_assert_mem_eq(a, b, sizeof a);
+    mg_gpt_free(h);
+    for (int k = 0; k < 2; k++) { /* the same weights with either number at its default compute otherwise */
+        mg_gpt_config d = o;
+        if (k) d.attn_scale = 0.0f;
+        else d.ln_eps = 1e-5f;
+        mg_gpt *gd = make(&d, 72);
+        mg_params *Pd = mg_gpt_params(gd), *Po = mg_gpt_params(go);
+        ck_assert_int_eq(mg_params_slab_size(Pd), mg_params_slab_size(Po));
+        memcpy(mg_params_data(Pd), mg_params_data(Po), (size_t)mg_params_slab_size(Po) * 4);
+        fixed_logits(gd, b);
+        ck_assert_msg(memcmp(a, b, sizeof a) != 0, "%s does not change the logits", k ? "attn_scale" : "ln_eps");
+        TU_ASSERT_ERR(mg_gpt_load(gd, po), MG_ERR_INVALID,
+                      k ? "__metadata__ attn_scale = '0.3' but the model has attn_scale = '0.5'"
+                        : "__metadata__ ln_eps = '0.01' but the model has ln_eps = '1e-05'");
+        mg_gpt_free(gd);
+    }
+    mg_gpt_free(go);
+    mg_gpt_free(g);
+
+    /* both are config keys, checked like the others */
+    mg_config *kv = mg_config_new("test");
+    ck_assert_int_eq(mg_config_set(kv, "attn_scale", "-1"), MG_OK);
+    mg_gpt_config bad = mg_gpt_config_default();
+    TU_ASSERT_ERR(mg_gpt_config_from(kv, &bad), MG_ERR_INVALID, "attn_scale");
+    mg_config_free(kv);
+}
+END_TEST
+
 /* ---- exact resume ---- */
 
 static void train_steps(mg_gpt *g, mg_optim *o, mg_rng *drop, int from, int to) {
@@ -640,6 +749,7 @@ static Suite *gpt_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, checkpoint_round_trip_bit_exact);
     tcase_add_test(tc, malformed_checkpoints_at_model_level);
+    tcase_add_test(tc, eps_and_attention_scale_in_metadata);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, summary_and_names);
     suite_add_tcase(s, tc);

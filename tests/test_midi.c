@@ -1,7 +1,8 @@
 /* The music example's MIDI library: SMF reader and writer (checked against Debian's midicsv when
  * installed), notes (tempo map, sustain, re-strikes), corrupt files, the performance encoding,
  * augmentation, directory loading, the procedural generator, the `music` program, and the real
- * files in shared/data/midi (skipped when absent). Also writes the fuzz target's seed corpus. */
+ * files in ../shared/data/midi beside the source tree (skipped when absent). Also writes the fuzz
+ * target's seed corpus. */
 #include "test_util.h"
 #include "music.h"
 
@@ -95,9 +96,9 @@ static void assert_same_events(const music_midi_file *f, const music_midi_file *
 }
 
 /* ======================================================================================
- * The feature file: every feature of the issue in one small file, with its notes worked out
- * by hand below (feature_notes). Division 480; tempo 500000 us/quarter (1 tick = 1/960 s) until
- * tick 960, then 250000 (1/1920 s) until tick 3840, then 400000 (1/1200 s).
+ * The feature file: the MIDI features the reader must handle, in one small file, with its notes
+ * worked out by hand below (feature_notes). Division 480; tempo 500000 us/quarter (1 tick =
+ * 1/960 s) until tick 960, then 250000 (1/1920 s) until tick 3840, then 400000 (1/1200 s).
  * ====================================================================================== */
 
 static void build_feature_file(music_midi_file *f, int format) {

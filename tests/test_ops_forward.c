@@ -1014,7 +1014,7 @@ START_TEST(sum_mean_in_double) {
 }
 END_TEST
 
-/* ---- thread-count invariance (DESIGN.md: bit-identical whatever the thread count) ---- */
+/* ---- thread-count invariance (docs/style.md: bit-identical whatever the thread count) ---- */
 
 static void run_ops(mg_ctx *ctx, float **outs, int64_t *lens, int *n) {
     mg_rng r = mg_rng_make(27), d = mg_rng_make(28);

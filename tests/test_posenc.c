@@ -1,10 +1,11 @@
 /* The posenc comparison program (examples/posenc): its scheme catalogue, the classifier its model
- * builder makes (the spec's sizes and initialisation, the section-7 golden logits, RoPE pairing,
- * ALiBi sign and slopes and the sinusoid layout checked on tiny inputs against values worked out by
- * hand), evaluation, attention maps against the attention layer itself, short training runs, and
- * the `posenc` binary end to end: tables, CSV and PNGs well formed, clear errors for a bad scheme
- * or a missing plugin, a plugin scheme joining the comparison, and results that do not depend on
- * the thread count or on the worker processes. The data side has its own suite (posenc_data). */
+ * builder makes (the sizes and initialisation of docs/posenc-benchmark.md, "the spec", its
+ * section-7 golden logits, RoPE pairing, ALiBi sign and slopes and the sinusoid layout checked on
+ * tiny inputs against values worked out by hand), evaluation, attention maps against the attention
+ * layer itself, short training runs, and the `posenc` binary end to end: tables, CSV and PNGs well
+ * formed, clear errors for a bad scheme or a missing plugin, a plugin scheme joining the
+ * comparison, and results that do not depend on the thread count or on the worker processes. The
+ * data side has its own suite (posenc_data). */
 #include "layer_check.h"
 #include "posenc_golden.h"
 #include "test_util.h"
@@ -122,7 +123,8 @@ START_TEST(model_has_the_spec_shape_and_initialisation) {
     ck_assert_float_eq(c->dropout, 0.0f);
     bool learned = strncmp(scheme, "learned", 7) == 0;
     mg_params *P = mg_gpt_params(g);
-    ck_assert_int_eq(mg_params_numel(P), learned ? 104208 : 102160); /* POSENC-TASKS.md section 4 */
+    /* docs/posenc-benchmark.md section 4 */
+    ck_assert_int_eq(mg_params_numel(P), learned ? 104208 : 102160);
     /* d_ff = 256 */
     ck_assert_int_eq(pg_param(g, "h.1.mlp.c_fc.weight")->shape[1], 256);
     for (int i = 0; i < mg_params_len(P); i++) {
@@ -168,7 +170,7 @@ START_TEST(model_has_the_spec_shape_and_initialisation) {
 }
 END_TEST
 
-/* POSENC-TASKS.md section 7, through the program's builder: every weight filled from
+/* docs/posenc-benchmark.md section 7, through the program's builder: every weight filled from
  * sm64(0x601DE0) with w = c + a (2u - 1) in the spec's order, logits of the first two rev/val
  * sequences against the float64 goldens. */
 START_TEST(golden_logits_of_section_7) {

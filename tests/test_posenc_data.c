@@ -1,6 +1,6 @@
-/* The data side of the posenc comparison against POSENC-TASKS.md, bit for bit: every golden value
- * of sections 2 and 3 is copied from the spec below, the reference levels the spec states are
- * recomputed, and the longer-length sets are checked on hand-made sequences. */
+/* The data side of the posenc comparison against docs/posenc-benchmark.md (the spec), bit for bit:
+ * every golden value of sections 2 and 3 is copied from it below, the reference levels it states
+ * are recomputed, and the longer-length sets (section 8) are checked on hand-made sequences. */
 #include "harness.h"
 #include "tasks.h"
 
@@ -8,7 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- POSENC-TASKS.md section 2, copied verbatim (one row per spec row, so they compare by eye) */
+/* ---- docs/posenc-benchmark.md section 2, copied verbatim (one row per spec row, so they compare
+ * by eye) */
 /* clang-format off */
 
 static const int32_t spec_pi[32] = {5,  10, 3,  27, 23, 24, 9,  22, 21, 17, 1,  8,  14, 0,  28, 12,

@@ -1,4 +1,4 @@
-/* The generator is pinned bit-exactly (POSENC-TASKS.md section 1): golden values, the
+/* The generator is pinned bit-exactly (docs/posenc-benchmark.md section 1): golden values, the
  * multiply-shift mapping, and the distributions the samplers promise. */
 #include "harness.h"
 #include "minigrad/rng.h"

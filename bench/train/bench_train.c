@@ -249,7 +249,7 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             reps[i][k] = o->quick || !(want > 1.0) ? 1 : want < GEN_MAX_REPS ? (int)want : GEN_MAX_REPS;
         }
     }
-    /* The issue's pair first in each round (minigrad cached, PyTorch uncached), the other two after
+    /* The judged pair first in each round (minigrad cached, PyTorch uncached), the other two after
      * it, with the leading implementation alternating. */
     for (int r = 0; r < runs; r++) {
         sample_peak(rep, threads);

@@ -1,4 +1,5 @@
-/* The two benchmark configurations (issue 4) and the FLOP counts bench/README.md states. */
+/* The two benchmark configurations (the textgen and music model sizes) and the FLOP counts
+ * bench/README.md states. */
 #include "bench_train.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
-/* Results: the terminal table with minigrad / PyTorch ratios and the issue's targets, JSON lines,
- * and the PNG chart (three panels: textgen training, music training, generation). */
+/* Results: the terminal table with minigrad / PyTorch ratios and the performance targets, JSON
+ * lines, and the PNG chart (three panels: textgen training, music training, generation). */
 #include "bench_train.h"
 #include "../common/bench_util.h"
 
@@ -42,7 +42,7 @@ const bt_result *bt_report_find(const bt_report *rep, bool gen, bool cache, cons
 }
 
 /* The measurement a minigrad result is compared with: PyTorch at the same thread count, for
- * generation PyTorch without a cache (the issue's baseline). */
+ * generation PyTorch without a cache (the baseline of the generation target). */
 static const bt_result *baseline(const bt_report *rep, const bt_result *r) {
     if (r->impl != BT_MINIGRAD) return NULL;
     return bt_report_find(rep, r->gen, false, r->cfg->name, r->threads, BT_PYTORCH);
@@ -64,7 +64,7 @@ static int max_threads(const bt_report *rep) {
     return m;
 }
 
-/* binding: false for a figure the issue asks only at another thread count (shown, not judged) */
+/* binding: false for a figure whose target applies at another thread count (shown, not judged) */
 static void print_target_at(FILE *f, const char *what, double value, const char *unit, double target, bool at_least,
                             bool binding) {
     char v[32];
@@ -135,9 +135,9 @@ void bt_print_table(const bt_report *rep, FILE *f) {
     for (int i = 0; i < rep->n; i++) any_target |= rep->r[i].valid && !rep->r[i].cfg->test_only;
     if (!any_target) return;
     const int all = max_threads(rep);
-    const int two = 2 <= all ? 2 : all; /* the issue's 1 -> 2 threads scaling */
-    fprintf(f, "\ntargets (issue 4), at each thread count measured (the issue asks textgen's ratio on all "
-               "threads, %d here):\n", all);
+    const int two = 2 <= all ? 2 : all; /* the target's 1 -> 2 threads scaling */
+    fprintf(f, "\ntargets, at each thread count measured (textgen's ratio is judged on all threads, %d here):\n",
+            all);
     for (int t = 0; t < rep->n_threads; t++) {
         const int th = rep->threads[t];
         char what[96];

@@ -1,5 +1,5 @@
-/* posenc: every task x positional scheme x seed of /work/shared/POSENC-TASKS.md, trained and
- * evaluated as the spec says, then tables, CSV and plots (posenc.h). This file is the command line
+/* posenc: every task x positional scheme x seed of docs/posenc-benchmark.md (the spec), trained
+ * and evaluated as it says, then tables, CSV and plots (posenc.h). This file is the command line
  * and the scheduling: runs are independent, so several run at once, each in its own worker process
  * with its own kernel threads. A run's numbers depend only on (task, scheme, seed, steps), never on
  * which worker ran it or how many threads it had.

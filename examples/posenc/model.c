@@ -1,5 +1,5 @@
-/* The scheme catalogue and the classifier of POSENC-TASKS.md section 4: model building and the
- * spec's initialisation, evaluation, attention maps and positional tables. */
+/* The scheme catalogue and the classifier of docs/posenc-benchmark.md section 4: model building
+ * and the benchmark's initialisation, evaluation, attention maps and positional tables. */
 #include "posenc.h"
 
 #include "minigrad/op.h"

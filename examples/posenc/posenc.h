@@ -1,6 +1,7 @@
-/* examples/posenc/posenc.h: the comparison program of /work/shared/POSENC-TASKS.md (sections 4-5)
- * on top of the data library (tasks.h): the scheme catalogue, the classifier, one training run,
- * and the reports (tables, CSV, PNG). main.c is only the command line and the scheduling of runs.
+/* examples/posenc/posenc.h: the comparison program of docs/posenc-benchmark.md ("the spec" below,
+ * sections 4-5) on top of the data library (tasks.h): the scheme catalogue, the classifier, one
+ * training run, and the reports (tables, CSV, PNG). main.c is only the command line and the
+ * scheduling of runs.
  *
  * Schemes are whatever the layer registry knows: "none" (the model itself) plus every registered
  * positional scheme, after every plugin found in the plugin search path has been loaded. A scheme
@@ -229,7 +230,7 @@ typedef struct posenc_report {
     int jobs, threads_per_run;
 } posenc_report;
 
-/* The CSV of the issue, one row per run:
+/* The results CSV, one row per run:
  * task,scheme,seed,train_acc,val_acc,val_seq_exact,train_loss,val_loss,best_val_acc,seconds */
 #define POSENC_CSV_HEADER                                                                          \
     "task,scheme,seed,train_acc,val_acc,val_seq_exact,train_loss,val_loss,best_val_acc,seconds"

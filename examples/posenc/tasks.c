@@ -1,5 +1,6 @@
-/* The posenc tasks, their data and minibatch streams (POSENC-TASKS.md sections 1-3). Everything
- * here must stay bit-exact with the spec: the order of generator draws is part of the contract. */
+/* The posenc tasks, their data and minibatch streams (docs/posenc-benchmark.md sections 1-3).
+ * Everything here must stay bit-exact with the benchmark: the order of generator draws is part of
+ * the contract. */
 #include "tasks.h"
 
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* examples/posenc/tasks.h: the bit-exact data side of the positional-encoding comparison
- * (/work/shared/POSENC-TASKS.md sections 1-3): the four tasks, their train/val sets, the fixed
- * permutation of `perm`, the minibatch index stream, plus longer evaluation sets for
- * length generalisation (not in the spec; defined below).
+ * (docs/posenc-benchmark.md, "the spec" below, sections 1-3): the four tasks, their train/val
+ * sets, the fixed permutation of `perm`, the minibatch index stream, plus longer evaluation sets
+ * for length generalisation (the program's addition, section 8; defined below).
  *
  * Names carry the `posenc_` prefix: this is a library local to the example, not part of minigrad's
  * API, and the prefix says so. Randomness comes only from minigrad's mg_rng (SplitMix64 with the

@@ -1,4 +1,5 @@
-/* One training run: Adam on the spec's minibatch stream (the library trainer's loop), the
+/* One training run of docs/posenc-benchmark.md section 5: Adam on the spec's minibatch stream (the
+ * library trainer's loop), the
  * validation curve, the final train and val evaluation, longer lengths, the attention map. */
 #include "posenc.h"
 

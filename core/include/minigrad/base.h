@@ -1,6 +1,6 @@
 /* minigrad/base.h: status codes, the recoverable error channel, logging, threads.
  *
- * Two tiers of errors (DESIGN.md):
+ * Two tiers of errors (docs/style.md):
  *  - Bad input from outside (files, configs, plugins, data) is recoverable: the function returns an
  *    mg_status < 0 and mg_last_error() holds a message naming the file, offset, key or value.
  *  - Programming errors in model code (shape mismatch, missing backward) are reported on the

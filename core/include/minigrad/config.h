@@ -12,7 +12,7 @@
  *  - offer: context the host makes available (a model offers `n_head`, `max_len`, `dim` to its
  *           positional scheme). A layer may ignore it; a `set` of the same key wins over an offer.
  *
- * The file format (Darknet-style, see STYLE-ANCHORS.md item 12):
+ * The file format (INI-like, as in Darknet's .cfg files; docs/style.md):
  *
  *     # a comment; blank lines are ignored
  *     [embedding]          <- a section names a layer (or, for the gpt tool, the `gpt` section)

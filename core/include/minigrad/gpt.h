@@ -1,13 +1,14 @@
 /* minigrad/gpt.h: a GPT assembled from registered layers by name, its loss, generation with a KV
- * cache, and safetensors checkpoints with GPT-2 names (DESIGN.md "Contracts").
+ * cache, and safetensors checkpoints with GPT-2 names. The computation is given as equations in
+ * docs/gpt.md, the checkpoint's tensors and metadata keys in docs/checkpoint-format.md.
  *
  * The model is the layer kind "gpt" (layers/gpt.c): token embedding `wte` (times emb_scale), the
  * positional scheme named by `pos` (any layer registered with that pos_scheme; when none is
  * registered the plugin of that name is loaded from the plugin search path), dropout, n_layer
  * pre-LN decoder blocks `h.{i}`, final LayerNorm `ln_f`, and a head tied to wte or its own Linear
  * `lm_head` (optionally with bias). The defaults are GPT-2's; the bidirectional classifier of
- * POSENC-TASKS.md is the same model with causal=false, gelu=erf, emb_scale=sqrt(d), an untied
- * head with bias.
+ * docs/posenc-benchmark.md is the same model with causal=false, gelu=erf, emb_scale=sqrt(d), an
+ * untied head with bias.
  *
  * Ownership: mg_gpt_new / mg_gpt_from_checkpoint return a model the caller frees with
  * mg_gpt_free; it owns its layers and parameter store (mg_gpt_params is borrowed). Tensors it
@@ -40,10 +41,14 @@ typedef struct mg_gpt_config {
     bool tied_head;      /* true: logits = x wte^T; false: Linear `lm_head` [n_embd, vocab] */
     bool head_bias;      /* untied head only */
     float init_std;      /* normal(0, init_std) for Linear weights and wte; c_proj / sqrt(2 n_layer) */
+    float ln_eps;        /* epsilon of every LayerNorm (ln_1, ln_2, ln_f): 1e-5 */
+    float attn_scale;    /* attention logits are scaled by this; 0: 1/sqrt(n_embd / n_head). A model
+                            built from a config reports the value it uses (never 0) */
 } mg_gpt_config;
 
 /* GPT-2 style defaults with small sizes: vocab 256, block 128, 4 layers, 4 heads, 128 wide,
- * pos learned, dropout 0, causal, tanh GELU, scale 1, tied head, init_std 0.02. */
+ * pos learned, dropout 0, causal, tanh GELU, scale 1, tied head, init_std 0.02, ln_eps 1e-5,
+ * attn_scale 0 (1/sqrt(head dim)). */
 MG_API mg_gpt_config mg_gpt_config_default(void);
 
 /* Reads a config from keys (the names of the fields; gelu = tanh|erf; head = tied|linear;
@@ -53,14 +58,16 @@ MG_API mg_gpt_config mg_gpt_config_default(void);
 MG_API mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out);
 /* Reads the [gpt] section of a config file (the only section allowed), starting from the defaults. */
 MG_API mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out);
-/* Checkpoint metadata: DESIGN.md's keys (format, vocab_size, block_size, n_layer, n_head, n_embd,
- * pos) plus the others; strings written into `buf` (the mg_st_meta point into it). Returns the
- * number of entries (<= MG_GPT_META_MAX). */
-#define MG_GPT_META_MAX 16
+/* Checkpoint metadata: format and every config key, ln_eps and attn_scale as the values the model
+ * computes with (docs/checkpoint-format.md); strings written into `buf` (the mg_st_meta point into
+ * it). Returns the number of entries (<= MG_GPT_META_MAX). */
+#define MG_GPT_META_MAX 24
 #define MG_GPT_META_LEN 128
 MG_API int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]);
-/* From an open checkpoint's metadata: format must be minigrad-gpt; keys beyond DESIGN.md's are
- * optional (defaults) and unknown keys are ignored (programs add their own, e.g. a tokenizer). */
+/* From an open checkpoint's metadata: format must be minigrad-gpt and the sizes and pos present;
+ * the other keys are optional (a file without ln_eps or attn_scale gets 1e-5 and 1/sqrt(head dim),
+ * the values it was made with) and unknown keys are ignored (programs add their own, e.g. a
+ * tokenizer). */
 MG_API mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out);
 
 typedef struct mg_gpt mg_gpt;

@@ -29,7 +29,7 @@ static inline uint64_t mg_rng_next(mg_rng *r) {
 }
 
 /* Integer in [0, n), n < 2^32: multiply-shift on the high 32 bits (no rejection; the bias is below
- * 2^-32 * n and the mapping is the one POSENC-TASKS.md pins bit-exactly). */
+ * 2^-32 * n and the mapping is the one docs/posenc-benchmark.md section 1 pins bit-exactly). */
 static inline uint32_t mg_rng_below(mg_rng *r, uint32_t n) {
     return (uint32_t)(((mg_rng_next(r) >> 32) * (uint64_t)n) >> 32);
 }

@@ -6,7 +6,7 @@
  * the data area. The JSON object maps each tensor name to
  *   {"dtype": "F32", "shape": [d0, ...], "data_offsets": [begin, end]}
  * (offsets in bytes, relative to the start of the data area, end exclusive) plus an optional
- * "__metadata__" object of string -> string, where minigrad keeps the model config (DESIGN.md).
+ * "__metadata__" object of string -> string, where minigrad keeps the model config (docs/checkpoint-format.md).
  * Only F32 tensors of 0 to MG_MAX_DIMS dims are supported; values are little-endian on disk.
  *
  * Ownership:
