@@ -3,19 +3,22 @@
  * version, a vtable struct too small, an init that fails, a plugin that is half bad (nothing of
  * it stays registered), a name clash with a built-in. Also the README's example plugin, gradient
  * checked, and the GPT loading the alibi plugin on demand for pos=alibi. The plugins come from the
- * build tree (plugins/meson.build). */
+ * build tree (plugins/meson.build, tests/plugins/meson.build). */
 #include "layer_check.h"
 #include "test_util.h"
 #include "minigrad/gpt.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static char path_buf[PATH_MAX + 64];
 
+/* A plugin of the build tree by name: the real ones in <build>/plugins, the broken-on-purpose
+ * mgtest_* ones in <build>/tests/plugins. */
 static const char *plugin(const char *name) {
-    const char *dir = lc_plugin_dir();
+    const char *dir = strncmp(name, "mgtest_", 7) == 0 ? lc_test_plugin_dir() : lc_plugin_dir();
     if (!dir) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
     snprintf(path_buf, sizeof path_buf, "%s/lib%s.so", dir, name);
     return path_buf;
@@ -233,6 +236,7 @@ START_TEST(gpt_unknown_scheme_explained) {
     c = tiny("example_scale");
     TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_NOT_FOUND, "plugin 'example_scale' loaded but registers no positional scheme");
     /* and a broken one is refused with its reason */
+    lc_use_build_and_test_plugins();
     c = tiny("mgtest_bad_abi");
     TU_ASSERT_ERR(mg_gpt_new(&c, &rng, &g), MG_ERR_ABI, "pos 'mgtest_bad_abi'", "ABI version");
 }

@@ -52,8 +52,9 @@ static void set_all(mg_tensor *t, float v) {
 
 START_TEST(catalogue_lists_the_spec_schemes_in_order) {
     posenc_catalog c;
+    lc_use_build_and_test_plugins();
     ck_assert_int_eq(posenc_catalog_discover(&c, NULL),
-                     MG_OK); /* MINIGRAD_PLUGIN_PATH: the build's */
+                     MG_OK); /* MINIGRAD_PLUGIN_PATH: the build's, and the test plugins */
     ck_assert_int_ge(c.n, 6);
     for (int i = 0; i < 6; i++) {
         ck_assert_str_eq(c.s[i].label, spec_labels[i]);
@@ -67,7 +68,7 @@ START_TEST(catalogue_lists_the_spec_schemes_in_order) {
     ck_assert_msg(strstr(c.s[5].origin, "libalibi.so"), "alibi comes from %s", c.s[5].origin);
     ck_assert_ptr_null(posenc_catalog_find(&c, "sinus"));
     ck_assert_str_eq(posenc_scheme_label("logbias"), "logbias"); /* others keep their name */
-    /* the test plugins in the build's folder were tried and refused, with the loader's reason */
+    /* the test plugins on the path were tried and refused, with the loader's reason */
     tu_assert_has("text", c.skipped, "libmgtest_bad_abi.so");
     char names[256];
     posenc_catalog_names(&c, names, sizeof names);

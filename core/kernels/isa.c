@@ -3,6 +3,7 @@
  * compiled. The active path is the one piece of process-wide mutable state in the kernels: tests
  * and benchmarks flip it with mg_isa_force; each kernel call reads it once on entry. */
 #include "gemm_internal.h"
+#include "minigrad/testing.h" /* mg_isa_force: exported, not installed */
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -10,6 +10,7 @@
  */
 #include "minigrad/rowops.h"
 #include "minigrad/kernels.h"
+#include "minigrad/testing.h" /* the *_ref twins and the switch: exported, not installed */
 
 #include <math.h>
 #include <stdatomic.h>
