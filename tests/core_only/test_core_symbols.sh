@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2086,SC2116 # $(echo $list) joins a list onto one line, on purpose
 # The libraries' dynamic symbols, read with nm -D (TAP):
 #  - libminigrad (core) needs nothing from the layers, plugins, plotting or stb, and no library
 #    of this repository;

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2046,SC2012,SC2016
+# (pkg-config's output is split into words on purpose; ls -t picks the newest log; '$ORIGIN' is
+# literal)
+#
 # minigrad as an installed library (TAP). In a temporary folder: configure this source tree with
 # its own build folder (-Dtests=disabled -Dexamples=true), build, `meson install` into a prefix;
 # then, with pkg-config alone (PKG_CONFIG_PATH to the prefix, no path into the source tree):
@@ -49,8 +53,9 @@ not_ok() {
 # run LOG CMD...: runs CMD with stdout and stderr to LOG; its status
 run() { local log=$1; shift; "$@" >"$log" 2>&1; }
 # The installed programs and what is built against the prefix must find the libraries by
-# themselves: never through LD_LIBRARY_PATH (meson test sets one for the main build).
-unset LD_LIBRARY_PATH
+# themselves: never through LD_LIBRARY_PATH (meson test sets one for the main build); plugins
+# come from MINIGRAD_PLUGIN_PATH only where a step sets it.
+unset LD_LIBRARY_PATH MINIGRAD_PLUGIN_PATH
 
 echo "1..11"
 
@@ -107,7 +112,7 @@ else
 fi
 
 # The program sources are copied out: nothing below reads the source tree.
-mkdir -p "$work/app" "$work/out" "$work/plugins"
+mkdir -p "$work/app" "$work/out" "$work/myplugins"
 cp "$here/consumer.c" "$here/gradcheck_op.c" "$here/bitpos.c" "$src/tests/core_only/core_only.c" \
   "$work/app/"
 cd "$work/app" || exit 1
@@ -150,18 +155,19 @@ fi
 
 # ---- 7. a plugin built outside the tree, found by the installed posenc -------------------------
 if run "$work/plugin.log" "${CC[@]}" -std=c11 -Wall -Wextra -Werror -shared -fPIC bitpos.c \
-      -o "$work/plugins/libbitpos.so" $(pkg-config --cflags --libs minigrad) &&
-   MINIGRAD_PLUGIN_PATH=$work/plugins run "$work/list.run" "$P/bin/posenc" --list-schemes &&
-   grep -q "^  bitpos .*$work/plugins/libbitpos.so" "$work/list.run" &&
-   grep -q "^  alibi .*$plugindir/libalibi.so" "$work/list.run"; then
-  ok "plugin built with cc -shared -fPIC \$(pkg-config ...): listed by the installed posenc, beside the installed alibi"
+      -o "$work/myplugins/libbitpos.so" $(pkg-config --cflags --libs minigrad) &&
+   MINIGRAD_PLUGIN_PATH=$work/myplugins run "$work/list.run" "$P/bin/posenc" --list-schemes &&
+   grep -q "^  bitpos .*$work/myplugins/libbitpos.so" "$work/list.run" &&
+   grep -q "^  alibi .*$plugindir/libalibi.so" "$work/list.run" &&
+   run "$work/list0.run" "$P/bin/posenc" --list-schemes && ! grep -q bitpos "$work/list0.run"; then
+  ok "plugin built with cc -shared -fPIC \$(pkg-config ...): listed by the installed posenc from MINIGRAD_PLUGIN_PATH (not without), beside the installed alibi"
 else
   not_ok "out-of-tree plugin listed by posenc --list-schemes" "$work/plugin.log"
   [ -f "$work/list.run" ] && sed 's/^/# /' "$work/list.run"
 fi
 
 # ---- 8. ... and trained with --------------------------------------------------------------------
-if MINIGRAD_PLUGIN_PATH=$work/plugins run "$work/posenc.run" "$P/bin/posenc" --schemes bitpos \
+if MINIGRAD_PLUGIN_PATH=$work/myplugins run "$work/posenc.run" "$P/bin/posenc" --schemes bitpos \
       --tasks lmax --seeds 0 --steps 4 --batch 8 --eval-every 2 --eval-n 32 --lengths "" \
       --threads 1 --out "$work/out/posenc" &&
    grep -q "^lmax,bitpos,0," "$work/out/posenc/results.csv"; then
