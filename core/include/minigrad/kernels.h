@@ -3,10 +3,9 @@
  * Ops call these; programs may call them directly. Each fast kernel also keeps a plain reference
  * twin that the tests compare against; the twins and the switches that select them are not part of
  * the installed API (they are declared in the source tree's core/testing/minigrad/testing.h).
- * All matrices are row-major float32 with
- * leading dimensions in elements. Parallel kernels split work over output rows/tiles only, so the
- * result is bit-identical whatever the number of threads. Called from inside an OpenMP parallel
- * region they run on the calling thread alone.
+ * All matrices are row-major float32 with leading dimensions in elements. Parallel kernels split
+ * work over output rows/tiles only, so the result is bit-identical whatever the number of threads.
+ * Called from inside an OpenMP parallel region they run on the calling thread alone.
  */
 #ifndef MINIGRAD_KERNELS_H
 #define MINIGRAD_KERNELS_H

@@ -5,9 +5,8 @@
  * Ops call these kernels; programs may call them directly. Each also keeps a plain reference twin
  * (single-threaded loops, libm math) that the tests compare against; the twins and the switch that
  * selects them are not part of the installed API (core/testing/minigrad/testing.h in the source
- * tree). All buffers are flat, contiguous, row-major
- * float32 owned by the caller; nothing is allocated or kept. "dst +=" kernels accumulate, as
- * backward does.
+ * tree). All buffers are flat, contiguous, row-major float32 owned by the caller; nothing is
+ * allocated or kept. "dst +=" kernels accumulate, as backward does.
  *
  * Fast kernels run on the SIMD path mg_isa_active() names (AVX-512 / AVX2 / portable C, kernels.h),
  * read once per call. They split work over rows (or over whole elements, or columns for the
