@@ -39,11 +39,26 @@ static inline const char *lc_plugin_dir(void) {
     return tu_build_path(dir, sizeof dir, "plugins") ? dir : NULL;
 }
 
+/* The build tree's broken-on-purpose plugins (libmgtest_*.so, tests/plugins/meson.build). */
+static inline const char *lc_test_plugin_dir(void) {
+    static char dir[4096];
+    return tu_build_path(dir, sizeof dir, "tests/plugins") ? dir : NULL;
+}
+
 /* Makes the build tree's plugins findable by name (as a user would with MINIGRAD_PLUGIN_PATH). */
 static inline void lc_use_build_plugins(void) {
     const char *dir = lc_plugin_dir();
     if (!dir) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
     setenv(MG_PLUGIN_PATH_ENV, dir, 1);
+}
+
+/* As lc_use_build_plugins, with the broken-on-purpose test plugins on the search path too. */
+static inline void lc_use_build_and_test_plugins(void) {
+    const char *dir = lc_plugin_dir(), *test_dir = lc_test_plugin_dir();
+    if (!dir || !test_dir) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
+    char path[8200];
+    snprintf(path, sizeof path, "%s:%s", dir, test_dir);
+    setenv(MG_PLUGIN_PATH_ENV, path, 1);
 }
 
 /* Swallows INFO logs (model summaries) so test output stays readable. */

@@ -9,6 +9,7 @@
  * libm's expf), each worth a few float ulps per term. */
 #include "test_util.h"
 #include "minigrad/minigrad.h"
+#include "minigrad/testing.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
+#include "minigrad/testing.h"
 #include "minigrad/rng.h"
 
 #include <float.h>

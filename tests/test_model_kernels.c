@@ -7,6 +7,7 @@
 #include "minigrad/gpt.h"
 #include "minigrad/minigrad.h"
 #include "minigrad/rowops.h"
+#include "minigrad/testing.h"
 
 #include <math.h>
 #include <string.h>

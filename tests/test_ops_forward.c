@@ -16,6 +16,7 @@
  * A coverage test fails if an op in ops.def has no forward test here. */
 #include "test_util.h"
 #include "minigrad/minigrad.h"
+#include "minigrad/testing.h"
 
 #include <float.h>
 #include <math.h>

@@ -6,8 +6,8 @@
  * a scheme found by its own name in whichever plugin provides it (from the GPT code and from
  * posenc), its order (MINIGRAD_PLUGIN_PATH first, a file of the same name later shadowed), broken
  * plugins reported without stopping the search, and the listing. The plugins come from the build
- * tree: the real ones from <build>/plugins, the test ones (plugins/testing) from
- * <build>/plugins/testing, which is on no search path unless a test puts it there. */
+ * tree: the real ones from <build>/plugins, the test ones (tests/plugins) from
+ * <build>/tests/plugins, which is on no search path unless a test puts it there. */
 #include "layer_check.h"
 #include "test_util.h"
 #include "minigrad/gpt.h"
@@ -20,10 +20,10 @@
 
 static char path_buf[PATH_MAX + 64];
 
-/* The folder of the test plugins (plugins/testing/meson.build). */
+/* The folder of the test plugins (tests/plugins/meson.build). */
 static const char *test_plugin_dir(void) {
     static char dir[1024];
-    if (!tu_build_path(dir, sizeof dir, "plugins/testing")) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
+    if (!tu_build_path(dir, sizeof dir, "tests/plugins")) mg_test_skip_all("MINIGRAD_BUILD_ROOT is not set: run through meson test");
     return dir;
 }
 

@@ -22,6 +22,7 @@
 #include "minigrad/minigrad.h"
 #include "minigrad/rng.h"
 #include "minigrad/rowops.h"
+#include "minigrad/testing.h"
 
 #include <float.h>
 #include <math.h>

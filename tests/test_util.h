@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "minigrad/minigrad.h"
+#include "minigrad/testing.h" /* reference twins and switches (source tree only) */
 
 #include <dirent.h>
 #include <errno.h>

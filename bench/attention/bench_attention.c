@@ -37,6 +37,7 @@
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
 #include "minigrad/rng.h"
+#include "minigrad/testing.h" /* the reference twin and the switch (source tree only) */
 #include "../common/bench_util.h"
 
 #include <errno.h>

@@ -26,6 +26,7 @@
  */
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
+#include "minigrad/testing.h" /* mg_sgemm_ref, mg_isa_force (source tree only) */
 #include "../common/bench_util.h"
 
 #include <dlfcn.h>

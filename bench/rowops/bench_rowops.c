@@ -29,6 +29,7 @@
 #include "minigrad/minigrad.h"
 #include "minigrad/rng.h"
 #include "minigrad/rowops.h"
+#include "minigrad/testing.h" /* the *_ref twins, mg_isa_force (source tree only) */
 #include "../common/bench_util.h"
 
 #include <stdio.h>

@@ -26,6 +26,7 @@
 #include "threads.h"
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
+#include "minigrad/testing.h" /* the reference twin and the switch: exported, not installed */
 
 #include <math.h>
 #include <stdatomic.h>

@@ -17,6 +17,7 @@
 #include "threads.h"
 #include "minigrad/base.h"
 #include "minigrad/rowops.h"
+#include "minigrad/testing.h" /* mg_sgemm_ref and the switch: exported, not installed */
 
 #include <pthread.h>
 #include <stddef.h>

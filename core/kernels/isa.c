@@ -5,6 +5,7 @@
  * in the kernels: tests and benchmarks flip it with mg_isa_force; each kernel call reads it once on
  * entry, through the mgk_*_active functions below. */
 #include "isa.h"
+#include "minigrad/testing.h" /* mg_isa_force: exported, not installed */
 
 #include <stdatomic.h>
 #include <stddef.h>

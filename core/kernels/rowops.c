@@ -6,6 +6,7 @@
 #include "rowops_internal.h"
 #include "minigrad/kernels.h"
 #include "minigrad/rowops.h"
+#include "minigrad/testing.h" /* the *_ref twins and the switch: exported, not installed */
 
 #include <math.h>
 #include <stdatomic.h>

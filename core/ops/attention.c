@@ -7,6 +7,7 @@
  * Kernel scratch comes from the step arena. */
 #include "internal.h"
 #include "minigrad/kernels.h"
+#include "minigrad/testing.h" /* the reference twin and the switch between the two */
 
 typedef struct attn_saved {
     mg_attn_desc desc;

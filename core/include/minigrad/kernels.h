@@ -1,10 +1,11 @@
 /* minigrad/kernels.h: low-level compute kernels (GEMM and friends) with run-time ISA dispatch.
  *
- * Ops call these; tests and benchmarks call them directly (each fast kernel keeps a plain
- * reference twin, `*_ref`, that tests compare against). All matrices are row-major float32 with
- * leading dimensions in elements. Parallel kernels split work over output rows/tiles only, so the
- * result is bit-identical whatever the number of threads. Called from inside an OpenMP parallel
- * region they run on the calling thread alone.
+ * Ops call these; programs may call them directly. Each fast kernel also keeps a plain reference
+ * twin that the tests compare against; the twins and the switches that select them are not part of
+ * the installed API (they are declared in the source tree's core/testing/minigrad/testing.h).
+ * All matrices are row-major float32 with leading dimensions in elements. Parallel kernels split
+ * work over output rows/tiles only, so the result is bit-identical whatever the number of threads.
+ * Called from inside an OpenMP parallel region they run on the calling thread alone.
  */
 #ifndef MINIGRAD_KERNELS_H
 #define MINIGRAD_KERNELS_H
@@ -23,10 +24,6 @@ typedef enum mg_isa { MG_ISA_GENERIC = 0, MG_ISA_AVX2 = 1, MG_ISA_AVX512 = 2 } m
 
 MG_API mg_isa mg_isa_detected(void); /* best path this CPU (and this build) supports */
 MG_API mg_isa mg_isa_active(void);   /* path in use now */
-/* Forces a path (tests, benchmarks). Returns false, changing nothing, if the CPU lacks it. The
- * setting is process-wide; a kernel call reads it once on entry. Paths round differently, so their
- * results agree only within rounding (each path is bit-identical across thread counts). */
-MG_API bool mg_isa_force(mg_isa isa);
 MG_API const char *mg_isa_name(mg_isa isa);
 
 /* C = alpha * op(A) @ op(B) + beta * C.
@@ -39,15 +36,6 @@ MG_API const char *mg_isa_name(mg_isa isa);
 MG_API void mg_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
-MG_API void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                  int64_t ldc);
-
-/* Process-wide switch (like mg_isa_force): true makes mg_sgemm and mg_sgemm_batched run the plain
- * reference loops, so a test can compare a whole model on the reference twins against the fast
- * kernels (with mg_attn_set_impl and mg_rowops_set_impl). */
-MG_API void mg_sgemm_set_reference(bool on);
-MG_API bool mg_sgemm_get_reference(void);
 
 /* `batch` independent GEMMs; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
  * A stride of 0 shares one matrix across the batch; stride_c == 0 accumulates the products into
@@ -104,21 +92,6 @@ MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
 MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes);
-
-/* Reference twin: the straightforward version that materialises the probabilities
- * p (B,H,Tq,Tk) in forward and keeps them for backward. Same inputs, outputs and conventions. */
-MG_API void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
-                         float *o, float *p);
-MG_API size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a);
-MG_API void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
-                          const float *p, const float *dO, float *dq, float *dk, float *dv,
-                          void *ws, size_t ws_bytes);
-
-/* Which implementation mg_attention uses (tests and benchmarks compare them; default fused).
- * Process-wide, like mg_isa_force; read once per op call, and backward follows its forward. */
-typedef enum mg_attn_impl { MG_ATTN_FUSED = 0, MG_ATTN_REFERENCE = 1 } mg_attn_impl;
-MG_API void mg_attn_set_impl(mg_attn_impl impl);
-MG_API mg_attn_impl mg_attn_get_impl(void);
 /* ==== end of fused attention ==================================================================== */
 
 #ifdef __cplusplus

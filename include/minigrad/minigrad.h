@@ -1,4 +1,6 @@
-/* minigrad.h: the umbrella header.
+/* minigrad.h: the umbrella header: everything minigrad installs (the core library, the layers with
+ * their plugins and the GPT model, plotting). minigrad/core.h is the core library's alone.
+ * Link with `pkg-config --libs minigrad` (or meson's dependency('minigrad')).
  *
  * A two-layer MLP trained with AdamW, the whole API in miniature (tests/test_readme_example.c
  * builds and runs this same code, so it cannot drift):
@@ -26,17 +28,13 @@
 #ifndef MINIGRAD_H
 #define MINIGRAD_H
 
-#include "minigrad/base.h"
-#include "minigrad/checkpoint.h"
-#include "minigrad/gradcheck.h"
-#include "minigrad/kernels.h"
-#include "minigrad/op.h"
-#include "minigrad/ops.h"
-#include "minigrad/optim.h"
-#include "minigrad/params.h"
+#include "minigrad/core.h"
+
+#include "minigrad/config.h"
+#include "minigrad/gpt.h"
+#include "minigrad/layer.h"
 #include "minigrad/plot.h"
-#include "minigrad/rng.h"
-#include "minigrad/safetensors.h"
-#include "minigrad/tensor.h"
+#include "minigrad/plugin.h"
+#include "minigrad/train.h"
 
 #endif

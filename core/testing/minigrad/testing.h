@@ -1,0 +1,100 @@
+/* minigrad/testing.h: the switches and reference twins the tests and benchmarks use.
+ *
+ * NOT part of the installed API: this header lives in the source tree only (core/testing/) and is
+ * never installed. The functions stay exported from libminigrad, because the tests and benchmarks
+ * link the shared library, but they may change or go away in any release. Programs outside this
+ * repository must not call them.
+ *
+ * Every fast kernel keeps a plain reference twin (`*_ref`: straightforward single-threaded loops,
+ * libm math) with the same inputs, outputs and conventions as the kernel it shadows; tests compare
+ * the two. The switches are process-wide and read once on each kernel (or op) call; they let a
+ * test run a whole model on the reference twins, or on one instruction-set path, and compare.
+ */
+#ifndef MINIGRAD_TESTING_H
+#define MINIGRAD_TESTING_H
+
+#include "minigrad/export.h"
+
+#include "minigrad/kernels.h"
+#include "minigrad/rowops.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- instruction-set paths (kernels.h) ------------------------------------------------------- */
+
+/* Forces a path. Returns false, changing nothing, if the CPU lacks it. Paths round differently,
+ * so their results agree only within rounding (each path is bit-identical across thread counts). */
+MG_API bool mg_isa_force(mg_isa isa);
+
+/* ---- GEMM (kernels.h) ------------------------------------------------------------------------ */
+
+MG_API void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                         float *C, int64_t ldc);
+
+/* true makes mg_sgemm and mg_sgemm_batched run the plain reference loops. */
+MG_API void mg_sgemm_set_reference(bool on);
+MG_API bool mg_sgemm_get_reference(void);
+
+/* ---- fused attention (kernels.h) ------------------------------------------------------------- */
+
+/* The straightforward version that materialises the probabilities p (B,H,Tq,Tk) in forward and
+ * keeps them for backward. */
+MG_API void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k,
+                                const float *v, float *o, float *p);
+MG_API size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a);
+MG_API void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
+                                 const float *v, const float *p, const float *dO, float *dq,
+                                 float *dk, float *dv, void *ws, size_t ws_bytes);
+
+/* Which implementation mg_attention uses (default fused); backward follows its forward. */
+typedef enum mg_attn_impl { MG_ATTN_FUSED = 0, MG_ATTN_REFERENCE = 1 } mg_attn_impl;
+MG_API void mg_attn_set_impl(mg_attn_impl impl);
+MG_API mg_attn_impl mg_attn_get_impl(void);
+
+/* ---- row and elementwise kernels (rowops.h) -------------------------------------------------- */
+
+/* Which kernels the fast entry points (and so the ops) run: the fast ones (default) or their
+ * reference twins. */
+typedef enum mg_rowops_impl { MG_ROWOPS_FAST = 0, MG_ROWOPS_REFERENCE = 1 } mg_rowops_impl;
+MG_API void mg_rowops_set_impl(mg_rowops_impl impl);
+MG_API mg_rowops_impl mg_rowops_get_impl(void);
+
+MG_API void mg_layernorm_fwd_ref(int64_t R, int64_t C, const float *x, const float *w,
+                                 const float *b, float eps, float *y, float *mean, float *rstd);
+MG_API void mg_layernorm_bwd_ref(int64_t R, int64_t C, const float *x, const float *w,
+                                 const float *mean, const float *rstd, const float *dy, float *dx,
+                                 float *dw, float *db);
+MG_API void mg_gelu_fwd_ref(mg_gelu_kind kind, int64_t n, const float *x, float *y);
+MG_API void mg_gelu_bwd_ref(mg_gelu_kind kind, int64_t n, const float *x, const float *dy,
+                            float *dx);
+MG_API void mg_add_rows_ref(int64_t R, int64_t N, const float *a, const float *b, float *c);
+MG_API void mg_add_residual_ref(int64_t R, int64_t N, const float *x, const float *h,
+                                const float *b, float *y);
+MG_API void mg_accumulate_ref(int64_t n, float *dst, const float *src);
+MG_API void mg_sum_rows_ref(int64_t R, int64_t N, const float *src, float *dst);
+MG_API void mg_softmax_fwd_ref(int64_t R, int64_t C, const float *x, float *y);
+MG_API void mg_softmax_bwd_ref(int64_t R, int64_t C, const float *y, const float *dy, float *dx);
+MG_API void mg_xent_fwd_ref(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
+                            float *mx, float *ls, double *loss);
+MG_API void mg_xent_bwd_ref(int64_t R, int64_t V, const float *x, const int32_t *t, int32_t ignore,
+                            const float *mx, const float *ls, float g, float *dx);
+MG_API void mg_embedding_fwd_ref(int64_t n, int64_t C, const float *W, const int32_t *ids,
+                                 float *y);
+MG_API void mg_embedding_bwd_ref(int64_t n, int64_t C, const int32_t *ids, const float *dy,
+                                 float *dW);
+MG_API void mg_adamw_update_ref(int64_t n, float *w, const float *g, float *m, float *v,
+                                const mg_adamw_hyper *h);
+MG_API void mg_sgd_update_ref(int64_t n, float *w, const float *g, float *buf, float lr,
+                              float momentum, float weight_decay, bool first);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
