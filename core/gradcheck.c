@@ -109,10 +109,10 @@ static mg_status evaluate(runner *r, const char *when, mg_tensor **out) {
         return mg_set_error(MG_ERR_NOMEM, "mg_gradcheck: cannot make the input views: %s", mg_ctx_error(ctx));
     mg_tensor *y = r->fn(ctx, views, r->user);
     if (!mg_ctx_ok(ctx))
-        return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the forward failed%s: %s", when, mg_ctx_error(ctx));
-    if (!y) return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the forward returned NULL%s", when);
+        return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the forward failed%s: %s", when, mg_ctx_error(ctx));
+    if (!y) return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the forward returned NULL%s", when);
     if (y->dtype != MG_F32)
-        return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the forward returned an int32 tensor%s: only a float32 "
+        return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the forward returned an int32 tensor%s: only a float32 "
                                               "output can be differentiated", when);
     *out = y;
     return MG_OK;
@@ -130,7 +130,7 @@ static mg_status evaluate_same(runner *r, const char *when, mg_tensor **out) {
         char a[64], b[64];
         shape_str(a, sizeof a, r->out_ndim, r->out_shape);
         shape_str(b, sizeof b, y->ndim, y->shape);
-        return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the output changed shape from %s to %s%s: the forward "
+        return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the output changed shape from %s to %s%s: the forward "
                                               "must compute the same thing every time", a, b, when);
     }
     *out = y;
@@ -184,9 +184,9 @@ static mg_status analytic(runner *r, checked *T, const mg_gradcheck_opts *o, mg_
     if (st != MG_OK) return st;
     char ys[64];
     shape_str(ys, sizeof ys, y->ndim, y->shape);
-    if (y->numel == 0) return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the output%s has no elements", ys);
+    if (y->numel == 0) return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the output%s has no elements", ys);
     if (!mg_requires_grad(y))
-        return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the output%s has no gradient path: it depends on no "
+        return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the output%s has no gradient path: it depends on no "
                                               "input view and no parameter that requires a gradient (build it from "
                                               "the views fn is given, with gradients enabled)", ys);
     for (int64_t i = 0; i < y->numel; i++)
@@ -211,7 +211,7 @@ static mg_status analytic(runner *r, checked *T, const mg_gradcheck_opts *o, mg_
     mg_tensor *L = weighted_sum(r->ctx, y, r->R);
     if (L) mg_backward(r->ctx, L);
     if (!mg_ctx_ok(r->ctx))
-        return mg_set_error(MG_ERR_NOT_FOUND, "mg_gradcheck: the backward failed: %s", mg_ctx_error(r->ctx));
+        return mg_set_error(MG_ERR_INVALID, "mg_gradcheck: the backward failed: %s", mg_ctx_error(r->ctx));
     int t = 0;
     for (int k = 0; k < r->n_inputs; k++, t++)
         if (r->views[k]->grad) memcpy(T[t].grad, r->views[k]->grad, (size_t)T[t].numel * sizeof(float));

@@ -35,10 +35,8 @@ mg_status mg_model_build(const mg_cfg_file *f, mg_rng *rng, mg_model **out) {
         const char *type = mg_cfg_file_section(f, i);
         int line = mg_cfg_file_line(f, i);
         mg_config *cfg = mg_cfg_file_config(f, i);
-        if (!mg_layer_find(type)) {
-            char names[1024];
-            mg_reg_names(names, sizeof names, false);
-            st = mg_set_error(MG_ERR_NOT_FOUND, "%s:%d: unknown layer '[%s]' (registered: %s)", path, line, type, names);
+        if (mg_layer_find_or_load(type, NULL) != MG_OK) { /* registered, or from a plugin on the path */
+            st = mg_wrap_error(MG_ERR_NOT_FOUND, "%s:%d: unknown layer '[%s]'", path, line, type);
             break;
         }
         char prefix[256];

@@ -207,10 +207,10 @@ static mg_status create_named(const char *type, const char *prefix, const char *
                               mg_params *params, mg_layer **out) {
     *out = NULL;
     const mg_layer_vtable *vt = mg_layer_find(type);
-    if (!vt) {
-        char names[1024];
-        mg_reg_names(names, sizeof names, false);
-        return mg_set_error(MG_ERR_NOT_FOUND, "unknown layer '%s' (registered: %s)", type ? type : "(null)", names);
+    if (!vt) { /* not registered: any plugin on the search path may provide it */
+        if (!type) return mg_set_error(MG_ERR_NOT_FOUND, "unknown layer '(null)'");
+        mg_status st = mg_layer_find_or_load(type, &vt);
+        if (st != MG_OK) return mg_wrap_error(st, "unknown layer '%s'", type);
     }
     mg_config *own = NULL;
     if (!cfg) {

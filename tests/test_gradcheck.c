@@ -392,25 +392,25 @@ START_TEST(errors_mid_way_restore_and_report) {
     /* call 1 is the analytic pass; calls 2k and 2k+1 evaluate element k-1 moved up, then down */
     flaky f = {0, 9, FAIL_CTX}; /* element 3 = [1,0], moved down */
     x0 = snapshot(x->data, 6);
-    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "mg_gradcheck: the forward failed with input 0[1,0] moved by -0.01: flaky: failing on call 9");
     assert_bits_unchanged("forward failing half-way", x->data, x0, 6);
 
     f = (flaky){0, 4, FAIL_NULL}; /* element 1, moved up */
     x0 = snapshot(x->data, 6);
-    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "the forward returned NULL with input 0[0,1] moved by +0.01");
     assert_bits_unchanged("forward returning NULL half-way", x->data, x0, 6);
 
     f = (flaky){0, 5, FAIL_SHAPE};
     mg_gradcheck_report rep;
-    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, &rep), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, &rep), MG_ERR_INVALID,
                   "the output changed shape from (2,3) to ()");
     ck_assert_str_eq(rep.message, mg_last_error());
     ck_assert_int_eq(rep.failed, 0);
 
     f = (flaky){0, 1, FAIL_CTX}; /* the analytic pass */
-    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, &rep), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(flaky_fn, &f, &x, 1, NULL, NULL, &rep), MG_ERR_INVALID,
                   "the forward failed: flaky: failing on call 1");
     ck_assert_int_eq(rep.checked, 0);
     mg_ctx_free(ctx);
@@ -556,20 +556,20 @@ START_TEST(error_paths) {
     mg_params_free(P);
 
     /* the forward's own failures */
-    TU_ASSERT_ERR(mg_gradcheck(f_constant, NULL, &x, 1, NULL, NULL, &rep), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(f_constant, NULL, &x, 1, NULL, NULL, &rep), MG_ERR_INVALID,
                   "the output(3) has no gradient path");
     ck_assert_str_eq(rep.message, mg_last_error());
-    TU_ASSERT_ERR(mg_gradcheck(f_caller_tensor, x, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(f_caller_tensor, x, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "the output(2,3) has no gradient path", "build it from the views");
-    TU_ASSERT_ERR(mg_gradcheck(f_mismatch, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(f_mismatch, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "mg_gradcheck: the forward failed: mg_matmul");
-    TU_ASSERT_ERR(mg_gradcheck(f_no_backward, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(f_no_backward, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "the backward failed: mg_backward: op 'test_no_backward' has no backward");
     TU_ASSERT_ERR(mg_gradcheck(f_inf, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_NONFINITE,
                   "the output(2,3) is not finite at the unperturbed point: element [0,1] is inf");
-    TU_ASSERT_ERR(mg_gradcheck(f_int_output, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND,
+    TU_ASSERT_ERR(mg_gradcheck(f_int_output, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID,
                   "returned an int32 tensor");
-    TU_ASSERT_ERR(mg_gradcheck(f_empty, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_NOT_FOUND, "has no elements");
+    TU_ASSERT_ERR(mg_gradcheck(f_empty, NULL, &x, 1, NULL, NULL, NULL), MG_ERR_INVALID, "has no elements");
     assert_bits_unchanged("error paths", x->data, x0, 6);
     mg_ctx_free(ctx);
 }

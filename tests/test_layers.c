@@ -253,7 +253,7 @@ START_TEST(unknown_layer_and_key_errors) {
     mg_layer *l = (mg_layer *)1;
     ck_assert_int_eq(make_layer("linearr", "x", "", P, &l), MG_ERR_NOT_FOUND);
     ck_assert_ptr_null(l);
-    ck_assert_msg(strstr(mg_last_error(), "unknown layer 'linearr' (registered: linear, embedding"), "%s", mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "unknown layer 'linearr': layer 'linearr' not found: it is not registered (registered: linear, embedding"), "%s", mg_last_error());
     ck_assert_int_eq(make_layer("linear", "x", "in=4,out=2,biass=false", P, &l), MG_ERR_INVALID);
     ck_assert_msg(strstr(mg_last_error(), "unknown key 'biass' (known keys: in, out, bias,"), "%s", mg_last_error());
     ck_assert_int_eq(make_layer("linear", "x", "in=4", P, &l), MG_ERR_INVALID);

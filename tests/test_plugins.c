@@ -316,6 +316,51 @@ START_TEST(gpt_finds_a_scheme_in_any_plugin) {
 }
 END_TEST
 
+/* A layer type that no one registered or loaded is found in a plugin on the search path, from the
+ * C API and from a model config file alike; the plugin is the one that provides it, whatever its
+ * file name (lib<name>.so is only tried first). */
+START_TEST(layer_found_in_any_plugin_by_create_and_config) {
+    mg_log_set(lc_quiet_log, NULL);
+    setenv(MG_PLUGIN_PATH_ENV, lc_plugin_dir(), 1);
+    ck_assert_ptr_null(mg_layer_find("scale")); /* registered by libexample_scale.so, not yet loaded */
+    mg_params *P = mg_params_new();
+    mg_config *cfg = mg_config_new("scale");
+    ck_assert_int_eq(mg_config_set_list(cfg, "dim=3,init=0.5"), MG_OK);
+    mg_layer *l = NULL;
+    ck_assert_msg(mg_layer_create("scale", "s", cfg, P, &l) == MG_OK, "%s", mg_last_error());
+    ck_assert_ptr_nonnull(mg_params_find(P, "s.gain"));
+    ck_assert_msg(strstr(mg_layer_find("scale")->name, "scale"), "registered");
+    mg_layer_free(l);
+    mg_config_free(cfg);
+    mg_params_free(P);
+    /* an unknown type: the message says it was looked for on the path */
+    P = mg_params_new();
+    TU_ASSERT_ERR(mg_layer_create("no_such_layer", "x", NULL, P, &l), MG_ERR_NOT_FOUND,
+                  "unknown layer 'no_such_layer'", "no plugin on the search path provides it");
+    ck_assert_ptr_null(l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(layer_in_a_config_file_found_in_a_plugin) {
+    mg_log_set(lc_quiet_log, NULL);
+    setenv(MG_PLUGIN_PATH_ENV, lc_plugin_dir(), 1);
+    char dir[256], path[512];
+    tu_make_tmpdir(dir, sizeof dir, "mg_test_plugin_cfg");
+    snprintf(path, sizeof path, "%s/model.cfg", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("[linear]\nname = fc\nin = 4\nout = 6\n\n[scale]\nname = g\ndim = 6\n", f);
+    fclose(f);
+    mg_rng rng = mg_rng_make(3);
+    mg_model *m = NULL;
+    ck_assert_msg(mg_model_from_file(path, &rng, &m) == MG_OK, "%s", mg_last_error());
+    ck_assert_ptr_nonnull(mg_params_find(mg_model_params(m), "g.gain"));
+    mg_model_free(m);
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
 START_TEST(gpt_finds_a_scheme_through_an_added_dir) {
     unsetenv(MG_PLUGIN_PATH_ENV);
     ck_assert_int_eq(mg_layer_find_pos_or_load("tilt", NULL), MG_ERR_NOT_FOUND); /* not on the path yet */
@@ -533,6 +578,8 @@ static Suite *plugins_suite(void) {
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, gpt_finds_a_scheme_in_any_plugin);
     tcase_add_test(tc, gpt_finds_a_scheme_through_an_added_dir);
+    tcase_add_test(tc, layer_found_in_any_plugin_by_create_and_config);
+    tcase_add_test(tc, layer_in_a_config_file_found_in_a_plugin);
     tcase_add_test(tc, search_order_first_wins_later_shadowed);
     tcase_add_test(tc, listing_reports_broken_plugins_and_origins);
     tcase_add_test(tc, build_tree_default_path_has_no_test_plugins);

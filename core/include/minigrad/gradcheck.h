@@ -94,7 +94,8 @@
  * Errors never abort: a NULL fn, n_inputs < 0, a NULL or non-float input, an unallocated store or
  * bad options give MG_ERR_INVALID with nothing checked (report->checked == 0); a forward that
  * returns NULL, fails on its context (shape mismatch, missing backward, ...) or gives an output
- * with no gradient path to anything gives MG_ERR_NOT_FOUND; a non-finite output at the unperturbed
+ * with no gradient path to anything gives MG_ERR_INVALID too, with report->failed == 0 (an element
+ * over tolerance is the one MG_ERR_INVALID with report->failed > 0); a non-finite output at the unperturbed
  * point gives MG_ERR_NONFINITE; memory gives MG_ERR_NOMEM. The message (mg_last_error) says which,
  * and the caller's data is restored in every case.
  */
