@@ -11,6 +11,7 @@
  * input was found at all. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,22 +110,22 @@ int main(int argc, char **argv) {
         return 2;
     }
     long total = 0;
-    int status = 0;
+    bool unreadable = false;
     for (int i = 1; i < argc; i++) {
         struct stat sb;
         if (stat(argv[i], &sb) != 0) {
             fprintf(stderr, "replay: %s: %s\n", argv[i], strerror(errno));
-            status = 2;
+            unreadable = true;
             continue;
         }
         long ran = S_ISDIR(sb.st_mode) ? run_dir(argv[i]) : run_file(argv[i]) == 0 ? 1 : -1;
-        if (ran < 0) status = 2;
-        else total += ran;
+        if (ran < 0)
+            unreadable = true;
+        else
+            total += ran;
     }
-    if (total == 0 && status == 0) {
-        fprintf(stderr, "replay: no inputs found in the arguments given\n");
-        status = 2;
-    }
-    printf("replay: %ld inputs ran%s\n", total, status ? " (some arguments could not be read)" : "");
-    return status;
+    printf("replay: %ld inputs ran\n", total);
+    if (unreadable) fprintf(stderr, "replay: some inputs could not be read\n");
+    if (total == 0) fprintf(stderr, "replay: no inputs found in the arguments given\n");
+    return unreadable || total == 0 ? 2 : 0;
 }
