@@ -1,11 +1,14 @@
 /* Key/value configs with sticky typed getters, and the INI-like config file parser.
- * Every entry remembers its file and line, so an error points at the text the user wrote. */
+ * Every entry remembers its file and line, so an error points at the text the user wrote.
+ * Keys are indexed by an open-addressing hash table, so that reading a file of n keys (each one
+ * checked against the keys before it) takes O(n), not O(n^2): no config file can stall it. */
 #include "minigrad/config.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@ typedef struct {
     int line;
     bool offered; /* host context: may go unused */
     bool used;
+    uint64_t hash; /* of key */
 } entry;
 
 struct mg_config {
@@ -24,6 +28,8 @@ struct mg_config {
     int line;
     entry *e;
     int n, cap;
+    int *slot;      /* 1 + index in e of a key, or 0 (empty); n_slots: 0 or a power of two >= 2n */
+    size_t n_slots;
     char **asked; /* every key a getter asked for, for the "known keys" hint */
     int n_asked, cap_asked;
     mg_status status;
@@ -48,6 +54,7 @@ void mg_config_free(mg_config *c) {
     for (int i = 0; i < c->n_asked; i++) free(c->asked[i]);
     free(c->asked);
     free(c->e);
+    free(c->slot);
     free(c->file);
     free(c->name);
     free(c);
@@ -61,10 +68,44 @@ void mg_config_set_origin(mg_config *c, const char *file, int line) {
     c->line = line;
 }
 
+/* FNV-1a, 64-bit. */
+static uint64_t key_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+/* The slot holding key, or the empty slot where it would go. Needs n_slots > 0. */
+static size_t slot_of(const mg_config *c, const char *key, uint64_t h) {
+    size_t mask = c->n_slots - 1, i = (size_t)h & mask;
+    while (c->slot[i]) {
+        const entry *e = &c->e[c->slot[i] - 1];
+        if (e->hash == h && strcmp(e->key, key) == 0) break;
+        i = (i + 1) & mask;
+    }
+    return i;
+}
+
 static entry *find(const mg_config *c, const char *key) {
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->e[i].key, key) == 0) return &c->e[i];
-    return NULL;
+    if (!c->n_slots) return NULL;
+    int k = c->slot[slot_of(c, key, key_hash(key))];
+    return k ? &c->e[k - 1] : NULL;
+}
+
+/* Room in the table for one more key: it doubles (and is rebuilt) before it passes half full. */
+static bool reserve_slot(mg_config *c) {
+    if ((size_t)c->n + 1 <= c->n_slots / 2) return true;
+    size_t n_slots = c->n_slots ? 2 * c->n_slots : 16;
+    int *slot = calloc(n_slots, sizeof *slot);
+    if (!slot) return false;
+    for (int i = 0; i < c->n; i++) {
+        size_t j = (size_t)c->e[i].hash & (n_slots - 1);
+        while (slot[j]) j = (j + 1) & (n_slots - 1);
+        slot[j] = i + 1;
+    }
+    free(c->slot);
+    c->slot = slot, c->n_slots = n_slots;
+    return true;
 }
 
 static mg_status put(mg_config *c, const char *key, const char *value, const char *file, int line, bool offered) {
@@ -82,18 +123,22 @@ static mg_status put(mg_config *c, const char *key, const char *value, const cha
         e->value = v, e->file = f, e->line = line, e->offered = offered, e->used = false;
         return MG_OK;
     }
+    if (c->n == INT32_MAX) return mg_set_error(MG_ERR_INVALID, "%s: too many keys", c->name);
+    if (!reserve_slot(c)) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", c->name);
     if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 8;
+        int cap = !c->cap ? 8 : c->cap > INT32_MAX / 2 ? INT32_MAX : 2 * c->cap;
         entry *ne = realloc(c->e, (size_t)cap * sizeof *ne);
         if (!ne) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", c->name);
         c->e = ne, c->cap = cap;
     }
-    entry n = {strdup(key), strdup(value), dupstr(file), line, offered, false};
+    uint64_t h = key_hash(key);
+    entry n = {strdup(key), strdup(value), dupstr(file), line, offered, false, h};
     if (!n.key || !n.value || (file && !n.file)) {
         free(n.key), free(n.value), free(n.file);
         return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", c->name);
     }
-    c->e[c->n++] = n;
+    c->e[c->n] = n;
+    c->slot[slot_of(c, key, h)] = ++c->n;
     return MG_OK;
 }
 

@@ -107,6 +107,52 @@ START_TEST(file_syntax_errors_name_file_and_line) {
 }
 END_TEST
 
+/* A file of many keys reads in time linear in its size (each key is checked against those before
+ * it through a hash table; comparing it with all of them took minutes for a 1 MB file), and every
+ * key keeps its value, its line and its duplicate check, at the start, middle and end. */
+START_TEST(file_with_many_keys) {
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 24 + 64, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += (size_t)snprintf(text + len, cap - len, "[x]\n");
+    for (int i = 0; i < N; i++) len += (size_t)snprintf(text + len, cap - len, "key_%d = %d\n", i, 7 * i);
+    mg_cfg_file *f;
+    ck_assert_int_eq(mg_cfg_file_parse(text, "many.cfg", &f), MG_OK);
+    mg_config *c = mg_cfg_file_config(f, 0);
+    ck_assert_int_eq(mg_config_len(c), N);
+    char key[32], where[256], want[256];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "key_%d", i);
+        snprintf(want, sizeof want, "many.cfg:%d: [x]", i + 2); /* found: its own line */
+        ck_assert_str_eq(mg_config_where(c, key, where, sizeof where), want);
+        if (i % 997 == 0 || i == N - 1)
+            ck_assert_msg(mg_config_int(c, key, -1, 0, INT64_MAX) == 7 * (int64_t)i, "%s", key);
+    }
+    ck_assert_int_eq(mg_config_status(c), MG_OK);
+    ck_assert(!mg_config_has(c, "key_100000") && !mg_config_has(c, "key_") && !mg_config_has(c, "key_1 "));
+    TU_ASSERT_ERR(mg_config_check_used(c), MG_ERR_INVALID, "many.cfg:3: [x]: unknown key 'key_1'");
+    /* a later set replaces the value in place; a new key goes after the others */
+    ck_assert_int_eq(mg_config_set(c, "key_5", "five"), MG_OK);
+    ck_assert_int_eq(mg_config_set(c, "extra", "1"), MG_OK);
+    ck_assert_str_eq(mg_config_value(c, 5), "five");
+    ck_assert_str_eq(mg_config_key(c, N), "extra");
+    mg_cfg_file_free(f);
+
+    /* duplicates of the first, a middle and the last key, each reported against its first line */
+    const int dup[] = {0, N / 2, N - 1};
+    for (int d = 0; d < 3; d++) {
+        snprintf(text + len, cap - len, "key_%d = again\n", dup[d]);
+        snprintf(want, sizeof want, "many.cfg:%d: [x] key 'key_%d' is set twice (first on line %d)", N + 2, dup[d],
+                 dup[d] + 2);
+        TU_ASSERT_ERR(mg_cfg_file_parse(text, "many.cfg", &f), MG_ERR_FORMAT, want);
+        ck_assert_ptr_null(f);
+        text[len] = 0;
+    }
+    free(text);
+}
+END_TEST
+
 static const char *model_cfg =
     "# a tiny GPT-like stack, section by section\n"
     "[embedding]\n"
@@ -234,6 +280,7 @@ static Suite *config_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, getters_defaults_ranges_and_sticky_errors);
     tcase_add_test(tc, file_syntax_errors_name_file_and_line);
+    tcase_add_test(tc, file_with_many_keys);
     tcase_add_test(tc, sequential_model_from_file);
     tcase_add_test(tc, model_file_errors_name_file_line_key);
     tcase_add_test(tc, gpt_config_files);

@@ -826,6 +826,69 @@ START_TEST(params_empty_store) {
 }
 END_TEST
 
+/* Names are found through a hash table: many parameters (tens of thousands make a deep model),
+ * names that share long prefixes and differ in one character, duplicates refused anywhere in the
+ * store, misses that match no name. Correctness only; the cost is not measured here. */
+START_TEST(params_many_names) {
+    enum { N = 200000 };
+    mg_params *P = mg_params_new();
+    char name[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "h.%d.%s", i / 4, (const char *[]){"w", "b", "ln.w", "ln.b"}[i % 4]);
+        mg_tensor *t = mg_params_add(P, name, 1, (int64_t[]){1 + i % 3}, mg_init_zeros(), 0);
+        ck_assert_msg(t != NULL, "declaring %s: %s", name, mg_last_error());
+    }
+    ck_assert_int_eq(mg_params_len(P), N);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "h.%d.%s", i / 4, (const char *[]){"w", "b", "ln.w", "ln.b"}[i % 4]);
+        mg_tensor *t = mg_params_find(P, name);
+        ck_assert_msg(t == mg_params_at(P, i), "find %s gave parameter %s", name, t ? t->name : "(none)");
+        ck_assert_str_eq(t->name, name);
+        ck_assert_int_eq(t->numel, 1 + i % 3);
+    }
+    /* misses: past the last layer, a prefix, an extension, a near neighbour, the empty name */
+    const char *miss[] = {"h.50000.w", "h.0", "h.0.w.", "h.0.x", "h.1.ln", "H.0.w", "", "h.49999.ln.c"};
+    for (size_t i = 0; i < sizeof miss / sizeof *miss; i++)
+        ck_assert_msg(mg_params_find(P, miss[i]) == NULL, "'%s' is not declared but was found", miss[i]);
+    /* duplicates of the first, a middle and the last name are refused and change nothing */
+    const char *dup[] = {"h.0.w", "h.25000.ln.w", "h.49999.ln.b"};
+    for (size_t i = 0; i < sizeof dup / sizeof *dup; i++) {
+        mg_clear_error();
+        ck_assert_ptr_null(mg_params_add(P, dup[i], 1, (int64_t[]){7}, mg_init_zeros(), 0));
+        ck_assert_msg(strstr(mg_last_error(), "duplicate") && strstr(mg_last_error(), dup[i]), "duplicate %s: %s",
+                      dup[i], mg_last_error());
+        ck_assert_int_ne(mg_params_find(P, dup[i])->numel, 7);
+    }
+    ck_assert_int_eq(mg_params_len(P), N);
+    /* a name that was missed can still be declared, and is then found */
+    ck_assert_ptr_nonnull(mg_params_add(P, "h.0", 1, (int64_t[]){2}, mg_init_zeros(), 0));
+    ck_assert_ptr_eq(mg_params_find(P, "h.0"), mg_params_at(P, N));
+    ck_assert_ptr_eq(mg_params_find(P, "h.0.w"), mg_params_at(P, 0));
+    ck_assert_int_eq(mg_params_alloc(P, NULL), MG_OK);
+    ck_assert_ptr_eq(mg_params_find(P, "h.31337.b")->data, mg_params_data(P) + mg_params_offset(P, 4 * 31337 + 1));
+    mg_params_free(P);
+}
+END_TEST
+
+/* A shape whose element count overflows 64 bits is refused by name, not wrapped around. */
+START_TEST(params_shape_overflow) {
+    mg_params *P = mg_params_new();
+    mg_clear_error();
+    ck_assert_ptr_null(mg_params_add(P, "huge", 3, (int64_t[]){INT64_C(1) << 40, INT64_C(1) << 20, 1 << 10},
+                                     mg_init_zeros(), 0));
+    ck_assert_msg(strstr(mg_last_error(), "huge") != NULL, "overflow: %s", mg_last_error());
+    ck_assert_int_eq(mg_params_len(P), 0);
+    ck_assert_ptr_null(mg_params_find(P, "huge"));
+    /* a count that fits but no memory could hold: refused by alloc with a message */
+    ck_assert_ptr_nonnull(mg_params_add(P, "big", 2, (int64_t[]){INT64_C(1) << 40, INT64_C(1) << 22}, mg_init_zeros(), 0));
+    mg_clear_error();
+    ck_assert_int_lt(mg_params_alloc(P, NULL), 0);
+    ck_assert_msg(strstr(mg_last_error(), "big") != NULL, "alloc: %s", mg_last_error());
+    ck_assert(!mg_params_allocated(P));
+    mg_params_free(P);
+}
+END_TEST
+
 static Suite *optim_suite(void) {
     Suite *s = suite_create("optim");
     TCase *tc = tcase_create("optim");
@@ -855,6 +918,8 @@ static Suite *optim_suite(void) {
     tcase_add_test(tp, params_uniform_excludes_upper_bound);
     tcase_add_test(tp, params_init_order_and_seed);
     tcase_add_test(tp, params_empty_store);
+    tcase_add_test(tp, params_many_names);
+    tcase_add_test(tp, params_shape_overflow);
     suite_add_tcase(s, tp);
     return s;
 }
