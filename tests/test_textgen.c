@@ -617,6 +617,20 @@ static double reference_val_loss(const char *ckpt, const char *text_path) {
     return r;
 }
 
+/* `textgen plugins`: every scheme --pos accepts, with where it comes from (the build tree's alibi
+ * plugin is found without any setting), and the folders searched. */
+START_TEST(plugins_lists_schemes_and_their_origin) {
+    setup_run();
+    ck_assert_int_eq(run("plugins --schemes"), 0);
+    tu_assert_stdout_has(&textgen, "positional schemes (scheme, layer, origin):");
+    tu_assert_stdout_has(&textgen, "built-in");
+    tu_assert_stdout_has(&textgen, "libalibi.so");
+    tu_assert_stdout_has(&textgen, "plugin directories searched, in order:");
+    ck_assert_int_eq(run("plugins --bogus"), 2);
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(eval_reports_nats_and_bits_per_character) {
     setup_run();
     write_tiny("odd.txt", 7); /* a validation split that does not fill whole windows */
@@ -765,6 +779,7 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
     tcase_add_test(tc, sampling_is_deterministic_for_a_seed);
     tcase_add_test(tc, eval_reports_nats_and_bits_per_character);
+    tcase_add_test(tc, plugins_lists_schemes_and_their_origin);
     tcase_add_test(tc, byte_tokenizer_end_to_end);
     tcase_add_test(tc, bad_inputs_give_clear_errors);
     tcase_add_test(tc, non_finite_loss_stops_and_keeps_the_last_checkpoint);

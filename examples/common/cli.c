@@ -1,5 +1,6 @@
 /* Typed option parsing for the example programs. */
 #include "cli.h"
+#include "minigrad/plugin.h"
 
 
 #include <errno.h>
@@ -133,4 +134,16 @@ mg_status ex_mkdirs(const char *dir) {
     if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return mg_set_error(MG_ERR_IO, "%s: exists but is not a directory", d);
     return MG_OK;
+}
+
+int ex_cmd_plugins(const char *prog, int argc, char **argv) {
+    bool schemes = false;
+    const ex_opt opts[] = {
+        {"schemes", EX_FLAG, &schemes, "only the positional schemes"},
+    };
+    char name[64];
+    snprintf(name, sizeof name, "%s plugins", prog);
+    ex_parse_result r = ex_parse(name, "[--schemes]", argc, argv, opts, 1, NULL, 0, NULL);
+    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
+    return mg_plugin_list_print(stdout, schemes) == MG_OK ? 0 : ex_fail(name);
 }

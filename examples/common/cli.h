@@ -42,4 +42,9 @@ int ex_fail_load(const char *prog, const char *train_cmd, const char *ckpt);
 /* mkdir -p: dir and every missing folder above it. */
 mg_status ex_mkdirs(const char *dir);
 
+/* The `plugins` command of every program: `PROG plugins [--schemes]` prints each layer and
+ * positional scheme the program can use with where it comes from (built-in or a plugin's path),
+ * the plugin folders searched in order, and the plugins that did not load with the reason. */
+int ex_cmd_plugins(const char *prog, int argc, char **argv); /* argv: the words after `plugins` */
+
 #endif

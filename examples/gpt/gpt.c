@@ -285,15 +285,7 @@ static int cmd_sample(int argc, char **argv) {
 
 /* ---- plugins ---- */
 
-static int cmd_plugins(int argc, char **argv) {
-    bool schemes = false;
-    const ex_opt opts[] = {
-        {"schemes", EX_FLAG, &schemes, "only the positional schemes"},
-    };
-    ex_parse_result r = ex_parse("gpt plugins", "gpt plugins [--schemes]", argc, argv, opts, 1, NULL, 0, NULL);
-    if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
-    return mg_plugin_list_print(stdout, schemes) == MG_OK ? 0 : ex_fail("gpt plugins");
-}
+static int cmd_plugins(int argc, char **argv) { return ex_cmd_plugins("gpt", argc, argv); }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gpt <command> [options]   (gpt <command> --help for its options)\n"

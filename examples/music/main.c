@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int music_cmd_plugins(int argc, char **argv) { return ex_cmd_plugins("music", argc - 1, argv + 1); }
+
 static const music_command commands[] = {
     {"stats", "--data DIR [--no-sustain] [--keep-drums]",
      "one tab-separated line per MIDI file under DIR (format, tracks, note-ons, tempo events, "
@@ -31,6 +33,9 @@ static const music_command commands[] = {
      music_cmd_sample},
     {"eval", "[--ckpt FILE] [--data DIR]",
      "mean loss (nats/token) of a checkpoint on the validation windows", music_cmd_eval},
+    {"plugins", "[--schemes]",
+     "every layer and positional scheme (--pos), where each comes from, and the plugin search path",
+     music_cmd_plugins},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int cmd_plugins(int argc, char **argv) { return ex_cmd_plugins("textgen", argc - 1, argv + 1); }
+
 typedef struct {
     const char *name, *usage, *summary;
     int (*run)(int argc, char **argv);
@@ -20,6 +22,9 @@ static const command commands[] = {
      "stream text from a trained checkpoint", textgen_cmd_sample},
     {"eval", "[--ckpt FILE] [--data FILE] [--split val|train|all]",
      "validation loss of a checkpoint in nats and bits per character", textgen_cmd_eval},
+    {"plugins", "[--schemes]",
+     "every layer and positional scheme (--pos), where each comes from, and the plugin search path",
+     cmd_plugins},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
