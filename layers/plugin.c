@@ -399,7 +399,7 @@ static int list_dir(const char *dir, const char *want, char ***out) {
         if ((v[n] = strdup(e->d_name))) n++;
     }
     closedir(d);
-    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_str); /* v is NULL when the folder holds none */
     if (want && !strchr(want, '/')) {
         char pref[2][300];
         snprintf(pref[0], sizeof pref[0], "lib%s.so", want);
