@@ -538,6 +538,36 @@ START_TEST(metadata_sizes_are_checked_before_allocating) {
 }
 END_TEST
 
+/* Sizes each within its key's range can still make a model too large to exist: the parameter
+ * count is computed with checked arithmetic and refused, naming the keys, before anything is
+ * built. */
+START_TEST(config_sizes_are_held_to_a_parameter_budget) {
+    mg_config *kv = mg_config_new("big.cfg");
+    ck_assert_ptr_nonnull(kv);
+    ck_assert_int_eq(mg_config_set(kv, "vocab_size", "2147483647"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_embd", "1048576"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_head", "1"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_layer", "65536"), MG_OK);
+    mg_gpt_config c = mg_gpt_config_default();
+    TU_ASSERT_ERR(mg_gpt_config_from(kv, &c), MG_ERR_INVALID,
+                  "big.cfg: vocab_size 2147483647, n_layer 65536 and n_embd 1048576 make 866943821620969472 parameters, "
+                  "more than the 68719476736 a model may have");
+    ck_assert_int_eq(c.vocab_size, mg_gpt_config_default().vocab_size); /* *out untouched */
+    mg_config_free(kv);
+    /* in a checkpoint's metadata, the same: refused before any tensor is compared or allocated */
+    mg_gpt_config s = small("learned");
+    mg_gpt *g = make(&s, 71);
+    const char *p = tmp_path("vast.safetensors");
+    write_variant(g, p, NULL, NULL, 0, NULL, "n_layer", "65536");
+    mg_gpt_free(g);
+    tu_set_meta(p, "n_embd", "1048576");
+    tu_set_meta(p, "n_head", "1");
+    mg_gpt *h = (mg_gpt *)1;
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "more than the 68719476736 a model may have");
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
 START_TEST(malformed_checkpoints_at_model_level) {
     mg_gpt_config c = small("learned");
     mg_gpt *g = make(&c, 60);
@@ -860,6 +890,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, checkpoint_round_trip_bit_exact);
     tcase_add_test(tc, malformed_checkpoints_at_model_level);
     tcase_add_test(tc, metadata_sizes_are_checked_before_allocating);
+    tcase_add_test(tc, config_sizes_are_held_to_a_parameter_budget);
     tcase_add_test(tc, eps_and_attention_scale_in_metadata);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, summary_and_names);
