@@ -6,6 +6,7 @@
  * last `crop` tokens are re-run from position 0: that is what "crop the context to block_size"
  * means for a table indexed by absolute position, and it keeps the cached and uncached paths
  * computing the same thing. */
+#include "minigrad/checked.h"
 #include "minigrad/gpt.h"
 #include "registry_internal.h"
 
@@ -92,6 +93,12 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
     if (!opts || !prompt || n_prompt < 1 || opts->max_new_tokens < 0)
         return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: need options, a prompt of at least one token and "
                                             "max_new_tokens >= 0 (got %lld prompt tokens)", (long long)n_prompt);
+    if (!(opts->temperature >= 0.0f && isfinite(opts->temperature)) || opts->top_k < 0 ||
+        !(opts->top_p >= 0.0f && isfinite(opts->top_p)) || opts->max_context < 0)
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: temperature %g, top_k %lld, top_p %g, max_context %lld: "
+                                            "each must be finite and at least 0",
+                            (double)opts->temperature, (long long)opts->top_k, (double)opts->top_p,
+                            (long long)opts->max_context);
     if (opts->temperature > 0.0f && !rng)
         return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: sampling at temperature %g needs an rng",
                             (double)opts->temperature);
@@ -103,14 +110,27 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
     if (limit > 0 && crop > limit)
         return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: max_context %lld exceeds the positional table's %lld rows",
                             (long long)crop, (long long)limit);
-    int64_t total = n_prompt + opts->max_new_tokens;
-    int64_t cap = crop > 0 && crop < total ? crop : total;
+    /* Every size below comes from the caller's numbers: checked, so that none wraps around into a
+     * small buffer that the loop would then overrun. */
+    int64_t total, cap, slab_n;
+    size_t hist_bytes, slab_bytes = 0;
+    if (mg_ckd_add_i64(&total, n_prompt, opts->max_new_tokens) || mg_ckd_bytes(&hist_bytes, total, sizeof(int32_t)))
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: max_new_tokens %lld with a prompt of %lld tokens: the "
+                                            "token history does not fit in memory's address range",
+                            (long long)opts->max_new_tokens, (long long)n_prompt);
+    cap = crop > 0 && crop < total ? crop : total;
     int64_t L = c->n_layer, H = c->n_head, D = c->n_embd / c->n_head, V = c->vocab_size;
 
     bool use_cache = !opts->no_cache && L > 0;
-    int32_t *hist = malloc((size_t)total * sizeof *hist);
+    if (use_cache && (mg_ckd_count3(&slab_n, 2 * L, H, cap) || mg_ckd_mul_i64(&slab_n, slab_n, D) ||
+                      mg_ckd_bytes(&slab_bytes, slab_n, sizeof(float))))
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: a KV cache of %lld positions for %lld layers x %lld "
+                                            "heads x %lld dims does not fit in memory's address range (max_new_tokens "
+                                            "%lld; set max_context or no_cache)",
+                            (long long)cap, (long long)L, (long long)H, (long long)D, (long long)opts->max_new_tokens);
+    int32_t *hist = malloc(hist_bytes);
     mg_kv_cache *kv = calloc((size_t)(L ? L : 1), sizeof *kv);
-    float *slab = !use_cache ? NULL : malloc((size_t)(2 * L * H * cap * D) * sizeof(float) + 1);
+    float *slab = !use_cache ? NULL : malloc(slab_bytes + 1);
     void *scratch = malloc(MG_SAMPLE_SCRATCH(V));
     mg_ctx *ctx = mg_ctx_new(0);
     gen_err err = {""};

@@ -2,12 +2,16 @@
  * (B,T,vocab). The positional scheme is whichever layer registered the `pos` name; if none has,
  * the plugin of that name is loaded from the plugin search path. Nothing here knows any scheme.
  * The config keys are mg_gpt_config's fields (gpt.h), parsed by mg_gpt_config_from below. */
+#include "minigrad/checked.h"
 #include "minigrad/gpt.h"
 #include "registry_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The most parameters a GPT config may make (2^36: 256 GiB of float32 weights). */
+#define MAX_PARAMS ((int64_t)1 << 36)
 
 mg_gpt_config mg_gpt_config_default(void) {
     mg_gpt_config c = {
@@ -63,6 +67,18 @@ mg_status mg_gpt_config_from(mg_config *kv, mg_gpt_config *out) {
         return mg_set_error(MG_ERR_INVALID, "%s: n_embd %lld is not a multiple of n_head %lld",
                             mg_config_where(kv, mg_config_has(kv, "n_head") ? "n_head" : "n_embd", at, sizeof at),
                             (long long)c.n_embd, (long long)c.n_head);
+    /* Each size lies in its range, but together they may still make a model no machine holds, and
+     * whose byte counts would no longer fit: the parameter count of the token table, the blocks
+     * and a linear head, computed with checked arithmetic, is held to MAX_PARAMS. */
+    int64_t C = c.n_embd, per_block, blocks, table, total;
+    bool over = mg_ckd_mul_i64(&per_block, 12 * C, C) || mg_ckd_add_i64(&per_block, per_block, 13 * C) ||
+                mg_ckd_mul_i64(&blocks, per_block, c.n_layer) || mg_ckd_mul_i64(&table, c.vocab_size, C) ||
+                mg_ckd_add_i64(&total, table, blocks) || (!c.tied_head && mg_ckd_add_i64(&total, total, table));
+    if (over || total > MAX_PARAMS)
+        return mg_set_error(MG_ERR_INVALID, "%s: vocab_size %lld, n_layer %lld and n_embd %lld make %s%lld parameters, "
+                            "more than the %lld a model may have", name, (long long)c.vocab_size, (long long)c.n_layer,
+                            (long long)c.n_embd, over ? "over " : "", over ? (long long)INT64_MAX : (long long)total,
+                            (long long)MAX_PARAMS);
     if (c.tied_head && c.head_bias)
         return mg_set_error(MG_ERR_INVALID, "%s: head_bias needs an untied head (head = linear)", name);
     if (pos != c.pos) memcpy(c.pos, pos, strlen(pos) + 1); /* absent keys point into c itself */

@@ -129,7 +129,9 @@ void mg_gpt_free(mg_gpt *g) {
     free(g);
 }
 
-mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
+/* The model's layers with their parameters declared but not yet allocated: the shapes are known
+ * and nothing sized by them has been allocated. */
+static mg_status gpt_build(const mg_gpt_config *cfg, mg_gpt **out) {
     *out = NULL;
     mg_gpt *g = calloc(1, sizeof *g);
     mg_config *kv = mg_config_new("gpt config");
@@ -146,7 +148,6 @@ mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
         st = mg_config_set(kv, keys[i], vals[i]);
     if (st == MG_OK) st = mg_layer_create("gpt", "", kv, g->params, &g->root);
     mg_config_free(kv);
-    if (st == MG_OK) st = mg_params_alloc(g->params, rng);
     if (st != MG_OK) {
         mg_gpt_free(g);
         return st;
@@ -155,6 +156,15 @@ mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
     g->cfg.attn_scale = attn_scale_of(cfg);
     *out = g;
     return MG_OK;
+}
+
+mg_status mg_gpt_new(const mg_gpt_config *cfg, mg_rng *rng, mg_gpt **out) {
+    mg_status st = gpt_build(cfg, out);
+    if (st == MG_OK && (st = mg_params_alloc((*out)->params, rng)) != MG_OK) {
+        mg_gpt_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 const mg_gpt_config *mg_gpt_cfg(const mg_gpt *g) { return &g->cfg; }
@@ -219,6 +229,42 @@ mg_status mg_gpt_load(mg_gpt *g, const char *path) {
     return mg_checkpoint_load(path, g->params, NULL);
 }
 
+static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+}
+
+/* Every parameter the metadata's model declares is in the file with the same shape: checked
+ * before the parameters are allocated, so that metadata claiming sizes its tensors do not have
+ * (block_size 16777216 beside an 8-row position table) is refused without allocating for them. */
+static mg_status check_declared(const mg_gpt *g, const mg_st_file *f) {
+    const mg_gpt_config *c = &g->cfg;
+    char sizes[200];
+    snprintf(sizes, sizeof sizes, "vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, n_embd %lld",
+             (long long)c->vocab_size, (long long)c->block_size, (long long)c->n_layer, (long long)c->n_head,
+             (long long)c->n_embd);
+    for (int i = 0; i < mg_params_len(g->params); i++) {
+        const mg_tensor *t = mg_params_at(g->params, i);
+        int k = mg_st_find(f, t->name);
+        if (k < 0)
+            return mg_set_error(MG_ERR_NOT_FOUND, "%s: missing tensor '%s', which the model its metadata describes "
+                                "(%s, pos %s) has", mg_st_path(f), t->name, sizes, c->pos);
+        const mg_st_tensor_info *info = mg_st_info(f, k);
+        bool same = info->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = info->shape[d] == t->shape[d];
+        if (!same) {
+            char fs[160], ms[160];
+            fmt_shape(fs, sizeof fs, info->ndim, info->shape);
+            fmt_shape(ms, sizeof ms, t->ndim, t->shape);
+            return mg_set_error(MG_ERR_FORMAT, "%s: %s: shape in file %s vs model %s: the metadata's sizes (%s) do not "
+                                "match the tensors", mg_st_path(f), t->name, fs, ms, sizes);
+        }
+    }
+    return MG_OK;
+}
+
 mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **file_out) {
     *out = NULL;
     if (file_out) *file_out = NULL;
@@ -229,7 +275,9 @@ mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **fi
     st = mg_gpt_config_from_file(f, &c);
     mg_gpt *g = NULL;
     mg_rng rng = mg_rng_make(0); /* every value is overwritten by the load */
-    if (st == MG_OK) st = mg_gpt_new(&c, &rng, &g);
+    if (st == MG_OK) st = gpt_build(&c, &g);
+    if (st == MG_OK) st = check_declared(g, f);
+    if (st == MG_OK) st = mg_params_alloc(g->params, &rng);
     if (st == MG_OK) {
         mg_st_close(f);
         f = NULL;

@@ -1,7 +1,9 @@
 /* sinusoidal_pos (pos=sinusoidal): the fixed table of Vaswani et al. added to x (B,T,dim):
  *   PE[p, 2i] = sin(p / base^(2i/dim)),  PE[p, 2i+1] = cos(p / base^(2i/dim))
- * computed in double, rounded to float. Rows 0..max_len-1 are computed once at create; rows past
- * them (longer generation) are computed into the step arena, so any position works.
+ * computed in double, rounded to float. Rows 0..max_len-1 are computed once at create (at most
+ * 2^24 values: a larger max_len, say from a checkpoint's metadata, does not allocate for rows
+ * that may never be used); rows past them are computed into the step arena, the same values, so
+ * any position works.
  * Keys: dim (required, even); max_len (1024; a model offers its block size); base (10000). */
 #include "registry_internal.h"
 
@@ -9,7 +11,7 @@
 #include <stdlib.h>
 
 typedef struct {
-    int64_t dim, rows;
+    int64_t dim, rows; /* rows: of the table computed at create */
     double base;
     float *table; /* [rows, dim], owned */
 } sinusoidal;
@@ -34,8 +36,10 @@ static mg_status sinusoidal_create(mg_layer *self, mg_config *cfg, mg_params *pa
     if (s->dim % 2)
         return mg_set_error(MG_ERR_INVALID, "layer '%s' (sinusoidal_pos): dim %lld must be even", mg_layer_prefix(self),
                             (long long)s->dim);
-    s->table = malloc((size_t)(s->rows * s->dim) * sizeof(float));
-    if (!s->table) return mg_set_error(MG_ERR_NOMEM, "layer '%s' (sinusoidal_pos): out of memory", mg_layer_prefix(self));
+    int64_t most = ((int64_t)1 << 24) / s->dim; /* 0 for a dim above 2^24: every row on the fly */
+    if (s->rows > most) s->rows = most;
+    s->table = s->rows ? malloc((size_t)(s->rows * s->dim) * sizeof(float)) : NULL;
+    if (s->rows && !s->table) return mg_set_error(MG_ERR_NOMEM, "layer '%s' (sinusoidal_pos): out of memory", mg_layer_prefix(self));
     fill_rows(s->table, 0, s->rows, s->dim, s->base);
     mg_layer_set_shape(self, "(B,T,%lld)", (long long)s->dim);
     return MG_OK;

@@ -1,5 +1,6 @@
 /* Every programming-error path: the message names the op and the shapes, nothing crashes, the
- * context stays failed (later ops are harmless no-ops), and the default handler aborts. */
+ * context stays failed (later ops are harmless no-ops), and the default handler aborts; and the
+ * overflow-checked size arithmetic every allocation sized from input goes through. */
 #include "test_util.h"
 #include "minigrad/minigrad.h"
 
@@ -247,6 +248,36 @@ START_TEST(set_error_may_quote_the_last_error) {
 }
 END_TEST
 
+/* minigrad/checked.h: the exact result when it fits, true (and no wrapped value relied on) when
+ * it does not, at the edges of int64_t and size_t. */
+START_TEST(checked_size_arithmetic) {
+    int64_t r;
+    size_t z;
+    ck_assert(!mg_ckd_add_i64(&r, INT64_MAX - 1, 1) && r == INT64_MAX);
+    ck_assert(mg_ckd_add_i64(&r, INT64_MAX, 1));
+    ck_assert(mg_ckd_add_i64(&r, INT64_MIN, -1));
+    ck_assert(!mg_ckd_add_i64(&r, -5, 3) && r == -2);
+    ck_assert(!mg_ckd_mul_i64(&r, (int64_t)1 << 31, (int64_t)1 << 31) && r == (int64_t)1 << 62);
+    ck_assert(mg_ckd_mul_i64(&r, (int64_t)1 << 32, (int64_t)1 << 31));
+    ck_assert(mg_ckd_mul_i64(&r, 1152921504606846977, 128)); /* the --batch that once wrapped */
+    ck_assert(!mg_ckd_mul_i64(&r, -3, 4) && r == -12);
+    ck_assert(mg_ckd_mul_i64(&r, INT64_MIN, -1));
+    ck_assert(!mg_ckd_mul_i64(&r, 0, INT64_MAX) && r == 0);
+    ck_assert(!mg_ckd_add_size(&z, SIZE_MAX - 2, 2) && z == SIZE_MAX);
+    ck_assert(mg_ckd_add_size(&z, SIZE_MAX, 1));
+    ck_assert(!mg_ckd_mul_size(&z, SIZE_MAX / 3, 3) && z == SIZE_MAX / 3 * 3);
+    ck_assert(mg_ckd_mul_size(&z, SIZE_MAX / 2 + 1, 2));
+    ck_assert(!mg_ckd_mul_size(&z, 0, SIZE_MAX) && z == 0);
+    ck_assert(!mg_ckd_count3(&r, 2, 3, 7) && r == 42);
+    ck_assert(mg_ckd_count3(&r, 2, -3, 7));
+    ck_assert(mg_ckd_count3(&r, (int64_t)1 << 21, (int64_t)1 << 21, (int64_t)1 << 21));
+    ck_assert(!mg_ckd_bytes(&z, 1000, 4) && z == 4000);
+    ck_assert(mg_ckd_bytes(&z, -1, 4));
+    ck_assert(mg_ckd_bytes(&z, (int64_t)1 << 62, 4)); /* the history that once wrapped to 0 bytes */
+    ck_assert(!mg_ckd_bytes(&z, INT64_MAX, 1) && z == (size_t)INT64_MAX);
+}
+END_TEST
+
 static Suite *errors_suite(void) {
     Suite *s = suite_create("errors");
     TCase *tc = tcase_create("errors");
@@ -261,6 +292,7 @@ static Suite *errors_suite(void) {
     tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
     tcase_add_test(tc, bad_tensor_shapes);
     tcase_add_test(tc, set_error_may_quote_the_last_error);
+    tcase_add_test(tc, checked_size_arithmetic);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,8 @@
 #include "minigrad/gpt.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const schemes[] = {"none", "learned", "sinusoidal", "learned+sinusoidal", "rope", "alibi"};
@@ -305,6 +307,39 @@ START_TEST(generation_options_and_errors) {
     o.max_context = 9;
     mg_rng r = mg_rng_make(1);
     TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context 9 exceeds the positional table's 8 rows");
+    o.max_context = 0;
+    /* sizes that once wrapped around: the history of prompt + max_new_tokens tokens (2^62 x 4
+     * bytes is 0 modulo 2^64), and a sum past INT64_MAX; refused before anything is allocated or
+     * generated */
+    calls = 0;
+    n = -1;
+    o.max_new_tokens = (int64_t)1 << 62;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID,
+                  "max_new_tokens 4611686018427387904 with a prompt of 3 tokens");
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(calls, 0);
+    o.max_new_tokens = INT64_MAX;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID,
+                  "max_new_tokens 9223372036854775807 with a prompt of 3 tokens");
+    /* without a crop the KV cache grows with the whole history: 2^59 positions x 2 x 2 layers x
+     * 8 floats overflow its size before the history's does */
+    mg_gpt_config rc = small("rope");
+    mg_gpt *gr = make(&rc, 41);
+    o.max_new_tokens = (int64_t)1 << 59;
+    TU_ASSERT_ERR(mg_gpt_generate(gr, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "a KV cache of 576460752303423491 positions");
+    mg_gpt_free(gr);
+    /* sampling options outside their meaning are refused rather than read as greedy or "all" */
+    o.max_new_tokens = 2;
+    o.temperature = -1.0f;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "temperature -1, top_k 0");
+    o.temperature = NAN;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "temperature nan");
+    o.temperature = 1.0f, o.top_k = -2;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "top_k -2");
+    o.top_k = 0, o.top_p = -0.5f;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "top_p -0.5");
+    o.top_p = 0.0f, o.max_context = -1;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context -1");
     mg_gpt_free(g);
 }
 END_TEST
@@ -427,6 +462,111 @@ static void write_variant(mg_gpt *g, const char *path, const char *drop, const c
     }
     ck_assert_msg(mg_safetensors_write(path, e, n, out, k) == MG_OK, "%s", mg_last_error());
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* The process's address space now (VmSize), in bytes; 0 when /proc cannot say. */
+static size_t vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* Metadata that claims a context of 2^24 positions beside tensors made for 8: the file is
+ * refused, or loads, without allocating for the claimed size. Run in a child whose address space
+ * may grow by 512 MiB only (not under AddressSanitizer, which reserves terabytes up front): before
+ * the parameters were checked against the file ahead of allocation, the learned table of
+ * 2^24 x 16 floats (1 GiB, twice: values and gradients) was allocated first and the shape refused
+ * after; the sinusoidal table of the same size was computed in full at create. */
+START_TEST(metadata_sizes_are_checked_before_allocating) {
+    static const char *const pos[] = {"learned", "sinusoidal", "learned+sinusoidal"};
+    for (int k = 0; k < 3; k++) {
+        mg_gpt_config c = small(pos[k]);
+        c.n_embd = 16;
+        mg_gpt *g = make(&c, 70);
+        const char *p = tmp_path("claims.safetensors");
+        write_variant(g, p, NULL, NULL, 0, NULL, "block_size", "16777216");
+        mg_gpt_free(g);
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            size_t now = vm_size();
+            if (!SANITIZED && now > 0) {
+                struct rlimit lim = {now + ((size_t)512 << 20), now + ((size_t)512 << 20)};
+                if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(90);
+            }
+            mg_gpt *h = NULL;
+            mg_status st = mg_gpt_from_checkpoint(p, &h, NULL);
+            if (k == 1) { /* no parameter depends on the context: it loads, and works */
+                if (st != MG_OK) {
+                    fprintf(stderr, "sinusoidal: %s\n", mg_last_error());
+                    _exit(1);
+                }
+                int32_t prompt[1] = {1}, out[4];
+                mg_gen_opts o = {.max_new_tokens = 4};
+                _exit(mg_gpt_generate(h, prompt, 1, &o, NULL, out, NULL) == MG_OK &&
+                              mg_gpt_cfg(h)->block_size == 16777216
+                          ? 0
+                          : 2);
+            }
+            const char *want = "shape in file (8,16) vs model (16777216,16)";
+            if (st != MG_ERR_FORMAT || !strstr(mg_last_error(), want) || !strstr(mg_last_error(), "block_size 16777216") ||
+                h != NULL) {
+                fprintf(stderr, "%s: status %d, '%s' (want '%s')\n", pos[k], st, mg_last_error(), want);
+                _exit(3);
+            }
+            _exit(0);
+        }
+        int ws;
+        ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+        ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "pos %s: the child ended with status %d", pos[k], ws);
+    }
+}
+END_TEST
+
+/* Sizes each within its key's range can still make a model too large to exist: the parameter
+ * count is computed with checked arithmetic and refused, naming the keys, before anything is
+ * built. */
+START_TEST(config_sizes_are_held_to_a_parameter_budget) {
+    mg_config *kv = mg_config_new("big.cfg");
+    ck_assert_ptr_nonnull(kv);
+    ck_assert_int_eq(mg_config_set(kv, "vocab_size", "2147483647"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_embd", "1048576"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_head", "1"), MG_OK);
+    ck_assert_int_eq(mg_config_set(kv, "n_layer", "65536"), MG_OK);
+    mg_gpt_config c = mg_gpt_config_default();
+    TU_ASSERT_ERR(mg_gpt_config_from(kv, &c), MG_ERR_INVALID,
+                  "big.cfg: vocab_size 2147483647, n_layer 65536 and n_embd 1048576 make 866943821620969472 parameters, "
+                  "more than the 68719476736 a model may have");
+    ck_assert_int_eq(c.vocab_size, mg_gpt_config_default().vocab_size); /* *out untouched */
+    mg_config_free(kv);
+    /* in a checkpoint's metadata, the same: refused before any tensor is compared or allocated */
+    mg_gpt_config s = small("learned");
+    mg_gpt *g = make(&s, 71);
+    const char *p = tmp_path("vast.safetensors");
+    write_variant(g, p, NULL, NULL, 0, NULL, "n_layer", "65536");
+    mg_gpt_free(g);
+    tu_set_meta(p, "n_embd", "1048576");
+    tu_set_meta(p, "n_head", "1");
+    mg_gpt *h = (mg_gpt *)1;
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "more than the 68719476736 a model may have");
+    ck_assert_ptr_null(h);
+}
+END_TEST
 
 START_TEST(malformed_checkpoints_at_model_level) {
     mg_gpt_config c = small("learned");
@@ -749,6 +889,8 @@ static Suite *gpt_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, checkpoint_round_trip_bit_exact);
     tcase_add_test(tc, malformed_checkpoints_at_model_level);
+    tcase_add_test(tc, metadata_sizes_are_checked_before_allocating);
+    tcase_add_test(tc, config_sizes_are_held_to_a_parameter_budget);
     tcase_add_test(tc, eps_and_attention_scale_in_metadata);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, summary_and_names);

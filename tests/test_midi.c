@@ -789,6 +789,31 @@ START_TEST(missing_file) {
 }
 END_TEST
 
+/* A file larger than the 256 MiB a MIDI file may have (sparse: no disk is used) is refused by
+ * its size, before a byte is read or allocated for it; a corpus directory skips it with that
+ * reason. */
+START_TEST(oversized_file_is_refused_unread) {
+    char *dir = make_tmpdir(), *p = path_in(dir, "huge.mid");
+    FILE *fp = fopen(p, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_int_eq(ftruncate(fileno(fp), ((off_t)256 << 20) + 1), 0);
+    fclose(fp);
+    music_midi_file f;
+    double t0 = mg_time();
+    ck_assert_int_eq(music_midi_read(p, &f), MG_ERR_IO);
+    ck_assert_msg(strstr(mg_last_error(), "huge.mid: larger than 268435456 bytes: not read"), "%s", mg_last_error());
+    ck_assert_msg(mg_time() - t0 < 0.5, "refusing it took %.2f s: it was read", mg_time() - t0);
+    music_midi_free(&f);
+    music_corpus c;
+    ck_assert_int_eq(music_load_dir(dir, NULL, &c), MG_OK);
+    ck_assert_uint_eq(c.n_skipped, 1);
+    ck_assert_ptr_nonnull(strstr(c.items[0].error, "larger than 268435456 bytes"));
+    music_corpus_free(&c);
+    free(p);
+    rm_rf(dir);
+}
+END_TEST
+
 START_TEST(every_truncation_fails_cleanly) {
     music_midi_file f, g;
     build_feature_file(&f, 1);
@@ -1706,10 +1731,16 @@ START_TEST(music_command_line) {
                {"stats", "--data DIR is required", 2},
                {"stats --data", "--data needs a value", 2},
                {"stats --data /nonexistent/dir", "/nonexistent/dir: cannot open directory", 1},
-               {"gen --out /tmp --pieces -3", "--pieces: '-3' is not a whole number", 2},
-               {"gen --out /tmp --pieces 12x", "'12x' is not a whole number", 2},
+               {"gen --out /tmp --pieces -3", "--pieces: -3 is out of range 0..100000", 2},
+               {"gen --out /tmp --pieces 12x", "--pieces expects an integer in 0..100000, got '12x'", 2},
+               {"gen --out /tmp --pieces 4294967297", "--pieces: 4294967297 is out of range 0..100000", 2},
+               {"gen --out /tmp --seed -1", "--seed: -1 is out of range 0..", 2},
                {"gen --pieces 3", "--out DIR is required", 2},
-               {"gen --out /tmp --colour red", "unknown argument '--colour'", 2},
+               {"gen --out /tmp --colour red", "unknown option '--colour'", 2},
+               {"tokens", "FILE is required", 2},
+               {"tokens a.mid b.mid", "unexpected argument 'b.mid'", 2},
+               {"tokens a.mid --limit -1", "--limit: -1 is out of range 0..", 2},
+               {"stats --data d --no-sustain=1", "--no-sustain takes no value", 2},
                {"tokens /nonexistent.mid", "/nonexistent.mid: cannot open", 1}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin, bad[i].args);
@@ -1973,6 +2004,7 @@ static Suite *midi_suite(void) {
     tc = tcase_create("corrupt");
     tcase_add_loop_test(tc, corrupt_files_name_file_and_offset, 0, (int)N_CORRUPT);
     tcase_add_test(tc, missing_file);
+    tcase_add_test(tc, oversized_file_is_refused_unread);
     tcase_add_test(tc, every_truncation_fails_cleanly);
     tcase_add_test(tc, random_damage_never_crashes);
     suite_add_tcase(s, tc);

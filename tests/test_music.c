@@ -5,6 +5,7 @@
  * audio through timidity when it is installed, and every bad input giving a clear message and no
  * crash. */
 #include "test_util.h"
+#include "cmd_model.h"
 #include "music_model.h"
 
 #include "minigrad/safetensors.h"
@@ -833,10 +834,18 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"train --data junk --out r", 1,
          "junk: none of the 1 MIDI files found could be used (the first: junk/broken.mid: offset"},
         {"train --out r --nope", 2, "unknown option '--nope'"},
-        {"train --out r --steps many", 2, "--steps expects an integer, got 'many'"},
-        {"train --out r --steps 0", 2, "--steps must lie in [1,"},
-        {"train --out r --lr -1", 2, "--lr must lie in"},
-        {"train --out r --stretch 0.9", 2, "--stretch must lie in [0, 0.5], got 0.9"},
+        {"train --out r --steps many", 2, "--steps expects an integer in 1..1000000000, got 'many'"},
+        {"train --out r --steps 0", 2, "--steps: 0 is out of range 1..1000000000"},
+        {"train --out r --lr -1", 2, "--lr: -1 is out of range 0..10"},
+        {"train --out r --stretch 0.9", 2, "--stretch: 0.9 is out of range 0..0.5"},
+        {"train --out r --block-size 1", 2, "--block-size: 1 is out of range 2..1048576"},
+        {"train --out r --batch 65536 --block-size 1024", 2,
+         "--batch 65536 x --block-size 1024 is too large (at most 16777216 tokens a step)"},
+        {"train --out r --batch 1152921504606846977", 2,
+         "--batch: 1152921504606846977 is out of range 1..65536"},
+        {"train --out r --threads 4294967297", 2, "--threads: 4294967297 is out of range 0..1024"},
+        {"train --out r --pieces 4294967297", 2, "--pieces: 4294967297 is out of range 1..100000"},
+        {"train --data /dev/zero --out r", 1, "/dev/zero: cannot open directory: Not a directory"},
         {"train --out r " TINY " --n-head 3", 2, "n_head"},
         {"train --out r " TINY " --pos nosuchscheme", 1, "nosuchscheme"},
         {"train --out nothing --resume", 1, "nothing holds no checkpoint"},
@@ -852,8 +861,12 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"sample --ckpt run/model.safetensors --prompt nope.mid", 1, "nope.mid"},
         {"sample --ckpt run/model.safetensors --prompt silent.mid", 1,
          "silent.mid: no notes to continue"},
-        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p must lie in [0, 1]"},
-        {"sample --ckpt run/model.safetensors --tokens 0", 2, "--tokens must lie in [1,"},
+        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p: 2 is out of range 0..1"},
+        {"sample --ckpt run/model.safetensors --tokens 0", 2, "--tokens: 0 is out of range 1..16777216"},
+        {"sample --ckpt run/model.safetensors --tokens 4611686018427387904", 2,
+         "--tokens: 4611686018427387904 is out of range 1..16777216"},
+        {"sample --ckpt run/model.safetensors --temperature -1", 2,
+         "--temperature: -1 is out of range 0..100"},
         {"sample --ckpt run/model.safetensors --out nodir/x.mid", 1, "nodir/x.mid"},
         {"sample --ckpt run/model.safetensors --out x.mid --png nodir/x.png", 1, "nodir/x.png"},
         {"eval --ckpt text.safetensors", 1, "not a music model"},
@@ -862,7 +875,13 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"eval --ckpt run/model.safetensors --data missing", 1, "missing: cannot open directory"},
         {"eval --ckpt run/model.safetensors --data one", 1,
          "one: 1 piece: no validation split to evaluate"},
-        {"eval --ckpt run/model.safetensors --batch 0", 2, "--batch must be at least 1"},
+        {"eval --ckpt run/model.safetensors --batch 0", 2, "--batch: 0 is out of range 1..65536"},
+        /* batch x block once wrapped in the evaluator */
+        {"eval --ckpt run/model.safetensors --windows 0 --batch 288230376151711745", 2,
+         "--batch: 288230376151711745 is out of range 1..65536"},
+        {"eval --ckpt run/model.safetensors --windows -1", 2, "--windows: -1 is out of range 0..1048576"},
+        {"eval --ckpt run/model.safetensors --threads 4294967297", 2,
+         "--threads: 4294967297 is out of range 0..1024"},
         {"frobnicate", 2, "unknown command 'frobnicate'"},
     };
     tu_expect_bad_runs(&music, tmpdir, cases, sizeof cases / sizeof cases[0]);
@@ -875,8 +894,49 @@ START_TEST(bad_inputs_give_clear_errors) {
     tu_assert_stdout_has(&music, "--block-size");
     tu_assert_stdout_has(&music, "--no-augment");
     tu_assert_stdout_has(&music, "(default rope)");
+    tu_assert_stdout_has(&music, "--transpose N");
+    tu_assert_stdout_has(&music, "(0..24, default 3)");
     ck_assert_int_eq(run("help"), 0);
     tu_assert_stdout_has(&music, "sample [--ckpt FILE] [--prompt FILE.mid]");
+    /* a resumed run's remembered settings are held to the options' ranges */
+    ck_assert_int_eq(run("train --out res " TINY " --steps 6 --stop-after 2 --sample-tokens 0 --eval-every 0"), 0);
+    tu_set_meta(tmp_path("res/model.safetensors"), "music.transpose", "99");
+    ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
+    tu_assert_stderr_has(&music, "--transpose: 99 is out of range 0..24 (the value saved in res/model.safetensors)");
+    tu_set_meta(tmp_path("res/model.safetensors"), "music.transpose", "3");
+    tu_set_meta(tmp_path("res/model.safetensors"), "music.stretch", "nan");
+    ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
+    tu_assert_stderr_has(&music, "--stretch: nan is out of range 0..0.5");
+    remove_tmpdir();
+}
+END_TEST
+
+/* A checkpoint whose context is a single token: generation goes on from the last half block, so
+ * there is no room for a new token; it once looped for ever making none. */
+START_TEST(a_context_of_one_token_is_refused) {
+    tu_find_program(&music);
+    make_tmpdir();
+    mg_gpt_config cfg = mg_gpt_config_default();
+    cfg.vocab_size = MUSIC_PERF_VOCAB, cfg.block_size = 1, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16;
+    snprintf(cfg.pos, sizeof cfg.pos, "rope");
+    mg_rng r = mg_rng_make(1);
+    mg_gpt *g;
+    TU_OK(mg_gpt_new(&cfg, &r, &g));
+    TU_OK(mg_gpt_save(g, tmp_path("one.safetensors"), (mg_st_meta[]){{"tokenizer", MUSIC_TOKENIZER}}, 1));
+    int32_t start = MUSIC_PERF_START;
+    music_gen_req req = {.prog = "music", .tokens = 8, .mid = tmp_path("one.mid")};
+    music_gen_result res;
+    ck_assert_int_eq(music_generate(g, &start, 1, &req, &r, &res), MG_ERR_INVALID);
+    tu_assert_error_has("music: the model's context (block_size 1) must be 2 tokens or more to generate");
+    ck_assert_int_ne(access(tmp_path("one.mid"), F_OK), 0);
+    mg_gpt_free(g);
+    mg_gpt *h = (mg_gpt *)1;
+    ck_assert_int_eq(music_load(tmp_path("one.safetensors"), &h, NULL), MG_ERR_FORMAT);
+    ck_assert_ptr_null(h);
+    tu_assert_error_has("one.safetensors: metadata 'block_size' is 1, a music model needs 2 or more");
+    /* the program says so too, rather than hang (timeout ends it if it does: a failure) */
+    ck_assert_int_eq(run_env("timeout 60", "sample --ckpt one.safetensors --out one.mid --tokens 8"), 1);
+    tu_assert_stderr_has(&music, "metadata 'block_size' is 1, a music model needs 2 or more");
     remove_tmpdir();
 }
 END_TEST
@@ -895,6 +955,7 @@ Suite *music_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("program");
     tcase_add_test(tc, training_learns_the_generated_corpus);
+    tcase_add_test(tc, a_context_of_one_token_is_refused);
     tcase_add_test(tc, resume_continues_exactly);
     tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
     tcase_add_test(tc, sampling_is_deterministic_and_continues_a_prompt);

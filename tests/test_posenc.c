@@ -756,7 +756,18 @@ START_TEST(program_bad_scheme_lists_the_available_ones) {
     ck_assert_int_eq(run("--seeds 1,1 --out o"), 2);
     tu_assert_stderr_has(&posenc, "1 is listed twice");
     ck_assert_int_eq(run("--steps 0 --out o"), 2);
-    tu_assert_stderr_has(&posenc, "--steps must be in 1..1000000");
+    tu_assert_stderr_has(&posenc, "--steps: 0 is out of range 1..1000000");
+    /* numbers past int were once cut to int: 2^32 + 1 became an evaluation every step */
+    ck_assert_int_eq(run("--eval-every 4294967297 --out o"), 2);
+    tu_assert_stderr_has(&posenc, "--eval-every: 4294967297 is out of range 1..1000000");
+    ck_assert_int_eq(run("--threads 4294967297 --out o"), 2);
+    tu_assert_stderr_has(&posenc, "--threads: 4294967297 is out of range 0..1024");
+    ck_assert_int_eq(run("--jobs -1 --out o"), 2);
+    tu_assert_stderr_has(&posenc, "--jobs: -1 is out of range 0..1024");
+    ck_assert_int_eq(run("--batch 99999999999999999999 --out o"), 2);
+    tu_assert_stderr_has(&posenc, "--batch: 99999999999999999999 is out of range 1..4096");
+    ck_assert_int_eq(run("--eval-n 12x --out o"), 2);
+    tu_assert_stderr_has(&posenc, "--eval-n expects an integer in 0..");
     ck_assert_int_eq(run("--lengths 48,9999 --out o"), 2);
     tu_assert_stderr_has(&posenc, "--lengths '48,9999'");
     ck_assert_int_eq(run("--steps 1500 --eval-every 1 --out o"), 2);

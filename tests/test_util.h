@@ -410,4 +410,36 @@ static inline void tu_assert_resumed_exactly(const char *dir, const char *a, con
     ck_assert_int_eq(lb.step[stop], stop + 1);
 }
 
+/* Rewrites the safetensors file at path with its metadata key set to value (added when absent),
+ * every tensor and every other metadata entry as they were: a checkpoint whose metadata says what
+ * its writer never would. */
+static inline void tu_set_meta(const char *path, const char *key, const char *value) {
+    mg_st_file *f;
+    ck_assert_msg(mg_safetensors_open(path, &f) == MG_OK, "%s", mg_last_error());
+    int n = mg_st_count(f), nm = mg_st_meta_count(f), k = 0;
+    mg_st_entry *e = calloc((size_t)n + 1, sizeof *e);
+    mg_st_meta *m = calloc((size_t)nm + 1, sizeof *m);
+    ck_assert(e && m);
+    for (int i = 0; i < n; i++) {
+        const mg_st_tensor_info *t = mg_st_info(f, i);
+        float *d = malloc((size_t)(t->numel ? t->numel : 1) * 4);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_msg(mg_st_read_f32(f, i, d, t->numel) == MG_OK, "%s", mg_last_error());
+        e[i] = (mg_st_entry){t->name, t->ndim, {0}, d};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+    }
+    bool set = false;
+    for (int i = 0; i < nm; i++) {
+        bool hit = strcmp(mg_st_meta_key(f, i), key) == 0;
+        m[k++] = (mg_st_meta){mg_st_meta_key(f, i), hit ? value : mg_st_meta_value(f, i)};
+        set |= hit;
+    }
+    if (!set) m[k++] = (mg_st_meta){key, value};
+    ck_assert_msg(mg_safetensors_write(path, e, n, m, k) == MG_OK, "%s", mg_last_error());
+    for (int i = 0; i < n; i++) free((void *)e[i].data);
+    free(e);
+    free(m);
+    mg_st_close(f);
+}
+
 #endif

@@ -11,16 +11,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static bool has_range(const ex_opt *o) {
+    if (o->type == EX_INT) return o->min < o->max || (o->min == o->max && o->min != 0);
+    if (o->type == EX_FLOAT) return isfinite(o->lo) && isfinite(o->hi) && (o->lo < o->hi || (o->lo == o->hi && o->lo != 0));
+    return true;
+}
+
 void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts) {
     printf("usage: %s %s\n", prog, usage ? usage : "[options]");
     if (n_opts) printf("\noptions:\n");
     for (int i = 0; i < n_opts; i++) {
-        char left[64], def[96] = "";
+        char left[64], def[160] = "";
         const char *arg = opts[i].type == EX_INT ? " N" : opts[i].type == EX_FLOAT ? " X" : opts[i].type == EX_STR ? " S" : "";
         snprintf(left, sizeof left, "--%s%s", opts[i].name, arg);
         switch (opts[i].type) {
-        case EX_INT: snprintf(def, sizeof def, " (default %lld)", (long long)*(int64_t *)opts[i].ptr); break;
-        case EX_FLOAT: snprintf(def, sizeof def, " (default %g)", (double)*(float *)opts[i].ptr); break;
+        case EX_INT:
+            snprintf(def, sizeof def, " (%lld..%lld, default %lld)", (long long)opts[i].min, (long long)opts[i].max,
+                     (long long)*(int64_t *)opts[i].ptr);
+            break;
+        case EX_FLOAT:
+            snprintf(def, sizeof def, " (%g..%g, default %g)", opts[i].lo, opts[i].hi, (double)*(float *)opts[i].ptr);
+            break;
         case EX_STR:
             if (*(const char **)opts[i].ptr) snprintf(def, sizeof def, " (default %s)", *(const char **)opts[i].ptr);
             break;
@@ -30,26 +41,45 @@ void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int
     }
 }
 
+static void out_of_range(const char *prog, const ex_opt *o, const char *v, const char *where) {
+    if (o->type == EX_INT)
+        fprintf(stderr, "%s: --%s: %s is out of range %lld..%lld%s%s%s\n", prog, o->name, v, (long long)o->min,
+                (long long)o->max, where ? " (" : "", where ? where : "", where ? ")" : "");
+    else
+        fprintf(stderr, "%s: --%s: %s is out of range %g..%g%s%s%s\n", prog, o->name, v, o->lo, o->hi,
+                where ? " (" : "", where ? where : "", where ? ")" : "");
+}
+
 static bool set_value(const char *prog, const ex_opt *o, const char *v) {
     char *end = NULL;
     errno = 0;
     switch (o->type) {
     case EX_INT: {
         long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end) {
-            fprintf(stderr, "%s: --%s expects an integer, got '%s'\n", prog, o->name, v);
+        if (end == v || *end || (errno && errno != ERANGE)) {
+            fprintf(stderr, "%s: --%s expects an integer in %lld..%lld, got '%s'\n", prog, o->name, (long long)o->min,
+                    (long long)o->max, v);
+            return false;
+        }
+        if (errno == ERANGE || x < o->min || x > o->max) { /* ERANGE: beyond int64, so beyond any range */
+            out_of_range(prog, o, v, NULL);
             return false;
         }
         *(int64_t *)o->ptr = x;
         return true;
     }
     case EX_FLOAT: {
-        float x = strtof(v, &end);
-        if (errno || end == v || *end || !isfinite(x)) {
-            fprintf(stderr, "%s: --%s expects a number, got '%s'\n", prog, o->name, v);
+        double x = strtod(v, &end);
+        if (end == v || *end || isnan(x)) {
+            fprintf(stderr, "%s: --%s expects a number in %g..%g, got '%s'\n", prog, o->name, o->lo, o->hi, v);
             return false;
         }
-        *(float *)o->ptr = x;
+        /* a value that rounds into the range as a float is in it (0.1 is stored as 0.100000001) */
+        if (!((float)x >= (float)o->lo && (float)x <= (float)o->hi)) {
+            out_of_range(prog, o, v, NULL);
+            return false;
+        }
+        *(float *)o->ptr = (float)x;
         return true;
     }
     case EX_STR: *(const char **)o->ptr = v; return true;
@@ -58,9 +88,36 @@ static bool set_value(const char *prog, const ex_opt *o, const char *v) {
     return false;
 }
 
+bool ex_check_ranges(const char *prog, const ex_opt *opts, int n_opts, const char *where) {
+    char v[64];
+    for (int i = 0; i < n_opts; i++) {
+        const ex_opt *o = &opts[i];
+        if (o->type == EX_INT) {
+            int64_t x = *(const int64_t *)o->ptr;
+            if (x >= o->min && x <= o->max) continue;
+            snprintf(v, sizeof v, "%lld", (long long)x);
+        } else if (o->type == EX_FLOAT) {
+            float x = *(const float *)o->ptr;
+            if (x >= (float)o->lo && x <= (float)o->hi) continue;
+            snprintf(v, sizeof v, "%g", (double)x);
+        } else {
+            continue;
+        }
+        out_of_range(prog, o, v, where);
+        return false;
+    }
+    return true;
+}
+
 ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **argv, const ex_opt *opts,
                          int n_opts, const char **pos, int max_pos, int *n_pos) {
     int np = 0;
+    for (int k = 0; k < n_opts; k++)
+        if (!has_range(&opts[k])) {
+            fprintf(stderr, "%s: option --%s is declared without a range (a defect of the program)\n", prog,
+                    opts[k].name);
+            return EX_PARSE_ERROR;
+        }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -139,7 +196,7 @@ mg_status ex_mkdirs(const char *dir) {
 int ex_cmd_plugins(const char *prog, int argc, char **argv) {
     bool schemes = false;
     const ex_opt opts[] = {
-        {"schemes", EX_FLAG, &schemes, "only the positional schemes"},
+        EX_FLAG_OPT("schemes", &schemes, "only the positional schemes"),
     };
     char name[64];
     snprintf(name, sizeof name, "%s plugins", prog);

@@ -12,12 +12,33 @@
 
 typedef enum { EX_INT, EX_FLOAT, EX_STR, EX_FLAG } ex_opt_type;
 
+/* One option. A numeric one (EX_INT, EX_FLOAT) has an allowed range, inclusive: min..max for
+ * EX_INT, lo..hi for EX_FLOAT (finite). A value outside it, or one that is not a number, is an
+ * error naming the option and the range ("--threads: 4294967297 is out of range 0..1024"); the
+ * range is listed by --help. A numeric option declared without a range (both bounds 0) is
+ * refused as a defect of the program. Write the rows with EX_INT_OPT / EX_FLOAT_OPT. */
 typedef struct ex_opt {
     const char *name; /* without the leading dashes */
     ex_opt_type type;
     void *ptr;        /* int64_t*, float*, const char**, bool* */
     const char *help;
+    int64_t min, max; /* EX_INT */
+    double lo, hi;    /* EX_FLOAT */
 } ex_opt;
+
+/* Initialisers of ex_opt rows (in an array initialiser as they are; (ex_opt)EX_INT_OPT(...) makes
+ * a value of one). */
+#define EX_INT_OPT(name, ptr, min, max, help) {(name), EX_INT, (ptr), (help), (min), (max), 0, 0}
+#define EX_FLOAT_OPT(name, ptr, lo, hi, help) {(name), EX_FLOAT, (ptr), (help), 0, 0, (lo), (hi)}
+#define EX_STR_OPT(name, ptr, help) {(name), EX_STR, (ptr), (help), 0, 0, 0, 0}
+#define EX_FLAG_OPT(name, ptr, help) {(name), EX_FLAG, (ptr), (help), 0, 0, 0, 0}
+
+/* Ranges several programs share. */
+#define EX_MAX_THREADS 1024          /* --threads (0: all cores) */
+#define EX_MAX_STEPS 1000000000      /* --steps, --warmup, --eval-every, ... */
+#define EX_MAX_BATCH 65536           /* --batch */
+#define EX_MAX_BLOCK (1 << 20)       /* --block-size */
+#define EX_MAX_GEN_TOKENS (1 << 24)  /* tokens a sample may generate */
 
 typedef enum { EX_PARSE_OK = 0, EX_PARSE_HELP = 1, EX_PARSE_ERROR = 2 } ex_parse_result;
 
@@ -30,6 +51,12 @@ ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **a
                          int n_opts, const char **pos, int max_pos, int *n_pos);
 
 void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int n_opts);
+
+/* Checks the values the numeric options hold now against their ranges (for values that did not
+ * come from the command line, such as the settings a checkpoint remembers). On the first one out
+ * of range prints "PROG: --NAME: V is out of range MIN..MAX" followed by " (where)" when where is
+ * not NULL, and returns false. */
+bool ex_check_ranges(const char *prog, const ex_opt *opts, int n_opts, const char *where);
 
 /* Prints "PROG: message" for the last recoverable error (mg_last_error) and returns 1, the exit
  * status of a failed command. */

@@ -1,6 +1,7 @@
 /* The reusable no-gradient evaluator of evaluator.h. */
 #include "evaluator.h"
 
+#include "minigrad/checked.h"
 #include "minigrad/op.h"
 
 #include <stdio.h>
@@ -15,10 +16,15 @@ static void on_error(mg_ctx *ctx, const char *msg, void *user) {
 
 mg_status ex_evaluator_init(ex_evaluator *e, int64_t B, int64_t T) {
     memset(e, 0, sizeof *e);
+    int64_t bt;
+    size_t bytes;
+    if (B < 1 || T < 1 || mg_ckd_mul_i64(&bt, B, T) || mg_ckd_bytes(&bytes, bt, sizeof *e->x))
+        return mg_set_error(MG_ERR_INVALID, "evaluation batches of %lld windows x %lld tokens: too large (or empty)",
+                            (long long)B, (long long)T);
     e->B = B, e->T = T;
     e->ctx = mg_ctx_new(0);
-    e->x = malloc((size_t)(B * T) * sizeof *e->x);
-    e->y = malloc((size_t)(B * T) * sizeof *e->y);
+    e->x = malloc(bytes);
+    e->y = malloc(bytes);
     if (!e->ctx || !e->x || !e->y) {
         ex_evaluator_free(e);
         return mg_set_error(MG_ERR_NOMEM, "out of memory for evaluation batches of %lld x %lld",

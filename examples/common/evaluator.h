@@ -16,6 +16,7 @@ typedef struct ex_evaluator {
     char err[512]; /* the first model error raised on ctx since the last batch */
 } ex_evaluator;
 
+/* B, T at least 1; MG_ERR_INVALID when B x T tokens overflow the address space. */
 mg_status ex_evaluator_init(ex_evaluator *e, int64_t B, int64_t T);
 void ex_evaluator_free(ex_evaluator *e);
 

@@ -1,6 +1,7 @@
 /* The options, checks, remembered settings and run files the GPT example programs share. */
 #include "gpt_opts.h"
 
+#include "minigrad/checked.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/config.h"
 
@@ -12,70 +13,60 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define ROW(name, type, field, help)                                                               \
-    t[n++] = (ex_opt) {                                                                            \
-        name, type, &o->field, help                                                                \
-    }
+#define ROW_I(name, field, min, max, help) t[n++] = (ex_opt)EX_INT_OPT(name, &o->field, min, max, help)
+#define ROW_F(name, field, lo, hi, help) t[n++] = (ex_opt)EX_FLOAT_OPT(name, &o->field, lo, hi, help)
+#define ROW_S(name, field, help) t[n++] = (ex_opt)EX_STR_OPT(name, &o->field, help)
+#define ROW_B(name, field, help) t[n++] = (ex_opt)EX_FLAG_OPT(name, &o->field, help)
 
 int ex_train_rows_model(ex_train_opts *o, const ex_train_help *h, ex_opt *t) {
     int n = 0;
-    ROW("out", EX_STR, out, h->out);
-    ROW("resume", EX_FLAG, resume,
-        "continue the run saved in --out (same data and settings unless given)");
-    ROW("force", EX_FLAG, force,
-        "start a new run even if --out already holds one (it is replaced)");
-    ROW("steps", EX_INT, steps, "optimizer steps of the whole run");
-    ROW("batch", EX_INT, batch, "windows per step");
-    ROW("block-size", EX_INT, block, h->block);
-    ROW("n-embd", EX_INT, n_embd, "model width");
-    ROW("n-layer", EX_INT, n_layer, "decoder blocks");
-    ROW("n-head", EX_INT, n_head, "attention heads (must divide --n-embd)");
-    ROW("pos", EX_STR, pos, h->pos);
-    ROW("pos-opts", EX_STR, pos_opts, "extra keys for the positional layer, k=v,k=v");
-    ROW("dropout", EX_FLOAT, dropout, "dropout probability");
-    ROW("lr", EX_FLOAT, lr, "peak learning rate (AdamW)");
-    ROW("lr-min", EX_FLOAT, lr_min, "final learning rate of the cosine schedule");
-    ROW("warmup", EX_INT, warmup, "linear warmup steps");
-    ROW("weight-decay", EX_FLOAT, weight_decay, "AdamW weight decay");
-    ROW("clip", EX_FLOAT, clip, "gradient-norm clipping (0: none)");
+    ROW_S("out", out, h->out);
+    ROW_B("resume", resume, "continue the run saved in --out (same data and settings unless given)");
+    ROW_B("force", force, "start a new run even if --out already holds one (it is replaced)");
+    ROW_I("steps", steps, 1, EX_MAX_STEPS, "optimizer steps of the whole run");
+    ROW_I("batch", batch, 1, EX_MAX_BATCH, "windows per step");
+    ROW_I("block-size", block, h->min_block > 0 ? h->min_block : 1, EX_MAX_BLOCK, h->block);
+    ROW_I("n-embd", n_embd, 1, 65536, "model width");
+    ROW_I("n-layer", n_layer, 0, 1024, "decoder blocks");
+    ROW_I("n-head", n_head, 1, 65536, "attention heads (must divide --n-embd)");
+    ROW_S("pos", pos, h->pos);
+    ROW_S("pos-opts", pos_opts, "extra keys for the positional layer, k=v,k=v");
+    ROW_F("dropout", dropout, 0, 0.99, "dropout probability");
+    ROW_F("lr", lr, 0, 10, "peak learning rate (AdamW; above 0)");
+    ROW_F("lr-min", lr_min, 0, 10, "final learning rate of the cosine schedule");
+    ROW_I("warmup", warmup, 0, EX_MAX_STEPS, "linear warmup steps");
+    ROW_F("weight-decay", weight_decay, 0, 10, "AdamW weight decay");
+    ROW_F("clip", clip, 0, 1e9, "gradient-norm clipping (0: none)");
     return n;
 }
 
 int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t) {
     int n = 0;
-    ROW("eval-every", EX_INT, eval_every, "validation loss every N steps (and at the end)");
-    ROW("eval-windows", EX_INT, eval_windows, h->eval_windows);
-    ROW("ckpt-every", EX_INT, ckpt_every, "checkpoint every N steps (and at the end)");
-    ROW("stop-after", EX_INT, stop_after,
-        "stop after N steps of this invocation, saving a checkpoint (0: run to --steps); continue "
-        "with --resume");
-    ROW("seed", EX_INT, seed, h->seed);
-    ROW("threads", EX_INT, threads, "threads (0: all cores)");
-    ROW("log", EX_STR, log, "JSON-lines log, one object per step (default OUT/log.jsonl)");
-    ROW("sample-tokens", EX_INT, sample_tokens, h->sample_tokens);
-    ROW("temperature", EX_FLOAT, temperature, "temperature of that sample");
+    ROW_I("eval-every", eval_every, 0, EX_MAX_STEPS, "validation loss every N steps (and at the end)");
+    ROW_I("eval-windows", eval_windows, 0, 1 << 20, h->eval_windows);
+    ROW_I("ckpt-every", ckpt_every, 0, EX_MAX_STEPS, "checkpoint every N steps (and at the end)");
+    ROW_I("stop-after", stop_after, 0, EX_MAX_STEPS,
+          "stop after N steps of this invocation, saving a checkpoint (0: run to --steps); continue "
+          "with --resume");
+    ROW_I("seed", seed, 0, INT64_MAX, h->seed);
+    ROW_I("threads", threads, 0, EX_MAX_THREADS, "threads (0: all cores)");
+    ROW_S("log", log, "JSON-lines log, one object per step (default OUT/log.jsonl)");
+    ROW_I("sample-tokens", sample_tokens, 0, EX_MAX_GEN_TOKENS, h->sample_tokens);
+    ROW_F("temperature", temperature, 0, 100, "temperature of that sample");
     return n;
 }
 
-bool ex_train_check_floats(const char *prog, const ex_train_opts *o, const ex_float_range *extra,
-                           int n_extra) {
-    const ex_float_range common[] = {{"lr", o->lr, 0, 10},
-                                     {"lr-min", o->lr_min, 0, 10},
-                                     {"weight-decay", o->weight_decay, 0, 10},
-                                     {"clip", o->clip, 0, 1e9f},
-                                     {"dropout", o->dropout, 0, 0.99f},
-                                     {"temperature", o->temperature, 0, 100}};
-    const int n_common = (int)(sizeof common / sizeof common[0]);
-    for (int i = 0; i < n_common + n_extra; i++) {
-        const ex_float_range *r = i < n_common ? &common[i] : &extra[i - n_common];
-        if (!(r->v >= r->min && r->v <= r->max)) {
-            fprintf(stderr, "%s: --%s must lie in [%g, %g], got %g\n", prog, r->name,
-                    (double)r->min, (double)r->max, (double)r->v);
-            return false;
-        }
-    }
+bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *table, int n_opts, const char *where,
+                    int64_t max_batch_tokens) {
+    if (!ex_check_ranges(prog, table, n_opts, where)) return false;
     if (!(o->lr > 0)) {
         fprintf(stderr, "%s: --lr must be positive\n", prog);
+        return false;
+    }
+    int64_t tokens;
+    if (mg_ckd_mul_i64(&tokens, o->batch, o->block) || tokens > max_batch_tokens) {
+        fprintf(stderr, "%s: --batch %lld x --block-size %lld is too large (at most %lld tokens a step)\n", prog,
+                (long long)o->batch, (long long)o->block, (long long)max_batch_tokens);
         return false;
     }
     return true;
@@ -241,21 +232,10 @@ void ex_train_print_files(const char *prog, const ex_run_files *f) {
 
 int ex_sample_rows(ex_sample_opts *o, ex_opt *t) {
     int n = 0;
-    ROW("temperature", EX_FLOAT, temperature,
-        "sharpness: below 1 more conservative, 0 always the most likely");
-    ROW("top-k", EX_INT, top_k, "sample among the K most likely tokens only (0: all)");
-    ROW("top-p", EX_FLOAT, top_p,
-        "sample among the most likely tokens whose probability reaches P (1: all)");
+    ROW_F("temperature", temperature, 0, 100, "sharpness: below 1 more conservative, 0 always the most likely");
+    ROW_I("top-k", top_k, 0, INT32_MAX, "sample among the K most likely tokens only (0: all)");
+    ROW_F("top-p", top_p, 0, 1, "sample among the most likely tokens whose probability reaches P (1: all)");
     return n;
-}
-
-const char *ex_sample_check(const ex_sample_opts *o) {
-    return o->top_k < 0                                      ? "--top-k must be at least 0"
-           : !(o->temperature >= 0 && o->temperature <= 100) ? "--temperature must lie in [0, 100]"
-           : !(o->top_p >= 0 && o->top_p <= 1)               ? "--top-p must lie in [0, 1]"
-           : o->seed < -1                                    ? "--seed must be -1 or more"
-           : o->threads < 0                                  ? "--threads must be at least 0"
-                                                             : NULL;
 }
 
 int64_t ex_sample_seed(int64_t seed) {

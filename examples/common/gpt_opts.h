@@ -24,32 +24,28 @@ typedef struct ex_train_opts {
     bool resume, force;
 } ex_train_opts;
 
-/* The --help texts that say something program-specific. */
+/* The --help texts that say something program-specific, and the smallest --block-size (0: 1). */
 typedef struct ex_train_help {
     const char *out, *block, *pos, *eval_windows, *seed, *sample_tokens;
+    int64_t min_block;
 } ex_train_help;
 
 /* Appends the rows --out, --resume, --force, --steps, --batch, --block-size, --n-embd,
  * --n-layer, --n-head, --pos, --pos-opts, --dropout, --lr, --lr-min, --warmup, --weight-decay,
- * --clip to t (room for 17); returns how many. */
+ * --clip to t (room for 17), each numeric one with its range; returns how many. */
 int ex_train_rows_model(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
 
 /* Appends --eval-every, --eval-windows, --ckpt-every, --stop-after, --seed, --threads, --log,
  * --sample-tokens, --temperature (room for 9); returns how many. */
 int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
 
-/* A float option's value and its allowed range (inclusive). */
-typedef struct ex_float_range {
-    const char *name;
-    float v, min, max;
-} ex_float_range;
-
-/* --lr, --lr-min, --weight-decay, --clip, --dropout, --temperature, then the extra ranges, each
- * within its range (NaN is not); then --lr positive. On the first failure prints
- * "PROG: --NAME must lie in [MIN, MAX], got V" (or that --lr must be positive) and returns false.
- */
-bool ex_train_check_floats(const char *prog, const ex_train_opts *o, const ex_float_range *extra,
-                           int n_extra);
+/* The checks of the options once they are all known (given, defaults, or remembered by the
+ * checkpoint of a resumed run): every numeric option of the table within its range (where, when
+ * not NULL, says where the values came from in the message, see ex_check_ranges), --lr above 0,
+ * and --batch x --block-size at most max_batch_tokens (the product is checked, never wrapped).
+ * Prints the first failure as "PROG: ..." and returns false. */
+bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *table, int n_opts, const char *where,
+                    int64_t max_batch_tokens);
 
 /* The model config from the options (vocab_size, block_size, n_embd, n_layer, n_head, dropout,
  * pos, pos_opts), checked by the library, whose message names the key; `what` names the source in
@@ -117,12 +113,9 @@ typedef struct ex_sample_opts {
     int64_t top_k, seed, threads;
 } ex_sample_opts;
 
-/* Appends the rows --temperature, --top-k, --top-p (room for 3); returns how many. */
+/* Appends the rows --temperature (0..100), --top-k (0..2^31-1), --top-p (0..1) (room for 3);
+ * returns how many. */
 int ex_sample_rows(ex_sample_opts *o, ex_opt *t);
-
-/* The first of --top-k, --temperature, --top-p, --seed (-1 or more), --threads that is out of
- * range, as the message to print ("--top-p must lie in [0, 1]"); NULL when all are fine. */
-const char *ex_sample_check(const ex_sample_opts *o);
 
 /* seed, or one drawn from the clock when it is negative (-1: "from the clock"). */
 int64_t ex_sample_seed(int64_t seed);

@@ -1,6 +1,8 @@
 /* A GPT language model described to the library trainer. */
 #include "trainer.h"
 
+#include "minigrad/checked.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +43,14 @@ static mg_status lm_load(void *user, const char *path) {
 }
 
 mg_status ex_lm_train(mg_gpt *g, const mg_train_cfg *cfg, const ex_lm_task *task, mg_train_result *res) {
-    int64_t bt = task->B * task->T;
-    lm m = {.g = g, .task = task, .ids = malloc((size_t)bt * sizeof *m.ids),
-            .targets = malloc((size_t)bt * sizeof *m.targets)};
+    int64_t bt;
+    size_t bytes;
+    if (task->B < 1 || task->T < 1 || mg_ckd_mul_i64(&bt, task->B, task->T) || mg_ckd_bytes(&bytes, bt, sizeof(int32_t))) {
+        memset(res, 0, sizeof *res);
+        return mg_set_error(MG_ERR_INVALID, "%s: a batch of %lld x %lld tokens is too large (or empty)", cfg->prog,
+                            (long long)task->B, (long long)task->T);
+    }
+    lm m = {.g = g, .task = task, .ids = malloc(bytes), .targets = malloc(bytes)};
     mg_status st;
     if (!m.ids || !m.targets) {
         memset(res, 0, sizeof *res);

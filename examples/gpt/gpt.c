@@ -30,9 +30,9 @@ static int cmd_init(int argc, char **argv) {
     const char *config = NULL, *out = NULL;
     int64_t seed = 1337;
     const ex_opt opts[] = {
-        {"config", EX_STR, &config, "model config file with a [gpt] section"},
-        {"out", EX_STR, &out, "checkpoint to write (safetensors)"},
-        {"seed", EX_INT, &seed, "initialisation seed"},
+        EX_STR_OPT("config", &config, "model config file with a [gpt] section"),
+        EX_STR_OPT("out", &out, "checkpoint to write (safetensors)"),
+        EX_INT_OPT("seed", &seed, 0, INT64_MAX, "initialisation seed"),
     };
     ex_parse_result r = ex_parse("gpt init", "gpt init --config FILE --out FILE [--seed N]", argc, argv, opts, 3, NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
@@ -109,12 +109,12 @@ static int cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *tokens = NULL, *dump = NULL;
     int64_t B = 0, T = 0, threads = 0;
     const ex_opt opts[] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint (safetensors)"},
-        {"tokens", EX_STR, &tokens, "B rows of T+1 little-endian uint16 tokens"},
-        {"batch", EX_INT, &B, "rows B"},
-        {"seq", EX_INT, &T, "sequence length T"},
-        {"dump-grads", EX_STR, &dump, "write d(loss)/d(param) for every parameter to this safetensors file"},
-        {"threads", EX_INT, &threads, "threads (0: all)"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint (safetensors)"),
+        EX_STR_OPT("tokens", &tokens, "B rows of T+1 little-endian uint16 tokens"),
+        EX_INT_OPT("batch", &B, 1, 1 << 24, "rows B (required)"),
+        EX_INT_OPT("seq", &T, 1, 1 << 24, "sequence length T (required)"),
+        EX_STR_OPT("dump-grads", &dump, "write d(loss)/d(param) for every parameter to this safetensors file"),
+        EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all)"),
     };
     ex_parse_result r = ex_parse("gpt eval", "gpt eval --ckpt FILE --tokens FILE --batch B --seq T [--dump-grads FILE]",
                                  argc, argv, opts, 6, NULL, 0, NULL);
@@ -123,8 +123,9 @@ static int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "gpt eval: --ckpt, --tokens, --batch >= 1 and --seq >= 1 are required (see --help)\n");
         return 2;
     }
-    /* B * (T + 1) tokens of 2 bytes, and B * T int32 twice: keep every product far from overflow */
-    if (B > ((int64_t)1 << 24) || T > ((int64_t)1 << 24) || B * (T + 1) > ((int64_t)1 << 28)) {
+    /* B * (T + 1) tokens of 2 bytes, and B * T int32 twice: keep every product far from overflow
+     * (each is at most 2^24 by its range, so B * (T + 1) cannot wrap) */
+    if (B * (T + 1) > ((int64_t)1 << 28)) {
         fprintf(stderr, "gpt eval: --batch %lld --seq %lld: at most 2^24 each and 2^28 tokens in all\n",
                 (long long)B, (long long)T);
         return 2;
@@ -229,19 +230,19 @@ static int cmd_sample(int argc, char **argv) {
     float temperature = 1.0f, top_p = 1.0f;
     bool no_cache = false;
     const ex_opt opts[] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint (safetensors)"},
-        {"prompt", EX_STR, &prompt, "prompt token ids, separated by spaces or commas"},
-        {"n", EX_INT, &n, "tokens to generate"},
-        {"temperature", EX_FLOAT, &temperature, "0: greedy"},
-        {"top-k", EX_INT, &top_k, "keep the k most likely tokens (0: all)"},
-        {"top-p", EX_FLOAT, &top_p, "nucleus: keep the smallest set reaching this probability (1: all)"},
-        {"seed", EX_INT, &seed, "sampling seed"},
-        {"no-cache", EX_FLAG, &no_cache, "recompute the context for every token (no KV cache)"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint (safetensors)"),
+        EX_STR_OPT("prompt", &prompt, "prompt token ids, separated by spaces or commas"),
+        EX_INT_OPT("n", &n, 0, EX_MAX_GEN_TOKENS, "tokens to generate"),
+        EX_FLOAT_OPT("temperature", &temperature, 0, 100, "0: greedy"),
+        EX_INT_OPT("top-k", &top_k, 0, INT32_MAX, "keep the k most likely tokens (0: all)"),
+        EX_FLOAT_OPT("top-p", &top_p, 0, 1, "nucleus: keep the smallest set reaching this probability (1: all)"),
+        EX_INT_OPT("seed", &seed, 0, INT64_MAX, "sampling seed"),
+        EX_FLAG_OPT("no-cache", &no_cache, "recompute the context for every token (no KV cache)"),
     };
     ex_parse_result r = ex_parse("gpt sample", "gpt sample --ckpt FILE --prompt \"IDS\" [options]", argc, argv, opts, 8,
                                  NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
-    if (!ckpt || !prompt || n < 0) {
+    if (!ckpt || !prompt) {
         fprintf(stderr, "gpt sample: --ckpt and --prompt are required (see --help)\n");
         return 2;
     }

@@ -95,7 +95,17 @@ head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train
 refuse "missing options" 2 "required" "$GPT" eval --ckpt "$dir/rope.safetensors"
-refuse "absurd sizes (no overflow)" 2 "at most 2^24 each and 2^28 tokens in all" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 31 --seq 6843146995085801406
+refuse "absurd sizes (no overflow)" 2 "--seq: 6843146995085801406 is out of range 1..16777216" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 31 --seq 6843146995085801406
+refuse "threads past int" 2 "--threads: 4294967297 is out of range 0..1024" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 --threads 4294967297
+# sampling options outside their meaning are refused, not read as greedy or "all"
+refuse "sample at a negative temperature" 2 "--temperature: -1 is out of range 0..100" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --temperature -1
+refuse "sample a negative top-p" 2 "--top-p: -1 is out of range 0..1" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --top-p -1
+refuse "sample a negative top-k" 2 "--top-k: -3 is out of range 0..2147483647" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --top-k -3
+refuse "sample a NaN temperature" 2 "--temperature expects a number in 0..100, got 'nan'" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --temperature nan
+# --n once overflowed the history's size in the library: 2^62 tokens are refused by the range
+refuse "sample 2^62 tokens" 2 "--n: 4611686018427387904 is out of range 0..16777216" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --n 4611686018427387904
+refuse "sample INT64_MAX tokens" 2 "--n: 9223372036854775807 is out of range" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --n 9223372036854775807
+refuse "init seed below 0" 2 "--seed: -5 is out of range 0.." "$GPT" init --config "$dir/rope.cfg" --out "$dir/x.safetensors" --seed -5
 refuse "too many tokens" 2 "2^28 tokens in all" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 16777216 --seq 16777216
 echo "1..$n"
 [ "$fails" -eq 0 ]

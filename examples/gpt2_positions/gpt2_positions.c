@@ -7,6 +7,7 @@
 #include "minigrad/minigrad.h"
 #include "minigrad/layer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +39,18 @@ static void show(const char *what, const mg_tensor *t) {
 
 int main(int argc, char **argv) {
     long vocab = 50257;
-    if (argc == 3 && strcmp(argv[1], "--vocab") == 0) vocab = strtol(argv[2], NULL, 10);
-    if (argc != 1 && argc != 3) {
-        fprintf(stderr, "usage: gpt2_positions [--vocab N]\n");
+    if ((argc != 1 && argc != 3) || (argc == 3 && strcmp(argv[1], "--vocab") != 0)) {
+        fprintf(stderr, "usage: gpt2_positions [--vocab N]   (N in 1..%d, default 50257)\n", INT32_MAX);
         return 2;
+    }
+    if (argc == 3) {
+        char *end;
+        errno = 0;
+        vocab = strtol(argv[2], &end, 10);
+        if (end == argv[2] || *end || errno || vocab < 1 || vocab > INT32_MAX) {
+            fprintf(stderr, "gpt2_positions: --vocab: '%s' is not a whole number in 1..%d\n", argv[2], INT32_MAX);
+            return 2;
+        }
     }
     int32_t ids[T] = {5661, 318, 257, 6152}; /* "this", " is", " a", " prompt" */
     if (vocab <= 6152) /* a small table for quick runs: the same words, ids folded into it */

@@ -6,6 +6,8 @@
  */
 #include "minigrad/minigrad.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +26,20 @@ static void make_spirals(float *x, int32_t *y, mg_rng *r) {
     }
 }
 
-static long arg_long(int argc, char **argv, const char *name, long def) {
-    for (int i = 1; i + 1 < argc; i++)
+/* The value of option `name`, or def when it is not given; a value that is not a whole number in
+ * min..max ends the program with a message naming the option and the range. */
+static long arg_long(int argc, char **argv, const char *name, long def, long min, long max) {
+    for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], name) == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "mlp_demo: %s needs a value\n", name);
+                exit(2);
+            }
             char *end;
+            errno = 0;
             long v = strtol(argv[i + 1], &end, 10);
-            if (*end || v < 0) {
-                fprintf(stderr, "mlp_demo: %s expects a non-negative integer, got '%s'\n", name, argv[i + 1]);
+            if (end == argv[i + 1] || *end || errno || v < min || v > max) {
+                fprintf(stderr, "mlp_demo: %s: '%s' is not a whole number in %ld..%ld\n", name, argv[i + 1], min, max);
                 exit(2);
             }
             return v;
@@ -41,17 +50,14 @@ static long arg_long(int argc, char **argv, const char *name, long def) {
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: mlp_demo [--steps N] [--hidden H] [--seed S] [--threads N]\n");
+            printf("usage: mlp_demo [--steps N (1..1000000)] [--hidden H (1..65536)] [--seed S (0..%ld)] "
+                   "[--threads N (0..1024)]\n", LONG_MAX);
             return 0;
         }
-    int steps = (int)arg_long(argc, argv, "--steps", 500);
-    int64_t hidden = arg_long(argc, argv, "--hidden", 64);
-    uint64_t seed = (uint64_t)arg_long(argc, argv, "--seed", 1);
-    int threads = mg_set_num_threads((int)arg_long(argc, argv, "--threads", 0));
-    if (hidden < 1 || steps < 1) {
-        fprintf(stderr, "mlp_demo: --steps and --hidden must be at least 1\n");
-        return 2;
-    }
+    int steps = (int)arg_long(argc, argv, "--steps", 500, 1, 1000000);
+    int64_t hidden = arg_long(argc, argv, "--hidden", 64, 1, 65536);
+    uint64_t seed = (uint64_t)arg_long(argc, argv, "--seed", 1, 0, LONG_MAX);
+    int threads = mg_set_num_threads((int)arg_long(argc, argv, "--threads", 0, 0, 1024));
 
     mg_rng rng = mg_rng_make(seed);
     static float x[2 * N_PTS];

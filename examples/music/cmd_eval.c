@@ -1,6 +1,7 @@
 /* music eval: the mean loss of a checkpoint on the validation windows of a corpus. */
 #include "cli.h"
 #include "cmd_model.h"
+#include "commands.h"
 
 #include "minigrad/checkpoint.h"
 
@@ -14,27 +15,17 @@ int music_cmd_eval(int argc, char **argv) {
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
     int64_t windows = -1, batch = 1, threads = 0, pieces = -1;
     const ex_opt table[] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
-        {"data", EX_STR, &data, "directory of MIDI files (default: the run's own corpus)"},
-        {"pieces", EX_INT, &pieces, "pieces of the generated corpus (default: the run's)"},
-        {"windows", EX_INT, &windows,
-         "validation windows to score (default: the run's --eval-windows; 0: all)"},
-        {"batch", EX_INT, &batch, "windows per forward pass"},
-        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint written by music train"),
+        EX_STR_OPT("data", &data, "directory of MIDI files (default: the run's own corpus)"),
+        EX_INT_OPT("pieces", &pieces, 1, MUSIC_MAX_PIECES, "pieces of the generated corpus (default: the run's)"),
+        EX_INT_OPT("windows", &windows, 0, 1 << 20,
+                   "validation windows to score (default: the run's --eval-windows; 0: all)"),
+        EX_INT_OPT("batch", &batch, 1, EX_MAX_BATCH, "windows per forward pass"),
+        EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
     };
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--data DIR] [options]", argc - 1, argv + 1,
                                   table, (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
-    const char *bad = batch < 1      ? "--batch must be at least 1"
-                      : threads < 0  ? "--threads must be at least 0"
-                      : windows < -1 ? "--windows must be 0 or more"
-                      : pieces != -1 && (pieces < 1 || pieces > 100000)
-                          ? "--pieces must lie in [1, 100000]"
-                          : NULL;
-    if (bad) {
-        fprintf(stderr, PROG ": %s\n", bad);
-        return 2;
-    }
     mg_set_num_threads((int)threads);
 
     mg_gpt *g;

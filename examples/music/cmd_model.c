@@ -1,6 +1,8 @@
 /* Helpers the model subcommands share: the corpus, generation into MIDI / PNG / WAV. */
 #include "cmd_model.h"
 
+#include "minigrad/checked.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -137,9 +139,19 @@ static double tokens_seconds(const int32_t *t, int64_t n) {
 mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
                          const music_gen_req *req, mg_rng *rng, music_gen_result *res) {
     memset(res, 0, sizeof *res);
-    int64_t block = mg_gpt_cfg(g)->block_size, keep = block / 2 > 0 ? block / 2 : 1;
-    int64_t cap = n_prompt + req->tokens;
-    int32_t *hist = malloc((size_t)cap * sizeof *hist);
+    /* The model goes on from the last half block: a context of 1 would leave no room for a new
+     * token (and the loop below would never end). */
+    int64_t block = mg_gpt_cfg(g)->block_size, keep = block / 2;
+    if (block < 2)
+        return mg_set_error(MG_ERR_INVALID, "%s: the model's context (block_size %lld) must be 2 tokens or more to "
+                            "generate", req->prog, (long long)block);
+    int64_t cap;
+    size_t bytes;
+    if (n_prompt < 1 || req->tokens < 0 || mg_ckd_add_i64(&cap, n_prompt, req->tokens) ||
+        mg_ckd_bytes(&bytes, cap, sizeof(int32_t)))
+        return mg_set_error(MG_ERR_INVALID, "%s: a prompt of %lld tokens and %lld more to generate: too many",
+                            req->prog, (long long)n_prompt, (long long)req->tokens);
+    int32_t *hist = malloc(bytes);
     music_notes notes = {0};
     music_midi_file mf = {0};
     if (!hist) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", req->prog);

@@ -34,27 +34,27 @@ int music_cmd_sample(int argc, char **argv) {
     ex_sample_opts so = {.temperature = 1.0f, .top_p = 1.0f, .seed = -1};
     bool quiet = false, no_png = false;
     ex_opt table[13] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint written by music train"},
-        {"prompt", EX_STR, &prompt, "MIDI file to continue (default: start a new piece)"},
-        {"tokens", EX_INT, &tokens, "new tokens at most (the model may end the piece sooner)"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint written by music train"),
+        EX_STR_OPT("prompt", &prompt, "MIDI file to continue (default: start a new piece)"),
+        EX_INT_OPT("tokens", &tokens, 1, EX_MAX_GEN_TOKENS,
+                   "new tokens at most (the model may end the piece sooner)"),
     };
     int n = 3;
     n += ex_sample_rows(&so, table + n);
     const ex_opt rest[] = {
-        {"seed", EX_INT, &so.seed, "random seed (-1: from the clock; the seed used is printed)"},
-        {"out", EX_STR, &out_mid, "the piece (prompt + continuation) as a MIDI file"},
-        {"png", EX_STR, &png, "its piano roll (default: the --out path with .png for .mid)"},
-        {"no-png", EX_FLAG, &no_png, "no piano roll"},
-        {"wav", EX_STR, &wav, "also render it to this WAV file with timidity (if installed)"},
-        {"quiet", EX_FLAG, &quiet, "no live progress line"},
-        {"threads", EX_INT, &so.threads, "threads (0: all cores)"},
+        EX_INT_OPT("seed", &so.seed, -1, INT64_MAX, "random seed (-1: from the clock; the seed used is printed)"),
+        EX_STR_OPT("out", &out_mid, "the piece (prompt + continuation) as a MIDI file"),
+        EX_STR_OPT("png", &png, "its piano roll (default: the --out path with .png for .mid)"),
+        EX_FLAG_OPT("no-png", &no_png, "no piano roll"),
+        EX_STR_OPT("wav", &wav, "also render it to this WAV file with timidity (if installed)"),
+        EX_FLAG_OPT("quiet", &quiet, "no live progress line"),
+        EX_INT_OPT("threads", &so.threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
     };
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) table[n++] = rest[i];
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt FILE.mid] [options]", argc - 1,
                                   argv + 1, table, n, NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
-    const char *bad = tokens < 1 || tokens > (1 << 24) ? "--tokens must lie in [1, 16777216]"
-                                                       : ex_sample_check(&so);
+    const char *bad = NULL;
     if (!bad && !out_mid[0]) bad = "--out must name a file";
     if (!bad && png && no_png) bad = "--png and --no-png contradict each other";
     if (bad) {

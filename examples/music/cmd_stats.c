@@ -1,42 +1,36 @@
 /* music stats --data DIR: what each MIDI file under DIR holds, as tab-separated lines. */
+#include "cli.h"
 #include "commands.h"
 #include "music.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#define PROG "music stats"
+
 int music_cmd_stats(int argc, char **argv) {
     const char *dir = NULL;
     music_load_opts opts = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (music_opt(argc, argv, &i, "--data", &v)) {
-            if (!v) return 2;
-            dir = v;
-        } else if (strcmp(argv[i], "--no-sustain") == 0) {
-            opts.notes.no_sustain = true;
-        } else if (strcmp(argv[i], "--keep-drums") == 0) {
-            opts.notes.keep_drums = true;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: music stats --data DIR [--no-sustain] [--keep-drums]\n"
-                   "One tab-separated line per MIDI file under DIR: path, SMF format, tracks, "
-                   "note-ons (velocity > 0, before merging), tempo events, seconds, tokens; then a "
-                   "total line.\n"
-                   "  --no-sustain  ignore the sustain pedal (CC 64) when counting tokens\n"
-                   "  --keep-drums  keep channel 10 (drums), which is dropped by default\n");
-            return 0;
-        } else {
-            return music_usage_error("stats", argv[i]);
-        }
-    }
+    const ex_opt table[] = {
+        EX_STR_OPT("data", &dir, "directory of MIDI files (.mid/.midi, searched recursively; required)"),
+        EX_FLAG_OPT("no-sustain", &opts.notes.no_sustain, "ignore the sustain pedal (CC 64) when counting tokens"),
+        EX_FLAG_OPT("keep-drums", &opts.notes.keep_drums, "keep channel 10 (drums), which is dropped by default"),
+    };
+    ex_parse_result pr =
+        ex_parse(PROG,
+                 "--data DIR [--no-sustain] [--keep-drums]\n\n"
+                 "One tab-separated line per MIDI file under DIR: path, SMF format, tracks, note-ons "
+                 "(velocity > 0, before merging), tempo events, seconds, tokens; then a total line.",
+                 argc - 1, argv + 1, table, (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
+    if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
     if (!dir) {
-        fprintf(stderr, "music stats: --data DIR is required\n");
+        fprintf(stderr, PROG ": --data DIR is required\n");
         return 2;
     }
     music_corpus c;
     mg_status s = music_load_dir(dir, &opts, &c);
     if (s) {
-        fprintf(stderr, "music stats: %s\n", mg_last_error());
+        fprintf(stderr, PROG ": %s\n", mg_last_error());
         return 1;
     }
     size_t tracks = 0, note_ons = 0, tempo = 0;

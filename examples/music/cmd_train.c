@@ -2,6 +2,7 @@
  * through the GPT adapter of examples/common. */
 #include "cli.h"
 #include "cmd_model.h"
+#include "commands.h"
 #include "gpt_opts.h"
 #include "progress.h"
 #include "trainer.h"
@@ -41,22 +42,24 @@ static const ex_train_help HELP = {
         "fixed validation windows the loss is averaged over (0: every window of the split)",
     .seed = "seed of the initial weights, the windows, augmentation and dropout",
     .sample_tokens =
-        "tokens of the sample written to OUT/sample.mid and OUT/sample.png at the end (0: none)"};
+        "tokens of the sample written to OUT/sample.mid and OUT/sample.png at the end (0: none)",
+    .min_block = 2};
 
 static int make_opts(train_opts *o, ex_opt *t) {
     int n = 0;
-#define OPT(name, type, field, help) t[n++] = (ex_opt){name, type, &o->field, help}
-    OPT("data", EX_STR, c.data,
-        "directory of MIDI files (.mid/.midi, searched recursively; default: generated piano "
-        "pieces)");
-    OPT("pieces", EX_INT, pieces, "pieces of the generated corpus when no --data is given");
+    t[n++] = (ex_opt)EX_STR_OPT("data", &o->c.data,
+                                "directory of MIDI files (.mid/.midi, searched recursively; default: "
+                                "generated piano pieces)");
+    t[n++] = (ex_opt)EX_INT_OPT("pieces", &o->pieces, 1, MUSIC_MAX_PIECES,
+                                "pieces of the generated corpus when no --data is given");
     n += ex_train_rows_model(&o->c, &HELP, t + n);
-    OPT("transpose", EX_INT, transpose, "augmentation: transpose each window by up to N semitones");
-    OPT("stretch", EX_FLOAT, stretch,
-        "augmentation: stretch each window's time by a factor in [1-S, 1+S] (5 steps)");
-    OPT("no-augment", EX_FLAG, no_augment, "train on the windows as they are");
+    t[n++] = (ex_opt)EX_INT_OPT("transpose", &o->transpose, 0, 24,
+                                "augmentation: transpose each window by up to N semitones");
+    t[n++] = (ex_opt)EX_FLOAT_OPT("stretch", &o->stretch, 0, 0.5,
+                                  "augmentation: stretch each window's time by a factor in [1-S, 1+S] (5 "
+                                  "steps)");
+    t[n++] = (ex_opt)EX_FLAG_OPT("no-augment", &o->no_augment, "train on the windows as they are");
     n += ex_train_rows_run(&o->c, &HELP, t + n);
-#undef OPT
     return n;
 }
 
@@ -132,44 +135,6 @@ static float validate(void *user, mg_gpt *g) {
     return tokens > 0 ? (float)(nats / (double)tokens) : NAN;
 }
 
-/* ---- option checks ---- */
-
-static bool check_opts(const train_opts *o) {
-    const ex_train_opts *c = &o->c;
-    struct {
-        const char *name;
-        int64_t v, min, max;
-    } ints[] = {{"steps", c->steps, 1, INT64_MAX},
-                {"batch", c->batch, 1, 1 << 20},
-                {"block-size", c->block, 2, 1 << 20},
-                {"n-embd", c->n_embd, 1, 1 << 16},
-                {"n-layer", c->n_layer, 0, 1024},
-                {"n-head", c->n_head, 1, 1 << 16},
-                {"warmup", c->warmup, 0, INT64_MAX},
-                {"eval-every", c->eval_every, 0, INT64_MAX},
-                {"eval-windows", c->eval_windows, 0, 1 << 20},
-                {"ckpt-every", c->ckpt_every, 0, INT64_MAX},
-                {"threads", c->threads, 0, 4096},
-                {"sample-tokens", c->sample_tokens, 0, 1 << 24},
-                {"stop-after", c->stop_after, 0, INT64_MAX},
-                {"seed", c->seed, 0, INT64_MAX},
-                {"pieces", o->pieces, 1, 100000},
-                {"transpose", o->transpose, 0, 24}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ints[i].v < ints[i].min || ints[i].v > ints[i].max) {
-            fprintf(stderr, PROG ": --%s must lie in [%lld, %lld], got %lld\n", ints[i].name,
-                    (long long)ints[i].min, (long long)ints[i].max, (long long)ints[i].v);
-            return false;
-        }
-    if (c->batch * c->block > (int64_t)1 << 24) {
-        fprintf(stderr, PROG ": --batch %lld x --block-size %lld is too large\n",
-                (long long)c->batch, (long long)c->block);
-        return false;
-    }
-    const ex_float_range stretch = {"stretch", o->stretch, 0, 0.5f};
-    return ex_train_check_floats(PROG, c, &stretch, 1);
-}
-
 /* ---- resuming: the saved run's settings become the defaults ---- */
 
 static mg_status load_saved(const char *ckpt, train_opts *o, mg_st_file **f) {
@@ -220,7 +185,9 @@ int music_cmd_train(int argc, char **argv) {
             goto out;
         }
     }
-    if (!check_opts(&o)) {
+    char where[4200];
+    snprintf(where, sizeof where, "the value saved in %s", ckpt);
+    if (!ex_train_check(PROG, &o.c, table, n_opts, o.c.resume ? where : NULL, (int64_t)1 << 24)) {
         rc = 2;
         goto out;
     }

@@ -20,15 +20,7 @@ int music_cmd_stats(int argc, char **argv);
 int music_cmd_gen(int argc, char **argv);
 int music_cmd_tokens(int argc, char **argv);
 
-/* ---- argument helpers (main.c) ---- */
-
-/* If argv[*i] is `--name VALUE` or `--name=VALUE`, stores VALUE, advances *i past it and returns
- * true; a missing VALUE prints an error and stores NULL. */
-bool music_opt(int argc, char **argv, int *i, const char *name, const char **value);
-/* Whole-string unsigned decimal in [0, max]; prints "music CMD: OPT: 'text' is not ..." if not. */
-bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
-                     uint64_t *out);
-/* Prints "music CMD: unknown argument 'ARG' (usage: music CMD USAGE)" and returns 2. */
-int music_usage_error(const char *cmd, const char *arg);
+/* The most pieces the generated corpus may have (music gen --pieces, music train --pieces). */
+#define MUSIC_MAX_PIECES 100000
 
 #endif

@@ -2,6 +2,8 @@
  * result that says what it held or why it was skipped. */
 #include "music_internal.h"
 
+#include "minigrad/checked.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -119,7 +121,9 @@ mg_status music_corpus_add(music_corpus *c, const char *path, const uint8_t *byt
     static const music_load_opts defaults = {0};
     if (!opts) opts = &defaults;
     /* one realloc per file: a corpus is hundreds or thousands of files, not millions */
-    music_item *items = realloc(c->items, (c->n + 1) * sizeof *items);
+    size_t items_bytes;
+    music_item *items =
+        mg_ckd_mul_size(&items_bytes, c->n + 1, sizeof *items) ? NULL : realloc(c->items, items_bytes);
     if (!items) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
     c->items = items;
     music_item *it = &items[c->n];

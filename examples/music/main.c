@@ -6,7 +6,6 @@
 
 #include "minigrad/base.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,46 +38,6 @@ static const music_command commands[] = {
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-bool music_opt(int argc, char **argv, int *i, const char *name, const char **value) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return false;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return true;
-    }
-    if (a[n] != 0) return false;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "music %s: %s needs a value\n", argv[0], name);
-        *value = NULL;
-        return true;
-    }
-    *value = argv[++*i];
-    return true;
-}
-
-bool music_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
-                     uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (!*text || *end || errno || text[0] == '-' || v > max) {
-        fprintf(stderr, "music %s: %s: '%s' is not a whole number from 0 to %llu\n", cmd, opt, text,
-                (unsigned long long)max);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-int music_usage_error(const char *cmd, const char *arg) {
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(commands[i].name, cmd) == 0)
-            fprintf(stderr, "music %s: unknown argument '%s' (usage: music %s %s)\n",
-                    commands[i].name, arg, commands[i].name, commands[i].usage);
-    return 2;
-}
 
 static void help(FILE *out) {
     fprintf(out, "usage: music COMMAND [ARGS]\n\ncommands:\n");

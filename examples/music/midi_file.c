@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 mg_status music_grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return MG_OK;
@@ -156,6 +157,11 @@ mg_status music_read_file(const char *path, size_t max_bytes, uint8_t **buf, siz
     *len = 0;
     FILE *fp = fopen(path, "rb");
     if (!fp) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb; /* a regular file too large is refused by its size; anything else as it is read */
+    if (fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max_bytes) {
+        fclose(fp);
+        return mg_set_error(MG_ERR_IO, "%s: larger than %zu bytes: not read", path, max_bytes);
+    }
     size_t cap = 0, n = 0;
     uint8_t *b = NULL;
     for (;;) {

@@ -3,6 +3,8 @@
 #include "music_internal.h"
 #include "music_model.h"
 
+#include "minigrad/checked.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +28,13 @@ mg_status music_data_make(music_data *d, const music_corpus *c, const char *labe
         return mg_set_error(MG_ERR_NOT_FOUND,
                             "%s: none of the %zu MIDI files found could be used (the first: %s)",
                             label, c->n, c->items[0].error ? c->items[0].error : "no reason given");
+    size_t idx_bytes, cum_bytes;
+    if (mg_ckd_mul_size(&idx_bytes, c->n_ok, sizeof *d->train_idx) ||
+        mg_ckd_mul_size(&cum_bytes, c->n_ok + 1, sizeof *d->train_cum))
+        return mg_set_error(MG_ERR_INVALID, "%s: %zu pieces: too many", label, c->n_ok);
     d->pieces = calloc(c->n_ok, sizeof *d->pieces);
-    d->train_idx = malloc(c->n_ok * sizeof *d->train_idx);
-    d->train_cum = malloc((c->n_ok + 1) * sizeof *d->train_cum);
+    d->train_idx = malloc(idx_bytes);
+    d->train_cum = malloc(cum_bytes);
     if (!d->pieces || !d->train_idx || !d->train_cum) goto nomem;
     size_t N = c->n_ok, V = N < 2 ? 0 : (N + 5) / 10;
     if (N >= 2 && V == 0) V = 1;
@@ -41,7 +47,8 @@ mg_status music_data_make(music_data *d, const music_corpus *c, const char *labe
                                 it->path);
         }
         music_piece *p = &d->pieces[d->n];
-        p->tok = malloc(it->encoding.n * sizeof *p->tok);
+        size_t tok_bytes;
+        p->tok = mg_ckd_mul_size(&tok_bytes, it->encoding.n, sizeof *p->tok) ? NULL : malloc(tok_bytes);
         p->name = strdup(it->path);
         if (!p->tok || !p->name) {
             free(p->tok), free(p->name);
@@ -156,9 +163,11 @@ mg_status music_val_windows(const music_data *d, int64_t T, size_t max_count,
     for (size_t i = 0; i < d->n; i++)
         if (d->pieces[i].val) total += (d->pieces[i].n - 2) / (size_t)T + 1;
     if (total == 0) return MG_OK;
-    size_t count = max_count > 0 && max_count < total ? max_count : total;
-    w->piece = malloc(count * sizeof *w->piece);
-    w->start = malloc(count * sizeof *w->start);
+    size_t count = max_count > 0 && max_count < total ? max_count : total, bytes;
+    if (mg_ckd_mul_size(&bytes, count, sizeof *w->start))
+        return mg_set_error(MG_ERR_INVALID, "%zu validation windows: too many", count);
+    w->piece = malloc(bytes);
+    w->start = malloc(bytes);
     if (!w->piece || !w->start) {
         music_windows_free(w);
         return mg_set_error(MG_ERR_NOMEM, "out of memory for %zu validation windows", count);

@@ -1,6 +1,8 @@
 /* Music checkpoints (a GPT that speaks the performance encoding) and the validation loss. */
 #include "music_model.h"
 
+#include "cli.h"
+
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,11 @@ mg_status music_load(const char *path, mg_gpt **g, mg_st_file **file_out) {
         st = mg_set_error(MG_ERR_FORMAT,
                           "%s: metadata 'vocab_size' is %lld, the performance encoding has %d",
                           path, (long long)mg_gpt_cfg(*g)->vocab_size, MUSIC_PERF_VOCAB);
+    } else if (mg_gpt_cfg(*g)->block_size < 2) {
+        st = mg_set_error(MG_ERR_FORMAT,
+                          "%s: metadata 'block_size' is %lld, a music model needs 2 or more (music "
+                          "train --block-size takes 2..%d)",
+                          path, (long long)mg_gpt_cfg(*g)->block_size, EX_MAX_BLOCK);
     }
     if (st != MG_OK) {
         mg_st_close(f);

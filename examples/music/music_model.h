@@ -100,8 +100,9 @@ void music_windows_free(music_windows *w);
 /* ---- checkpoints and evaluation ---- */
 
 /* Loads a checkpoint written by `music train` (mg_gpt_from_checkpoint), refusing one that is not a
- * music model: the message names the file, the metadata key and what it holds instead (a textgen
- * checkpoint says tokenizer "char" or "byte"). *file_out (optional) receives the open file for more
+ * music model (or one whose block_size is below the 2 generation needs): the message names the
+ * file, the metadata key and what it holds instead (a textgen checkpoint says tokenizer "char" or
+ * "byte"). *file_out (optional) receives the open file for more
  * metadata; the caller closes it. On failure nothing is left to free. */
 mg_status music_load(const char *path, mg_gpt **g, mg_st_file **file_out);
 

@@ -336,29 +336,26 @@ int main(int argc, char **argv) {
                  .eval_n = 0,
                  .list = false};
     const ex_opt opts[] = {
-        {"tasks", EX_STR, &o.tasks, "comma-separated tasks: rev, sort, lmax, perm"},
-        {"schemes", EX_STR, &o.schemes,
-         "comma-separated positional schemes (none, sin, learned, learned_sin, rope, alibi, "
-         "registry spellings such "
-         "as sinusoidal, or a plugin's), or all: every scheme registered or found as a plugin"},
-        {"seeds", EX_STR, &o.seeds,
-         "comma-separated training seeds (model init and minibatch stream)"},
-        {"steps", EX_INT, &o.steps, "Adam steps of 32 sequences per run"},
-        {"batch", EX_INT, &o.batch, "sequences per step"},
-        {"eval-every", EX_INT, &o.eval_every, "validation every N steps (the learning curve)"},
-        {"lengths", EX_STR, &o.lengths,
-         "longer lengths to evaluate trained models at (\"\" for none)"},
-        {"threads", EX_INT, &o.threads, "threads in all (0: every core)"},
-        {"jobs", EX_INT, &o.jobs,
-         "runs at the same time, each with threads/jobs threads (0: as many as threads)"},
-        {"out", EX_STR, &o.out, "directory for results.csv, results.md and the PNGs"},
-        {"plugin-path", EX_STR, &o.plugin_path,
-         "':'-separated plugin directories searched instead of the installed (or build tree's) "
-         "one and this program's (MINIGRAD_PLUGIN_PATH is searched first either way)"},
-        {"eval-n", EX_INT, &o.eval_n,
-         "evaluate on the first N sequences of each set only (0: all, as the spec says)"},
-        {"list-schemes", EX_FLAG, &o.list,
-         "list the positional schemes found and where they come from, then exit"},
+        EX_STR_OPT("tasks", &o.tasks, "comma-separated tasks: rev, sort, lmax, perm"),
+        EX_STR_OPT("schemes", &o.schemes,
+                   "comma-separated positional schemes (none, sin, learned, learned_sin, rope, alibi, "
+                   "registry spellings such "
+                   "as sinusoidal, or a plugin's), or all: every scheme registered or found as a plugin"),
+        EX_STR_OPT("seeds", &o.seeds, "comma-separated training seeds (model init and minibatch stream)"),
+        EX_INT_OPT("steps", &o.steps, 1, 1000000, "Adam steps of 32 sequences per run"),
+        EX_INT_OPT("batch", &o.batch, 1, 4096, "sequences per step"),
+        EX_INT_OPT("eval-every", &o.eval_every, 1, 1000000, "validation every N steps (the learning curve)"),
+        EX_STR_OPT("lengths", &o.lengths, "longer lengths to evaluate trained models at (\"\" for none)"),
+        EX_INT_OPT("threads", &o.threads, 0, EX_MAX_THREADS, "threads in all (0: every core)"),
+        EX_INT_OPT("jobs", &o.jobs, 0, EX_MAX_THREADS,
+                   "runs at the same time, each with threads/jobs threads (0: as many as threads)"),
+        EX_STR_OPT("out", &o.out, "directory for results.csv, results.md and the PNGs"),
+        EX_STR_OPT("plugin-path", &o.plugin_path,
+                   "':'-separated plugin directories searched instead of the installed (or build tree's) "
+                   "one and this program's (MINIGRAD_PLUGIN_PATH is searched first either way)"),
+        EX_INT_OPT("eval-n", &o.eval_n, 0, POSENC_N_TRAIN,
+                   "evaluate on the first N sequences of each set only (0: all, as the spec says)"),
+        EX_FLAG_OPT("list-schemes", &o.list, "list the positional schemes found and where they come from, then exit"),
     };
     ex_parse_result pr = ex_parse(prog, "[options]", argc - 1, argv + 1, opts,
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
@@ -384,15 +381,9 @@ int main(int argc, char **argv) {
     if (!parse_ints("lengths", o.lengths, 1, POSENC_MAX_EVAL_LEN, lengths, POSENC_MAX_LENGTHS,
                     &n_lengths))
         return 2;
-    if (o.steps < 1 || o.steps > 1000000)
-        return usage_error("--steps must be in 1..1000000");
-    if (o.batch < 1 || o.batch > 4096) return usage_error("--batch must be in 1..4096");
-    if (o.eval_every < 1) return usage_error("--eval-every must be at least 1");
+    /* each numeric option is within its range (ex_parse): what is left is how they combine */
     if (o.steps / o.eval_every + 2 > POSENC_MAX_CURVE)
         return usage_error("--eval-every is too small for --steps: at most %d curve points", POSENC_MAX_CURVE);
-    if (o.threads < 0 || o.threads > 1024 || o.jobs < 0 || o.jobs > 1024 || o.eval_n < 0 ||
-        o.eval_n > POSENC_N_TRAIN)
-        return usage_error("--threads, --jobs (0..1024) or --eval-n (0..%d) out of range", POSENC_N_TRAIN);
     char notes[2048];
     if (posenc_catalog_select(cat, o.schemes, scheme_idx, POSENC_MAX_SCHEMES, &n_schemes, notes,
                               sizeof notes) != MG_OK) {
@@ -411,7 +402,7 @@ int main(int argc, char **argv) {
     posenc_run_cfg *cfgs = calloc((size_t)n_runs, sizeof *cfgs);
     posenc_result *res = calloc((size_t)n_runs, sizeof *res);
     posenc_scheme *schemes = calloc((size_t)n_schemes, sizeof *schemes);
-    int64_t *live = calloc(1024, sizeof *live);
+    int64_t *live = calloc(EX_MAX_THREADS, sizeof *live); /* one per job at most */
     mg_status st =
         cfgs && res && schemes && live ? MG_OK : mg_set_error(MG_ERR_NOMEM, "out of memory");
     if (st != MG_OK) goto done;

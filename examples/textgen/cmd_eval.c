@@ -11,13 +11,15 @@
 
 int textgen_cmd_eval(int argc, char **argv) {
     const char *ckpt = TEXTGEN_DEFAULT_CKPT, *data = NULL, *split = "val";
-    int64_t batch = 16, threads = 0;
+    int64_t batch = 16, threads = 0, max_file_mib = TG_MAX_FILE_MIB;
     const ex_opt table[] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint written by textgen train"},
-        {"data", EX_STR, &data, "text to score (more files may follow; default: the run's own corpus)"},
-        {"split", EX_STR, &split, "val (the last 10%), train (the first 90%) or all"},
-        {"batch", EX_INT, &batch, "windows per forward pass"},
-        {"threads", EX_INT, &threads, "threads (0: all cores)"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint written by textgen train"),
+        EX_STR_OPT("data", &data, "text to score (more files may follow; default: the run's own corpus)"),
+        EX_STR_OPT("split", &split, "val (the last 10%), train (the first 90%) or all"),
+        EX_INT_OPT("batch", &batch, 1, EX_MAX_BATCH, "windows per forward pass"),
+        EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
+        EX_INT_OPT("max-file-mib", &max_file_mib, 1, TG_MAX_FILE_MIB_LIMIT,
+                   "largest text file read, in MiB (a bigger one is an error)"),
     };
     const char *files[64];
     int n_files = 0;
@@ -26,10 +28,6 @@ int textgen_cmd_eval(int argc, char **argv) {
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
     if (strcmp(split, "val") && strcmp(split, "train") && strcmp(split, "all")) {
         fprintf(stderr, PROG ": --split must be val, train or all, got '%s'\n", split);
-        return 2;
-    }
-    if (batch < 1 || threads < 0) {
-        fprintf(stderr, PROG ": --batch must be at least 1 and --threads at least 0\n");
         return 2;
     }
     mg_set_num_threads((int)threads);
@@ -58,7 +56,7 @@ int textgen_cmd_eval(int argc, char **argv) {
         n_files = k < 64 ? k : 64;
     }
     int64_t T = mg_gpt_cfg(g)->block_size;
-    if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
+    if (textgen_read_corpus(files, n_files, max_file_mib, &text, &len, label, sizeof label) != MG_OK) goto out;
     /* Block 1 accepts any text of two tokens or more: eval scores what there is. */
     if (tg_data_make(&d, &v, text, len, 1, label) != MG_OK) {
         if (strstr(mg_last_error(), "too short")) mg_set_error(MG_ERR_FORMAT, "%s: too short to evaluate", label);

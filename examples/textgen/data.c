@@ -1,6 +1,8 @@
 /* The train / validation split, random training batches and fixed validation windows. */
 #include "textgen.h"
 
+#include "minigrad/checked.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +11,10 @@ mg_status tg_data_make(tg_data *d, const tg_vocab *v, const char *text, size_t n
     memset(d, 0, sizeof *d);
     if (block < 1) return mg_set_error(MG_ERR_INVALID, "the context length must be at least 1, got %lld", (long long)block);
     if (n == 0) return mg_set_error(MG_ERR_FORMAT, "%s: the text is empty", name);
-    d->ids = malloc(n * sizeof *d->ids);
+    size_t bytes;
+    if (mg_ckd_mul_size(&bytes, n, sizeof *d->ids))
+        return mg_set_error(MG_ERR_INVALID, "%s: %zu bytes of text: too many tokens to hold", name, n);
+    d->ids = malloc(bytes);
     if (!d->ids) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory for %zu tokens", name, n);
     mg_status st = tg_encode(v, text, n, d->ids, &d->n, name);
     if (st != MG_OK) {
@@ -54,7 +59,10 @@ mg_status tg_val_windows(tg_windows *w, size_t n, int64_t T, size_t count) {
     w->len = (size_t)T < n - 1 ? T : (int64_t)(n - 1);
     size_t span = n - 1 - (size_t)w->len; /* last possible start */
     if (count > span + 1) count = span + 1;
-    w->start = malloc(count * sizeof *w->start);
+    size_t bytes;
+    if (mg_ckd_mul_size(&bytes, count, sizeof *w->start))
+        return mg_set_error(MG_ERR_INVALID, "%zu validation windows: too many", count);
+    w->start = malloc(bytes);
     if (!w->start) return mg_set_error(MG_ERR_NOMEM, "out of memory for %zu validation windows", count);
     for (size_t i = 0; i < count; i++)
         w->start[i] = count == 1 ? 0 : (size_t)((unsigned __int128)span * i / (count - 1));
@@ -66,8 +74,10 @@ mg_status tg_cover_windows(tg_windows *w, size_t n, int64_t T, int64_t *last_len
     memset(w, 0, sizeof *w);
     *last_len = 0;
     if (n < 2 || T < 1) return MG_OK;
-    size_t targets = n - 1, count = (targets + (size_t)T - 1) / (size_t)T;
-    w->start = malloc(count * sizeof *w->start);
+    size_t targets = n - 1, count = targets / (size_t)T + (targets % (size_t)T != 0), bytes;
+    if (mg_ckd_mul_size(&bytes, count, sizeof *w->start))
+        return mg_set_error(MG_ERR_INVALID, "%zu windows: too many", count);
+    w->start = malloc(bytes);
     if (!w->start) return mg_set_error(MG_ERR_NOMEM, "out of memory for %zu windows", count);
     for (size_t i = 0; i < count; i++) w->start[i] = i * (size_t)T;
     w->count = count;

@@ -48,8 +48,8 @@ int main(int argc, char **argv) {
 
 /* ---- shared helpers ---- */
 
-mg_status textgen_read_corpus(const char *const *files, int n, char **text, size_t *len, char *label,
-                              size_t label_n) {
+mg_status textgen_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
+                              char *label, size_t label_n) {
     char kjv[4096];
     const char *one[1];
     if (n == 0) {
@@ -63,7 +63,7 @@ mg_status textgen_read_corpus(const char *const *files, int n, char **text, size
         snprintf(label, label_n, "%s + %d more", base ? base + 1 : files[0], n - 1);
     else
         snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
-    return tg_read_files(files, n, text, len);
+    return tg_read_files_max(files, n, (size_t)max_file_mib << 20, text, len);
 }
 
 int textgen_split_list(const char *list, const char ***out) {

@@ -96,9 +96,19 @@ char *tg_decode(const tg_vocab *v, const int32_t *ids, size_t n);
 
 /* ---- corpus files ---- */
 
+/* The largest text file read by default, and the most --max-file-mib may allow, in MiB. */
+#define TG_MAX_FILE_MIB 1024
+#define TG_MAX_FILE_MIB_LIMIT (1 << 20)
+
 /* Reads and concatenates files (a newline is put between two files when the first does not end
- * with one). Errors: a file that cannot be opened or read (the path and the system's reason), an
- * empty file (its path). *out is a new buffer with a NUL after the n bytes; the caller frees it. */
+ * with one), each of at most max_file_bytes. Errors: a file that cannot be opened or read (the
+ * path and the system's reason), an empty file (its path), a file larger than the cap
+ * (MG_ERR_INVALID naming the file and the cap: a regular file by its size before it is read, a
+ * pipe or device such as /dev/zero once that much has been read). *out is a new buffer with a NUL
+ * after the n bytes; the caller frees it. */
+mg_status tg_read_files_max(const char *const *paths, int n_paths, size_t max_file_bytes, char **out,
+                            size_t *n_out);
+/* tg_read_files_max with the default cap of TG_MAX_FILE_MIB MiB. */
 mg_status tg_read_files(const char *const *paths, int n_paths, char **out, size_t *n_out);
 
 

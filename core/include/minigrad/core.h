@@ -1,6 +1,7 @@
 /* minigrad/core.h: the core library's umbrella header: tensors, the autodiff tape, ops and
- * custom ops, kernels, parameters, optimizers, the RNG, safetensors and checkpoints. Nothing here
- * needs the layers, plugins or plotting: a program that includes only this header links with
+ * custom ops, kernels, parameters, optimizers, the RNG, safetensors and checkpoints, and the
+ * overflow-checked size arithmetic (checked.h). Nothing here needs the layers, plugins or
+ * plotting: a program that includes only this header links with
  * `pkg-config --libs minigrad-core` (meson: dependency('minigrad-core')). minigrad/minigrad.h
  * includes this and everything else.
  */
@@ -8,6 +9,7 @@
 #define MINIGRAD_CORE_H
 
 #include "minigrad/base.h"
+#include "minigrad/checked.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gradcheck.h"
 #include "minigrad/kernels.h"

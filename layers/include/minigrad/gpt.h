@@ -125,7 +125,9 @@ typedef struct mg_gen_opts {
  * would outgrow the crop length, the last `crop` tokens are re-run from position 0 (what a
  * learned table demands). Tokens are written to out (room for max_new_tokens; may be NULL) and
  * their number to *n_out (may be NULL). Randomness only from rng. Memory: one arena and the
- * caches, allocated once per call. */
+ * caches, allocated once per call. MG_ERR_INVALID (nothing generated) for a negative or
+ * non-finite temperature, top_k, top_p or max_context, and for a max_new_tokens whose history or
+ * KV cache would not fit the address space. */
 MG_API mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, const mg_gen_opts *opts,
                           mg_rng *rng, int32_t *out, int64_t *n_out);
 
