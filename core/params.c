@@ -1,6 +1,11 @@
-/* The parameter store: declare, then one allocation per slab. */
+/* The parameter store: declare, then one allocation per slab.
+ *
+ * Names are indexed by an open-addressing hash table (linear probing, kept at most half full), so
+ * declaring n parameters costs O(n) name comparisons rather than the O(n^2) of checking each new
+ * name against all earlier ones: a model may declare hundreds of thousands of them. */
 #include "minigrad/params.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,14 +14,55 @@ typedef struct {
     mg_init init;
     int64_t offset;
     char *name;
+    uint64_t hash; /* of name, kept so that growing the table rehashes no string */
 } param;
 
 struct mg_params {
     param **v;
     int n, cap;
+    /* slot[h] is 1 + the index in v of a parameter, or 0 for an empty slot; n_slots is 0 or a
+     * power of two at least 2 * n */
+    int *slot;
+    size_t n_slots;
     float *data, *grad;
     int64_t size;
 };
+
+/* FNV-1a, 64-bit. */
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    return h;
+}
+
+/* The slot that holds `name`, or the empty slot where it would go. Needs n_slots > 0. */
+static size_t slot_of(const mg_params *p, const char *name, uint64_t h) {
+    size_t mask = p->n_slots - 1, i = (size_t)h & mask;
+    for (;;) {
+        int k = p->slot[i];
+        if (!k) return i;
+        const param *q = p->v[k - 1];
+        if (q->hash == h && strcmp(q->name, name) == 0) return i;
+        i = (i + 1) & mask;
+    }
+}
+
+/* Makes room for one more name: doubles the table (and rehashes) when it would pass half full. */
+static bool reserve_slot(mg_params *p) {
+    if ((size_t)p->n + 1 <= p->n_slots / 2) return true;
+    size_t n_slots = p->n_slots ? 2 * p->n_slots : 64;
+    int *slot = calloc(n_slots, sizeof *slot);
+    if (!slot) return false;
+    for (int i = 0; i < p->n; i++) {
+        size_t j = (size_t)p->v[i]->hash & (n_slots - 1);
+        while (slot[j]) j = (j + 1) & (n_slots - 1);
+        slot[j] = i + 1;
+    }
+    free(p->slot);
+    p->slot = slot;
+    p->n_slots = n_slots;
+    return true;
+}
 
 mg_params *mg_params_new(void) { return calloc(1, sizeof(mg_params)); }
 
@@ -27,6 +73,7 @@ void mg_params_free(mg_params *p) {
         free(p->v[i]);
     }
     free(p->v);
+    free(p->slot);
     mg_aligned_free(p->data);
     mg_aligned_free(p->grad);
     free(p);
@@ -42,7 +89,8 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
         mg_set_error(MG_ERR_INVALID, "mg_params_add: a parameter needs a name");
         return NULL;
     }
-    if (mg_params_find(p, name)) {
+    uint64_t h = name_hash(name);
+    if (p->n_slots && p->slot[slot_of(p, name, h)]) {
         mg_set_error(MG_ERR_INVALID, "mg_params_add: duplicate parameter name '%s'", name);
         return NULL;
     }
@@ -57,10 +105,18 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
                          (long long)shape[i]);
             return NULL;
         }
-        numel *= shape[i];
+        if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+            mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s' has more than 2^63 elements", name);
+            return NULL;
+        }
     }
+    if (p->n == INT32_MAX) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s': the store is full (%d parameters)", name, p->n);
+        return NULL;
+    }
+    if (!reserve_slot(p)) goto nomem;
     if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 16;
+        int cap = !p->cap ? 16 : p->cap > INT32_MAX / 2 ? INT32_MAX : 2 * p->cap;
         param **v = realloc(p->v, (size_t)cap * sizeof *v);
         if (!v) goto nomem;
         p->v = v;
@@ -80,7 +136,9 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
     q->t.flags = flags | MG_PARAM | MG_REQUIRES_GRAD;
     q->t.name = q->name;
     q->init = init;
-    p->v[p->n++] = q;
+    q->hash = h;
+    p->v[p->n] = q;
+    p->slot[slot_of(p, name, h)] = ++p->n;
     return &q->t;
 nomem:
     mg_set_error(MG_ERR_NOMEM, "mg_params_add: out of memory declaring '%s'", name);
@@ -102,9 +160,14 @@ static void run_init(param *q, mg_rng *rng) {
 
 mg_status mg_params_alloc(mg_params *p, mg_rng *rng) {
     if (p->data) return mg_set_error(MG_ERR_INVALID, "mg_params_alloc: already allocated");
+    /* both slabs together stay addressable: 2 * off floats fit in an int64_t of bytes */
+    const int64_t most = INT64_MAX / (2 * (int64_t)sizeof(float));
     int64_t off = 0;
     for (int i = 0; i < p->n; i++) {
         p->v[i]->offset = off;
+        if (p->v[i]->t.numel > most - 16 - off)
+            return mg_set_error(MG_ERR_NOMEM, "mg_params_alloc: '%s' takes the store past 2^60 floats",
+                                p->v[i]->name);
         off += (p->v[i]->t.numel + 15) / 16 * 16;
         mg_init_kind k = p->v[i]->init.kind;
         if (!rng && (k == MG_INIT_UNIFORM || k == MG_INIT_NORMAL))
@@ -137,9 +200,9 @@ int mg_params_len(const mg_params *p) { return p->n; }
 mg_tensor *mg_params_at(const mg_params *p, int i) { return i >= 0 && i < p->n ? &p->v[i]->t : NULL; }
 
 mg_tensor *mg_params_find(const mg_params *p, const char *name) {
-    for (int i = 0; i < p->n; i++)
-        if (strcmp(p->v[i]->name, name) == 0) return &p->v[i]->t;
-    return NULL;
+    if (!name || !p->n_slots) return NULL;
+    int k = p->slot[slot_of(p, name, name_hash(name))];
+    return k ? &p->v[k - 1]->t : NULL;
 }
 
 int64_t mg_params_numel(const mg_params *p) {
