@@ -195,6 +195,10 @@ struct mg_layer {
     int n_params, cap_params;
     mg_layer **children;
     int n_children, cap_children;
+    /* children by local name once there are many (a GPT has one per block): slot[h] is 1 + the
+     * child's index, 0 empty; n_slots is 0 or a power of two at least 2 * n_children */
+    int *slot;
+    size_t n_slots;
 };
 
 void mg_layer_free(mg_layer *l) {
@@ -202,6 +206,7 @@ void mg_layer_free(mg_layer *l) {
     if (l->vt && l->vt->destroy) l->vt->destroy(l);
     for (int i = 0; i < l->n_children; i++) mg_layer_free(l->children[i]);
     free(l->children);
+    free(l->slot);
     free(l->params);
     free(l->state);
     free(l->prefix);
@@ -260,6 +265,43 @@ mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, 
     return create_named(type, prefix, prefix, cfg, params, out);
 }
 
+/* ---- children by name ---- */
+
+enum { CHILD_INDEX_FROM = 16 }; /* fewer children are searched in order */
+
+static uint64_t name_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    return h;
+}
+
+/* The slot holding the first child named `local`, or the empty slot where it would go. */
+static size_t child_slot(const mg_layer *l, const char *local) {
+    size_t mask = l->n_slots - 1, i = (size_t)name_hash(local) & mask;
+    while (l->slot[i] && strcmp(l->children[l->slot[i] - 1]->local, local) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+/* Indexes the newest child (a name already there keeps its first child, as a search in order
+ * would find). Without memory for the table the index is dropped: searches go in order. */
+static void index_child(mg_layer *l) {
+    int n = l->n_children;
+    if (n < CHILD_INDEX_FROM) return;
+    if ((size_t)n > l->n_slots / 2) {
+        size_t n_slots = l->n_slots ? 2 * l->n_slots : 4 * CHILD_INDEX_FROM;
+        free(l->slot);
+        l->n_slots = 0;
+        if (!(l->slot = calloc(n_slots, sizeof *l->slot))) return;
+        l->n_slots = n_slots;
+        for (int i = 0; i < n - 1; i++) {
+            size_t k = child_slot(l, l->children[i]->local);
+            if (!l->slot[k]) l->slot[k] = i + 1;
+        }
+    }
+    size_t k = child_slot(l, l->children[n - 1]->local);
+    if (!l->slot[k]) l->slot[k] = n;
+}
+
 mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg, mg_params *params,
                          mg_layer **out) {
     if (out) *out = NULL;
@@ -280,6 +322,7 @@ mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg
     mg_status st = create_named(type, prefix, local ? local : "", cfg, params, &child);
     if (st != MG_OK) return st;
     self->children[self->n_children++] = child;
+    index_child(self);
     if (out) *out = child;
     return MG_OK;
 }
@@ -472,6 +515,11 @@ int mg_layer_child_count(const mg_layer *l) { return l->n_children; }
 mg_layer *mg_layer_child_at(const mg_layer *l, int i) { return i >= 0 && i < l->n_children ? l->children[i] : NULL; }
 
 mg_layer *mg_layer_find_child(const mg_layer *l, const char *local) {
+    if (!local) return NULL;
+    if (l->n_slots && l->n_children >= CHILD_INDEX_FROM) {
+        int k = l->slot[child_slot(l, local)];
+        return k ? l->children[k - 1] : NULL;
+    }
     for (int i = 0; i < l->n_children; i++)
         if (strcmp(l->children[i]->local, local) == 0) return l->children[i];
     return NULL;
