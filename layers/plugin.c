@@ -323,7 +323,7 @@ typedef unsigned long long ull;
  * class, byte order, type, machine), checks that the program header table and the section header
  * table lie inside the file, and that so do the file bytes of every PT_LOAD segment. */
 static mg_status check_elf(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO named *.so must not hang the search */
     if (fd < 0) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", path, strerror(errno));
     mg_status code = MG_ERR_FORMAT;
     char why[400] = "";
@@ -355,9 +355,8 @@ static mg_status check_elf(const char *path) {
                  size ? "it does not start with the ELF magic bytes 7f 45 4c 46" : "the file is empty");
         goto done;
     }
-    if (size < sizeof eh || !read_at(fd, &eh, sizeof eh, 0)) {
-        snprintf(why, sizeof why, "the file is %llu bytes, shorter than the %zu-byte ELF header: truncated", (ull)size,
-                 sizeof eh);
+    if (size < EI_NIDENT) {
+        snprintf(why, sizeof why, "the file is %llu bytes, shorter than the ELF header: truncated", (ull)size);
         goto done;
     }
     if (eh.e_ident[EI_CLASS] != HOST_CLASS) {
@@ -371,6 +370,11 @@ static mg_status check_elf(const char *path) {
         code = MG_ERR_ABI;
         snprintf(why, sizeof why, "an ELF object of the wrong byte order (EI_DATA %u, this host's is %u)",
                  eh.e_ident[EI_DATA], HOST_DATA);
+        goto done;
+    }
+    if (size < sizeof eh || !read_at(fd, &eh, sizeof eh, 0)) {
+        snprintf(why, sizeof why, "the file is %llu bytes, shorter than the %zu-byte ELF header: truncated", (ull)size,
+                 sizeof eh);
         goto done;
     }
     if (eh.e_type != ET_DYN) {

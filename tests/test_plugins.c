@@ -592,14 +592,22 @@ START_TEST(truncated_copy_is_refused_before_dlopen) {
     /* shorter still: the ELF header itself cut, and an empty file */
     cut_copy("alibi", "libalibi.so", 40, NULL);
     TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "the file is 40 bytes, shorter than the 64-byte ELF header");
+    cut_copy("alibi", "libalibi.so", 10, NULL);
+    TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "the file is 10 bytes, shorter than the ELF header: truncated");
     cut_copy("alibi", "libalibi.so", 0, NULL);
     TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "not an ELF shared object (the file is empty)");
+    /* not a file at all: a FIFO is not opened for reading (that would wait for a writer) */
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s", tu_path_in(tmpdir, "libfifo.so"));
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    TU_ASSERT_ERR(mg_plugin_load(fifo), MG_ERR_IO, "libfifo.so: cannot load plugin: not a regular file");
     /* found by a scan: reported with its reason, the scan goes on, no crash */
     cut_copy("alibi", "libalibi.so", size / 3, NULL);
     setenv(MG_PLUGIN_PATH_ENV, tmpdir, 1);
     mg_plugin_use_default_dirs(false);
     TU_ASSERT_ERR(mg_layer_find_pos_or_load("alibi", NULL), MG_ERR_NOT_FOUND, "positional scheme 'alibi' not found",
-                  "did not load: ", "libalibi.so: cannot load plugin: ", "truncated");
+                  "did not load: ", "libalibi.so: cannot load plugin: ", "truncated",
+                  "libfifo.so: cannot load plugin: not a regular file");
     mg_plugin_use_default_dirs(true);
 }
 END_TEST
