@@ -189,16 +189,18 @@ static mg_tensor *gpt_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *ids, const
     mg_fwd a = *args;
     a.pos = s->pos;
     a.kv = NULL;
-    mg_tensor *x = mg_layer_forward(s->wte, ctx, ids, &a);
-    if (s->pos) x = mg_layer_forward(s->pos, ctx, x, &a);
+    /* every sublayer must give back (B,T,C): the positional scheme may come from any plugin */
+    const int64_t btc[3] = {ids->shape[0], ids->shape[1], s->c.n_embd}, btv[3] = {btc[0], btc[1], s->c.vocab_size};
+    mg_tensor *x = mg_layer_forward_expect(s->wte, ctx, ids, &a, 3, btc);
+    if (s->pos) x = mg_layer_forward_expect(s->pos, ctx, x, &a, 3, btc);
     x = mg_layer_dropout(self, ctx, x, s->c.dropout, &a);
     for (int64_t i = 0; i < s->c.n_layer; i++) {
         a.kv = args->kv ? &args->kv[i] : NULL;
-        x = mg_layer_forward(s->h[i], ctx, x, &a);
+        x = mg_layer_forward_expect(s->h[i], ctx, x, &a, 3, btc);
     }
     a.kv = NULL;
-    x = mg_layer_forward(s->ln_f, ctx, x, &a);
-    return s->lm_head ? mg_layer_forward(s->lm_head, ctx, x, &a) : mg_matmul_nt(ctx, x, s->wte_w);
+    x = mg_layer_forward_expect(s->ln_f, ctx, x, &a, 3, btc);
+    return s->lm_head ? mg_layer_forward_expect(s->lm_head, ctx, x, &a, 3, btv) : mg_matmul_nt(ctx, x, s->wte_w);
 }
 
 const mg_layer_vtable mg_layer_gpt = {

@@ -5,9 +5,12 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -59,7 +62,14 @@ static char **dirs; /* added with mg_plugin_add_dir */
 static int n_dirs;
 static bool use_defaults = true;
 static notes failed, shadowed;
-static char *in_init[16]; /* real paths whose init is running: a nested scan leaves them alone */
+/* The plugins whose init is running, outermost first: a plugin may load another it builds on. A
+ * nested scan leaves them alone; a nested load of one of them is a cycle, refused. */
+typedef struct {
+    char *path;    /* real path */
+    bool in_cycle; /* it is part of a cycle, */
+    char *cycle;   /* this one ("a -> b -> a"); malloc'ed, NULL if there was no memory for it */
+} initing;
+static initing in_init[16];
 static int n_in_init;
 
 static mg_status plugin_register(const mg_plugin_host *host, const mg_layer_vtable *vt) {
@@ -242,12 +252,234 @@ mg_status mg_plugin_find(const char *name, char *buf, size_t n) {
                         name, name, name, where, MG_PLUGIN_PATH_ENV);
 }
 
+/* ---- the ELF check ---- */
+
+/* This host's ELF machine; 0 where this file does not know the architecture (then dlopen judges). */
+#if defined(__x86_64__)
+#define HOST_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_MACHINE EM_AARCH64
+#elif defined(__i386__)
+#define HOST_MACHINE EM_386
+#elif defined(__arm__)
+#define HOST_MACHINE EM_ARM
+#elif defined(__riscv)
+#define HOST_MACHINE EM_RISCV
+#elif defined(__powerpc64__)
+#define HOST_MACHINE EM_PPC64
+#elif defined(__s390x__)
+#define HOST_MACHINE EM_S390
+#else
+#define HOST_MACHINE 0
+#endif
+#define HOST_CLASS (__ELF_NATIVE_CLASS == 64 ? ELFCLASS64 : ELFCLASS32)
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_DATA ELFDATA2MSB
+#else
+#define HOST_DATA ELFDATA2LSB
+#endif
+
+static const char *machine_name(unsigned m) {
+    switch (m) {
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "AArch64";
+    case EM_386: return "i386";
+    case EM_ARM: return "32-bit ARM";
+    case EM_RISCV: return "RISC-V";
+    case EM_PPC64: return "64-bit PowerPC";
+    case EM_S390: return "s390";
+    default: return "another machine";
+    }
+}
+
+static const char *elf_type_name(unsigned t) {
+    switch (t) {
+    case ET_REL: return "a relocatable object (.o)";
+    case ET_EXEC: return "an executable";
+    case ET_CORE: return "a core dump";
+    default: return "an ELF file of no known type";
+    }
+}
+
+/* Bytes [off, off + n) lie inside a file of `size` bytes. */
+static bool within(uint64_t off, uint64_t n, uint64_t size) { return off <= size && n <= size - off; }
+
+static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = 0; /* the file ended early */
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+typedef unsigned long long ull;
+
+/* Refuses, before dlopen sees it, a file that is not a whole ELF shared object for this host:
+ * dlopen maps each loadable segment's file bytes without reading them first, so in a file cut short
+ * the dynamic loader faults (SIGBUS) on the first page past the end. Reads the ELF header (magic,
+ * class, byte order, type, machine), checks that the program header table and the section header
+ * table lie inside the file, and that so do the file bytes of every PT_LOAD segment. */
+static mg_status check_elf(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO named *.so must not hang the search */
+    if (fd < 0) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", path, strerror(errno));
+    mg_status code = MG_ERR_FORMAT;
+    char why[400] = "";
+    ElfW(Ehdr) eh;
+    ElfW(Phdr) *ph = NULL;
+    struct stat sb;
+    uint64_t size = 0;
+    if (fstat(fd, &sb) != 0) {
+        code = MG_ERR_IO;
+        snprintf(why, sizeof why, "cannot stat it: %s", strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        code = MG_ERR_IO;
+        snprintf(why, sizeof why, "not a regular file");
+        goto done;
+    }
+    size = (uint64_t)sb.st_size;
+    memset(&eh, 0, sizeof eh);
+    if (!read_at(fd, eh.e_ident, size < EI_NIDENT ? (size_t)size : EI_NIDENT, 0)) {
+        if (size) {
+            code = MG_ERR_IO;
+            snprintf(why, sizeof why, "cannot read it: %s", errno ? strerror(errno) : "it ended early");
+            goto done;
+        }
+    }
+    if (size < SELFMAG || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        snprintf(why, sizeof why, "not an ELF shared object (%s)",
+                 size ? "it does not start with the ELF magic bytes 7f 45 4c 46" : "the file is empty");
+        goto done;
+    }
+    if (size < EI_NIDENT) {
+        snprintf(why, sizeof why, "the file is %llu bytes, shorter than the ELF header: truncated", (ull)size);
+        goto done;
+    }
+    if (eh.e_ident[EI_CLASS] != HOST_CLASS) {
+        code = MG_ERR_ABI;
+        snprintf(why, sizeof why, "a %s ELF object, but this host loads %d-bit ones",
+                 eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : eh.e_ident[EI_CLASS] == ELFCLASS64 ? "64-bit" : "bad-class",
+                 __ELF_NATIVE_CLASS);
+        goto done;
+    }
+    if (eh.e_ident[EI_DATA] != HOST_DATA) {
+        code = MG_ERR_ABI;
+        snprintf(why, sizeof why, "an ELF object of the wrong byte order (EI_DATA %u, this host's is %u)",
+                 eh.e_ident[EI_DATA], HOST_DATA);
+        goto done;
+    }
+    if (size < sizeof eh || !read_at(fd, &eh, sizeof eh, 0)) {
+        snprintf(why, sizeof why, "the file is %llu bytes, shorter than the %zu-byte ELF header: truncated", (ull)size,
+                 sizeof eh);
+        goto done;
+    }
+    if (eh.e_type != ET_DYN) {
+        snprintf(why, sizeof why, "%s (ELF type %u), not a shared object (build a plugin with -shared)",
+                 elf_type_name(eh.e_type), eh.e_type);
+        goto done;
+    }
+    if (HOST_MACHINE && eh.e_machine != HOST_MACHINE) {
+        code = MG_ERR_ABI;
+        snprintf(why, sizeof why, "built for %s (ELF machine %u), but this host is %s (%u)", machine_name(eh.e_machine),
+                 eh.e_machine, machine_name(HOST_MACHINE), HOST_MACHINE);
+        goto done;
+    }
+    if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(ElfW(Phdr))) {
+        snprintf(why, sizeof why, "malformed ELF header: %u program headers of %u bytes (a shared object has some, of %zu bytes)",
+                 eh.e_phnum, eh.e_phentsize, sizeof(ElfW(Phdr)));
+        goto done;
+    }
+    uint64_t ph_bytes = (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr));
+    if (!within(eh.e_phoff, ph_bytes, size)) {
+        snprintf(why, sizeof why,
+                 "the program header table (file bytes %llu to %llu) runs past the end of the file (%llu bytes): "
+                 "truncated",
+                 (ull)eh.e_phoff, (ull)eh.e_phoff + (ull)ph_bytes, (ull)size);
+        goto done;
+    }
+    if (eh.e_shoff != 0) {
+        uint64_t n_sh = eh.e_shnum ? eh.e_shnum : 1; /* 0: the count is in section 0, which must be there */
+        if (eh.e_shentsize != sizeof(ElfW(Shdr))) {
+            snprintf(why, sizeof why, "malformed ELF header: section header entries of %u bytes (expected %zu)",
+                     eh.e_shentsize, sizeof(ElfW(Shdr)));
+            goto done;
+        }
+        if (within(eh.e_shoff, sizeof(ElfW(Shdr)), size) && eh.e_shnum == 0) {
+            ElfW(Shdr) sh0;
+            if (read_at(fd, &sh0, sizeof sh0, eh.e_shoff) && sh0.sh_size) n_sh = sh0.sh_size;
+        }
+        if (n_sh > size / sizeof(ElfW(Shdr)) || !within(eh.e_shoff, n_sh * sizeof(ElfW(Shdr)), size)) {
+            snprintf(why, sizeof why,
+                     "the section header table (%llu entries at file offset %llu) runs past the end of the file "
+                     "(%llu bytes): truncated",
+                     (ull)n_sh, (ull)eh.e_shoff, (ull)size);
+            goto done;
+        }
+    }
+    ph = malloc((size_t)ph_bytes);
+    if (!ph) {
+        code = MG_ERR_NOMEM;
+        snprintf(why, sizeof why, "out of memory");
+        goto done;
+    }
+    if (!read_at(fd, ph, (size_t)ph_bytes, eh.e_phoff)) {
+        code = MG_ERR_IO;
+        snprintf(why, sizeof why, "cannot read its program headers: %s", errno ? strerror(errno) : "it ended early");
+        goto done;
+    }
+    int n_load = 0;
+    for (int i = 0; i < eh.e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD) continue;
+        n_load++;
+        if (!within(ph[i].p_offset, ph[i].p_filesz, size)) {
+            snprintf(why, sizeof why,
+                     "loadable segment %d (program header %d: file bytes %llu to %llu) runs past the end of the file "
+                     "(%llu bytes): truncated",
+                     n_load - 1, i, (ull)ph[i].p_offset, (ull)ph[i].p_offset + (ull)ph[i].p_filesz, (ull)size);
+            goto done;
+        }
+    }
+    if (n_load == 0) snprintf(why, sizeof why, "an ELF shared object with no loadable segment");
+done:
+    free(ph);
+    close(fd);
+    if (!why[0]) return MG_OK;
+    return mg_set_error(code, "%s: cannot load plugin: %s", path, why);
+}
+
 /* ---- loading ---- */
 
-static bool in_list(char *const *v, int n, const char *s) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(v[i], s) == 0) return true;
-    return false;
+/* Where real is in the chain of plugins being initialised, or -1. */
+static int initing_at(const char *real) {
+    for (int i = 0; i < n_in_init; i++)
+        if (strcmp(in_init[i].path, real) == 0) return i;
+    return -1;
+}
+
+/* A plugin's init (or one it started) loads real, which is already being initialised (at k): a
+ * cycle. Marks every plugin of it, so each is refused however its init goes on, and says so. */
+static mg_status refuse_cycle(const char *real, int k) {
+    /* "liba.so -> libb.so -> liba.so in DIR" when they share a folder, as most do; else whole paths */
+    const char *slash = strrchr(real, '/');
+    size_t dir_len = slash ? (size_t)(slash - real) : 0;
+    bool one_dir = slash != NULL;
+    for (int i = k; i < n_in_init && one_dir; i++)
+        one_dir = strncmp(in_init[i].path, real, dir_len + 1) == 0 && !strchr(in_init[i].path + dir_len + 1, '/');
+    size_t skip = one_dir ? dir_len + 1 : 0;
+    char chain[2048] = "";
+    for (int i = k; i < n_in_init; i++) append(chain, sizeof chain, "%s -> ", in_init[i].path + skip);
+    append(chain, sizeof chain, "%s", real + skip);
+    if (one_dir) append(chain, sizeof chain, " in %.*s", (int)dir_len, real);
+    for (int i = k; i < n_in_init; i++)
+        if (!in_init[i].in_cycle) in_init[i].in_cycle = true, in_init[i].cycle = strdup(chain);
+    return mg_set_error(MG_ERR_INVALID,
+                        "%s: refused: plugins load each other in a cycle: %s (a plugin's %s may load only plugins "
+                        "that do not load it back)",
+                        real, chain, MG_PLUGIN_INIT_SYMBOL);
 }
 
 static int find_loaded(const char *real) {
@@ -261,9 +493,13 @@ static mg_status load_path(const char *given) {
     char real[PATH_MAX];
     if (!realpath(given, real)) return mg_set_error(MG_ERR_IO, "%s: cannot open plugin: %s", given, strerror(errno));
     const char *path = real; /* messages name the file as its layers' origin does */
-    if (find_loaded(real) >= 0 || in_list(in_init, n_in_init, real)) return MG_OK;
+    if (find_loaded(real) >= 0) return MG_OK;
+    int k = initing_at(real);
+    if (k >= 0) return refuse_cycle(real, k);
     if (n_in_init == (int)(sizeof in_init / sizeof in_init[0]))
         return mg_set_error(MG_ERR_INVALID, "%s: plugins load each other more than %d deep", path, n_in_init);
+    mg_status st = check_elf(real);
+    if (st != MG_OK) return st;
     char *keep = strdup(real);
     if (!keep) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
     dlerror();
@@ -288,10 +524,15 @@ static mg_status load_path(const char *given) {
     pending p = {.err = MG_OK};
     mg_plugin_host host = {MG_PLUGIN_ABI_VERSION, sizeof(mg_plugin_host), keep, plugin_register, &p, {0}};
     mg_clear_error();
-    in_init[n_in_init++] = keep;
-    mg_status st = init(&host);
-    n_in_init--;
-    if (st != MG_OK) {
+    in_init[n_in_init++] = (initing){keep, false, NULL};
+    st = init(&host);
+    initing done = in_init[--n_in_init];
+    if (done.in_cycle) {
+        /* whatever init made of the refusal it met, the cycle refuses this plugin too */
+        st = mg_set_error(MG_ERR_INVALID, "%s: refused: its %s loads plugins in a cycle: %s", path,
+                          MG_PLUGIN_INIT_SYMBOL, done.cycle ? done.cycle : "(no memory to describe it)");
+        free(done.cycle);
+    } else if (st != MG_OK) {
         if (p.err != MG_OK)
             mg_set_error(st, "%s", p.msg);
         else {
@@ -370,6 +611,21 @@ static void notes_add(notes *ns, const char *dir, const char *path, const char *
         return;
     }
     ns->n++;
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* A loader's reason "/dir/libx.so: ..." as "libx.so: ...". */
+static const char *short_why(const char *why) {
+    const char *colon = why[0] == '/' ? strstr(why, ": ") : NULL;
+    if (!colon) return why;
+    const char *s = why;
+    for (const char *c = why; c < colon; c++)
+        if (*c == '/') s = c + 1;
+    return s;
 }
 
 static bool on_path(const spath *p, const char *dir) {
@@ -466,13 +722,15 @@ static bool scan(const spath *p, const wanted *w) {
                 notes_add(&failed, dir, path, strerror(errno));
                 continue;
             }
-            if (find_loaded(real) >= 0 || in_list(in_init, n_in_init, real) || notes_find(&failed, path)) continue;
-            void *already = dlopen(real, RTLD_NOW | RTLD_NOLOAD); /* a library the program uses, e.g. minigrad */
+            if (find_loaded(real) >= 0 || initing_at(real) >= 0 || notes_find(&failed, path)) continue;
+            /* checked before dlopen sees the file at all, even to ask whether it is loaded */
+            mg_status st = check_elf(real);
+            void *already = st == MG_OK ? dlopen(real, RTLD_NOW | RTLD_NOLOAD) : NULL; /* e.g. libminigrad */
             if (already) {
                 dlclose(already);
                 continue;
             }
-            if (load_path(path) != MG_OK) {
+            if (st != MG_OK || load_path(path) != MG_OK) {
                 char why[1024];
                 snprintf(why, sizeof why, "%s", mg_last_error());
                 notes_add(&failed, dir, path, why);
@@ -511,8 +769,17 @@ static mg_status find_or_load(const char *name, bool scheme, const mg_layer_vtab
             char known[512], where[1024], why[2048] = "";
             mg_reg_names(known, sizeof known, scheme);
             describe(&p, where, sizeof where);
+            /* the files first, so that each is named however long the reasons run; then the reasons,
+             * each under its file name (its folder is among those searched) */
+            int n_why = 0;
             for (int i = 0; i < failed.n; i++)
-                if (on_path(&p, failed.v[i].dir)) append(why, sizeof why, "; did not load: %s", failed.v[i].why);
+                if (on_path(&p, failed.v[i].dir))
+                    append(why, sizeof why, "%s%s", n_why++ ? ", " : "; did not load: ", base_name(failed.v[i].path));
+            for (int i = 0, k = 0; i < failed.n; i++)
+                if (on_path(&p, failed.v[i].dir)) {
+                    k++;
+                    append(why, sizeof why, "%s%s%s", k > 1 ? "; " : " (", short_why(failed.v[i].why), k == n_why ? ")" : "");
+                }
             mg_set_error(MG_ERR_NOT_FOUND,
                          "%s '%s' not found: it is not registered (registered: %s) and no plugin on the search "
                          "path provides it; searched %s%s",

@@ -184,11 +184,21 @@ struct mg_layer {
     char *prefix, *local;
     void *state;
     char shape[64];
+    /* the output shape as `shape` declares it (mg_layer_set_shape), checked after every forward:
+     * n_decl dims (-1: nothing to check), the last ones when decl_more ("(...,768)"); decl[i] is a
+     * size, or -1 for a name ("B") */
+    int n_decl;
+    bool decl_more;
+    int64_t decl[MG_MAX_DIMS];
     int64_t pos_limit;
     mg_tensor **params;
     int n_params, cap_params;
     mg_layer **children;
     int n_children, cap_children;
+    /* children by local name once there are many (a GPT has one per block): slot[h] is 1 + the
+     * child's index, 0 empty; n_slots is 0 or a power of two at least 2 * n_children */
+    int *slot;
+    size_t n_slots;
 };
 
 void mg_layer_free(mg_layer *l) {
@@ -196,6 +206,7 @@ void mg_layer_free(mg_layer *l) {
     if (l->vt && l->vt->destroy) l->vt->destroy(l);
     for (int i = 0; i < l->n_children; i++) mg_layer_free(l->children[i]);
     free(l->children);
+    free(l->slot);
     free(l->params);
     free(l->state);
     free(l->prefix);
@@ -227,6 +238,7 @@ static mg_status create_named(const char *type, const char *prefix, const char *
         return mg_set_error(MG_ERR_NOMEM, "layer '%s' (%s): out of memory", prefix, vt->name);
     }
     snprintf(l->shape, sizeof l->shape, "?");
+    l->n_decl = -1;
     st = vt->create(l, cfg, params);
     l->vt = vt; /* destroy runs on failure too: it must cope with a half-built (zeroed) state */
     if (st == MG_OK) st = mg_config_status(cfg);
@@ -253,6 +265,43 @@ mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, 
     return create_named(type, prefix, prefix, cfg, params, out);
 }
 
+/* ---- children by name ---- */
+
+enum { CHILD_INDEX_FROM = 16 }; /* fewer children are searched in order */
+
+static uint64_t name_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    return h;
+}
+
+/* The slot holding the first child named `local`, or the empty slot where it would go. */
+static size_t child_slot(const mg_layer *l, const char *local) {
+    size_t mask = l->n_slots - 1, i = (size_t)name_hash(local) & mask;
+    while (l->slot[i] && strcmp(l->children[l->slot[i] - 1]->local, local) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+/* Indexes the newest child (a name already there keeps its first child, as a search in order
+ * would find). Without memory for the table the index is dropped: searches go in order. */
+static void index_child(mg_layer *l) {
+    int n = l->n_children;
+    if (n < CHILD_INDEX_FROM) return;
+    if ((size_t)n > l->n_slots / 2) {
+        size_t n_slots = l->n_slots ? 2 * l->n_slots : 4 * CHILD_INDEX_FROM;
+        free(l->slot);
+        l->n_slots = 0;
+        if (!(l->slot = calloc(n_slots, sizeof *l->slot))) return;
+        l->n_slots = n_slots;
+        for (int i = 0; i < n - 1; i++) {
+            size_t k = child_slot(l, l->children[i]->local);
+            if (!l->slot[k]) l->slot[k] = i + 1;
+        }
+    }
+    size_t k = child_slot(l, l->children[n - 1]->local);
+    if (!l->slot[k]) l->slot[k] = n;
+}
+
 mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg, mg_params *params,
                          mg_layer **out) {
     if (out) *out = NULL;
@@ -273,6 +322,7 @@ mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg
     mg_status st = create_named(type, prefix, local ? local : "", cfg, params, &child);
     if (st != MG_OK) return st;
     self->children[self->n_children++] = child;
+    index_child(self);
     if (out) *out = child;
     return MG_OK;
 }
@@ -308,10 +358,143 @@ mg_tensor *mg_layer_get_param(const mg_layer *l, const char *local) {
     return NULL;
 }
 
+/* ---- what a forward returns ---- */
+
+/* Raises on ctx, naming the layer, its kind and where the kind comes from. */
+static void output_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void output_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *origin = mg_layer_origin(l->vt->name);
+    bool plugin = origin && strcmp(origin, "built-in") != 0 && strcmp(origin, "program") != 0;
+    mg_ctx_fail(ctx, "layer '%s' (%s, %s%s): %s", *l->prefix ? l->prefix : "(model)", l->vt->name,
+                plugin ? "from plugin " : "", origin ? (strcmp(origin, "program") == 0 ? "registered by the program" : origin)
+                                                     : "not registered",
+                msg);
+}
+
+/* Whether y is a well-formed tensor: known dtype, 0..MG_MAX_DIMS dims of sizes >= 0 whose product
+ * is numel, data present. A forward that breaks this would crash the ops after it. */
+static bool well_formed(const mg_tensor *y, char *why, size_t n) {
+    if (y->dtype != MG_F32 && y->dtype != MG_I32) return snprintf(why, n, "of unknown dtype %d", (int)y->dtype), false;
+    if (y->ndim < 0 || y->ndim > MG_MAX_DIMS)
+        return snprintf(why, n, "of %d dims (0..%d are possible)", y->ndim, MG_MAX_DIMS), false;
+    int64_t numel = 1;
+    for (int d = 0; d < y->ndim; d++)
+        if (y->shape[d] < 0 || __builtin_mul_overflow(numel, y->shape[d], &numel))
+            return snprintf(why, n, "with a bad size %lld in dim %d", (long long)y->shape[d], d), false;
+    if (numel != y->numel)
+        return snprintf(why, n, "%s that claims %lld elements", MG_LSHAPE(y), (long long)y->numel), false;
+    if (numel > 0 && !y->data) return snprintf(why, n, "%s without data", MG_LSHAPE(y)), false;
+    return true;
+}
+
+/* Reads the declaration in l->shape: "(B,T,768)", "(...,768)"; anything else ("?", free text)
+ * declares nothing that can be checked. */
+static void parse_declared(mg_layer *l) {
+    l->n_decl = -1, l->decl_more = false;
+    const char *s = l->shape;
+    size_t len = strlen(s);
+    if (len < 2 || s[0] != '(' || s[len - 1] != ')') return;
+    int n = 0;
+    bool more = false;
+    for (const char *p = s + 1; p < s + len - 1;) {
+        const char *end = p;
+        while (end < s + len - 1 && *end != ',') end++;
+        while (p < end && *p == ' ') p++;
+        size_t k = (size_t)(end - p);
+        while (k && p[k - 1] == ' ') k--;
+        if (k == 3 && strncmp(p, "...", 3) == 0 && n == 0 && !more) {
+            more = true;
+        } else if (k == 0 || n == MG_MAX_DIMS) {
+            return;
+        } else if (p[0] >= '0' && p[0] <= '9') {
+            int64_t v = 0;
+            for (size_t i = 0; i < k; i++) {
+                if (p[i] < '0' || p[i] > '9' || v > (INT64_MAX - 9) / 10) return;
+                v = 10 * v + (p[i] - '0');
+            }
+            l->decl[n++] = v;
+        } else {
+            for (size_t i = 0; i < k; i++)
+                if (!((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= 'a' && p[i] <= 'z') || p[i] == '_' ||
+                      (i && p[i] >= '0' && p[i] <= '9')))
+                    return;
+            l->decl[n++] = -1;
+        }
+        p = end + (end < s + len - 1);
+    }
+    l->n_decl = n, l->decl_more = more;
+}
+
+/* Whether y agrees with the declared shape: each size is the output's dim at that place, counted
+ * from the end (a name matches any size). Fewer dims than the last size needs is a mismatch; more
+ * are let through, since a layer may take more leading dims than its declaration shows. */
+static bool as_declared(const mg_layer *l, const mg_tensor *y) {
+    for (int i = 0; i < l->n_decl; i++) {
+        if (l->decl[i] < 0) continue;
+        int d = y->ndim - (l->n_decl - i);
+        if (d < 0 || y->shape[d] != l->decl[i]) return false;
+    }
+    return true;
+}
+
+/* Checks what forward gave back: never NULL, well formed, as declared, and with `ndim` dims of
+ * `shape` (-1: any) when ndim >= 0. On a fault, raises and returns the placeholder. */
+static mg_tensor *checked(mg_layer *l, mg_ctx *ctx, mg_tensor *y, int ndim, const int64_t *shape) {
+    if (!mg_ctx_ok(ctx)) return y ? y : mg_ctx_dummy(ctx); /* the layer raised: its message stands */
+    char why[200];
+    if (!y) {
+        output_fail(l, ctx, "forward returned NULL (a layer returns a tensor, or raises on ctx and returns "
+                            "mg_ctx_dummy)");
+        return mg_ctx_dummy(ctx);
+    }
+    if (!well_formed(y, why, sizeof why)) {
+        output_fail(l, ctx, "forward returned a tensor %s", why);
+        return mg_ctx_dummy(ctx);
+    }
+    if (l->n_decl >= 0 && !as_declared(l, y)) {
+        output_fail(l, ctx, "forward returned %s, but the layer declares its output %s", MG_LSHAPE(y), l->shape);
+        return mg_ctx_dummy(ctx);
+    }
+    bool ok = ndim < 0 || y->ndim == ndim;
+    for (int d = 0; ok && ndim > 0 && d < ndim; d++) ok = shape[d] < 0 || y->shape[d] == shape[d];
+    if (!ok) {
+        char want[160] = "(";
+        for (int d = 0; d < ndim; d++) {
+            size_t k = strlen(want);
+            if (shape[d] < 0)
+                snprintf(want + k, sizeof want - k, "%s*", d ? "," : "");
+            else
+                snprintf(want + k, sizeof want - k, "%s%lld", d ? "," : "", (long long)shape[d]);
+        }
+        size_t k = strlen(want);
+        snprintf(want + k, sizeof want - k, ")");
+        output_fail(l, ctx, "forward returned %s, but the caller needs %s", MG_LSHAPE(y), want);
+        return mg_ctx_dummy(ctx);
+    }
+    return y;
+}
+
 mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     static const mg_fwd zero;
-    return l->vt->forward(l, ctx, x, args ? args : &zero);
+    return checked(l, ctx, l->vt->forward(l, ctx, x, args ? args : &zero), -1, NULL);
+}
+
+mg_tensor *mg_layer_forward_expect(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args, int ndim,
+                                   const int64_t *shape) {
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    static const mg_fwd zero;
+    if (ndim > MG_MAX_DIMS || (ndim > 0 && !shape)) {
+        mg_ctx_fail(ctx, "mg_layer_forward_expect: layer '%s': %d expected dims%s", l->prefix, ndim,
+                    ndim > MG_MAX_DIMS ? " is too many" : " but no shape");
+        return mg_ctx_dummy(ctx);
+    }
+    return checked(l, ctx, l->vt->forward(l, ctx, x, args ? args : &zero), ndim, shape);
 }
 
 const mg_layer_vtable *mg_layer_vt(const mg_layer *l) { return l->vt; }
@@ -323,6 +506,7 @@ void mg_layer_set_shape(mg_layer *self, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(self->shape, sizeof self->shape, fmt, ap);
     va_end(ap);
+    parse_declared(self);
 }
 
 void mg_layer_set_pos_limit(mg_layer *self, int64_t n) { self->pos_limit = n > 0 ? n : 0; }
@@ -331,6 +515,11 @@ int mg_layer_child_count(const mg_layer *l) { return l->n_children; }
 mg_layer *mg_layer_child_at(const mg_layer *l, int i) { return i >= 0 && i < l->n_children ? l->children[i] : NULL; }
 
 mg_layer *mg_layer_find_child(const mg_layer *l, const char *local) {
+    if (!local) return NULL;
+    if (l->n_slots && l->n_children >= CHILD_INDEX_FROM) {
+        int k = l->slot[child_slot(l, local)];
+        return k ? l->children[k - 1] : NULL;
+    }
     for (int i = 0; i < l->n_children; i++)
         if (strcmp(l->children[i]->local, local) == 0) return l->children[i];
     return NULL;

@@ -58,7 +58,16 @@ static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const 
     mg_tensor *q = mg_split_heads(ctx, qkv, H, 0, C), *k = mg_split_heads(ctx, qkv, H, C, C);
     mg_tensor *v = mg_split_heads(ctx, qkv, H, 2 * C, C);
     const mg_layer_vtable *pvt = args->pos ? mg_layer_vt(args->pos) : NULL;
-    if (pvt && pvt->rotate_qk) pvt->rotate_qk(args->pos, ctx, &q, &k, args->pos0, args->pos0);
+    if (pvt && pvt->rotate_qk) {
+        const mg_tensor *q0 = q, *k0 = k; /* a scheme from a plugin must give back q and k as they were shaped */
+        pvt->rotate_qk(args->pos, ctx, &q, &k, args->pos0, args->pos0);
+        if (!q || !k || (mg_ctx_ok(ctx) && (!mg_same_shape(q, q0) || !mg_same_shape(k, k0)))) {
+            mg_layer_fail(self, ctx, "positional layer '%s' (%s, from %s): rotate_qk gave back q %s and k %s for %s",
+                          mg_layer_prefix(args->pos), pvt->name, mg_layer_origin(pvt->name),
+                          q ? MG_LSHAPE(q) : "NULL", k ? MG_LSHAPE(k) : "NULL", MG_LSHAPE(q0));
+            return mg_ctx_dummy(ctx);
+        }
+    }
     mg_attn_opts o = {.causal = s->causal, .scale = s->scale};
     mg_kv_cache *kv = args->kv;
     if (kv) {

@@ -11,6 +11,7 @@
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -866,6 +867,60 @@ START_TEST(summary_and_names) {
 }
 END_TEST
 
+/* A GPT of many tiny layers built, saved and loaded back whole: names, children and tensors are
+ * found by hash or by sorted search, so this takes seconds, not the minutes of one search per
+ * parameter through all the others. Correctness only; the time is not measured here. */
+START_TEST(deep_model_round_trip) {
+    enum { L = 4096 };
+    mg_gpt_config c = mg_gpt_config_default();
+    c.vocab_size = 3, c.block_size = 2, c.n_layer = L, c.n_head = 1, c.n_embd = 2;
+    mg_gpt *g = make(&c, 7);
+    mg_params *P = mg_gpt_params(g);
+    ck_assert_int_eq(mg_params_len(P), 12 * L + 4); /* per block: 2 LayerNorms, 4 Linears; wte, wpe, ln_f */
+    mg_layer *root = mg_gpt_layer(g);
+    ck_assert_int_eq(mg_layer_child_count(root), L + 3);
+    static const int blocks[] = {0, 1, 15, 16, 17, L / 2, L - 1};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "h.%d", blocks[i]);
+        mg_layer *b = mg_layer_find_child(root, name);
+        ck_assert_msg(b != NULL, "no child %s", name);
+        ck_assert_str_eq(mg_layer_prefix(b), name);
+        ck_assert_ptr_eq(b, mg_layer_child_at(root, 2 + blocks[i])); /* after wte and wpe */
+        ck_assert_str_eq(mg_layer_prefix(mg_layer_find_child(mg_layer_find_child(b, "attn"), "c_proj")),
+                         strcat(name, ".attn.c_proj"));
+    }
+    ck_assert_ptr_eq(mg_layer_find_child(root, "ln_f"), mg_layer_child_at(root, L + 2));
+    ck_assert_ptr_null(mg_layer_find_child(root, "h.4096"));
+    ck_assert_ptr_null(mg_layer_find_child(root, "h."));
+    ck_assert_ptr_nonnull(mg_params_find(P, "h.4095.mlp.c_proj.bias"));
+    ck_assert_ptr_null(mg_params_find(P, "h.4096.mlp.c_proj.bias"));
+
+    const char *path = tmp_path("deep.safetensors");
+    ck_assert_msg(mg_gpt_save(g, path, NULL, 0) == MG_OK, "%s", mg_last_error());
+    mg_gpt *h = NULL;
+    ck_assert_msg(mg_gpt_from_checkpoint(path, &h, NULL) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(mg_gpt_cfg(h)->n_layer, L);
+    assert_same_params(g, h);
+    for (int i = 0; i < mg_params_len(P); i++) /* and in the same order */
+        ck_assert_str_eq(mg_params_at(P, i)->name, mg_params_at(mg_gpt_params(h), i)->name);
+    mg_ctx *ctx = mg_ctx_new(0);
+    int32_t ids[2] = {1, 2};
+    mg_tensor *ya = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 2}, ids), NULL);
+    mg_tensor *yb = mg_gpt_forward(h, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, 2}, ids), NULL);
+    ck_assert_int_eq(ya->numel, 2 * 3);
+    for (int64_t i = 0; i < ya->numel; i++) ck_assert(isfinite(ya->data[i]));
+    ck_assert_mem_eq(ya->data, yb->data, (size_t)ya->numel * 4);
+    mg_ctx_free(ctx);
+    mg_gpt_free(h);
+    h = make(&c, 8); /* into an existing model of the same config */
+    ck_assert_msg(mg_gpt_load(h, path) == MG_OK, "%s", mg_last_error());
+    assert_same_params(g, h);
+    mg_gpt_free(h);
+    mg_gpt_free(g);
+}
+END_TEST
+
 static Suite *gpt_suite(void) {
     Suite *s = suite_create("gpt");
     TCase *tg = tcase_create("gradcheck");
@@ -894,6 +949,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, eps_and_attention_scale_in_metadata);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, summary_and_names);
+    tcase_add_test(tc, deep_model_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }

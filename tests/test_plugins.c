@@ -92,7 +92,8 @@ START_TEST(missing_file_and_not_a_shared_object) {
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "this is not ELF\n", 16), 16);
     close(fd);
-    TU_ASSERT_ERR(mg_plugin_load(tmpl), MG_ERR_IO, tmpl, "cannot load plugin");
+    TU_ASSERT_ERR(mg_plugin_load(tmpl), MG_ERR_FORMAT, tmpl, "cannot load plugin: not an ELF shared object",
+                  "does not start with the ELF magic bytes");
     unlink(tmpl);
 }
 END_TEST
@@ -440,7 +441,8 @@ START_TEST(listing_reports_broken_plugins_and_origins) {
     }
     mg_plugin_list_free(e, n);
     ck_assert(bad_abi && init_fails && linear && zigzag && alibi);
-    ck_assert_int_eq(n_failed, 6); /* every mgtest_* but the good one */
+    /* every mgtest_* but the good one and the two whose layers misbehave only in forward */
+    ck_assert_int_eq(n_failed, 9);
     /* what a program prints for --list-schemes */
     char out[] = "/tmp/mg_test_plugins_list_XXXXXX";
     int fd = mkstemp(out);
@@ -553,6 +555,282 @@ START_TEST(posenc_finds_both_schemes) {
 }
 END_TEST
 
+/* ---- files that are not whole shared objects: refused before dlopen maps them ---- */
+
+/* The first n bytes of the real plugin lib<name>.so (a whole copy if n is beyond its end) in
+ * tmpdir/<file>; returns the copy's path. *size (size may be NULL) gets the original's size. */
+static const char *cut_copy(const char *name, const char *file, size_t n, size_t *size) {
+    size_t len;
+    unsigned char *b = tu_read_file(plugin(name), &len);
+    if (size) *size = len;
+    static char out[PATH_MAX];
+    snprintf(out, sizeof out, "%s", tu_path_in(tmpdir, file));
+    tu_write_bytes(out, b, n < len ? n : len);
+    free(b);
+    return out;
+}
+
+/* Patches the copy at path: len bytes at offset off. */
+static void patch(const char *path, size_t off, const void *bytes, size_t len) {
+    size_t n;
+    unsigned char *b = tu_read_file(path, &n);
+    ck_assert_uint_le(off + len, n);
+    memcpy(b + off, bytes, len);
+    tu_write_bytes(path, b, n);
+    free(b);
+}
+
+START_TEST(truncated_copy_is_refused_before_dlopen) {
+    size_t size;
+    const char *half = cut_copy("alibi", "libalibi.so", SIZE_MAX, &size);
+    cut_copy("alibi", "libalibi.so", size / 2, NULL);
+    int before = mg_plugin_count();
+    TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "libalibi.so: cannot load plugin: ", "runs past the end of the file",
+                  "truncated");
+    ck_assert_int_eq(mg_plugin_count(), before);
+    ck_assert_ptr_null(mg_layer_find_pos("alibi"));
+    /* shorter still: the ELF header itself cut, and an empty file */
+    cut_copy("alibi", "libalibi.so", 40, NULL);
+    TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "the file is 40 bytes, shorter than the 64-byte ELF header");
+    cut_copy("alibi", "libalibi.so", 10, NULL);
+    TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "the file is 10 bytes, shorter than the ELF header: truncated");
+    cut_copy("alibi", "libalibi.so", 0, NULL);
+    TU_ASSERT_ERR(mg_plugin_load(half), MG_ERR_FORMAT, "not an ELF shared object (the file is empty)");
+    /* not a file at all: a FIFO is not opened for reading (that would wait for a writer) */
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s", tu_path_in(tmpdir, "libfifo.so"));
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    TU_ASSERT_ERR(mg_plugin_load(fifo), MG_ERR_IO, "libfifo.so: cannot load plugin: not a regular file");
+    /* found by a scan: reported with its reason, the scan goes on, no crash */
+    cut_copy("alibi", "libalibi.so", size / 3, NULL);
+    setenv(MG_PLUGIN_PATH_ENV, tmpdir, 1);
+    mg_plugin_use_default_dirs(false);
+    TU_ASSERT_ERR(mg_layer_find_pos_or_load("alibi", NULL), MG_ERR_NOT_FOUND, "positional scheme 'alibi' not found",
+                  "did not load: ", "libalibi.so: cannot load plugin: ", "truncated",
+                  "libfifo.so: cannot load plugin: not a regular file");
+    mg_plugin_use_default_dirs(true);
+}
+END_TEST
+
+/* The ELF header and program headers intact, the section header table dropped (as a stripped file
+ * may have it), the rest cut: the loadable segments' bytes are not in the file. */
+START_TEST(valid_header_truncated_body_is_refused) {
+    size_t size;
+    unsigned char eh[64];
+    const char *p = cut_copy("alibi", "libalibi.so", SIZE_MAX, &size);
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(eh, 1, sizeof eh, f), sizeof eh);
+    fclose(f);
+    uint64_t phoff;
+    uint16_t phentsize, phnum;
+    memcpy(&phoff, eh + 32, 8); /* Elf64_Ehdr: e_phoff, e_phentsize, e_phnum (host byte order) */
+    memcpy(&phentsize, eh + 54, 2);
+    memcpy(&phnum, eh + 56, 2);
+    size_t keep = (size_t)phoff + (size_t)phentsize * phnum;
+    ck_assert_uint_lt(keep, size);
+    cut_copy("alibi", "libalibi.so", keep, NULL);
+    const uint64_t zero8 = 0;
+    const uint16_t zero2 = 0;
+    patch(p, 40, &zero8, 8); /* e_shoff */
+    patch(p, 60, &zero2, 2); /* e_shnum */
+    patch(p, 62, &zero2, 2); /* e_shstrndx */
+    TU_ASSERT_ERR(mg_plugin_load(p), MG_ERR_FORMAT, "libalibi.so: cannot load plugin: loadable segment 0",
+                  "runs past the end of the file", "truncated");
+    ck_assert_ptr_null(mg_layer_find_pos("alibi"));
+    /* whole files of the wrong kind, told apart */
+    cut_copy("alibi", "libalibi.so", size, NULL);
+    const uint16_t exec = 2, aarch64 = 183;
+    patch(p, 16, &exec, 2); /* e_type */
+    TU_ASSERT_ERR(mg_plugin_load(p), MG_ERR_FORMAT, "an executable (ELF type 2), not a shared object");
+    cut_copy("alibi", "libalibi.so", size, NULL);
+#if defined(__x86_64__)
+    patch(p, 18, &aarch64, 2); /* e_machine */
+    TU_ASSERT_ERR(mg_plugin_load(p), MG_ERR_ABI, "built for AArch64 (ELF machine 183), but this host is x86-64");
+#else
+    (void)aarch64;
+#endif
+    cut_copy("alibi", "libalibi.so", size, NULL);
+    patch(p, 4, (const unsigned char[]){1}, 1); /* EI_CLASS: 32-bit */
+    TU_ASSERT_ERR(mg_plugin_load(p), MG_ERR_ABI, "a 32-bit ELF object, but this host loads 64-bit ones");
+    /* and the copy made whole again loads */
+    cut_copy("alibi", "libalibi.so", size, NULL);
+    ck_assert_msg(mg_plugin_load(p) == MG_OK, "%s", mg_last_error());
+    ck_assert_ptr_nonnull(mg_layer_find_pos("alibi"));
+}
+END_TEST
+
+/* ---- plugins that load themselves: refused, the cycle named, no recursion ---- */
+
+START_TEST(self_loading_plugin_is_refused) {
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
+    char real[PATH_MAX], want[PATH_MAX + 128];
+    ck_assert_ptr_nonnull(realpath(test_plugin_dir(), real));
+    snprintf(want, sizeof want, "in a cycle: libmgtest_self_load.so -> libmgtest_self_load.so in %s", real);
+    int before = mg_plugin_count();
+    TU_ASSERT_ERR(mg_plugin_load("mgtest_self_load"), MG_ERR_INVALID, "libmgtest_self_load.so: refused", want);
+    ck_assert_ptr_null(mg_layer_find("mgtest_self_load"));
+    ck_assert_int_eq(mg_plugin_count(), before);
+    /* once more, by path: the same answer, nothing half-loaded in between */
+    TU_ASSERT_ERR(mg_plugin_load(plugin("mgtest_self_load")), MG_ERR_INVALID, want);
+    ck_assert_int_eq(mg_plugin_count(), before);
+}
+END_TEST
+
+START_TEST(plugins_loading_each_other_are_refused) {
+    char a[PATH_MAX], b[PATH_MAX], dir[PATH_MAX], ab[PATH_MAX + 128], ba[PATH_MAX + 128];
+    ck_assert_ptr_nonnull(realpath(plugin("mgtest_cycle_a"), a));
+    ck_assert_ptr_nonnull(realpath(plugin("mgtest_cycle_b"), b));
+    ck_assert_ptr_nonnull(realpath(test_plugin_dir(), dir));
+    snprintf(ab, sizeof ab, "libmgtest_cycle_a.so -> libmgtest_cycle_b.so -> libmgtest_cycle_a.so in %s", dir);
+    snprintf(ba, sizeof ba, "libmgtest_cycle_b.so -> libmgtest_cycle_a.so -> libmgtest_cycle_b.so in %s", dir);
+    int before = mg_plugin_count();
+    TU_ASSERT_ERR(mg_plugin_load(a), MG_ERR_INVALID, "libmgtest_cycle_a.so: refused", "in a cycle: ", ab);
+    ck_assert_ptr_null(mg_layer_find("mgtest_cycle_a"));
+    ck_assert_ptr_null(mg_layer_find("mgtest_cycle_b")); /* b ignored the refusal it met: refused all the same */
+    ck_assert_int_eq(mg_plugin_count(), before);
+    TU_ASSERT_ERR(mg_plugin_load(b), MG_ERR_INVALID, "libmgtest_cycle_b.so: refused", ba);
+    ck_assert_ptr_null(mg_layer_find("mgtest_cycle_b"));
+    ck_assert_int_eq(mg_plugin_count(), before);
+}
+END_TEST
+
+/* ---- layers whose forward breaks the contract ---- */
+
+/* A layer of kind `type` (from a test plugin) named `prefix`, dim 4. */
+static mg_layer *make(const char *type, const char *prefix, mg_params *P) {
+    mg_config *cfg = mg_config_new(type);
+    ck_assert_int_eq(mg_config_set(cfg, "dim", "4"), MG_OK);
+    mg_layer *l = NULL;
+    ck_assert_msg(mg_layer_create(type, prefix, cfg, P, &l) == MG_OK, "%s", mg_last_error());
+    mg_config_free(cfg);
+    return l;
+}
+
+START_TEST(layer_returning_null_is_caught) {
+    ck_assert_msg(mg_plugin_load(plugin("mgtest_null_fwd")) == MG_OK, "%s", mg_last_error());
+    char real[PATH_MAX], want[PATH_MAX + 128];
+    ck_assert_ptr_nonnull(realpath(plugin("mgtest_null_fwd"), real));
+    snprintf(want, sizeof want, "layer 'np' (mgtest_null_pos, from plugin %s): forward returned NULL", real);
+    mg_params *P = mg_params_new();
+    mg_layer *l = make("mgtest_null_pos", "np", P);
+    tu_trap trap;
+    mg_ctx *ctx = tu_trapping_ctx(&trap, 0);
+    mg_tensor *x = mg_zeros(ctx, 3, (int64_t[]){2, 3, 4});
+    mg_tensor *y = mg_layer_forward(l, ctx, x, NULL);
+    ck_assert_ptr_nonnull(y); /* the placeholder, so the caller's next op does not crash */
+    ck_assert_int_eq(trap.calls, 1);
+    tu_assert_has("ctx error", trap.msg, want);
+    ck_assert_str_eq(mg_ctx_error(ctx), trap.msg);
+    y = mg_add(ctx, y, x); /* later ops are harmless no-ops */
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(trap.calls, 1);
+    mg_ctx_free(ctx);
+    mg_layer_free(l);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(layer_returning_a_wrong_shape_is_caught) {
+    ck_assert_msg(mg_plugin_load(plugin("mgtest_wrong_shape")) == MG_OK, "%s", mg_last_error());
+    char real[PATH_MAX], want[PATH_MAX + 128];
+    ck_assert_ptr_nonnull(realpath(plugin("mgtest_wrong_shape"), real));
+    mg_params *P = mg_params_new();
+    mg_layer *wd = make("mgtest_wrong_dim", "wd", P), *bt = make("mgtest_bad_tensor", "", P);
+    tu_trap trap;
+    mg_ctx *ctx = tu_trapping_ctx(&trap, 0);
+    mg_tensor *x = mg_zeros(ctx, 3, (int64_t[]){2, 3, 4});
+    /* against its own declaration, (...,4) */
+    mg_tensor *y = mg_layer_forward(wd, ctx, x, NULL);
+    ck_assert_ptr_nonnull(y);
+    snprintf(want, sizeof want,
+             "layer 'wd' (mgtest_wrong_dim, from plugin %s): forward returned (2,3,5), but the layer declares its "
+             "output (...,4)",
+             real);
+    tu_assert_has("ctx error", trap.msg, want);
+    /* a tensor no op could use */
+    mg_ctx_clear_error(ctx);
+    y = mg_layer_forward(bt, ctx, x, NULL);
+    ck_assert_ptr_nonnull(y);
+    tu_assert_has("ctx error", trap.msg, "layer '(model)' (mgtest_bad_tensor, from plugin ");
+    tu_assert_has("ctx error", trap.msg, "forward returned a tensor of 99 dims (0..");
+    /* against what the caller needs; -1 is any size */
+    mg_ctx_clear_error(ctx);
+    mg_layer *lin = NULL;
+    mg_config *cfg = mg_config_new("linear");
+    ck_assert_int_eq(mg_config_set_list(cfg, "in=4,out=6"), MG_OK);
+    ck_assert_int_eq(mg_layer_create("linear", "fc", cfg, P, &lin), MG_OK);
+    mg_config_free(cfg);
+    ck_assert_int_eq(mg_params_alloc(P, &(mg_rng){0}), MG_OK);
+    y = mg_layer_forward_expect(lin, ctx, x, NULL, 3, (int64_t[]){2, -1, 6});
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_int_eq(y->shape[2], 6);
+    y = mg_layer_forward_expect(lin, ctx, x, NULL, 3, (int64_t[]){2, 3, 4});
+    tu_assert_has("ctx error", trap.msg, "layer 'fc' (linear, built-in): forward returned (2,3,6), but the caller needs (2,3,4)");
+    mg_ctx_free(ctx);
+    mg_layer_free(wd);
+    mg_layer_free(bt);
+    mg_layer_free(lin);
+    mg_params_free(P);
+}
+END_TEST
+
+/* A GPT whose positional scheme misbehaves stops with the message on its context: no crash, no
+ * abort, the scheme's plugin named. */
+START_TEST(gpt_with_a_misbehaving_scheme_stops_cleanly) {
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
+    static const struct {
+        const char *scheme, *file, *msg;
+    } cases[] = {
+        {"mgtest_null", "libmgtest_null_fwd.so", "layer 'wpe' (mgtest_null_pos, from plugin %s): forward returned NULL"},
+        {"mgtest_wrong", "libmgtest_wrong_shape.so",
+         "layer 'wpe' (mgtest_wrong_pos, from plugin %s): forward returned (2,3,9), but the caller needs (2,3,8)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mg_gpt_config c = tiny(cases[i].scheme);
+        mg_rng rng = mg_rng_make(1);
+        mg_gpt *g = NULL;
+        ck_assert_msg(mg_gpt_new(&c, &rng, &g) == MG_OK, "%s", mg_last_error());
+        char real[PATH_MAX], want[PATH_MAX + 160];
+        ck_assert_ptr_nonnull(realpath(tu_path_in(test_plugin_dir(), cases[i].file), real));
+        snprintf(want, sizeof want, cases[i].msg, real);
+        tu_trap trap;
+        mg_ctx *ctx = tu_trapping_ctx(&trap, 0);
+        int32_t ids[6] = {1, 2, 3, 4, 5, 6};
+        mg_tensor *x = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){2, 3}, ids);
+        mg_tensor *loss = mg_gpt_loss(g, ctx, x, x, NULL);
+        ck_assert_ptr_nonnull(loss);
+        ck_assert_int_eq(trap.calls, 1);
+        tu_assert_has("ctx error", trap.msg, want);
+        mg_ctx_free(ctx);
+        mg_gpt_free(g);
+    }
+}
+END_TEST
+
+/* The gpt program, evaluating a checkpoint whose scheme returns NULL: exit status 1 and the message,
+ * not a signal. */
+static tu_program gpt_prog = {.name = "gpt", .rel = "examples/gpt/gpt", .max_status = 2};
+
+START_TEST(gpt_program_with_a_null_scheme_ends_with_the_message) {
+    setenv(MG_PLUGIN_PATH_ENV, test_plugin_dir(), 1);
+    mg_gpt_config c = tiny("mgtest_null");
+    mg_rng rng = mg_rng_make(1);
+    mg_gpt *g = NULL;
+    ck_assert_msg(mg_gpt_new(&c, &rng, &g) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(mg_gpt_save(g, tu_path_in(tmpdir, "null.safetensors"), NULL, 0), MG_OK);
+    mg_gpt_free(g);
+    const unsigned char tokens[6] = {1, 0, 2, 0, 3, 0}; /* one row of 3 uint16 */
+    tu_write_bytes(tu_path_in(tmpdir, "tokens.bin"), tokens, sizeof tokens);
+    char env[PATH_MAX + 64];
+    snprintf(env, sizeof env, "env MINIGRAD_PLUGIN_PATH='%s'", test_plugin_dir());
+    int rc = tu_run_in(&gpt_prog, tmpdir, env, "eval --ckpt null.safetensors --tokens tokens.bin --batch 1 --seq 2");
+    ck_assert_msg(rc == 1, "exit %d; stderr: %s", rc, gpt_prog.err);
+    tu_assert_stderr_has(&gpt_prog, "layer 'wpe' (mgtest_null_pos, from plugin ");
+    tu_assert_stderr_has(&gpt_prog, "libmgtest_null_fwd.so): forward returned NULL");
+}
+END_TEST
+
 static Suite *plugins_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("plugins");
@@ -588,6 +866,22 @@ static Suite *plugins_suite(void) {
         tcase_add_test(tc, posenc_finds_both_schemes);
     else
         fprintf(stderr, "# posenc not built (-Dexamples=false?): posenc_finds_both_schemes skipped\n");
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("misbehaving");
+    tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+    tcase_add_test(tc, truncated_copy_is_refused_before_dlopen);
+    tcase_add_test(tc, valid_header_truncated_body_is_refused);
+    tcase_add_test(tc, self_loading_plugin_is_refused);
+    tcase_add_test(tc, plugins_loading_each_other_are_refused);
+    tcase_add_test(tc, layer_returning_null_is_caught);
+    tcase_add_test(tc, layer_returning_a_wrong_shape_is_caught);
+    tcase_add_test(tc, gpt_with_a_misbehaving_scheme_stops_cleanly);
+    if (tu_program_built(&gpt_prog))
+        tcase_add_test(tc, gpt_program_with_a_null_scheme_ends_with_the_message);
+    else
+        fprintf(stderr, "# gpt not built (-Dexamples=false?): gpt_program_with_a_null_scheme_ends_with_the_message "
+                        "skipped\n");
     suite_add_tcase(s, tc);
     return s;
 }

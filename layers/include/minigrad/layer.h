@@ -126,8 +126,19 @@ MG_API mg_status mg_layer_create(const char *type, const char *prefix, mg_config
                           mg_layer **out);
 MG_API void mg_layer_free(mg_layer *l); /* NULL is a no-op */
 
-/* Runs vt->forward (the placeholder if ctx has failed). args may be NULL (a zeroed mg_fwd). */
+/* Runs vt->forward (the placeholder if ctx has failed). args may be NULL (a zeroed mg_fwd).
+ * What forward returns is checked: not NULL, a well-formed tensor (known dtype, 0..MG_MAX_DIMS dims
+ * whose product is numel, data present), and of the shape the layer declared with
+ * mg_layer_set_shape, when it declared one in the form "(B,T,768)" or "(...,768)": each number is
+ * the size of the output's dim at that place counted from the end; a name (B, T, C) matches any
+ * size. A fault is raised on ctx naming the layer, its kind and where that kind comes from (the
+ * plugin's file), and the placeholder is returned, never NULL. */
 MG_API mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+/* As mg_layer_forward, and the output must also have exactly `ndim` dims of sizes `shape` (-1:
+ * any size): what the caller needs of a layer it did not write, e.g. a positional scheme from a
+ * plugin that must give back (B,T,C). ndim < 0 checks no more than mg_layer_forward. */
+MG_API mg_tensor *mg_layer_forward_expect(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args, int ndim,
+                                          const int64_t *shape);
 
 MG_API const mg_layer_vtable *mg_layer_vt(const mg_layer *l);
 MG_API const char *mg_layer_prefix(const mg_layer *l);
@@ -142,7 +153,8 @@ MG_API mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *
  * wrapper can own a layer under its own name). The parent owns it. */
 MG_API mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg,
                          mg_params *params, mg_layer **out);
-/* The output shape shown by the summary, e.g. "(B,T,768)". */
+/* The output shape shown by the summary, e.g. "(B,T,768)", and checked after every forward (see
+ * mg_layer_forward). */
 MG_API void mg_layer_set_shape(mg_layer *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Positional layers with a table: how many positions it covers (generation crops the context to
  * it). 0 (the default) means any position works. */

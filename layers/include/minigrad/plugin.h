@@ -12,6 +12,10 @@
  *     }
  *
  * The loader checks, and explains any refusal naming the file:
+ *  - before dlopen sees it, that the file is a whole ELF shared object for this host: the ELF magic,
+ *    the host's class, byte order and machine (else MG_ERR_ABI), type ET_DYN, and that the program
+ *    header table, the section header table and the file bytes of every loadable segment lie inside
+ *    the file (else MG_ERR_FORMAT: a truncated copy is refused here, where dlopen would fault);
  *  - the file can be opened (dlopen's own message is passed on);
  *  - it exports mg_plugin_init;
  *  - each registered vtable has abi_version == MG_LAYER_ABI_VERSION ("ABI 2, host 1") and a
@@ -20,6 +24,10 @@
  * Registration is all or nothing: the layers of a plugin whose init fails or that registers one
  * bad vtable are all dropped and the object is closed. A plugin already loaded (same real path)
  * is not loaded twice. Loaded plugins stay loaded until the process exits.
+ * A plugin's init may load the plugins it builds on (mg_plugin_load), but not one whose init is
+ * running: a plugin that loads itself, directly or through others, is a cycle. That load returns
+ * MG_ERR_INVALID naming the cycle ("liba.so -> libb.so -> liba.so in DIR"), and every plugin of
+ * the cycle is refused with that message, whatever its init then returns.
  *
  * The search path, one for every program and every call below, in this order:
  *  1. the directories of MINIGRAD_PLUGIN_PATH (colon-separated; read at each search);
@@ -87,7 +95,8 @@ typedef mg_status (*mg_plugin_init_fn)(const mg_plugin_host *host);
 
 /* Loads a plugin by path or by name (lib<name>.so, then <name>.so, along the search path).
  * MG_ERR_NOT_FOUND when a name is found in no directory (the message lists the directories
- * searched), MG_ERR_IO when dlopen fails,
+ * searched), MG_ERR_FORMAT for a file that is not a whole ELF shared object, MG_ERR_INVALID for a
+ * cycle of plugins loading each other, MG_ERR_IO when dlopen fails,
  * MG_ERR_ABI for a version or size mismatch, MG_ERR_NOT_FOUND for a missing init symbol, or
  * whatever the plugin's init returned. */
 MG_API mg_status mg_plugin_load(const char *path_or_name);
