@@ -38,6 +38,45 @@ mg_status mg_file_close_checked(FILE *f, const char *path) {
     return e ? write_failed(path, e) : MG_OK;
 }
 
+/* ---- standard output ---- */
+
+static int stdout_err; /* errno of the first write to fd 1 that failed, 0 if none */
+static bool stdout_tracked;
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
+    (void)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(STDOUT_FILENO, buf + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (!stdout_err) stdout_err = k < 0 ? errno : EIO;
+            return done > 0 ? (ssize_t)done : -1; /* a short count is an error to stdio */
+        }
+        done += (size_t)k;
+    }
+    return (ssize_t)done;
+}
+
+mg_status mg_stdout_track_errors(void) {
+    if (stdout_tracked) return MG_OK;
+    /* glibc's stdout is an ordinary variable a program may set (the GNU C Library manual says so) */
+    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stdout_write});
+    if (!f) return mg_set_error(MG_ERR_IO, "standard output: cannot open a stream over it: %s", strerror(errno));
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    fflush(stdout);
+    stdout = f;
+    stdout_tracked = true;
+    return MG_OK;
+}
+
+mg_status mg_stdout_check(void) {
+    if (!stdout_tracked) return mg_file_check(stdout, "standard output");
+    int e = stream_error(stdout);
+    if (e && stdout_err) e = stdout_err;
+    return e ? write_failed("standard output", e) : MG_OK;
+}
+
 /* ---- files written whole ---- */
 
 /* The stream of an mg_outfile writes through this sink, which keeps the errno of the first

@@ -6,6 +6,7 @@
 #include "minigrad/file.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -161,6 +162,42 @@ START_TEST(outfile_refuses_what_it_cannot_create) {
 }
 END_TEST
 
+/* In a child of its own (stdout is process-wide): stdout on /dev/full, a first write lost in a
+ * flush along the way, more text after it; the check at the end still gives the reason. */
+START_TEST(stdout_keeps_the_reason_of_its_first_failure) {
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        int fd = open("/dev/full", O_WRONLY);
+        if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) _exit(3);
+        if (mg_stdout_track_errors() != MG_OK) _exit(4);
+        printf("the first line\n");
+        fflush(stdout); /* fails: stdio drops the buffer and would forget why */
+        printf("more\n");
+        mg_status st = mg_stdout_check();
+        char msg[1100];
+        int n = snprintf(msg, sizeof msg, "%d %s", (int)st, mg_last_error());
+        if (write(p[1], msg, (size_t)n) != n) _exit(5);
+        _exit(0);
+    }
+    close(p[1]);
+    char msg[1100] = "";
+    ssize_t n = read(p[0], msg, sizeof msg - 1);
+    close(p[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    ck_assert_int_gt(n, 0);
+    msg[n] = 0;
+    char want[200];
+    snprintf(want, sizeof want, "%d standard output: write failed: %s", (int)MG_ERR_IO, strerror(ENOSPC));
+    ck_assert_str_eq(msg, want);
+}
+END_TEST
+
 static Suite *file_suite(void) {
     Suite *s = suite_create("file");
     TCase *tc = tcase_create("file");
@@ -173,6 +210,7 @@ static Suite *file_suite(void) {
         tcase_add_test(tc, close_checked_reports_what_the_buffer_held);
         tcase_add_test(tc, check_reports_an_earlier_failure_and_keeps_the_file_open);
         tcase_add_test(tc, outfile_writes_a_device_in_place);
+        tcase_add_test(tc, stdout_keeps_the_reason_of_its_first_failure);
     } else {
         fprintf(stderr, "# /dev/full not found: the full-disk cases of the file suite skipped\n");
     }

@@ -36,6 +36,15 @@ MG_API mg_status mg_file_check(FILE *f, const char *path);
  * write into f failed or fclose did. f NULL: MG_OK. */
 MG_API mg_status mg_file_close_checked(FILE *f, const char *path);
 
+/* Standard output, checked like a file. stdio forgets why a write failed once the buffer is gone,
+ * so a program calls mg_stdout_track_errors first thing in main: stdout becomes a stream over the
+ * same descriptor, buffered the same way, that keeps the reason of its first failed write (glibc
+ * lets a program set stdout). mg_stdout_check then flushes and reports any write to stdout that
+ * failed: MG_ERR_IO, "standard output: write failed: No space left on device". Without tracking,
+ * the check still finds the failure, perhaps without its reason. */
+MG_API mg_status mg_stdout_track_errors(void);
+MG_API mg_status mg_stdout_check(void);
+
 /* A file written whole, then put in place (see above). Write into f with stdio; the first failed
  * write's reason is kept, even for a write too large for stdio's buffer. */
 typedef struct mg_outfile {
