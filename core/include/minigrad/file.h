@@ -9,7 +9,8 @@
  * file beside the target, which is flushed, synced and renamed over the target only when all of
  * it was written. A failed write leaves the old file as it was and no partial new one. A target
  * that exists and is not a regular file (a device such as /dev/null or /dev/stdout, a FIFO) is
- * written in place instead, never replaced; a directory is refused.
+ * written in place instead, never replaced; a directory is refused. A link to a regular file is
+ * replaced by the new file, as rename does.
  *
  * Ownership: the helpers borrow path; an mg_outfile owns its stream and names until
  * mg_outfile_commit or mg_outfile_discard, which always release them.
