@@ -2,14 +2,13 @@
  * and line, heatmap and grouped-bar charts drawn on it. PNG encoding is stb_image_write's. */
 #include "minigrad/plot.h"
 
+#include "minigrad/file.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <stb_image.h>
 #include <stb_image_write.h>
@@ -519,68 +518,25 @@ void mg_canvas_text_ex(mg_canvas *c, double x, double y, const char *text,
 
 /* ---- PNG output ---- */
 
-typedef struct {
-    int fd;
-    int err; /* first errno from write(), 0 if none */
-} png_sink;
-
+/* stb hands the encoded bytes over in pieces; a failed write shows in the stream's error state,
+ * which mg_outfile_commit checks. */
 static void png_write(void *ctx, void *data, int size) {
-    png_sink *sink = ctx;
-    const char *p = data;
-    size_t left = size > 0 ? (size_t)size : 0;
-    while (left > 0 && !sink->err) {
-        ssize_t k = write(sink->fd, p, left);
-        if (k < 0) {
-            if (errno != EINTR) sink->err = errno;
-            continue;
-        }
-        if (k == 0) sink->err = EIO;
-        p += k;
-        left -= (size_t)k;
-    }
+    if (size > 0) fwrite(data, 1, (size_t)size, ctx);
 }
 
 mg_status mg_canvas_save_png(const mg_canvas *c, const char *path) {
     if (!c || !path || !*path)
         return mg_set_error(MG_ERR_INVALID, "mg_canvas_save_png: %s",
                             !c ? "canvas is NULL" : "no output path given");
-    /* The temporary name is unique per process and attempt; O_EXCL makes a clash a retry, never a
-     * shared file. */
-    const size_t tlen = strlen(path) + 64;
-    char *tmp = malloc(tlen);
-    if (!tmp) return mg_set_error(MG_ERR_NOMEM, "%s: no memory for the temporary name", path);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%ld%d", path, (long)getpid(), (long)ts.tv_nsec, attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
+    mg_outfile o;
+    mg_status st = mg_outfile_open(&o, path);
+    if (st != MG_OK) return st;
+    /* stb_image_write returns 0 when the encoder itself fails (it ran out of memory) */
+    if (!stbi_write_png_to_func(png_write, o.f, c->w, c->h, 3, c->px, c->w * 3)) {
+        mg_outfile_discard(&o);
+        return mg_set_error(MG_ERR_NOMEM, "%s: the PNG encoder ran out of memory (%dx%d)", path, c->w, c->h);
     }
-    if (fd < 0) {
-        mg_status st = mg_set_error(MG_ERR_IO, "%s: cannot create the temporary file %s: %s", path,
-                                    tmp, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    png_sink sink = {fd, 0};
-    int ok = stbi_write_png_to_func(png_write, &sink, c->w, c->h, 3, c->px, c->w * 3);
-    int err = sink.err;
-    if (ok && !err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && ok && !err) err = errno;
-    mg_status st = MG_OK;
-    if (!ok)
-        st = mg_set_error(MG_ERR_NOMEM, "%s: the PNG encoder ran out of memory (%dx%d)", path, c->w,
-                          c->h);
-    else if (err)
-        st = mg_set_error(MG_ERR_IO, "%s: cannot write the temporary file %s: %s", path, tmp,
-                          strerror(err));
-    else if (rename(tmp, path) != 0)
-        st =
-            mg_set_error(MG_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (st != MG_OK) unlink(tmp);
-    free(tmp);
-    return st;
+    return mg_outfile_commit(&o);
 }
 
 mg_status mg_canvas_load_png(const char *path, mg_canvas **out) {

@@ -1759,6 +1759,74 @@ START_TEST(music_command_line) {
 }
 END_TEST
 
+/* A full disk under a MIDI file: /dev/full (and a link to it) is written in place and the failure
+ * names it; a regular file that cannot grow keeps its old contents and no temporary is left; the
+ * program fails by name, for a piece and for its standard output. */
+START_TEST(midi_write_on_a_full_disk_fails_by_name) {
+    char *dir = make_tmpdir();
+    music_midi_file f;
+    TU_OK(music_generate_piece(7, 0, &f));
+    TU_ASSERT_ERR(music_midi_write("/dev/full", &f, NULL), MG_ERR_IO, "/dev/full: write failed: ",
+                  strerror(ENOSPC));
+    tu_assert_dev_full_intact();
+    char *link = path_in(dir, "piece.mid");
+    ck_assert_int_eq(symlink("/dev/full", link), 0);
+    TU_ASSERT_ERR(music_midi_write(link, &f, NULL), MG_ERR_IO, link, strerror(ENOSPC));
+    struct stat sb;
+    ck_assert_int_eq(lstat(link, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    char *p = path_in(dir, "old.mid");
+    tu_write_text(p, "old contents");
+    struct rlimit old = tu_limit_file_size(64);
+    mg_status st = music_midi_write(p, &f, NULL);
+    tu_restore_file_size(old);
+    ck_assert_int_eq(st, MG_ERR_IO);
+    tu_assert_error_has(p);
+    tu_assert_error_has(strerror(EFBIG));
+    char *b = tu_read_file(p, NULL);
+    ck_assert_str_eq(b, "old contents");
+    free(b);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d))) ck_assert_msg(!strstr(e->d_name, ".tmp"), "%s left behind", e->d_name);
+    closedir(d);
+    music_midi_free(&f);
+
+    if (music_bin()) {
+        char cmd[8192], *out;
+        char *g = path_in(dir, "g");
+        ck_assert_int_eq(mkdir(g, 0755), 0);
+        char *first = path_in(g, "gen_5_0000.mid");
+        ck_assert_int_eq(symlink("/dev/full", first), 0);
+        snprintf(cmd, sizeof cmd, "'%s' gen --out '%s' --pieces 2 --seed 5 2>&1", music.bin, g);
+        ck_assert_int_eq(run_cmd(cmd, &out), 1);
+        ck_assert_msg(strstr(out, "gen_5_0000.mid: write failed: No space left on device"), "%s", out);
+        free(out);
+        ck_assert_int_eq(unlink(first), 0);
+        snprintf(cmd, sizeof cmd, "'%s' gen --out '%s' --pieces 2 --seed 5 >/dev/null 2>&1", music.bin, g);
+        ck_assert_int_eq(run_cmd(cmd, &out), 0);
+        free(out);
+        snprintf(cmd, sizeof cmd, "'%s' tokens '%s' 2>&1 >/dev/full", music.bin, first);
+        ck_assert_int_eq(run_cmd(cmd, &out), 1);
+        ck_assert_msg(strstr(out, "music: standard output: write failed: No space left on device"), "%s", out);
+        free(out);
+        snprintf(cmd, sizeof cmd, "'%s' stats --data '%s' 2>&1 >/dev/full", music.bin, g);
+        ck_assert_int_eq(run_cmd(cmd, &out), 1);
+        ck_assert_msg(strstr(out, "music: standard output: write failed: No space left on device"), "%s", out);
+        free(out);
+        free(first);
+        free(g);
+    } else {
+        fprintf(stderr, "# music program not built: its full-disk cases skipped\n");
+    }
+    tu_assert_dev_full_intact();
+    free(p);
+    free(link);
+    rm_rf(dir);
+}
+END_TEST
+
 /* ======================================================================================
  * The real files of shared/data/midi
  * ====================================================================================== */
@@ -2034,6 +2102,10 @@ static Suite *midi_suite(void) {
     else
         fprintf(stderr, "# music program not found under MINIGRAD_BUILD_ROOT: its test skipped\n");
     if (getenv("MINIGRAD_BUILD_ROOT")) tcase_add_test(tc, write_fuzz_seed_corpus);
+    if (tu_have_dev_full())
+        tcase_add_test(tc, midi_write_on_a_full_disk_fails_by_name);
+    else
+        fprintf(stderr, "# /dev/full not found: midi_write_on_a_full_disk_fails_by_name skipped\n");
     suite_add_tcase(s, tc);
 
     bool csv = have_midicsv();

@@ -801,6 +801,48 @@ START_TEST(wav_through_timidity_when_installed) {
 }
 END_TEST
 
+/* A full disk under what music writes: the log, the final sample of a training run, a sample's
+ * MIDI file and piano roll, standard output; a WAV target that is a device is refused before
+ * timidity would write beside it. Each fails the command with the file's name and the reason. */
+START_TEST(outputs_on_a_full_disk_fail_by_name) {
+    tu_find_program(&music);
+    make_tmpdir();
+    ck_assert_int_eq(mkdir(tmp_path("full"), 0755), 0);
+    ck_assert_int_eq(symlink("/dev/full", tmp_path("full/log.jsonl")), 0);
+    ck_assert_int_eq(run("train --out full " TINY " --steps 5 --sample-tokens 0 --eval-every 0"), 1);
+    tu_assert_stderr_has(&music, "step 1: full/log.jsonl: cannot write the log file: No space left on device");
+    ck_assert_int_eq(mkdir(tmp_path("run"), 0755), 0);
+    ck_assert_int_eq(symlink("/dev/full", tmp_path("run/sample.mid")), 0);
+    ck_assert_int_eq(run("train --out run " TINY " --steps 5 --sample-tokens 20 --eval-every 0"), 1);
+    tu_assert_stderr_has(&music, "run/sample.mid: write failed: No space left on device");
+    ck_assert_int_eq(access(tmp_path("run/model.safetensors"), F_OK), 0);
+
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 20 --out /dev/full --no-png"), 1);
+    tu_assert_stderr_has(&music, "/dev/full: write failed: No space left on device");
+    ck_assert_int_eq(run("sample --ckpt run/model.safetensors --tokens 20 --out p.mid --png /dev/full"), 1);
+    tu_assert_stderr_has(&music, "/dev/full: write failed: No space left on device");
+    ck_assert_int_eq(access(tmp_path("p.mid"), F_OK), 0);
+    ck_assert_int_eq(tu_run_stdout_to(&music, tmpdir, "sample --ckpt run/model.safetensors --tokens 20 --out q.mid",
+                                      "/dev/full"),
+                     1);
+    tu_assert_stderr_has(&music, "music: standard output: write failed: No space left on device");
+
+    ck_assert_int_eq(mkdir(tmp_path("bin"), 0777), 0);
+    const char *fake = "#!/bin/sh\nexit 0\n";
+    tu_write_bytes(tmp_path("bin/timidity"), fake, strlen(fake));
+    ck_assert_int_eq(chmod(tmp_path("bin/timidity"), 0755), 0);
+    char env[700];
+    snprintf(env, sizeof env, "env PATH='%s/bin':\"$PATH\"", tmpdir);
+    ck_assert_int_eq(run_env(env, "sample --ckpt run/model.safetensors --tokens 20 --out w.mid --wav /dev/null"), 1);
+    tu_assert_stderr_has(&music, "/dev/null: not a regular file");
+    struct stat sb;
+    ck_assert_int_eq(lstat("/dev/null", &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+    tu_assert_dev_full_intact();
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(bad_inputs_give_clear_errors) {
     tu_find_program(&music);
     make_tmpdir();
@@ -963,6 +1005,10 @@ Suite *music_suite(void) {
     tcase_add_test(tc, eval_reports_the_validation_loss);
     tcase_add_test(tc, wav_through_timidity_when_installed);
     tcase_add_test(tc, bad_inputs_give_clear_errors);
+    if (tu_have_dev_full())
+        tcase_add_test(tc, outputs_on_a_full_disk_fail_by_name);
+    else
+        fprintf(stderr, "# /dev/full not found: outputs_on_a_full_disk_fail_by_name skipped\n");
     suite_add_tcase(s, tc);
     return s;
 }

@@ -463,11 +463,12 @@ START_TEST(save_png_round_trip_and_atomic) {
     ck_assert_ptr_nonnull(strstr(mg_last_error(), missing));
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "No such file or directory"));
 
-    /* the target is a directory: rename fails, the temporary file is removed, nothing is harmed */
+    /* the target is a directory: refused, no temporary file is left, nothing is harmed */
     const char *d = tmp_path("adir");
     ck_assert_int_eq(mkdir(d, 0755), 0);
     ck_assert_int_eq(mg_canvas_save_png(c, d), MG_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "cannot rename"));
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), d));
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "Is a directory"));
     struct stat sb;
     ck_assert_int_eq(stat(d, &sb), 0);
     ck_assert(S_ISDIR(sb.st_mode));
@@ -486,6 +487,48 @@ START_TEST(save_png_round_trip_and_atomic) {
     ck_assert_int_eq(mg_canvas_load_png(txt, &back), MG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "not a decodable image"));
     ck_assert_int_eq(mg_canvas_load_png(txt, NULL), MG_ERR_INVALID);
+    mg_canvas_free(c);
+    remove_tmpdir();
+}
+END_TEST
+
+/* A full disk: /dev/full (and a link to it) is written in place and the failure names it; a regular
+ * file that cannot grow (a file size limit) keeps its old contents and leaves no temporary. */
+START_TEST(save_png_on_a_full_disk_fails_by_name) {
+    make_tmpdir();
+    mg_canvas *c = mg_canvas_new(300, 200, 0xFFFFFF);
+    for (int i = 0; i < 300; i += 3) mg_canvas_line(c, i, 0, 299 - i, 199, 1.5, mg_plot_color(i));
+    ck_assert_int_eq(mg_canvas_save_png(c, "/dev/full"), MG_ERR_IO);
+    tu_assert_error_has("/dev/full");
+    tu_assert_error_has(strerror(ENOSPC));
+    tu_assert_dev_full_intact();
+    const char *link = tmp_path("loss.png");
+    ck_assert_int_eq(symlink("/dev/full", link), 0);
+    ck_assert_int_eq(mg_canvas_save_png(c, link), MG_ERR_IO);
+    tu_assert_error_has(link);
+    tu_assert_error_has(strerror(ENOSPC));
+    struct stat sb;
+    ck_assert_int_eq(lstat(link, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert_int_eq(unlink(link), 0);
+
+    const char *p = tmp_path("chart.png");
+    tu_write_text(p, "old contents");
+    struct rlimit old = tu_limit_file_size(512);
+    ck_assert_int_eq(mg_plot_lines(p, &(mg_plot_opts){.title = "t"},
+                                   &(mg_plot_series){.label = "a", .x = (double[]){1, 2, 3},
+                                                     .y = (double[]){3, 1, 2}, .n = 3},
+                                   1),
+                     MG_ERR_IO);
+    tu_assert_error_has(p);
+    tu_assert_error_has(strerror(EFBIG));
+    ck_assert_int_eq(mg_canvas_save_png(c, p), MG_ERR_IO);
+    tu_assert_error_has(strerror(EFBIG));
+    tu_restore_file_size(old);
+    char *b = tu_read_file(p, NULL);
+    ck_assert_str_eq(b, "old contents");
+    free(b);
+    ck_assert_int_eq(count_entries(".tmp"), 0);
     mg_canvas_free(c);
     remove_tmpdir();
 }
@@ -934,6 +977,10 @@ static Suite *plot_suite(void) {
     tcase_add_test(t, text_metrics_and_placement);
     tcase_add_test(t, font_glyphs_distinct);
     tcase_add_test(t, save_png_round_trip_and_atomic);
+    if (tu_have_dev_full())
+        tcase_add_test(t, save_png_on_a_full_disk_fails_by_name);
+    else
+        fprintf(stderr, "# /dev/full not found: save_png_on_a_full_disk_fails_by_name skipped\n");
     tcase_add_test(t, canvas_piano_roll);
     suite_add_tcase(s, t);
     t = tcase_create("charts");

@@ -738,6 +738,35 @@ START_TEST(program_is_deterministic_across_threads_and_workers) {
 }
 END_TEST
 
+/* A full disk under the report: results.csv a link to /dev/full, results.md the same, the tables
+ * on standard output. Each fails the program with the file's name and the reason. */
+START_TEST(program_report_on_a_full_disk_fails_by_name) {
+    find_binary();
+    const char *out = tmp_path("full");
+    ck_assert_int_eq(mkdir(out, 0755), 0);
+    char csv[1024], args[1024];
+    snprintf(csv, sizeof csv, "%s/results.csv", out);
+    ck_assert_int_eq(symlink("/dev/full", csv), 0);
+    const char *tiny = "--tasks rev --schemes none --seeds 0 --steps 2 --batch 8 --eval-every 1 --eval-n 8 "
+                       "--jobs 1 --threads 1";
+    snprintf(args, sizeof args, "%s --out '%s'", tiny, out);
+    ck_assert_int_eq(run(args), 1);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: write failed: No space left on device", csv);
+    tu_assert_stderr_has(&posenc, want);
+    ck_assert_int_eq(unlink(csv), 0);
+    snprintf(csv, sizeof csv, "%s/results.md", out);
+    ck_assert_int_eq(symlink("/dev/full", csv), 0);
+    ck_assert_int_eq(run(args), 1);
+    snprintf(want, sizeof want, "%s: write failed: No space left on device", csv);
+    tu_assert_stderr_has(&posenc, want);
+    ck_assert_int_eq(unlink(csv), 0);
+    ck_assert_int_eq(tu_run_stdout_to(&posenc, tmpdir, args, "/dev/full"), 1);
+    tu_assert_stderr_has(&posenc, "posenc: standard output: write failed: No space left on device");
+    tu_assert_dev_full_intact();
+}
+END_TEST
+
 START_TEST(program_bad_scheme_lists_the_available_ones) {
     find_binary();
     ck_assert_int_eq(run("--schemes sin,bogus --out o"), 2);
@@ -855,6 +884,10 @@ static Suite *posenc_suite(void) {
     tcase_add_test(p, program_writes_tables_csv_and_pngs);
     tcase_add_test(p, program_is_deterministic_across_threads_and_workers);
     tcase_add_test(p, program_bad_scheme_lists_the_available_ones);
+    if (tu_have_dev_full())
+        tcase_add_test(p, program_report_on_a_full_disk_fails_by_name);
+    else
+        fprintf(stderr, "# /dev/full not found: program_report_on_a_full_disk_fails_by_name skipped\n");
     tcase_add_test(p, program_missing_plugin_is_explained);
     tcase_add_test(p, program_picks_up_a_plugin_scheme);
     suite_add_tcase(s, p);

@@ -555,6 +555,37 @@ START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
 }
 END_TEST
 
+/* A full disk under what textgen writes: the log (a link to /dev/full in the out folder), the loss
+ * curve, the text on stdout. Each fails the command with a message naming the file and the reason. */
+START_TEST(outputs_on_a_full_disk_fail_by_name) {
+    setup_run();
+    ck_assert_int_eq(mkdir(tmp_path("full"), 0755), 0);
+    ck_assert_int_eq(symlink("/dev/full", tmp_path("full/log.jsonl")), 0);
+    ck_assert_int_eq(run("train --data tiny.txt --out full " TINY_MODEL " --steps 10 --sample-tokens 0"), 1);
+    tu_assert_stderr_has(&textgen, "step 1: full/log.jsonl: cannot write the log file: No space left on device");
+    tu_assert_dev_full_intact();
+
+    ck_assert_int_eq(mkdir(tmp_path("plot"), 0755), 0);
+    ck_assert_int_eq(symlink("/dev/full", tmp_path("plot/loss.png")), 0);
+    ck_assert_int_eq(run("train --data tiny.txt --out plot " TINY_MODEL " --steps 6 --sample-tokens 0"), 1);
+    tu_assert_stderr_has(&textgen, "loss plot not written: plot/loss.png: write failed: No space left on device");
+    tu_run_log lg;
+    tu_read_log(tmp_path("plot/log.jsonl"), &lg, "\"lr\": ");
+    ck_assert_int_eq(lg.n, 6); /* the run itself is whole and saved */
+    ck_assert_int_eq(access(tmp_path("plot/model.safetensors"), F_OK), 0);
+    struct stat sb;
+    ck_assert_int_eq(lstat(tmp_path("plot/loss.png"), &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    tu_assert_dev_full_intact();
+
+    ck_assert_int_eq(tu_run_stdout_to(&textgen, tmpdir, "sample --ckpt plot/model.safetensors --tokens 20", "/dev/full"), 1);
+    tu_assert_stderr_has(&textgen, "textgen: standard output: write failed: No space left on device");
+    ck_assert_int_eq(tu_run_stdout_to(&textgen, tmpdir, "eval --ckpt plot/model.safetensors --data tiny.txt", "/dev/full"), 1);
+    tu_assert_stderr_has(&textgen, "textgen: standard output: write failed: No space left on device");
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(sampling_is_deterministic_for_a_seed) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 40 --sample-tokens 0"), 0);
@@ -858,6 +889,10 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, bad_inputs_give_clear_errors);
     tcase_add_test(tc, sizes_are_range_checked);
     tcase_add_test(tc, non_finite_loss_stops_and_keeps_the_last_checkpoint);
+    if (tu_have_dev_full())
+        tcase_add_test(tc, outputs_on_a_full_disk_fail_by_name);
+    else
+        fprintf(stderr, "# /dev/full not found: outputs_on_a_full_disk_fail_by_name skipped\n");
     suite_add_tcase(s, tc);
 }
 

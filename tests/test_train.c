@@ -633,6 +633,97 @@ START_TEST(quiet_run_without_files) {
 }
 END_TEST
 
+/* ---- files that cannot be written ---- */
+
+/* The log on a full disk: the run stops at the step it could not log, with MG_ERR_IO naming the
+ * log and the reason, and the log keeps whole lines only. */
+START_TEST(a_log_that_cannot_be_written_stops_the_run) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg c = test_cfg("run", 30);
+    c.log_path = "/dev/full";
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_IO, "mlp: step 1: /dev/full: cannot write the log file: ",
+                  strerror(ENOSPC));
+    ck_assert_int_eq(res.step, 1);
+    ck_assert(!exists("run.safetensors"));
+    tu_assert_dev_full_intact();
+
+    /* a disk that fills up part way through the log (before the first checkpoint, at step 10) */
+    c = test_cfg("part", 30);
+    struct rlimit old = tu_limit_file_size(600);
+    mg_status st = run_plain(&c, &res);
+    tu_restore_file_size(old);
+    ck_assert_int_eq(st, MG_ERR_IO);
+    char want[64];
+    snprintf(want, sizeof want, "mlp: step %lld: part.jsonl: cannot write the log file: ", (long long)res.step);
+    tu_assert_error_has(want);
+    tu_assert_error_has(strerror(EFBIG));
+    ck_assert(res.step > 1 && res.step < 10);
+    size_t n;
+    char *log = tu_read_file("part.jsonl", &n);
+    ck_assert(n > 0 && n <= 600 && log[n - 1] == '\n');
+    int lines = 0;
+    for (char *l = log; *l; l = strchr(l, '\n') + 1) {
+        char head[32];
+        snprintf(head, sizeof head, "{\"step\": %d, ", ++lines);
+        ck_assert_msg(strncmp(l, head, strlen(head)) == 0, "line %d of the log: %.80s", lines, l);
+        ck_assert_ptr_nonnull(strstr(l, "}\n"));
+    }
+    ck_assert_int_eq(lines, res.step - 1);
+    free(log);
+    ck_assert(!exists("part.safetensors"));
+    remove_dir();
+}
+END_TEST
+
+/* The loss curve on a full disk: the run is done and saved, and its status says the PNG is not. */
+START_TEST(a_plot_that_cannot_be_written_fails_the_run) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg c = test_cfg("run", 12);
+    c.plot_path = "/dev/full";
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_IO, "mlp: loss plot not written: /dev/full: write failed: ",
+                  strerror(ENOSPC));
+    ck_assert_int_eq(res.step, 12);
+    ck_assert(exists("run.safetensors"));
+    tu_assert_dev_full_intact();
+    /* an earlier error keeps its message: the plot's failure does not replace it */
+    tmodel t = {0};
+    mlp_init(&t.m);
+    mg_train_model md = t_model(&t);
+    md.eval = fail_eval;
+    TU_ASSERT_ERR(mg_train_run(&md, &c, &res), MG_ERR_NOMEM, "mlp: step 7: validation: validation buffers");
+    mlp_free(&t.m);
+    remove_dir();
+}
+END_TEST
+
+/* The reporter on its own: a log line that cannot be written is an error at that step and after,
+ * and at the close. */
+START_TEST(progress_reports_a_log_it_cannot_write) {
+    setup_dir();
+    mg_train_progress p;
+    TU_OK(mg_train_progress_open(&p, "loop", 10, 0, "/dev/full", false));
+    p.quiet = true;
+    TU_ASSERT_ERR(mg_train_progress_step(&p, 1, 1.0f, 1e-3f, 10.0, NAN, NAN), MG_ERR_IO,
+                  "/dev/full: cannot write the log file: ", strerror(ENOSPC));
+    mg_clear_error();
+    TU_ASSERT_ERR(mg_train_progress_step(&p, 2, 1.0f, 1e-3f, 10.0, NAN, NAN), MG_ERR_IO, "/dev/full");
+    mg_clear_error();
+    TU_ASSERT_ERR(mg_train_progress_close(&p), MG_ERR_IO, "/dev/full: cannot write the log file: ");
+    tu_assert_dev_full_intact();
+    TU_OK(mg_train_progress_open(&p, "loop", 10, 0, "good.jsonl", false));
+    p.quiet = true;
+    TU_OK(mg_train_progress_step(&p, 1, 1.0f, 1e-3f, 10.0, 0.5f, 2.0f));
+    TU_OK(mg_train_progress_close(&p));
+    char *log = tu_read_file("good.jsonl", NULL);
+    tu_assert_has("the log", log, "{\"step\": 1, \"loss\": 1, \"lr\": 0.001, \"tokens_per_s\": 10.0, \"grad_norm\": 0.5, ");
+    tu_assert_has("the log", log, ", \"val_loss\": 2}\n");
+    free(log);
+    remove_dir();
+}
+END_TEST
+
 static Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -644,6 +735,13 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, bad_configurations_are_refused);
     tcase_add_test(tc, failing_callbacks_stop_the_run);
     tcase_add_test(tc, quiet_run_without_files);
+    if (tu_have_dev_full()) {
+        tcase_add_test(tc, a_log_that_cannot_be_written_stops_the_run);
+        tcase_add_test(tc, a_plot_that_cannot_be_written_fails_the_run);
+        tcase_add_test(tc, progress_reports_a_log_it_cannot_write);
+    } else {
+        fprintf(stderr, "# /dev/full not found: the full-disk cases of the train suite skipped\n");
+    }
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,7 +2,8 @@
  * build trees, a program of the build tree run as a subprocess with its output captured, the
  * recoverable error message, a context whose programming errors are trapped, float results within
  * the rounding bound of a matrix product, the checked teardown that puts the detected SIMD path
- * back, and the JSON-lines log and safetensors files the example programs write.
+ * back, a full disk (/dev/full, a file size limit), and the JSON-lines log and safetensors files
+ * the example programs write.
  *
  * Header-only (static inline, so a suite pays only for what it calls). Every helper fails the
  * current Check test with a message naming the file or program rather than returning an error.
@@ -22,6 +23,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -321,6 +323,58 @@ static inline void tu_restore_detected_isa(void) {
     const mg_isa best = mg_isa_detected();
     ck_assert_msg(mg_isa_force(best), "cannot restore the detected SIMD path %s",
                   mg_isa_name(best));
+}
+
+/* ---- a full disk ---- */
+
+/* /dev/full is there: every write into it fails with ENOSPC ("No space left on device"), as on a
+ * full disk. */
+static inline bool tu_have_dev_full(void) {
+    struct stat sb;
+    return stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode);
+}
+
+/* Fails the test unless /dev/full is still the character device it was: a writer must write into
+ * a device, never rename a file over it. */
+static inline void tu_assert_dev_full_intact(void) {
+    struct stat sb;
+    ck_assert_msg(lstat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode), "/dev/full is no longer a device");
+}
+
+/* From now on a file this process (or a child) writes cannot grow past `bytes`: a write beyond
+ * fails with EFBIG ("File too large"), as when a disk fills up in the middle of a file. SIGXFSZ
+ * is ignored so that the write returns the error. Returns the limit before, for
+ * tu_restore_file_size (under Check's default CK_FORK the test's process ends with it anyway). */
+static inline struct rlimit tu_limit_file_size(rlim_t bytes) {
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = bytes;
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_msg(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit(RLIMIT_FSIZE): %s", strerror(errno));
+    return old;
+}
+
+static inline void tu_restore_file_size(struct rlimit old) {
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+}
+
+/* As tu_run_in, with the program's standard output going to out_path (e.g. /dev/full) instead of
+ * being captured: p->out is left empty. */
+static inline int tu_run_stdout_to(tu_program *p, const char *dir, const char *args, const char *out_path) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>'%s/stderr'", dir, p->bin, args, out_path, dir);
+    int st = system(cmd);
+    p->out[0] = 0;
+    tu_read_into(tu_path_in(dir, "stderr"), p->err, sizeof p->err);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "%s %s >%s: did not exit normally (status %d); stderr: %.1500s",
+                  p->name, args, out_path, st, p->err);
+    int rc = WEXITSTATUS(st);
+    ck_assert_msg(rc != 127 && rc <= p->max_status,
+                  "%s %s >%s: exit status %d (killed, a crash, a sanitizer's report or not found): %.3000s",
+                  p->name, args, out_path, rc, p->err);
+    return rc;
 }
 
 /* ---- what the example programs write ---- */

@@ -1,6 +1,8 @@
 /* The progress line and the JSON-lines log. */
 #include "minigrad/train.h"
 
+#include "minigrad/file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -33,10 +35,22 @@ mg_status mg_train_progress_open(mg_train_progress *p, const char *prog, int64_t
     int64_t left = total - first_step;
     p->plain_every = left > 50 ? left / 50 : 1;
     if (log_path) {
+        p->log_name = strdup(log_path);
+        if (!p->log_name) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", log_path);
         p->log = fopen(log_path, append ? "a" : "w");
-        if (!p->log) return mg_set_error(MG_ERR_IO, "%s: cannot open the log file: %s", log_path, strerror(errno));
+        if (!p->log) {
+            mg_status st = mg_set_error(MG_ERR_IO, "%s: cannot open the log file: %s", log_path, strerror(errno));
+            free(p->log_name);
+            p->log_name = NULL;
+            return st;
+        }
     }
     return MG_OK;
+}
+
+/* The log's first write error, again for every later call: a log with a hole is no log. */
+static mg_status log_failed(const mg_train_progress *p) {
+    return mg_set_error(MG_ERR_IO, "%s: cannot write the log file: %s", p->log_name, strerror(p->log_err));
 }
 
 static void clear_line(mg_train_progress *p) {
@@ -57,20 +71,47 @@ void mg_train_progress_note(mg_train_progress *p, const char *fmt, ...) {
     fflush(stdout);
 }
 
-void mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, float lr, double speed, float gnorm,
-                            float val) {
+mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, float lr, double speed,
+                                 float gnorm, float val) {
     double now = mg_time(), elapsed = now - p->t0;
     if (!isnan(val)) p->last_val = val;
+    if (p->log && p->log_err) return log_failed(p);
     if (p->log) {
-        fprintf(p->log, "{\"step\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"%s\": %.*f", (long long)step, (double)loss,
-                (double)lr, p->per_step ? "steps_per_s" : "tokens_per_s", p->per_step ? 4 : 1, speed);
-        if (!isnan(gnorm)) fprintf(p->log, ", \"grad_norm\": %.6g", (double)gnorm);
-        fprintf(p->log, ", \"elapsed_s\": %.3f", elapsed);
-        if (!isnan(val)) fprintf(p->log, ", \"val_loss\": %.6g", (double)val);
-        fprintf(p->log, "}\n");
-        fflush(p->log);
+        /* One line, written at once with write(2) so that stdio keeps nothing back: on a full disk
+         * the step that could not be logged is the step that fails, and what the write got in of
+         * the line is cut off again, so the log holds whole lines only. */
+        char line[2048];
+        size_t n = 0;
+        n += (size_t)snprintf(line + n, sizeof line - n, "{\"step\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"%s\": %.*f",
+                              (long long)step, (double)loss, (double)lr, p->per_step ? "steps_per_s" : "tokens_per_s",
+                              p->per_step ? 4 : 1, speed);
+        if (!isnan(gnorm) && n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, ", \"grad_norm\": %.6g", (double)gnorm);
+        if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, ", \"elapsed_s\": %.3f", elapsed);
+        if (!isnan(val) && n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, ", \"val_loss\": %.6g", (double)val);
+        if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, "}\n");
+        if (n >= sizeof line) { /* a line of 2 KiB holds any values: only a broken printf gets here */
+            p->log_err = EOVERFLOW;
+            return log_failed(p);
+        }
+        int fd = fileno(p->log);
+        off_t before = lseek(fd, 0, SEEK_END);
+        for (size_t done = 0; done < n;) {
+            ssize_t k = write(fd, line + done, n - done);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) {
+                p->log_err = k < 0 ? errno : EIO;
+                if (before >= 0 && done > 0) {
+                    int rc = ftruncate(fd, before);
+                    (void)rc; /* should even that fail, the error below still says the log is cut */
+                }
+                return log_failed(p);
+            }
+            done += (size_t)k;
+        }
     }
-    if (p->quiet) return;
+    if (p->quiet) return MG_OK;
     int64_t done = step - p->first_step;
     double eta = done > 0 ? elapsed / (double)done * (double)(p->total - step) : 0;
     char e1[32], e2[32], vbuf[32] = "", sbuf[40];
@@ -80,7 +121,7 @@ void mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, floa
     else
         snprintf(sbuf, sizeof sbuf, "%.0f tok/s", speed);
     if (p->tty) {
-        if (now - p->last_print < 0.1 && step != p->total && isnan(val)) return;
+        if (now - p->last_print < 0.1 && step != p->total && isnan(val)) return MG_OK;
         p->last_print = now;
         int w = (int)(24.0 * (double)step / (double)(p->total ? p->total : 1));
         char bar[32];
@@ -97,11 +138,21 @@ void mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, floa
                fmt_duration(eta, e2, sizeof e2));
         fflush(stdout);
     }
+    return MG_OK;
 }
 
-void mg_train_progress_close(mg_train_progress *p) {
+mg_status mg_train_progress_close(mg_train_progress *p) {
     if (p->tty && p->line_open && !p->quiet) printf("\n");
     p->line_open = false;
-    if (p->log) fclose(p->log);
+    mg_status st = MG_OK;
+    if (p->log && p->log_err) {
+        fclose(p->log);
+        st = log_failed(p);
+    } else if (p->log) {
+        st = mg_file_close_checked(p->log, p->log_name);
+    }
     p->log = NULL;
+    free(p->log_name);
+    p->log_name = NULL;
+    return st;
 }

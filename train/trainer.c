@@ -383,7 +383,11 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
             }
             if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val;
         }
-        mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0, norm, val);
+        if ((st = mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0, norm,
+                                         val)) != MG_OK) {
+            mg_wrap_error(st, "%s: step %lld", prog, (long long)step);
+            break;
+        }
         bool pause = cfg->stop_after > 0 && step - first >= cfg->stop_after;
         bool save = last || interrupted || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
         if (save && cfg->ckpt) {
@@ -409,7 +413,11 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         }
     }
     if (cfg->catch_sigint) signal(SIGINT, old_handler);
-    mg_train_progress_close(&prog_line);
+    /* the run's own error, if any, is what the caller hears of; the log's and the plot's come second */
+    char first_error[1024] = "";
+    if (st != MG_OK) snprintf(first_error, sizeof first_error, "%s", mg_last_error());
+    mg_status cs = mg_train_progress_close(&prog_line);
+    if (st == MG_OK) st = cs;
     res->step = step;
     res->steps_run = step - first;
     res->seconds = mg_time() - t_start;
@@ -420,9 +428,12 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         mg_status ps = h.nomem ? mg_set_error(MG_ERR_NOMEM, "out of memory keeping the loss history")
                                : train_plot_curve(cfg->plot_path, cfg->plot_title ? cfg->plot_title : prog,
                                                   cfg->plot_ylabel, h.loss, h.n, h.val_step, h.val, h.nv);
-        if (ps != MG_OK) mg_log(MG_LOG_WARN, "%s: loss plot not written: %s", prog, mg_last_error());
-        if (st == MG_OK && ps != MG_OK) mg_clear_error();
+        if (ps != MG_OK && st == MG_OK)
+            st = mg_wrap_error(ps, "%s: loss plot not written", prog);
+        else if (ps != MG_OK)
+            mg_log(MG_LOG_WARN, "%s: loss plot not written: %s", prog, mg_last_error());
     }
+    if (first_error[0]) mg_set_error(st, "%s", first_error);
 done:
     hist_free(&h);
     mg_ctx_free(ctx);

@@ -320,6 +320,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
+    bench_stdout_begin();
     int reps = 0; /* 0: not given */
     bool quick = false;
     const char *json_path = NULL, *only = NULL;
@@ -408,10 +409,6 @@ int main(int argc, char **argv) {
     }
     mg_set_num_threads(0);
 
-    if (json && fclose(json) != 0) {
-        fprintf(stderr, "bench_attention: error writing --json file '%s': %s\n", json_path,
-                strerror(errno));
-        return 1;
-    }
-    return 0;
+    if (json && !bench_json_close("bench_attention", json, json_path)) return 1;
+    return bench_exit_status("bench_attention", 0);
 }

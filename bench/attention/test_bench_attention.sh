@@ -30,4 +30,17 @@ if [ "$lines" -gt 0 ] && [ "$(grep -c '"kind":"decode".*"bwd_ms":null' "$tmp/a.j
   ok "decode rows have no backward, train rows do"
 else not_ok "decode rows have no backward, train rows do" "$(head -c 600 "$tmp/a.json")"; fi
 
+# A full disk under the JSON file and under the table: the run fails, naming them.
+if [ -c /dev/full ]; then
+  expect_exit "--json on a full disk is named" 1 "/dev/full: write failed: No space left on device" \
+    --config textgen --reps 1 --json /dev/full
+  "$bench" --config textgen --reps 1 >/dev/full 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "bench_attention: standard output: write failed: No space left on device" "$tmp/err"
+  then ok "the table on a full disk is named"
+  else not_ok "the table on a full disk is named" "exit $rc: $(head -c 400 "$tmp/err")"; fi
+else
+  ok "full disk # SKIP /dev/full not found"
+fi
+
 tap_done

@@ -1,8 +1,11 @@
-/* What the benchmark programs share: the median of a set of timings, a JSON number field, and
- * the register-only FMA loop whose rate is "the machine's peak" for GFLOP/s fractions and model
- * FLOPs utilisation. Header-only: each benchmark is one program of its own. */
+/* What the benchmark programs share: the median of a set of timings, a JSON number field, the
+ * checked end of the JSON file and of standard output, and the register-only FMA loop whose rate
+ * is "the machine's peak" for GFLOP/s fractions and model FLOPs utilisation. Header-only: each
+ * benchmark is one program of its own. */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
+
+#include "minigrad/file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +35,27 @@ static inline void bench_json_num(FILE *f, const char *key, double v, const char
     fprintf(f, ",\"%s\":", key);
     if (isfinite(v)) fprintf(f, fmt, v);
     else fputs("null", f);
+}
+
+/* Closes the --json file (NULL: none), checking every write into it: false after a message on
+ * stderr naming the file and the reason (a full disk). */
+static inline bool bench_json_close(const char *prog, FILE *f, const char *path) {
+    if (mg_file_close_checked(f, path) == MG_OK) return true;
+    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    return false;
+}
+
+/* First thing in main: standard output keeps the reason of a failed write (minigrad/file.h). */
+static inline void bench_stdout_begin(void) {
+    if (mg_stdout_track_errors() != MG_OK) mg_clear_error(); /* the plain stdout is still checked */
+}
+
+/* The status for main to return: rc, or (when rc is 0) 1 after a message on stderr when anything
+ * written to standard output (the tables) was lost. */
+static inline int bench_exit_status(const char *prog, int rc) {
+    if (mg_stdout_check() == MG_OK) return rc;
+    fprintf(stderr, "%s: %s\n", prog, mg_last_error());
+    return rc ? rc : 1;
 }
 
 /* ---- FMA peak: independent accumulator chains on registers only (no memory traffic), more of

@@ -205,6 +205,7 @@ int main(int argc, char **argv) {
                         "OpenMP threads may spin while OpenBLAS runs\n");
     }
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0); /* before dlopen: OpenBLAS workers sleep at once */
+    bench_stdout_begin();
     bool quick = false, use_openblas = true;
     const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL;
     int reps = 0;
@@ -405,9 +406,6 @@ int main(int argc, char **argv) {
     mg_aligned_free(bf.b);
     mg_aligned_free(bf.c_mg);
     mg_aligned_free(bf.c_ob);
-    if (json && fclose(json) != 0) {
-        fprintf(stderr, "bench_gemm: error writing %s\n", json_path);
-        return 1;
-    }
-    return 0;
+    if (json && !bench_json_close("bench_gemm", json, json_path)) return 1;
+    return bench_exit_status("bench_gemm", 0);
 }

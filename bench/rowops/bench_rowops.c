@@ -392,6 +392,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    bench_stdout_begin();
     int reps = 15;
     const char *json_path = NULL, *isa_name = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -504,9 +505,6 @@ int main(int argc, char **argv) {
     mg_set_num_threads(max_threads);
     free(t_ref);
     free(t_fast);
-    if (json && fclose(json) != 0) {
-        fprintf(stderr, "bench_rowops: error writing %s\n", json_path);
-        return 1;
-    }
-    return 0;
+    if (json && !bench_json_close("bench_rowops", json, json_path)) return 1;
+    return bench_exit_status("bench_rowops", 0);
 }

@@ -357,6 +357,7 @@ static int worker_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--worker")) return worker_main(argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a dead worker shows as a failed write, not as our death */
+    bench_stdout_begin();
 
     const int all = mg_set_num_threads(0);
     options o = {.python = "/usr/bin/python3", .script = BENCH_PYTORCH_SCRIPT, .pytorch = true, .seed = 1234};
@@ -408,7 +409,7 @@ int main(int argc, char **argv) {
         if (ok && o.json) ok = bt_write_json(&rep, o.json);
         if (ok && o.png) ok = bt_write_png(&rep, o.png);
         free(rep.r);
-        return ok ? 0 : 1;
+        return bench_exit_status("bench_train", ok ? 0 : 1);
     }
 
     bt_report rep = {.n_threads = o.n_threads};
@@ -474,5 +475,5 @@ int main(int argc, char **argv) {
     if (o.json) printf("wrote %s\n", o.json);
     if (o.png && rc == 0) printf("wrote %s\n", o.png);
     free(rep.r);
-    return rc;
+    return bench_exit_status("bench_train", rc);
 }

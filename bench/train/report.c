@@ -6,6 +6,7 @@
 #include "minigrad/plot.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -218,14 +219,10 @@ bool bt_write_json(const bt_report *rep, const char *path) {
         bench_json_num(f, "load_after", rep->load_after, "%.2f");
         fputs("}\n", f);
     }
-    if (fclose(f) != 0) {
-        perror(path);
-        return false;
-    }
-    return true;
+    return bench_json_close("bench_train", f, path);
 }
 
-/* ---- PNG: each panel is drawn by mg_plot_bars into a temporary file, then the panels are
+/* ---- PNG: each panel is drawn by mg_plot_bars into a temporary folder, then the panels are
  * pasted onto one canvas, training in the top row and generation below, one column per
  * configuration (each panel keeps its own value axis: the configurations' throughputs differ by
  * an order of magnitude). ---- */
@@ -257,6 +254,14 @@ bool bt_write_png(const bt_report *rep, const char *path) {
     const int n_train = rep->have_pytorch ? 2 : 1, n_gen = rep->have_pytorch ? 3 : 1;
     char tmp[MAX_PANELS][4200], title[128];
     int col[MAX_PANELS], row[MAX_PANELS], panels = 0, cols = 0;
+    /* the panels go to a folder of their own, not beside path: path may be a device (/dev/stdout) */
+    const char *tmpdir = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/bench_train_png_XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "bench_train: %s: cannot make a folder for the chart's panels: %s\n", dir, strerror(errno));
+        return false;
+    }
     bool ok = true;
     for (int c = 0; c < bt_n_configs && ok; c++) {
         const bt_config *cfg = &bt_configs[c];
@@ -280,7 +285,7 @@ bool bt_write_png(const bt_report *rep, const char *path) {
             else
                 snprintf(title, sizeof title, "%s training (B=%lld, T=%lld)", cfg->name, (long long)cfg->B,
                          (long long)cfg->T);
-            snprintf(tmp[panels], sizeof tmp[panels], "%s.panel%d.png", path, panels);
+            snprintf(tmp[panels], sizeof tmp[panels], "%s/panel%d.png", dir, panels);
             mg_plot_opts o = {.title = title, .ylabel = gen ? "new tokens/s" : "tokens/s", .width = PANEL_W,
                               .height = PANEL_H, .bar_values = true};
             ok = mg_plot_bars(tmp[panels], &o, thr_label, rep->n_threads, gen ? gen_series : train_series, ns, v) ==
@@ -309,6 +314,7 @@ bool bt_write_png(const bt_report *rep, const char *path) {
         ok = false;
     }
     for (int p = 0; p < panels; p++) unlink(tmp[p]);
+    rmdir(dir);
     mg_canvas_free(all);
     return ok;
 }

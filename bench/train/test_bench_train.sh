@@ -102,6 +102,20 @@ rc=$?
 if [ $rc -eq 0 ] && cmp -s "$tmp/r.json" "$tmp/again.json" && grep -q "^training: one AdamW step" "$tmp/rep"; then
   ok "--report reproduces the run's JSON and table"
 else not_ok "--report reproduces the run's JSON and table" "exit $rc: $(diff "$tmp/r.json" "$tmp/again.json" | head -c 600)"; fi
+# A full disk under each output: the JSON, the PNG, the table on stdout fail the run by name.
+if [ -c /dev/full ]; then
+  expect_exit "--json on a full disk is named" 1 "/dev/full: write failed: No space left on device" \
+    --report "$tmp/r.json" --json /dev/full
+  expect_exit "--png on a full disk is named" 1 "/dev/full: write failed: No space left on device" \
+    --report "$tmp/r.json" --png /dev/full
+  "$bench" --report "$tmp/r.json" >/dev/full 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "bench_train: standard output: write failed: No space left on device" "$tmp/err" &&
+    [ -c /dev/full ]; then ok "the table on a full disk is named"
+  else not_ok "the table on a full disk is named" "exit $rc: $(head -c 400 "$tmp/err")"; fi
+else
+  ok "full disk # SKIP /dev/full not found"
+fi
 { head -1 "$tmp/r.json"; echo '{"bench":"train","config":"galaxy","threads":1,"impl":"minigrad"}'; } >"$tmp/bad.json"
 "$bench" --report "$tmp/bad.json" >"$tmp/rep" 2>&1
 rc=$?

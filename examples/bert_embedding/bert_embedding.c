@@ -92,5 +92,9 @@ int main(void) {
     mg_ctx_free(ctx);
     mg_layer_free(ln), mg_layer_free(seg), mg_layer_free(pos), mg_layer_free(tok);
     mg_params_free(P);
+    if (mg_stdout_check() != MG_OK) { /* the report was lost (a full disk): say so */
+        fprintf(stderr, "bert_embedding: %s\n", mg_last_error());
+        return 1;
+    }
     return worst < 1e-4 ? 0 : 1;
 }

@@ -14,6 +14,7 @@
  * demand from the plugin on the loader's search path that provides it (minigrad/plugin.h);
  * `gpt plugins` lists every layer and scheme found there and where each comes from. */
 #include "cli.h"
+#include "output.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
 #include "minigrad/minigrad.h"
@@ -298,20 +299,21 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    ex_stdout_begin();
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     mg_log_set(NULL, NULL);
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "init")) return cmd_init(argc - 2, argv + 2);
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
-    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
-    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
-    if (!strcmp(cmd, "plugins")) return cmd_plugins(argc - 2, argv + 2);
+    if (!strcmp(cmd, "init")) return ex_exit_status("gpt", cmd_init(argc - 2, argv + 2));
+    if (!strcmp(cmd, "eval")) return ex_exit_status("gpt", cmd_eval(argc - 2, argv + 2));
+    if (!strcmp(cmd, "inspect")) return ex_exit_status("gpt", cmd_inspect(argc - 2, argv + 2));
+    if (!strcmp(cmd, "sample")) return ex_exit_status("gpt", cmd_sample(argc - 2, argv + 2));
+    if (!strcmp(cmd, "plugins")) return ex_exit_status("gpt", cmd_plugins(argc - 2, argv + 2));
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage(stdout);
-        return 0;
+        return ex_exit_status("gpt", 0);
     }
     fprintf(stderr, "gpt: unknown command '%s'\n", cmd);
     usage(stderr);

@@ -107,5 +107,19 @@ refuse "sample 2^62 tokens" 2 "--n: 4611686018427387904 is out of range 0..16777
 refuse "sample INT64_MAX tokens" 2 "--n: 9223372036854775807 is out of range" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt 1 --n 9223372036854775807
 refuse "init seed below 0" 2 "--seed: -5 is out of range 0.." "$GPT" init --config "$dir/rope.cfg" --out "$dir/x.safetensors" --seed -5
 refuse "too many tokens" 2 "2^28 tokens in all" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 16777216 --seq 16777216
+# standard output on a full disk: each command that prints fails, naming it and the reason
+if [ -c /dev/full ]; then
+    for cmd in "inspect $dir/rope.safetensors" "eval --ckpt $dir/rope.safetensors --tokens $dir/batch.bin --batch 2 --seq 8" \
+        "sample --ckpt $dir/learned.safetensors --prompt 1 --n 4" "plugins"; do
+        # shellcheck disable=SC2086 # the command's words, split on purpose (no spaces in $dir)
+        "$GPT" $cmd >/dev/full 2>"$dir/err"
+        rc=$?
+        if [ "$rc" -eq 1 ] && grep -qF "gpt: standard output: write failed: No space left on device" "$dir/err"; then
+            ok "gpt ${cmd%% *} to a full disk fails by name"
+        else bad "gpt ${cmd%% *} to a full disk: exit $rc, stderr: $(cat "$dir/err")"; fi
+    done
+else
+    echo "# /dev/full not found: the full-disk checks skipped"
+fi
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -86,5 +86,9 @@ int main(int argc, char **argv) {
     mg_ctx_free(ctx);
     mg_layer_free(wpe), mg_layer_free(wte);
     mg_params_free(P);
+    if (mg_stdout_check() != MG_OK) { /* the report was lost (a full disk): say so */
+        fprintf(stderr, "gpt2_positions: %s\n", mg_last_error());
+        return 1;
+    }
     return bad ? 1 : 0;
 }

@@ -122,5 +122,9 @@ int main(int argc, char **argv) {
     mg_ctx_free(ctx);
     mg_optim_free(opt);
     mg_params_free(P);
+    if (mg_stdout_check() != MG_OK) { /* the report was lost (a full disk): say so */
+        fprintf(stderr, "mlp_demo: %s\n", mg_last_error());
+        return 1;
+    }
     return 0;
 }

@@ -83,6 +83,12 @@ bool music_have_timidity(void) {
  * file. It is chatty even when all is well: its output is kept aside, and quoted only when it
  * fails (a missing sound font is the usual reason). */
 static mg_status render_wav(const char *mid, const char *wav) {
+    /* renaming over a device or a FIFO would replace it (and the files beside it land in its
+     * folder, /dev): only a regular file, or a new one, is written */
+    struct stat ws;
+    if (stat(wav, &ws) == 0 && !S_ISREG(ws.st_mode))
+        return mg_set_error(MG_ERR_IO, "%s: not a regular file: the WAV is rendered into a temporary file "
+                            "beside it and renamed into place", wav);
     char tmp[4200], log[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", wav);
     snprintf(log, sizeof log, "%s.timidity.log", wav);

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "cli.h"
 #include "cmd_model.h"
+#include "output.h"
 
 #include "minigrad/base.h"
 
@@ -47,13 +48,15 @@ static void help(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    ex_stdout_begin();
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
         help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? 2 : ex_exit_status("music", 0);
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(commands[i].name, argv[1]) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(commands[i].name, argv[1]) == 0)
+            return ex_exit_status("music", commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "music: unknown command '%s'\n", argv[1]);
     help(stderr);
     return 2;

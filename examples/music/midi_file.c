@@ -1,6 +1,8 @@
 /* music_midi_file in memory: building, freeing, ordering tracks; whole-file I/O helpers. */
 #include "music_internal.h"
 
+#include "minigrad/file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,26 +193,9 @@ mg_status music_read_file(const char *path, size_t max_bytes, uint8_t **buf, siz
 }
 
 mg_status music_write_file(const char *path, const uint8_t *buf, size_t len) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 5);
-    if (!tmp) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp", 5);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        mg_status s = mg_set_error(MG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
-    size_t put = fwrite(buf, 1, len, fp);
-    int bad = put != len || fflush(fp) != 0;
-    bad |= fclose(fp) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        mg_status s = mg_set_error(MG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
-    free(tmp);
-    return MG_OK;
+    mg_outfile o;
+    mg_status st = mg_outfile_open(&o, path);
+    if (st != MG_OK) return st;
+    fwrite(buf, 1, len, o.f); /* a short write leaves the stream's error set: the commit reports it */
+    return mg_outfile_commit(&o);
 }

@@ -131,7 +131,8 @@ typedef struct music_midi_write_opts {
  * data byte over 127, format 0 with other than one track). */
 mg_status music_midi_encode(const music_midi_file *f, const music_midi_write_opts *opts, uint8_t **buf,
                          size_t *len);
-/* Writes atomically (temporary file + rename), so a failed write never leaves half a file. */
+/* Writes atomically (temporary file + rename; a device such as /dev/stdout is written in place), so a
+ * failed write (a full disk) never leaves half a file: MG_ERR_IO names path and the reason. */
 mg_status music_midi_write(const char *path, const music_midi_file *f, const music_midi_write_opts *opts);
 
 /* ======================================================================================

@@ -18,7 +18,8 @@ static inline uint16_t music_be16(const uint8_t *p) {
 
 /* Reads a whole file (at most max_bytes) into a malloc'ed buffer. MG_ERR_IO names the path. */
 mg_status music_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);
-/* Writes bytes to path through path.tmp + rename. */
+/* Writes bytes to path whole, through a temporary file beside it (minigrad/file.h): a failed write
+ * (a full disk) leaves no partial file and MG_ERR_IO naming path and the reason. */
 mg_status music_write_file(const char *path, const uint8_t *buf, size_t len);
 
 #endif

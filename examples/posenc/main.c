@@ -8,6 +8,7 @@
  * worker takes run numbers from one shared pipe (4-byte writes and reads are atomic) and answers on
  * its own pipe: "started", progress every few steps, then the whole result. */
 #include "cli.h"
+#include "output.h"
 #include "posenc.h"
 #include "progress.h"
 
@@ -322,6 +323,7 @@ static void print_catalog(const posenc_catalog *c) {
 }
 
 int main(int argc, char **argv) {
+    ex_stdout_begin();
     options o = {.tasks = "rev,sort,lmax,perm",
                  .schemes = "all",
                  .seeds = "0,1,2",
@@ -368,7 +370,7 @@ int main(int argc, char **argv) {
     }
     if (o.list) {
         print_catalog(cat);
-        return 0;
+        return ex_exit_status(prog, 0);
     }
 
     /* what to run */
@@ -494,5 +496,5 @@ done:
     free(res);
     free(schemes);
     free(live);
-    return st != MG_OK || n_failed ? 1 : 0;
+    return ex_exit_status(prog, st != MG_OK || n_failed ? 1 : 0);
 }

@@ -2,13 +2,12 @@
  * (learning curves, accuracy at longer lengths, positional tables, attention maps). */
 #include "posenc.h"
 
+#include "minigrad/file.h"
 #include "minigrad/plot.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- statistics over seeds ---- */
 
@@ -103,30 +102,25 @@ static int ordered(const posenc_report *rep, const posenc_result **out) {
     return n;
 }
 
-/* ---- atomic text files ---- */
+/* ---- text files, each written whole (minigrad/file.h) ---- */
 
 typedef struct {
     FILE *f;
-    char path[1100], tmp[1200];
+    mg_outfile o;
 } out_file;
 
 static mg_status out_open(out_file *o, const char *dir, const char *name) {
-    snprintf(o->path, sizeof o->path, "%s/%s", dir, name);
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp%ld", o->path, (long)getpid());
-    o->f = fopen(o->tmp, "w");
-    if (!o->f) return mg_set_error(MG_ERR_IO, "%s: cannot write: %s", o->tmp, strerror(errno));
-    return MG_OK;
+    char path[1100];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return mg_set_error(MG_ERR_INVALID, "%s/%s: path too long", dir, name);
+    mg_status st = mg_outfile_open(&o->o, path);
+    o->f = o->o.f;
+    return st;
 }
 
+/* Every row checked at once: the file is complete, or it is not there and the error names it. */
 static mg_status out_close(out_file *o) {
-    bool bad = ferror(o->f) != 0;
-    bad = fclose(o->f) != 0 || bad;
-    if (bad || rename(o->tmp, o->path) != 0) {
-        int e = errno;
-        remove(o->tmp);
-        return mg_set_error(MG_ERR_IO, "%s: cannot write: %s", o->path, strerror(e));
-    }
-    return MG_OK;
+    return mg_outfile_commit(&o->o);
 }
 
 static mg_status write_csvs(const char *dir, const posenc_report *rep) {

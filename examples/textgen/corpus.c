@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "minigrad/checked.h"
+#include "minigrad/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -139,47 +140,33 @@ mg_status tg_kjv_make(const char *path) {
                             "from Debian's bible-kjv package, whose 'bible' program is not on PATH: " KJV_HINT);
     mg_status st = make_parent_dirs(path);
     if (st != MG_OK) return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *out = fopen(tmp, "wb");
-    if (!out) return mg_set_error(MG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    mg_outfile out;
+    if ((st = mg_outfile_open(&out, path)) != MG_OK) return st;
     /* Every verse, one per line, each prefixed by its reference ("Ge1:1 In the beginning..."). */
     FILE *in = popen("bible -f Gen1:1-Rev22:21 </dev/null 2>/dev/null", "r");
     if (!in) {
-        fclose(out);
-        remove(tmp);
+        mg_outfile_discard(&out);
         return mg_set_error(MG_ERR_IO, "cannot run 'bible': %s", strerror(errno));
     }
     char *line = NULL;
     size_t cap = 0, total = 0, lines = 0;
     ssize_t len;
-    bool ok = true;
     while ((len = getline(&line, &cap, in)) > 0) {
         const char *text = line, *sp = memchr(line, ' ', (size_t)len);
         if (sp) text = sp + 1; /* drop the reference */
         size_t m = (size_t)len - (size_t)(text - line);
-        ok = ok && fwrite(text, 1, m, out) == m;
+        fwrite(text, 1, m, out.f); /* a failed write stays in the stream's state: the commit reports it */
         total += m, lines++;
     }
     free(line);
     int rc = pclose(in);
-    ok = fflush(out) == 0 && fsync(fileno(out)) == 0 && ok;
-    ok = fclose(out) == 0 && ok;
-    if (!ok) {
-        remove(tmp);
-        return mg_set_error(MG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
     if (rc != 0 || lines < 30000) {
-        remove(tmp);
+        mg_outfile_discard(&out);
         return mg_set_error(MG_ERR_IO, "'bible -f Gen1:1-Rev22:21' failed (exit status %d, %zu verses read): "
                             "is bible-kjv installed completely? " KJV_HINT,
                             WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, lines);
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return mg_set_error(MG_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
+    if ((st = mg_outfile_commit(&out)) != MG_OK) return st;
     mg_log(MG_LOG_INFO, "made the default corpus %s (%zu verses, %zu bytes) from bible-kjv", path, lines, total);
     return MG_OK;
 }

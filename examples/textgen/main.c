@@ -2,6 +2,7 @@
  * lives in its own file (see commands.h). */
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +36,14 @@ static void help(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    ex_stdout_begin();
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? 2 : ex_exit_status("textgen", 0);
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, argv[1])) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(commands[i].name, argv[1]))
+            return ex_exit_status("textgen", commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "textgen: unknown command '%s'\n\n", argv[1]);
     help(stderr);
     return 2;
@@ -93,7 +96,6 @@ bool textgen_print_token(void *user, int64_t step, int32_t token, const float *l
     (void)step, (void)logits, (void)vocab;
     char s[4];
     int n = tg_decode_one(user, token, s);
-    fwrite(s, 1, (size_t)n, stdout);
-    fflush(stdout);
-    return true;
+    /* a failed write (a full disk, a closed pipe) stops the generation; main reports it */
+    return fwrite(s, 1, (size_t)n, stdout) == (size_t)n && fflush(stdout) == 0;
 }

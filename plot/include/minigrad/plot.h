@@ -11,8 +11,9 @@
  * anti-aliased by their exact coverage. Colours are 0xRRGGBB.
  *
  * Saving is atomic: the PNG goes to a temporary file beside `path`, which is then renamed over
- * it, so a failed save leaves neither a partial file nor a harmed old one. The chart functions
- * (mg_plot_*) validate their inputs before touching the file system. Errors return MG_ERR_INVALID
+ * it, so a failed save (a full disk included) leaves neither a partial file nor a harmed old one.
+ * A `path` that is a device or a FIFO (/dev/stdout) is written in place (minigrad/file.h). The
+ * chart functions (mg_plot_*) validate their inputs before touching the file system. Errors return MG_ERR_INVALID
  * (bad argument), MG_ERR_NOMEM or MG_ERR_IO, with mg_last_error() naming the function or path and
  * the reason.
  */

@@ -48,6 +48,10 @@
  * it was. mg_train_run returns MG_ERR_NONFINITE with res.diverged, and mg_last_error names the
  * step, the value and the checkpoint kept.
  *
+ * Files that cannot be written: a log line that does not go through (a full disk) stops the run
+ * with MG_ERR_IO naming the log file; the checkpoints written before it stay. A loss curve that
+ * cannot be written makes the run's status MG_ERR_IO, naming the PNG (the checkpoints are saved).
+ *
  * Errors: a bad configuration or model description returns MG_ERR_INVALID before anything is
  * touched, naming the field ("train: cfg.lr must be positive and finite, got -1"). A failure raised
  * on the step context (a shape error in model.loss) stops the run with MG_ERR_INVALID naming the
@@ -205,6 +209,8 @@ typedef struct mg_train_progress {
     double last_val;
     int64_t plain_every;
     bool line_open;
+    char *log_name; /* the log's path, for messages (owned; freed by close) */
+    int log_err;    /* errno of the log's first failed write, 0 while every line went through */
 } mg_train_progress;
 
 /* log_path may be NULL; append keeps what the earlier part of a resumed run wrote. Set quiet or
@@ -212,12 +218,18 @@ typedef struct mg_train_progress {
 MG_API mg_status mg_train_progress_open(mg_train_progress *p, const char *prog, int64_t total_steps,
                                         int64_t first_step, const char *log_path, bool append);
 /* step: the step just finished, counting from 1. speed: tokens (or steps) per second.
- * grad_norm, val_loss: NAN when not measured (val_loss is then left out of the log line). */
-MG_API void mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, float lr, double speed,
-                                   float grad_norm, float val_loss);
+ * grad_norm, val_loss: NAN when not measured (val_loss is then left out of the log line).
+ * Each log line is written at once, unbuffered: MG_ERR_IO naming the log file and the reason when
+ * it could not be written (a full disk), and the part of the line that got in is cut off again, so
+ * the log holds whole lines only; from then on every call returns that error and writes no more
+ * lines, so the log never has a hole. */
+MG_API mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss, float lr, double speed,
+                                        float grad_norm, float val_loss);
 /* Prints a message on its own line without garbling the live line. */
 MG_API void mg_train_progress_note(mg_train_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-MG_API void mg_train_progress_close(mg_train_progress *p);
+/* Ends the live line and closes the log: MG_ERR_IO naming the log file when a line was lost, or
+ * closing it failed. */
+MG_API mg_status mg_train_progress_close(mg_train_progress *p);
 
 #ifdef __cplusplus
 }
