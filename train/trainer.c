@@ -579,10 +579,11 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         float bad_value;
         if (!weights_ok(P, cfg->max_weight, &bad_name, &bad_value)) {
             res->diverged = true;
-            char what[400];
+            char what[400], bound[64] = "";
+            if (isfinite(bad_value)) snprintf(bound, sizeof bound, ", beyond the bound %g (cfg.max_weight)", (double)cfg->max_weight);
             snprintf(what, sizeof what, "the update of step %lld made the weights %s (%.200s holds %g%s)",
                      (long long)step + 1, isfinite(bad_value) ? "explode" : "non-finite", bad_name, (double)bad_value,
-                     isfinite(bad_value) ? ", beyond cfg.max_weight" : "");
+                     bound);
             st = diverged(cfg, prog, what, step + 1, last_good);
             break;
         }
