@@ -40,7 +40,7 @@ static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX
     KV("n_head", "%lld", (long long)c->n_head);
     KV("n_embd", "%lld", (long long)c->n_embd);
     KV("pos", "%s", c->pos);
-    if (c->pos_opts[0]) KV("pos_opts", "%s", c->pos_opts);
+    KV("pos_opts", "%s", c->pos_opts);
     keys[n] = "dropout", fmt_float(vals[n], MG_GPT_META_LEN, c->dropout), n++;
     KV("causal", "%s", c->causal ? "true" : "false");
     KV("gelu", "%s", c->gelu == MG_GELU_ERF ? "erf" : "tanh");
@@ -81,10 +81,17 @@ mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out) {
                             path, MG_GPT_FORMAT);
     if (strcmp(fmt, MG_GPT_FORMAT) != 0)
         return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ format is '%s', expected '%s'", path, fmt, MG_GPT_FORMAT);
-    static const char *const required[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "pos"};
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-        if (!mg_st_meta_get(f, required[i]))
-            return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ lacks the key '%s'", path, required[i]);
+    /* Every key is required, except those a file from an older version can lack: ln_eps and
+     * attn_scale (recorded since), pos_opts (written only when not empty until files carried a
+     * checksum). A file with a checksum was written by this version or a later one. */
+    bool old = mg_st_meta_get(f, MG_ST_CHECKSUM_KEY) == NULL;
+    for (int i = 0; config_keys[i]; i++) {
+        bool may_lack = old && (strcmp(config_keys[i], "ln_eps") == 0 || strcmp(config_keys[i], "attn_scale") == 0 ||
+                                strcmp(config_keys[i], "pos_opts") == 0);
+        if (!may_lack && !mg_st_meta_get(f, config_keys[i]))
+            return mg_set_error(MG_ERR_FORMAT, "%s: __metadata__ lacks the key '%s' (a %s checkpoint states it)", path,
+                                config_keys[i], MG_GPT_FORMAT);
+    }
     char label[600];
     snprintf(label, sizeof label, "%s: __metadata__", path);
     mg_config *kv = mg_config_new(label);
@@ -95,10 +102,9 @@ mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out) {
         if (v) st = mg_config_set(kv, config_keys[i], v);
     }
     mg_gpt_config c = mg_gpt_config_default();
-    /* absent optional keys mean GPT-2's choices, not this library's sizes; a file written before
-     * ln_eps and attn_scale were recorded used 1e-5 and 1/sqrt(head dim) */
-    c.dropout = 0.0f, c.causal = true, c.gelu = MG_GELU_TANH, c.emb_scale = 1.0f, c.tied_head = true;
-    c.head_bias = false, c.pos_opts[0] = 0, c.ln_eps = 1e-5f, c.attn_scale = 0.0f;
+    /* a file written before ln_eps and attn_scale were recorded used 1e-5 and 1/sqrt(head dim);
+     * one without pos_opts had none */
+    c.pos_opts[0] = 0, c.ln_eps = 1e-5f, c.attn_scale = 0.0f;
     if (st == MG_OK) st = mg_gpt_config_from(kv, &c);
     mg_config_free(kv);
     if (st == MG_OK) *out = c;

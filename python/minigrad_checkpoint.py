@@ -5,7 +5,8 @@ A checkpoint written by minigrad (`textgen train`, `gpt init`, mg_gpt_save) is a
 the weights under GPT-2's names and, in its `__metadata__`, every number the model needs. This
 module parses the file by hand (numpy only; no `safetensors` package needed), rebuilds the GPT in
 PyTorch from the metadata alone and, for textgen checkpoints, tokenizes text exactly as textgen
-does, so `eval` here gives the same loss as `textgen eval`. The format and the model are described
+does, so `eval` here gives the same loss as `textgen eval`. Like minigrad, it verifies the checksum a
+file records and refuses NaN or infinite weights and missing config keys. The format and the model are described
 in docs/checkpoint-format.md and docs/gpt.md.
 
 Command line:
@@ -31,6 +32,7 @@ import math
 import os
 import struct
 import sys
+import zlib
 
 import numpy as np
 import torch
@@ -45,6 +47,12 @@ SCHEMES = ("none", "learned", "sinusoidal", "learned+sinusoidal", "rope", "alibi
 POS_FORWARD_KEYS = {"sinusoidal": ("base",), "learned+sinusoidal": ("base",), "rope": ("base",)}
 POS_OTHER_KEYS = ("dim", "max_len", "n_head", "head_dim", "causal", "init", "bound", "std")
 MAX_HEADER = 100 * 1000 * 1000  # larger headers are refused as corrupt, as minigrad does
+CHECKSUM_KEY = "checksum"  # "crc32:" and 8 hex digits, in every file minigrad writes
+# The config keys every checkpoint states; a file without a checksum (an older minigrad's) may lack
+# exactly these, which then take the values such files were made with.
+CONFIG_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "pos", "pos_opts", "dropout", "causal",
+               "gelu", "emb_scale", "head", "head_bias", "init_std", "ln_eps", "attn_scale")
+OLDER_FILES_MAY_LACK = ("pos_opts", "ln_eps", "attn_scale")
 
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
            "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
@@ -63,9 +71,27 @@ class Checkpoint:
     metadata: dict  # str -> str
 
 
-def read_checkpoint(path):
+def content_checksum(meta, header, data):
+    """The CRC-32 minigrad records under "checksum": over each metadata key and value (file order,
+    the checksum itself left out), each tensor's name, dtype, shape "d0,d1,..." and offsets
+    "begin,end" (header order), every string followed by a NUL byte, then the data area."""
+    crc = 0
+    for k, v in meta.items():
+        if k != CHECKSUM_KEY:
+            crc = zlib.crc32(k.encode("utf-8") + b"\0" + v.encode("utf-8") + b"\0", crc)
+    for name, info in header.items():
+        shape = ",".join(str(d) for d in info["shape"])
+        begin, end = info["data_offsets"]
+        crc = zlib.crc32(b"\0".join(x.encode("utf-8") for x in (name, info["dtype"], shape, f"{begin},{end}")) + b"\0",
+                         crc)
+    return zlib.crc32(data, crc)
+
+
+def read_checkpoint(path, allow_nonfinite=False):
     """Reads a safetensors file: 8-byte little-endian header length N, N bytes of JSON, then the
-    data area, which the tensors' data_offsets index (bytes, relative to its start, end exclusive)."""
+    data area, which the tensors' data_offsets index (bytes, relative to its start, end exclusive).
+    A file that records a checksum must match it; float tensors must hold finite values only
+    unless allow_nonfinite."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -118,6 +144,24 @@ def read_checkpoint(path):
             raise CheckpointError(f"{where}: {offs[1] - offs[0]} bytes for shape {shape} of {dtype} "
                                   f"({count * dt.itemsize} expected)")
         tensors[name] = np.frombuffer(data[offs[0]:offs[1]], dtype=dt).reshape(shape)
+    if CHECKSUM_KEY in meta:
+        want = meta[CHECKSUM_KEY]
+        if len(want) != 14 or not want.startswith("crc32:") or any(ch not in "0123456789abcdef" for ch in want[6:]):
+            raise CheckpointError(f"{path}: metadata '{CHECKSUM_KEY}' = '{want[:40]}' is not 'crc32:' and 8 lowercase "
+                                  "hex digits")
+        got = content_checksum(meta, header, data)
+        if int(want[6:], 16) != got:
+            raise CheckpointError(f"{path}: checksum mismatch: the file records {want} but its content gives "
+                                  f"crc32:{got:08x}: the file is damaged or was edited without removing "
+                                  f"'{CHECKSUM_KEY}'")
+    if not allow_nonfinite:
+        for name, t in tensors.items():
+            if t.dtype.kind == "f" and t.size and not np.isfinite(t).all():
+                i = int(np.flatnonzero(~np.isfinite(t.reshape(-1)))[0])
+                v = float(t.reshape(-1)[i])
+                what = "NaN" if math.isnan(v) else ("+inf" if v > 0 else "-inf")
+                raise CheckpointError(f"{path}: tensor '{name}' holds {what} at element {i} of {t.size}: a "
+                                      "non-finite weight is refused")
     return Checkpoint(path, tensors, meta)
 
 
@@ -162,8 +206,9 @@ def _f32(x):
 
 @dataclasses.dataclass
 class GPTConfig:
-    """The model's configuration, every field from the checkpoint metadata (absent optional keys
-    take the values a checkpoint without them was written with; see docs/checkpoint-format.md)."""
+    """The model's configuration, every field from the checkpoint metadata (every key is required,
+    except that a file without a checksum may lack pos_opts, ln_eps and attn_scale, which take the
+    values such files were written with; see docs/checkpoint-format.md)."""
     vocab_size: int
     block_size: int
     n_layer: int
@@ -193,9 +238,10 @@ class GPTConfig:
                                   "not a minigrad GPT checkpoint")
         if fmt != FORMAT:
             raise CheckpointError(f"{origin}: __metadata__ format is '{fmt}', expected '{FORMAT}'")
-        for key in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "pos"):
-            if key not in meta:
-                raise CheckpointError(f"{origin}: __metadata__ lacks the key '{key}'")
+        old = CHECKSUM_KEY not in meta
+        for key in CONFIG_KEYS:
+            if key not in meta and not (old and key in OLDER_FILES_MAY_LACK):
+                raise CheckpointError(f"{origin}: __metadata__ lacks the key '{key}' (a {FORMAT} checkpoint states it)")
         ints = {k: _parse_number(meta[k], k, origin, int)
                 for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")}
         c = cls(**ints, pos=meta["pos"])

@@ -188,6 +188,43 @@ START_TEST(failed_save_keeps_old_checkpoint) {
 }
 END_TEST
 
+/* A damaged file (one flipped bit, weights or state) or NaN / infinite values are refused naming
+ * the file (and the tensor), and neither the store nor the optimizer is touched. Gradient dumps,
+ * which may hold anything, are written all the same. */
+START_TEST(damaged_and_non_finite_files_are_refused) {
+    mg_params *a = make_store(1, 5), *b = make_store(2, 5);
+    mg_optim *oa = mg_adamw_new(a, mg_adamw_defaults()), *ob = mg_adamw_new(b, mg_adamw_defaults());
+    run_steps(oa, a, 0, 2);
+    const char *w = path_in("w.safetensors"), *t = path_in("t.safetensors");
+    ck_assert_int_eq(mg_checkpoint_save(w, a, false, NULL, 0), MG_OK);
+    ck_assert_int_eq(mg_train_state_save(t, oa, a, NULL, 0), MG_OK);
+    tu_flip_bit(w, -9, 2);
+    TU_ASSERT_ERR(mg_checkpoint_load(w, b, NULL), MG_ERR_FORMAT, "w.safetensors: checksum mismatch");
+    ck_assert(!same_values(a, b));
+    tu_flip_bit(t, -9, 2);
+    TU_ASSERT_ERR(mg_train_state_load(t, ob, b, NULL), MG_ERR_FORMAT, "t.safetensors: checksum mismatch");
+    ck_assert_int_eq(mg_optim_steps(ob), 0);
+    /* NaN weights, infinite moments */
+    mg_tensor *x = mg_params_at(a, 2);
+    x->data[4] = NAN;
+    ck_assert_int_eq(mg_checkpoint_save(w, a, false, NULL, 0), MG_OK);
+    TU_ASSERT_ERR(mg_checkpoint_load(w, b, NULL), MG_ERR_NONFINITE, "w.safetensors: tensor 'h.0.mlp.c_fc.weight' holds "
+                  "NaN at element 4 of 30");
+    ck_assert(!isnan(mg_params_at(b, 2)->data[4]));
+    mg_optim_state(oa, 1)[mg_params_offset(a, 1) + 2] = INFINITY;
+    ck_assert_int_eq(mg_train_state_save(t, oa, a, NULL, 0), MG_OK);
+    TU_ASSERT_ERR(mg_train_state_load(t, ob, b, NULL), MG_ERR_NONFINITE, "tensor 'opt.v.h.0.ln_1.bias' holds +inf");
+    ck_assert_int_eq(mg_optim_steps(ob), 0);
+    fill_grads(a, 3);
+    mg_params_at(a, 0)->grad[0] = NAN;
+    ck_assert_int_eq(mg_checkpoint_save(path_in("g.safetensors"), a, true, NULL, 0), MG_OK);
+    mg_optim_free(oa);
+    mg_optim_free(ob);
+    mg_params_free(a);
+    mg_params_free(b);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
@@ -197,6 +234,7 @@ static Suite *checkpoint_suite(void) {
     tcase_add_test(tc, mismatches_leave_the_store_untouched);
     tcase_add_test(tc, train_state_resumes_exactly);
     tcase_add_test(tc, failed_save_keeps_old_checkpoint);
+    tcase_add_test(tc, damaged_and_non_finite_files_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -665,6 +665,121 @@ START_TEST(malformed_checkpoints_at_model_level) {
 }
 END_TEST
 
+/* Every config key is required; only a file without a checksum (an older version's) may lack
+ * ln_eps, attn_scale and pos_opts. A misspelt key is a missing one. */
+START_TEST(every_config_key_is_required) {
+    static const char *const keys[] = {"vocab_size", "block_size", "n_layer", "n_head",    "n_embd",   "pos",
+                                       "pos_opts",   "dropout",    "causal",  "gelu",      "emb_scale", "head",
+                                       "head_bias",  "init_std",   "ln_eps",  "attn_scale", NULL};
+    mg_gpt_config c = small("learned");
+    mg_gpt *g = make(&c, 80);
+    const char *p = tmp_path("keys.safetensors");
+    ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+    mg_st_file *f;
+    TU_OK(mg_safetensors_open(p, &f));
+    for (int k = 0; keys[k]; k++) ck_assert_msg(mg_st_meta_get(f, keys[k]), "mg_gpt_save does not write '%s'", keys[k]);
+    ck_assert_str_eq(mg_st_meta_get(f, "pos_opts"), "");
+    mg_st_close(f);
+    for (int k = 0; keys[k]; k++) {
+        char want[100];
+        snprintf(want, sizeof want, "__metadata__ lacks the key '%s'", keys[k]);
+        for (int old = 0; old < 2; old++) {
+            write_variant(g, p, NULL, NULL, 0, NULL, keys[k], NULL);
+            if (old) tu_strip_checksum(p);
+            bool may_lack = old && (!strcmp(keys[k], "ln_eps") || !strcmp(keys[k], "attn_scale") ||
+                                    !strcmp(keys[k], "pos_opts"));
+            mg_gpt *h = (mg_gpt *)1;
+            if (may_lack) {
+                ck_assert_msg(mg_gpt_from_checkpoint(p, &h, NULL) == MG_OK, "%s: %s", keys[k], mg_last_error());
+                mg_gpt_free(h);
+                TU_OK(mg_gpt_load(g, p));
+            } else {
+                TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT, want, "keys.safetensors");
+                ck_assert_ptr_null(h);
+                TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, want);
+            }
+        }
+    }
+    /* misspelt, in a file with its checksum and in one without */
+    for (int old = 0; old < 2; old++) {
+        ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+        if (old) tu_strip_checksum(p);
+        size_t n;
+        char *b = tu_read_file(p, &n), *at = strstr(b + 8, "\"causal\":");
+        ck_assert_ptr_nonnull(at);
+        memcpy(at, "\"casual\":", 9);
+        tu_write_bytes(p, b, n);
+        free(b);
+        mg_gpt *h = (mg_gpt *)1;
+        TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT, "__metadata__ lacks the key 'causal'");
+        ck_assert_ptr_null(h);
+    }
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* A flipped bit in a weight or a hand-edited metadata value is an error naming the file; NaN or
+ * infinite weights are refused naming the tensor. Nothing is written into the model. */
+START_TEST(damaged_and_non_finite_weights_are_refused) {
+    mg_gpt_config c = small("rope");
+    mg_gpt *g = make(&c, 81), *h = (mg_gpt *)1;
+    mg_params *P = mg_gpt_params(g);
+    int64_t slab = mg_params_slab_size(P);
+    float *before = malloc((size_t)slab * 4);
+    memcpy(before, mg_params_data(P), (size_t)slab * 4);
+    const char *p = tmp_path("w.safetensors");
+    ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+    tu_flip_bit(p, -77, 3);
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT, "w.safetensors", "checksum mismatch");
+    ck_assert_ptr_null(h);
+    TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_FORMAT, "w.safetensors", "checksum mismatch");
+    ck_assert(memcmp(before, mg_params_data(P), (size_t)slab * 4) == 0);
+    /* emb_scale 1 -> 3: the same tensors, another model; and pos rope -> none, neither with tensors */
+    static const char *const edits[2][2] = {{"\"emb_scale\":\"1\"", "\"emb_scale\":\"3\""},
+                                            {"\"pos\":\"rope\"", "\"pos\":\"none\""}};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+        size_t n;
+        char *b = tu_read_file(p, &n), *at = strstr(b + 8, edits[k][0]);
+        ck_assert_ptr_nonnull(at);
+        memcpy(at, edits[k][1], strlen(edits[k][1]));
+        tu_write_bytes(p, b, n);
+        free(b);
+        mg_st_file *f;
+        TU_OK(mg_safetensors_open(p, &f));
+        TU_ASSERT_ERR(mg_st_verify(f), MG_ERR_FORMAT, "checksum mismatch");
+        mg_st_close(f);
+    }
+    ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+    {
+        size_t n;
+        char *b = tu_read_file(p, &n), *at = strstr(b + 8, edits[0][0]);
+        memcpy(at, edits[0][1], strlen(edits[0][1]));
+        tu_write_bytes(p, b, n);
+        free(b);
+    }
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_FORMAT, "checksum mismatch");
+    ck_assert_ptr_null(h);
+
+    /* NaN and infinite weights, saved as they are (a diverged model) */
+    mg_tensor *w = mg_params_find(P, "h.1.mlp.c_fc.weight");
+    ck_assert_ptr_nonnull(w);
+    const float bad[2] = {NAN, -INFINITY};
+    for (int k = 0; k < 2; k++) {
+        w->data[5] = bad[k];
+        ck_assert_int_eq(mg_gpt_save(g, p, NULL, 0), MG_OK);
+        memcpy(mg_params_data(P), before, (size_t)slab * 4);
+        TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_NONFINITE, "w.safetensors",
+                      "tensor 'h.1.mlp.c_fc.weight' holds", k ? "-inf" : "NaN", "element 5 of");
+        ck_assert_ptr_null(h);
+        TU_ASSERT_ERR(mg_gpt_load(g, p), MG_ERR_NONFINITE, "h.1.mlp.c_fc.weight");
+        ck_assert(memcmp(before, mg_params_data(P), (size_t)slab * 4) == 0);
+    }
+    free(before);
+    mg_gpt_free(g);
+}
+END_TEST
+
 /* ---- every number the forward pass needs is in the metadata ---- */
 
 /* The model's tensors with its metadata minus the keys in `drop` (NULL-terminated): a file as an
@@ -689,6 +804,7 @@ static void write_without(mg_gpt *g, const char *path, const char *const *drop) 
     }
     ck_assert_int_eq(k, m - 2);
     ck_assert_msg(mg_safetensors_write(path, e, n, out, k) == MG_OK, "%s", mg_last_error());
+    tu_strip_checksum(path); /* older versions wrote none */
 }
 
 /* logits (1,5,11) of a fixed sequence into out (room for 55) */
@@ -946,6 +1062,8 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, malformed_checkpoints_at_model_level);
     tcase_add_test(tc, metadata_sizes_are_checked_before_allocating);
     tcase_add_test(tc, config_sizes_are_held_to_a_parameter_budget);
+    tcase_add_test(tc, every_config_key_is_required);
+    tcase_add_test(tc, damaged_and_non_finite_weights_are_refused);
     tcase_add_test(tc, eps_and_attention_scale_in_metadata);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, summary_and_names);

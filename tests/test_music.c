@@ -398,6 +398,35 @@ START_TEST(load_refuses_what_is_not_a_music_model) {
     ck_assert_str_eq(mg_st_meta_get(f, "tokenizer"), MUSIC_TOKENIZER);
     mg_st_close(f);
     mg_gpt_free(g);
+
+    /* a parameter-free scheme swapped for another in the metadata (rope -> none: the same
+     * tensors, another model) is refused, naming the file */
+    mg_gpt_config cfg = mg_gpt_config_default();
+    cfg.vocab_size = MUSIC_PERF_VOCAB, cfg.block_size = 16, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16;
+    snprintf(cfg.pos, sizeof cfg.pos, "rope");
+    mg_rng r = mg_rng_make(2);
+    TU_OK(mg_gpt_new(&cfg, &r, &g));
+    const char *rope = tmp_path("rope.safetensors");
+    TU_OK(mg_gpt_save(g, rope, (mg_st_meta[]){{"tokenizer", MUSIC_TOKENIZER}}, 1));
+    mg_gpt_free(g);
+    TU_OK(music_load(rope, &g, NULL));
+    ck_assert_str_eq(mg_gpt_cfg(g)->pos, "rope");
+    mg_gpt_free(g);
+    size_t n;
+    char *b = tu_read_file(rope, &n), *at = strstr(b + 8, "\"pos\":\"rope\"");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"pos\":\"none\"", 12);
+    tu_write_bytes(rope, b, n);
+    free(b);
+    g = (mg_gpt *)1;
+    ck_assert_int_eq(music_load(rope, &g, NULL), MG_ERR_FORMAT);
+    ck_assert_ptr_null(g);
+    tu_assert_error_has("rope.safetensors: checksum mismatch");
+    /* a flipped bit in a weight, likewise */
+    save_model(tmp_path("m.safetensors"), MUSIC_PERF_VOCAB, (mg_st_meta[]){{"tokenizer", MUSIC_TOKENIZER}}, 1);
+    tu_flip_bit(tmp_path("m.safetensors"), -1000, 6);
+    ck_assert_int_eq(music_load(tmp_path("m.safetensors"), &g, NULL), MG_ERR_FORMAT);
+    tu_assert_error_has("m.safetensors: checksum mismatch");
     remove_tmpdir();
 }
 END_TEST

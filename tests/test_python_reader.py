@@ -7,7 +7,9 @@ must give the same loss (1e-4 relative) on the val, train and all splits, over o
 two. gpt tool: checkpoints of the bidirectional classifier layout with other ln_eps and attn_scale
 values; `gpt eval` and the reader's forward must give the same mean cross-entropy. Then a file
 without ln_eps and attn_scale (as older versions wrote) loads with the defaults in both, a
-plugin's scheme is refused by name, and damaged files are refused naming the file.
+plugin's scheme is refused by name, and damaged files are refused naming the file. The checksum
+minigrad records is the one the reader computes; a changed byte, a NaN weight and a missing config
+key are refused by both.
 
 Run by meson (suite python) as: test_python_reader.py PYTHON_DIR, with TEXTGEN, GPT and
 MINIGRAD_PLUGIN_PATH set. Exit 77 (skipped) when numpy or torch is missing, naming which.
@@ -73,8 +75,9 @@ def reader_loss(ckpt, files, split):
     return r.nats_per_char, r.tokens, r.chars
 
 
-def rewrite_meta(src, dst, changes):
-    """Copies a safetensors file with metadata keys changed (value None: removed)."""
+def rewrite_meta(src, dst, changes, older=False):
+    """Copies a safetensors file with metadata keys changed (value None: removed), its checksum
+    recomputed, or removed with older=True (a file as older versions of minigrad wrote it)."""
     with open(src, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
@@ -85,6 +88,10 @@ def rewrite_meta(src, dst, changes):
             meta.pop(k, None)
         else:
             meta[k] = v
+    meta.pop(mc.CHECKSUM_KEY, None)
+    if not older:
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        meta[mc.CHECKSUM_KEY] = f"crc32:{mc.content_checksum(meta, tensors, blob[8 + n:]):08x}"
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(dst, "wb") as f:
@@ -143,12 +150,59 @@ def textgen_checks(tmp):
 
     # an older file without ln_eps and attn_scale: the same numbers in minigrad and in the reader
     old = os.path.join(tmp, "old.safetensors")
-    rewrite_meta(first, old, {"ln_eps": None, "attn_scale": None})
+    rewrite_meta(first, old, {"ln_eps": None, "attn_scale": None}, older=True)
     lt_old, lr_old = textgen_loss(old, [a], "val")[0], reader_loss(old, [a], "val")[0]
     cfg = mc.GPTConfig.from_metadata(mc.read_checkpoint(old).metadata, old)
     default_scale = float(np.float32(1) / np.sqrt(np.float32(8)))  # head dim 32 / 4
     report(lt_old == lt and close(lr_old, lt) and cfg.ln_eps == np.float32(1e-5) and cfg.attn_scale == default_scale,
            f"a file without ln_eps and attn_scale: defaults (textgen {lt_old:.6f}, reader {lr_old:.6f})")
+
+    # the checksum: minigrad's and the reader's agree (every read above verified it); without
+    # older=True the two keys are required; a changed byte, a NaN weight, a missing key are refused
+    ck = mc.read_checkpoint(first)
+    report(ck.metadata.get("checksum", "").startswith("crc32:"), f"textgen writes a checksum: {ck.metadata.get('checksum')}")
+    strict = os.path.join(tmp, "strict.safetensors")
+    rewrite_meta(first, strict, {"ln_eps": None})
+    for path, want in ((strict, "lacks the key 'ln_eps'"),):
+        try:
+            mc.GPT.from_checkpoint(path)
+            report(False, f"{want}: refused")
+        except mc.CheckpointError as e:
+            report(want in str(e) and "strict.safetensors" in str(e), f"refused: {e}")
+    for key in ("causal", "gelu", "emb_scale"):
+        for older in (False, True):
+            rewrite_meta(first, strict, {key: None}, older=older)
+            try:
+                mc.GPT.from_checkpoint(strict)
+                report(False, f"a file without '{key}' is refused (older={older})")
+            except mc.CheckpointError as e:
+                report(f"lacks the key '{key}'" in str(e), f"a file without '{key}' is refused (older={older}): {e}")
+    with open(first, "rb") as f:
+        blob = bytearray(f.read())
+    flipped = os.path.join(tmp, "flipped.safetensors")
+    blob[-5] ^= 0x10
+    with open(flipped, "wb") as f:
+        f.write(blob)
+    try:
+        mc.read_checkpoint(flipped)
+        report(False, "a flipped weight byte is refused")
+    except mc.CheckpointError as e:
+        report("flipped.safetensors: checksum mismatch" in str(e), f"a flipped weight byte is refused: {e}")
+    blob[-5] ^= 0x10
+    (n,) = struct.unpack("<Q", blob[:8])
+    blob[8 + n:8 + n + 4] = struct.pack("<f", float("nan"))  # the first value of the first tensor
+    nan = os.path.join(tmp, "nan.safetensors")
+    with open(nan, "wb") as f:
+        f.write(blob)
+    rewrite_meta(nan, nan, {})  # a valid checksum over the NaN
+    try:
+        mc.read_checkpoint(nan)
+        report(False, "a NaN weight is refused")
+    except mc.CheckpointError as e:
+        report("holds NaN at element 0" in str(e), f"a NaN weight is refused: {e}")
+    r = subprocess.run([TEXTGEN, "eval", "--ckpt", nan, "--threads", "1", a], capture_output=True, text=True)
+    report(r.returncode == 1 and "holds NaN at element 0" in r.stderr, f"textgen eval refuses it too: {r.stderr.strip()}")
+    report(mc.read_checkpoint(nan, allow_nonfinite=True).metadata is not None, "allow_nonfinite reads it")
 
     # refusals
     plugin = os.path.join(tmp, "plugin.safetensors")
@@ -218,7 +272,7 @@ def gpt_tool_checks(tmp):
         # without the recorded numbers the reader computes something else: it does use them
         for key in ("ln_eps", "attn_scale"):
             dropped = os.path.join(tmp, f"{name}-no-{key}.safetensors")
-            rewrite_meta(ckpt, dropped, {key: None})
+            rewrite_meta(ckpt, dropped, {key: None}, older=True)
             loss_d, cd = loss_of(dropped)
             default = float(np.float32(1e-5)) if key == "ln_eps" else float(np.float32(1) / np.sqrt(np.float32(8)))
             report(not close(loss_d, loss_mg) and getattr(cd, key) == default,

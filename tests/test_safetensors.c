@@ -186,14 +186,17 @@ START_TEST(round_trip_bit_exact) {
     ck_assert_ptr_null(mg_st_info(f, -1));
     ck_assert_ptr_null(mg_st_info(f, N_RT));
 
-    ck_assert_int_eq(mg_st_meta_count(f), N_META);
+    ck_assert_int_eq(mg_st_meta_count(f), N_META + 1); /* the writer's checksum comes last */
     for (int i = 0; i < N_META; i++) {
         ck_assert_str_eq(mg_st_meta_key(f, i), rt_meta[i].key);
         ck_assert_str_eq(mg_st_meta_value(f, i), rt_meta[i].value);
         ck_assert_str_eq(mg_st_meta_get(f, rt_meta[i].key), rt_meta[i].value);
     }
+    ck_assert_str_eq(mg_st_meta_key(f, N_META), MG_ST_CHECKSUM_KEY);
+    ck_assert_int_eq(strlen(mg_st_meta_value(f, N_META)), 14);
+    TU_OK(mg_st_verify(f));
     ck_assert_ptr_null(mg_st_meta_get(f, "absent"));
-    ck_assert_ptr_null(mg_st_meta_key(f, N_META));
+    ck_assert_ptr_null(mg_st_meta_key(f, N_META + 1));
     ck_assert_ptr_null(mg_st_meta_value(f, -1));
     mg_st_close(f);
     mg_st_close(NULL);
@@ -228,11 +231,17 @@ START_TEST(layout_parsed_independently) {
     ck_assert_str_eq(x->string, "__metadata__");
     int k = 0;
     for (const cJSON *m = x->child; m; m = m->next, k++) {
-        ck_assert_str_eq(m->string, rt_meta[k].key);
         ck_assert((m->type & 0xFF) == cJSON_String);
+        if (k == N_META) { /* last: the checksum */
+            ck_assert_str_eq(m->string, "checksum");
+            ck_assert_int_eq(strncmp(m->valuestring, "crc32:", 6), 0);
+            ck_assert_uint_eq(strspn(m->valuestring + 6, "0123456789abcdef"), 8);
+            continue;
+        }
+        ck_assert_str_eq(m->string, rt_meta[k].key);
         ck_assert_str_eq(m->valuestring, rt_meta[k].value);
     }
-    ck_assert_int_eq(k, N_META);
+    ck_assert_int_eq(k, N_META + 1);
     uint64_t expect_begin = 0;
     k = 0;
     for (x = x->next; x; x = x->next, k++) {
@@ -277,7 +286,9 @@ START_TEST(golden_bytes) {
     mg_st_entry e[2] = {{"a", 1, {2}, a}, {"s", 0, {0}, &s}};
     mg_st_meta m[1] = {{"k", "v"}};
     ck_assert_msg(mg_safetensors_write(path, e, 2, m, 1) == MG_OK, "%s", mg_last_error());
-    const char *json = "{\"__metadata__\":{\"k\":\"v\"},"
+    /* the checksum: CRC-32 of "k\0v\0", "a\0F32\0" "2\0" "0,8\0", "s\0F32\0" "\0" "8,12\0" and the
+     * 12 data bytes (computed apart from minigrad, with Python's zlib.crc32) */
+    const char *json = "{\"__metadata__\":{\"k\":\"v\",\"checksum\":\"crc32:af1affb2\"},"
                        "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                        "\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[8,12]}}";
     size_t jl = strlen(json), hl = (jl + 7) / 8 * 8;
@@ -295,13 +306,16 @@ START_TEST(golden_bytes) {
     /* no tensors, no metadata: still a valid file */
     ck_assert_msg(mg_safetensors_write(path, NULL, 0, NULL, 0) == MG_OK, "%s", mg_last_error());
     b = tu_read_file(path, &size);
-    ck_assert_uint_eq(size, 16);
-    ck_assert_int_eq(memcmp(b, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
+    const char *empty = "{\"__metadata__\":{\"checksum\":\"crc32:00000000\"}}";
+    ck_assert_uint_eq(size, 8 + 48);
+    ck_assert_int_eq(b[0], 48);
+    ck_assert_int_eq(memcmp(b + 8, empty, strlen(empty)), 0);
     free(b);
     mg_st_file *f;
     ck_assert_int_eq(mg_safetensors_open(path, &f), MG_OK);
     ck_assert_int_eq(mg_st_count(f), 0);
-    ck_assert_int_eq(mg_st_meta_count(f), 0);
+    ck_assert_int_eq(mg_st_meta_count(f), 1);
+    TU_OK(mg_st_verify(f));
     mg_st_close(f);
     remove_dir(dir);
 }
@@ -575,6 +589,7 @@ START_TEST(write_rejects_bad_arguments) {
         {{{"a", 1, {4}, x}}, 1, {{"k", NULL}}, 1, "metadata #0 has a NULL value"},
         {{{"a", 1, {4}, x}}, 1, {{NULL, "v"}}, 1, "metadata #0 has a NULL key"},
         {{{"a", 1, {4}, x}}, 1, {{"k", "\xc3"}}, 1, "metadata 'k': value is not valid UTF-8"},
+        {{{"a", 1, {4}, x}}, 1, {{"k", "1"}, {"checksum", "crc32:00000000"}}, 2, "metadata #1: the key 'checksum' is reserved"},
         /* clang-format on */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -911,6 +926,161 @@ START_TEST(load_refuses_missing_extra_and_shape) {
 }
 END_TEST
 
+/* ---- the checksum and non-finite values ---- */
+
+/* The byte offset of the data area of a file. */
+static size_t data_start(const char *path) {
+    size_t n;
+    unsigned char *b = tu_read_file(path, &n);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = (hl << 8) | b[i];
+    free(b);
+    return 8 + (size_t)hl;
+}
+
+/* Replaces the first occurrence of `from` in the file's bytes by `to` (same length). */
+static void patch_file(const char *path, const char *from, const char *to) {
+    size_t n, k = strlen(from);
+    char *b = tu_read_file(path, &n);
+    ck_assert_uint_eq(strlen(to), k);
+    char *at = NULL;
+    for (size_t i = 0; i + k <= n && !at; i++)
+        if (!memcmp(b + i, from, k)) at = b + i;
+    ck_assert_msg(at != NULL, "%s: no '%s'", path, from);
+    memcpy(at, to, k);
+    tu_write_bytes(path, b, n);
+    free(b);
+}
+
+/* Loads the model file into fresh dests: the status, and whether the dests stayed untouched. */
+static mg_status load_model(const char *path, unsigned flags, bool *untouched) {
+    model_dests md;
+    make_dests(&md);
+    mg_st_file *f;
+    mg_status st = mg_safetensors_open(path, &f);
+    if (st == MG_OK) {
+        st = mg_st_load(f, md.d, md.n, flags);
+        mg_st_close(f);
+    }
+    *untouched = dests_untouched(&md);
+    free_dests(&md);
+    return st;
+}
+
+START_TEST(checksum_refuses_any_change) {
+    char *dir = make_dir(), path[1024];
+    join(path, sizeof path, dir, "model.safetensors");
+    bool untouched;
+    write_model(path, NULL);
+    TU_OK(load_model(path, 0, &untouched));
+    mg_st_file *f;
+    TU_OK(mg_safetensors_open(path, &f));
+    uint32_t crc;
+    TU_OK(mg_st_checksum(f, &crc));
+    char want[16];
+    snprintf(want, sizeof want, "crc32:%08x", (unsigned)crc);
+    ck_assert_str_eq(mg_st_meta_get(f, "checksum"), want);
+    TU_OK(mg_st_verify(f));
+    mg_st_close(f);
+
+    /* one bit of one weight, anywhere in the data area: refused naming the file, nothing written */
+    size_t n, start = data_start(path);
+    free(tu_read_file(path, &n));
+    mg_rng r = mg_rng_make(77);
+    for (int k = 0; k < 20; k++) {
+        write_model(path, NULL);
+        tu_flip_bit(path, (long)(start + mg_rng_below(&r, (uint32_t)(n - start))), (int)mg_rng_below(&r, 8));
+        mg_clear_error();
+        ck_assert_int_eq(load_model(path, 0, &untouched), MG_ERR_FORMAT);
+        ck_assert(untouched);
+        tu_assert_error_has(path);
+        tu_assert_error_has("checksum mismatch");
+        TU_OK(mg_safetensors_open(path, &f));
+        TU_ASSERT_ERR(mg_st_verify(f), MG_ERR_FORMAT, "checksum mismatch", path);
+        mg_st_close(f);
+    }
+    /* a metadata value and a tensor's name in the header, changed so that the header stays valid */
+    write_model(path, NULL);
+    patch_file(path, "\"n_layer\":\"4\"", "\"n_layer\":\"5\"");
+    TU_ASSERT_ERR(load_model(path, 0, &untouched), MG_ERR_FORMAT, "checksum mismatch", path);
+    /* two tensors of one shape that swap names: the same names and shapes, other values */
+    float px[2] = {1, 2}, py[2] = {3, 4}, gx[2] = {0, 0}, gy[2] = {0, 0};
+    mg_st_entry pe[2] = {{"p.x", 1, {2}, px}, {"p.y", 1, {2}, py}};
+    ck_assert_int_eq(mg_safetensors_write(path, pe, 2, NULL, 0), MG_OK);
+    patch_file(path, "p.x", "p.z");
+    patch_file(path, "p.y", "p.x");
+    patch_file(path, "p.z", "p.y");
+    mg_st_dest pd[2] = {{"p.x", 1, {2}, gx}, {"p.y", 1, {2}, gy}};
+    TU_ASSERT_ERR(mg_safetensors_load(path, pd, 2, NULL), MG_ERR_FORMAT, "checksum mismatch");
+    ck_assert(gx[0] == 0 && gy[0] == 0);
+    tu_strip_checksum(path); /* without the checksum the swap goes unnoticed */
+    TU_OK(mg_safetensors_load(path, pd, 2, NULL));
+    ck_assert(gx[0] == 3 && gy[0] == 1);
+    /* a malformed checksum value */
+    write_model(path, NULL);
+    TU_OK(mg_safetensors_open(path, &f));
+    char sum[32];
+    snprintf(sum, sizeof sum, "%s", mg_st_meta_get(f, "checksum"));
+    mg_st_close(f);
+    char worse[32];
+    snprintf(worse, sizeof worse, "crc64:%s", sum + 6);
+    patch_file(path, sum, worse);
+    TU_ASSERT_ERR(load_model(path, 0, &untouched), MG_ERR_FORMAT, "'crc64:", "is not 'crc32:' and 8 lowercase hex");
+    /* a file without a checksum (older versions, other tools) loads unchecked, even when changed */
+    write_model(path, NULL);
+    tu_strip_checksum(path);
+    TU_OK(mg_safetensors_open(path, &f));
+    ck_assert_ptr_null(mg_st_meta_get(f, "checksum"));
+    TU_OK(mg_st_verify(f));
+    mg_st_close(f);
+    tu_flip_bit(path, -3, 0);
+    TU_OK(load_model(path, 0, &untouched));
+    ck_assert(!untouched);
+    remove_dir(dir);
+}
+END_TEST
+
+START_TEST(non_finite_values_are_refused) {
+    char *dir = make_dir(), path[1024];
+    join(path, sizeof path, dir, "nan.safetensors");
+    float w[6] = {1, 2, 3, 4, 5, 6}, b[3] = {0, 0, 0}, odd[2] = {7, 8};
+    const float nonfinite[3] = {NAN, INFINITY, -INFINITY};
+    const char *names[3] = {"NaN", "+inf", "-inf"};
+    for (int k = 0; k < 3; k++) {
+        w[4] = nonfinite[k];
+        odd[1] = nonfinite[k];
+        mg_st_entry e[3] = {{"b", 1, {3}, b}, {"w", 2, {2, 3}, w}, {"unused", 1, {2}, odd}};
+        ck_assert_int_eq(mg_safetensors_write(path, e, 3, NULL, 0), MG_OK);
+        float wd[6], bd[3];
+        memset(wd, 0x5A, sizeof wd);
+        mg_st_dest d[2] = {{"b", 1, {3}, bd}, {"w", 2, {2, 3}, wd}};
+        mg_st_file *f;
+        TU_OK(mg_safetensors_open(path, &f));
+        mg_clear_error();
+        ck_assert_int_eq(mg_st_load(f, d, 2, MG_ST_ALLOW_EXTRA), MG_ERR_NONFINITE);
+        tu_assert_error_has(path);
+        tu_assert_error_has("tensor 'w' holds");
+        tu_assert_error_has(names[k]);
+        tu_assert_error_has("at element 4 of 6");
+        for (int i = 0; i < 6; i++) ck_assert_uint_eq(((unsigned char *)wd)[4 * i], 0x5A); /* untouched */
+        TU_OK(mg_st_load(f, d, 2, MG_ST_ALLOW_EXTRA | MG_ST_ALLOW_NONFINITE));
+        ck_assert(wd[0] == 1 && wd[5] == 6 && !isfinite(wd[4]));
+        /* a non-finite value in a tensor not loaded does not matter */
+        w[4] = 5;
+        e[1].data = w;
+        ck_assert_int_eq(mg_safetensors_write(path, e, 3, NULL, 0), MG_OK);
+        mg_st_close(f);
+        TU_OK(mg_safetensors_open(path, &f));
+        TU_OK(mg_st_load(f, d, 2, MG_ST_ALLOW_EXTRA));
+        mg_st_dest all[3] = {d[0], d[1], {"unused", 1, {2}, odd}};
+        TU_ASSERT_ERR(mg_st_load(f, all, 3, 0), MG_ERR_NONFINITE, "tensor 'unused' holds", "element 1 of 2");
+        mg_st_close(f);
+        odd[1] = 8;
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 /* ---- fuzz ---- */
 
 /* Opens a (possibly corrupt) file and, when it opens, touches every tensor and metadata entry.
@@ -957,7 +1127,7 @@ START_TEST(fuzz_flips_and_truncations) {
                                                 '-', '0',  '9',  '.', 'e', ' ', '\\',
                                                 0,   0x80, 0xff, 'F', '3', '2'};
     mg_rng r = mg_rng_make(0x5AFE);
-    int opened = 0, refused = 0, iters = 4000;
+    int opened = 0, refused = 0, caught = 0, iters = 4000;
     for (int it = 0; it < iters; it++) {
         memcpy(b, seed, n);
         size_t len = n;
@@ -980,11 +1150,26 @@ START_TEST(fuzz_flips_and_truncations) {
         /* a fresh file each time: rewriting a truncated one makes ext4 flush it on close */
         unlink(fuzz);
         tu_write_bytes(fuzz, b, len);
-        if (open_and_walk(fuzz))
+        if (open_and_walk(fuzz)) {
             opened++;
-        else
+            /* a changed value in the data area never passes the checksum */
+            bool data_changed = len == n && memcmp(b + hdr_end, seed + hdr_end, n - hdr_end) != 0;
+            bool same = len == n && memcmp(b, seed, n) == 0;
+            mg_st_file *f;
+            ck_assert_int_eq(mg_safetensors_open(fuzz, &f), MG_OK);
+            mg_status v = mg_st_verify(f);
+            bool has_sum = mg_st_meta_get(f, "checksum") != NULL; /* a changed key name loses it */
+            mg_st_close(f);
+            if (same) ck_assert_int_eq(v, MG_OK);
+            if (data_changed)
+                ck_assert_msg(v == MG_ERR_FORMAT || !has_sum,
+                              "iteration %d: a changed data area passed the checksum", it);
+            caught += data_changed && v == MG_ERR_FORMAT;
+        } else {
             refused++;
+        }
     }
+    ck_assert_int_gt(caught, 10);
     /* flips in the data area or inside strings still open (about 3% here); structural ones are
      * refused. Both counts guard against a loop that exercises only one side. */
     ck_assert_int_gt(opened, iters / 100);
@@ -1022,6 +1207,8 @@ static Suite *safetensors_suite(void) {
     tc = tcase_create("load");
     tcase_add_test(tc, load_fills_every_dest);
     tcase_add_test(tc, load_refuses_missing_extra_and_shape);
+    tcase_add_test(tc, checksum_refuses_any_change);
+    tcase_add_test(tc, non_finite_values_are_refused);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fuzz");

@@ -858,15 +858,54 @@ static void poke_tensor(const char *path, const char *name, float v) {
 START_TEST(non_finite_loss_stops_and_keeps_the_last_checkpoint) {
     setup_run();
     ck_assert_int_eq(run("train --data tiny.txt --out run " TINY_MODEL " --steps 20 --stop-after 5 --sample-tokens 0"), 0);
-    /* a NaN in the row of '\n' (id 0) of the tied embedding: every logit row then holds a NaN */
-    poke_tensor(tmp_path("run/model.safetensors"), "wte.weight", NAN);
+    /* a NaN put into the saved weights: the file no longer matches its checksum */
     char *before, *after;
     size_t nb, na;
     before = tu_read_file(tmp_path("run/model.safetensors"), &nb);
+    poke_tensor(tmp_path("run/model.safetensors"), "wte.weight", NAN);
     ck_assert_int_eq(run("train --out run --resume --sample-tokens 0"), 1);
-    tu_assert_stderr_has(&textgen, "the loss became nan at step 6");
-    tu_assert_stderr_has(&textgen, "the last good checkpoint (step 5) is kept at run/model.safetensors");
+    tu_assert_stderr_has(&textgen, "run/model.safetensors: checksum mismatch");
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data tiny.txt"), 1);
+    tu_assert_stderr_has(&textgen, "run/model.safetensors: checksum mismatch");
+    /* ... and without one (a file as another tool writes it): refused as NaN, naming the tensor */
+    tu_strip_checksum(tmp_path("run/model.safetensors"));
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data tiny.txt"), 1);
+    tu_assert_stderr_has(&textgen, "tensor 'wte.weight' holds NaN at element 0");
+    tu_write_bytes(tmp_path("run/model.safetensors"), before, nb);
+
+    /* a learning rate and weight decay that blow the weights up, a checkpoint every step: the
+     * step whose update exploded is not saved, the one kept is the step before and evaluates */
+    ck_assert_int_eq(run("train --data tiny.txt --out boom " TINY_MODEL " --steps 40 --lr 10 --weight-decay 10 "
+                         "--ckpt-every 1 --sample-tokens 0"),
+                     1);
+    const char *msg = strstr(textgen.err, "the update of step ");
+    ck_assert_msg(msg != NULL, "no divergence message: %s", textgen.err);
+    long bad = strtol(msg + strlen("the update of step "), NULL, 10);
+    char want[200];
+    snprintf(want, sizeof want, "stopped without saving step %ld: the last good checkpoint (step %ld) is kept at "
+             "boom/model.safetensors", bad, bad - 1);
+    tu_assert_stderr_has(&textgen, want);
+    tu_assert_stderr_has(&textgen, "made the weights explode");
     tu_assert_stderr_has(&textgen, "--lr");
+    mg_st_file *f;
+    ck_assert_int_eq(mg_safetensors_open(tmp_path("boom/model.safetensors"), &f), MG_OK);
+    char step[24];
+    snprintf(step, sizeof step, "%ld", bad - 1);
+    ck_assert_str_eq(mg_st_meta_get(f, "train.step"), step);
+    mg_st_close(f);
+    ck_assert_int_eq(run("eval --ckpt boom/model.safetensors --data tiny.txt"), 0);
+    const char *v = strstr(textgen.out, "val_loss ");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_msg(isfinite(strtod(v + 9, NULL)), "the kept checkpoint evaluates to %s", v);
+    /* and it resumes into the same divergence, saving nothing */
+    after = tu_read_file(tmp_path("boom/model.safetensors"), &na);
+    ck_assert_int_eq(run("train --out boom --resume --sample-tokens 0"), 1);
+    tu_assert_stderr_has(&textgen, want);
+    size_t nk;
+    char *kept = tu_read_file(tmp_path("boom/model.safetensors"), &nk);
+    ck_assert(nk == na && memcmp(kept, after, na) == 0);
+    free(kept);
+    free(after);
     after = tu_read_file(tmp_path("run/model.safetensors"), &na);
     ck_assert_uint_eq(na, nb);
     ck_assert_mem_eq(after, before, nb);

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +201,7 @@ typedef struct {
     int64_t interrupt_at; /* on_step raises SIGINT after this step */
     int64_t poison_at;    /* the loss of this step is NaN */
     int64_t copy_at;      /* before this step, the checkpoint files are read into before[] */
+    int64_t val_nan_at;   /* the validation loss after this step is NaN */
     const char *ckpt;
     char *before[2];
     size_t before_n[2];
@@ -226,7 +228,10 @@ static mg_tensor *t_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
 }
 
 static mg_status t_eval(void *user, float *v) {
-    return mlp_eval(&((tmodel *)user)->m, v);
+    tmodel *t = user;
+    mg_status st = mlp_eval(&t->m, v);
+    if (t->val_nan_at && t->steps_done == t->val_nan_at) *v = NAN;
+    return st;
 }
 
 static void t_step(void *user, int64_t step, float loss) {
@@ -435,7 +440,32 @@ START_TEST(resume_refuses_what_does_not_fit) {
     d.stop_after = 20;
     TU_OK(run_plain(&d, &res));
     ck_assert_int_eq(rename("other.state.safetensors", "run.state.safetensors"), 0);
-    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_FORMAT, "saved at step 10", "at step 20");
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_FORMAT,
+                  "run.safetensors: cannot resume: the weights are of step 10 but the training state "
+                  "run.state.safetensors is of step 20: the weights file is older");
+    /* ... and the other way round: other's weights (step 20) with run's state of step 10 */
+    size_t n10;
+    char *state10 = tu_read_file("keep.safetensors", &n10);
+    tu_write_bytes("other.state.safetensors", state10, n10);
+    free(state10);
+    d.resume = true, d.stop_after = 0;
+    TU_ASSERT_ERR(run_plain(&d, &res), MG_ERR_FORMAT,
+                  "other.safetensors: cannot resume: the weights are of step 20 but the training state "
+                  "other.state.safetensors is of step 10: the training state is older");
+    /* the same step, but the state of another run's weights */
+    mg_train_cfg o = test_cfg("another", 40);
+    o.stop_after = 10, o.seed = 99;
+    tmodel t = {0};
+    mlp_init(&t.m);
+    t.m.W1->data[0] += 0.25f; /* other initial weights */
+    mg_train_model model = t_model(&t);
+    TU_OK(mg_train_run(&model, &o, &res));
+    mlp_free(&t.m);
+    ck_assert_int_eq(rename("another.state.safetensors", "run.state.safetensors"), 0);
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_FORMAT,
+                  "run.safetensors: cannot resume: the training state run.state.safetensors belongs to other "
+                  "weights (it names crc32:",
+                  "the two files come from different runs or saves of step 10");
     /* the right state again: it continues */
     ck_assert_int_eq(rename("keep.safetensors", "run.state.safetensors"), 0);
     TU_OK(run_plain(&c, &res));
@@ -480,6 +510,210 @@ START_TEST(non_finite_loss_keeps_the_last_checkpoint) {
     c.ckpt = NULL;
     TU_ASSERT_ERR(mg_train_run(&model, &c, &res), MG_ERR_NONFINITE, "no checkpoints are kept");
     mlp_free(&u.m);
+    remove_dir();
+}
+END_TEST
+
+/* The update of a step that makes the weights explode (beyond cfg.max_weight) or non-finite is
+ * not saved: with a checkpoint every step, the one kept is of the step before, and holds finite
+ * weights within the bound. A validation loss that turns NaN stops the run the same way. */
+START_TEST(exploding_weights_are_not_checkpointed) {
+    setup_dir();
+    mg_train_cfg c = test_cfg("boom", 200);
+    c.ckpt_every = 1, c.eval_every = 0, c.warmup = 0, c.lr = 0.2f, c.lr_min = 0.2f, c.max_weight = 2.0f;
+    mg_train_result res;
+    mg_status st = run_plain(&c, &res);
+    ck_assert_int_eq(st, MG_ERR_NONFINITE);
+    ck_assert(res.diverged);
+    int64_t bad = res.step + 1;
+    char want[200];
+    snprintf(want, sizeof want, "mlp: the update of step %lld made the weights explode", (long long)bad);
+    tu_assert_error_has(want);
+    tu_assert_error_has("beyond the bound 2 (cfg.max_weight)");
+    snprintf(want, sizeof want, "stopped without saving step %lld: the last good checkpoint (step %lld) is kept at "
+             "boom.safetensors", (long long)bad, (long long)bad - 1);
+    tu_assert_error_has(want);
+    ck_assert_int_gt(res.step, 3);
+    /* what is kept is the step before, whole and within the bound; a resume continues from it */
+    mlp m;
+    mlp_init(&m);
+    mg_st_file *f;
+    TU_OK(mg_checkpoint_load("boom.safetensors", m.P, &f));
+    char step_text[24];
+    ck_assert_str_eq(mg_st_meta_get(f, "train.step"), mg_meta_fmt_i64(step_text, bad - 1));
+    mg_st_close(f);
+    for (int i = 0; i < mg_params_len(m.P); i++) {
+        mg_tensor *t = mg_params_at(m.P, i);
+        for (int64_t k = 0; k < t->numel; k++) ck_assert(isfinite(t->data[k]) && fabsf(t->data[k]) <= 2.0f);
+    }
+    mlp_free(&m);
+    c.resume = true;
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_NONFINITE, want);
+
+    /* non-finite weights from an absurd step size: the same, and no bound needed to see them */
+    mg_train_cfg d = test_cfg("inf", 50);
+    d.ckpt_every = 1, d.warmup = 0, d.lr = 1e38f, d.lr_min = 1e38f, d.weight_decay = 1e10f, d.max_weight = 0;
+    TU_ASSERT_ERR(run_plain(&d, &res), MG_ERR_NONFINITE, "the update of step 1 made the weights non-finite",
+                  "inf)", "no checkpoint was written in this run");
+    ck_assert(!exists("inf.safetensors") && !exists("inf.safetensors.pending"));
+    d.max_weight = -1;
+    TU_ASSERT_ERR(run_plain(&d, &res), MG_ERR_INVALID, "cfg.max_weight must lie in [0, inf), got -1");
+    d.max_weight = NAN;
+    TU_ASSERT_ERR(run_plain(&d, &res), MG_ERR_INVALID, "cfg.max_weight");
+    ck_assert(mg_train_defaults().max_weight == 1e6f);
+
+    /* the validation loss turns NaN after step 9 (it was finite after 7): step 9 is not saved */
+    mg_train_cfg v = test_cfg("val", 30);
+    v.ckpt_every = 1;
+    tmodel t = {.val_nan_at = 14};
+    mlp_init(&t.m);
+    mg_train_model model = t_model(&t);
+    TU_ASSERT_ERR(mg_train_run(&model, &v, &res), MG_ERR_NONFINITE,
+                  "mlp: the validation loss became nan after the update of step 14; stopped without saving step 14: "
+                  "the last good checkpoint (step 13) is kept");
+    ck_assert_int_eq(res.step, 14);
+    mlp_free(&t.m);
+    TU_OK(mg_safetensors_open("val.safetensors", &f));
+    ck_assert_str_eq(mg_st_meta_get(f, "train.step"), "13");
+    mg_st_close(f);
+    /* a model without validation data (NaN from the start) is not divergence */
+    tmodel u = {.val_nan_at = 7};
+    mlp_init(&u.m);
+    model = t_model(&u);
+    v = test_cfg("noval", 10);
+    TU_OK(mg_train_run(&model, &v, &res));
+    mlp_free(&u.m);
+    remove_dir();
+}
+END_TEST
+
+/* ---- checkpoints as a pair: kills and full disks between the two files ---- */
+
+/* The run test_cfg(name, steps) in a child process: this program again (a forked copy of a
+ * process that ran OpenMP code cannot), told by MG_TEST_TRAIN_CHILD, with
+ * MINIGRAD_TRAIN_CRASH=crash, which must kill it (SIGKILL). */
+static void run_crashing(const char *name, int steps, const char *crash) {
+    char spec[128], self[4096];
+    snprintf(spec, sizeof spec, "%s %d", name, steps);
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert_int_gt(len, 0);
+    self[len] = 0;
+    fflush(stdout);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("MINIGRAD_TRAIN_CRASH", crash, 1);
+        setenv("MG_TEST_TRAIN_CHILD", spec, 1);
+        execl(self, self, (char *)NULL);
+        _exit(98);
+    }
+    int wst;
+    ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+    ck_assert_msg(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "%s: the run was not killed (status 0x%x)", crash,
+                  (unsigned)wst);
+}
+
+START_TEST(a_kill_between_the_two_files_resumes_exactly) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg a = test_cfg("straight", 40);
+    TU_OK(run_plain(&a, &res));
+    static const struct {
+        const char *crash, *name;
+        bool weights_pending, state_pending;
+        const char *step_on_disk; /* of the committed weights after the kill */
+    } cases[] = {
+        {"weights:3", "w", true, false, "20"}, /* the 3rd checkpoint (step 30) */
+        {"state:3", "s", true, true, "20"},
+        {"commit:3", "c", false, true, "30"},
+        {"commit:1", "first", false, true, "10"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mg_train_cfg c = test_cfg(cases[k].name, 40);
+        run_crashing(cases[k].name, 40, cases[k].crash);
+        char p[256];
+        snprintf(p, sizeof p, "%s.safetensors.pending", cases[k].name);
+        ck_assert_msg(exists(p) == cases[k].weights_pending, "%s: %s", cases[k].crash, p);
+        snprintf(p, sizeof p, "%s.state.safetensors.pending", cases[k].name);
+        ck_assert_msg(exists(p) == cases[k].state_pending, "%s: %s", cases[k].crash, p);
+        mg_st_file *f;
+        TU_OK(mg_safetensors_open(c.ckpt, &f));
+        ck_assert_str_eq(mg_st_meta_get(f, "train.step"), cases[k].step_on_disk);
+        mg_st_close(f);
+        /* what a writer killed mid-file leaves, from a process that is gone */
+        snprintf(p, sizeof p, "%s.state.safetensors.tmp.%d", cases[k].name, 999999999);
+        tu_write_text(p, "half a file");
+        char live[256];
+        snprintf(live, sizeof live, "%s.safetensors.tmp.1", cases[k].name); /* pid 1 exists: left alone */
+        tu_write_text(live, "another process's");
+        c.resume = true;
+        TU_OK(run_plain(&c, &res));
+        ck_assert_int_eq(res.step, 40);
+        ck_assert_int_eq(res.steps_run, 40 - atoi(cases[k].step_on_disk));
+        assert_same_file("straight.safetensors", c.ckpt);
+        char sa[256], sb[256];
+        TU_OK(mg_train_state_path(c.ckpt, sb, sizeof sb));
+        TU_OK(mg_train_state_path(a.ckpt, sa, sizeof sa));
+        assert_same_file(sa, sb);
+        ck_assert_msg(!exists(p), "%s was not removed", p);
+        ck_assert(exists(live));
+        snprintf(p, sizeof p, "%s.safetensors.pending", cases[k].name);
+        ck_assert(!exists(p));
+        snprintf(p, sizeof p, "%s.state.safetensors.pending", cases[k].name);
+        ck_assert(!exists(p));
+    }
+    /* a fresh run over a killed one starts over and clears its pending files */
+    mg_train_cfg c = test_cfg("again", 40);
+    run_crashing("again", 40, "commit:2");
+    ck_assert(exists("again.state.safetensors.pending"));
+    TU_OK(run_plain(&c, &res));
+    ck_assert(!exists("again.state.safetensors.pending"));
+    assert_same_file("straight.safetensors", c.ckpt);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(a_full_disk_keeps_the_previous_pair) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg a = test_cfg("straight", 40);
+    a.log_path = NULL;
+    TU_OK(run_plain(&a, &res));
+    mg_train_cfg c = test_cfg("full", 40);
+    c.log_path = NULL, c.stop_after = 10;
+    TU_OK(run_plain(&c, &res));
+    size_t nw, ns;
+    char *w10 = tu_read_file("full.safetensors", &nw), *s10 = tu_read_file("full.state.safetensors", &ns);
+    ck_assert_uint_lt(nw + 64, ns);
+    /* files may grow to the weights' size but not to the state's: the state's write fails */
+    struct rlimit old;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    struct rlimit lim = {(rlim_t)(nw + 32), old.rlim_max};
+    void (*xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    c.resume = true, c.stop_after = 0;
+    mg_status st = run_plain(&c, &res);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, xfsz);
+    ck_assert_int_eq(st, MG_ERR_IO);
+    tu_assert_error_has("the checkpoint of step 20 was not saved (the previous one is intact)");
+    tu_assert_error_has("full.state.safetensors.pending");
+    ck_assert_int_eq(res.step, 20);
+    size_t n;
+    char *now = tu_read_file("full.safetensors", &n);
+    ck_assert(n == nw && memcmp(now, w10, n) == 0);
+    free(now);
+    now = tu_read_file("full.state.safetensors", &n);
+    ck_assert(n == ns && memcmp(now, s10, n) == 0);
+    free(now);
+    ck_assert(!exists("full.safetensors.pending") && !exists("full.state.safetensors.pending"));
+    /* space again: the run resumes from step 10 and ends exactly */
+    TU_OK(run_plain(&c, &res));
+    ck_assert_int_eq(res.steps_run, 30);
+    assert_same_file("straight.safetensors", "full.safetensors");
+    assert_same_file("straight.state.safetensors", "full.state.safetensors");
+    free(w10);
+    free(s10);
     remove_dir();
 }
 END_TEST
@@ -732,6 +966,9 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, resume_is_bit_identical);
     tcase_add_test(tc, resume_refuses_what_does_not_fit);
     tcase_add_test(tc, non_finite_loss_keeps_the_last_checkpoint);
+    tcase_add_test(tc, exploding_weights_are_not_checkpointed);
+    tcase_add_test(tc, a_kill_between_the_two_files_resumes_exactly);
+    tcase_add_test(tc, a_full_disk_keeps_the_previous_pair);
     tcase_add_test(tc, bad_configurations_are_refused);
     tcase_add_test(tc, failing_callbacks_stop_the_run);
     tcase_add_test(tc, quiet_run_without_files);
@@ -746,4 +983,23 @@ static Suite *train_suite(void) {
     return s;
 }
 
-MG_TEST_MAIN(train_suite)
+/* As MG_TEST_MAIN, except that with MG_TEST_TRAIN_CHILD="NAME STEPS" in the environment the
+ * program runs test_cfg(NAME, STEPS) in the current directory instead (run_crashing). */
+int main(void) {
+    const char *child = getenv("MG_TEST_TRAIN_CHILD");
+    if (child) {
+        char name[64];
+        int steps;
+        if (sscanf(child, "%63s %d", name, &steps) != 2) return 97;
+        mg_train_cfg c = test_cfg(name, steps);
+        mg_train_result res;
+        run_plain(&c, &res);
+        return 3; /* not killed: the crash hook did not fire */
+    }
+    SRunner *sr = srunner_create(train_suite());
+    srunner_set_tap(sr, "-");
+    srunner_run_all(sr, CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

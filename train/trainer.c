@@ -6,19 +6,27 @@
 #include "minigrad/op.h" /* mg_ctx_ok */
 #include "minigrad/optim.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define STEP_KEY "train.step" /* in the weights file: the step they were saved at */
+#define WEIGHTS_SUM_KEY "weights.checksum" /* in the state file: the checksum of its weights file */
+#define PENDING_SUFFIX ".pending"          /* a file written in full, not yet committed */
 #define MAX_RNG_NAME 32
 
 mg_train_cfg mg_train_defaults(void) {
     return (mg_train_cfg){.steps = 1000, .warmup = 100, .lr = 1e-3f, .lr_min = 1e-4f, .weight_decay = 0.1f,
                           .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .clip = 1.0f, .eval_every = 250,
-                          .ckpt_every = 250, .seed = 1, .prog = "train", .catch_sigint = true};
+                          .ckpt_every = 250, .seed = 1, .prog = "train", .catch_sigint = true,
+                          .max_weight = 1e6f};
 }
 
 mg_status mg_train_state_path(const char *ckpt, char *buf, size_t n) {
@@ -134,9 +142,9 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
     for (int i = 0; i < m->n_meta; i++) {
         if (!m->meta[i].key || !m->meta[i].value)
             return mg_set_error(MG_ERR_INVALID, "%s: model.meta[%d] lacks its key or value", prog, i);
-        if (strcmp(m->meta[i].key, STEP_KEY) == 0)
-            return mg_set_error(MG_ERR_INVALID, "%s: model.meta[%d]: the key '%s' is the trainer's own", prog, i,
-                                STEP_KEY);
+        if (strcmp(m->meta[i].key, STEP_KEY) == 0 || strcmp(m->meta[i].key, MG_ST_CHECKSUM_KEY) == 0)
+            return mg_set_error(MG_ERR_INVALID, "%s: model.meta[%d]: the key '%s' is the %s own", prog, i,
+                                m->meta[i].key, strcmp(m->meta[i].key, STEP_KEY) == 0 ? "trainer's" : "writer's");
     }
     if (m->n_rngs < 0 || m->n_rngs > MG_TRAIN_MAX_RNGS)
         return mg_set_error(MG_ERR_INVALID, "%s: model.n_rngs must lie in [0, %d], got %d", prog, MG_TRAIN_MAX_RNGS,
@@ -177,7 +185,7 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
         bool max_open;
     } fl[] = {{"lr_min", c->lr_min, 0, INFINITY, true},        {"weight_decay", c->weight_decay, 0, INFINITY, true},
               {"beta1", c->beta1, 0, 1, true},                 {"beta2", c->beta2, 0, 1, true},
-              {"clip", c->clip, 0, INFINITY, true}};
+              {"clip", c->clip, 0, INFINITY, true},            {"max_weight", c->max_weight, 0, INFINITY, true}};
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
         if (!(fl[i].v >= fl[i].min && fl[i].v < fl[i].max))
             return mg_set_error(MG_ERR_INVALID, "%s: cfg.%s must lie in [%g, %g), got %g", prog, fl[i].name,
@@ -193,6 +201,131 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
 }
 
 /* ---- saving and restoring ---- */
+
+/* The files of a checkpoint: the weights, the training state, and where each is written before
+ * the pair is committed (see "Checkpoints" in train.h). */
+typedef struct {
+    char ckpt[4096], state[4096], ckpt_next[4096 + 16], state_next[4096 + 16];
+} ckpt_files;
+
+static mg_status files_make(const char *ckpt, ckpt_files *f) {
+    mg_status st = mg_train_state_path(ckpt, f->state, sizeof f->state);
+    if (st != MG_OK) return st;
+    if (strlen(ckpt) >= sizeof f->ckpt)
+        return mg_set_error(MG_ERR_INVALID, "%s: the checkpoint path is longer than %zu bytes", ckpt,
+                            sizeof f->ckpt - 1);
+    snprintf(f->ckpt, sizeof f->ckpt, "%s", ckpt);
+    snprintf(f->ckpt_next, sizeof f->ckpt_next, "%s" PENDING_SUFFIX, f->ckpt);
+    snprintf(f->state_next, sizeof f->state_next, "%s" PENDING_SUFFIX, f->state);
+    return MG_OK;
+}
+
+static bool file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* The directory of path, fsync'ed so that a rename in it is on disk before the next one. */
+static void sync_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* Testing aid: MINIGRAD_TRAIN_CRASH=POINT[:N] kills the process (SIGKILL) at POINT of the N-th
+ * checkpoint (default 1) this call writes, as a power cut or a kill -9 would. */
+static void crash_point(const char *point, int64_t nth) {
+    const char *v = getenv("MINIGRAD_TRAIN_CRASH");
+    size_t len = strlen(point);
+    if (!v || strncmp(v, point, len) != 0 || (v[len] && v[len] != ':')) return;
+    if ((v[len] ? strtoll(v + len + 1, NULL, 10) : 1) == nth) raise(SIGKILL);
+}
+
+/* What ties a training state to its weights: the weights file's checksum, as recorded in it, or
+ * computed when a custom model.save wrote none. */
+static mg_status weights_sum(const char *path, char *out, size_t n) {
+    mg_st_file *f;
+    mg_status st = mg_safetensors_open(path, &f);
+    if (st != MG_OK) return st;
+    const char *v = mg_st_meta_get(f, MG_ST_CHECKSUM_KEY);
+    uint32_t crc;
+    if (v)
+        snprintf(out, n, "%s", v);
+    else if ((st = mg_st_checksum(f, &crc)) == MG_OK)
+        snprintf(out, n, "crc32:%08x", (unsigned)crc);
+    mg_st_close(f);
+    return st;
+}
+
+/* Removes what killed runs left: the writer's "<path>.tmp.<pid>" of a process that no longer
+ * exists (or of this one, which has no save under way when this runs). */
+static void remove_stale_temps(const char *path) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char dir[4096], prefix[4200], victim[8400];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    size_t lp = strlen(prefix);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *pid_text = e->d_name + lp;
+        if (strncmp(e->d_name, prefix, lp) != 0 || !*pid_text || strspn(pid_text, "0123456789") != strlen(pid_text))
+            continue;
+        long long pid = strtoll(pid_text, NULL, 10);
+        bool gone = pid == (long long)getpid() || pid <= 0 || pid > INT32_MAX ||
+                    (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+        if (!gone) continue;
+        snprintf(victim, sizeof victim, "%s/%s", dir, e->d_name);
+        if (unlink(victim) == 0) mg_log(MG_LOG_INFO, "removed %s, left by a run that was killed while saving", victim);
+    }
+    closedir(d);
+}
+
+/* Puts the files in order before a run: temporary files of killed runs go; a pending weights file
+ * was never committed and goes; a pending training state is renamed into place when the committed
+ * weights are the ones it names (the save was cut short between the two renames), and goes
+ * otherwise. Only a resumed run completes a save; a fresh one starts over. */
+static mg_status recover(const ckpt_files *f, bool resume, const char *prog) {
+    const char *all[4] = {f->ckpt, f->state, f->ckpt_next, f->state_next};
+    for (int i = 0; i < 4; i++) remove_stale_temps(all[i]);
+    if (file_exists(f->ckpt_next) && unlink(f->ckpt_next) != 0)
+        return mg_set_error(MG_ERR_IO, "%s: cannot remove the uncommitted %s: %s", prog, f->ckpt_next,
+                            strerror(errno));
+    if (!file_exists(f->state_next)) return MG_OK;
+    bool complete = false;
+    char have[64], step_text[32] = "?";
+    if (resume && file_exists(f->ckpt) && weights_sum(f->ckpt, have, sizeof have) == MG_OK) {
+        mg_st_file *sf;
+        if (mg_safetensors_open(f->state_next, &sf) == MG_OK) {
+            const char *want = mg_st_meta_get(sf, WEIGHTS_SUM_KEY), *step = mg_st_meta_get(sf, "step");
+            complete = want && strcmp(want, have) == 0;
+            if (step) snprintf(step_text, sizeof step_text, "%.20s", step);
+            mg_st_close(sf);
+        }
+    }
+    mg_clear_error();
+    if (complete) {
+        if (rename(f->state_next, f->state) != 0)
+            return mg_set_error(MG_ERR_IO, "%s: cannot rename %s to %s: %s", prog, f->state_next, f->state,
+                                strerror(errno));
+        sync_dir_of(f->state);
+        mg_log(MG_LOG_INFO, "%s: completed the checkpoint of step %s that was cut short: %s is now in place", prog,
+               step_text, f->state);
+        return MG_OK;
+    }
+    if (unlink(f->state_next) != 0)
+        return mg_set_error(MG_ERR_IO, "%s: cannot remove the uncommitted %s: %s", prog, f->state_next,
+                            strerror(errno));
+    return MG_OK;
+}
 
 static mg_status save_weights(const mg_train_model *m, const char *path, int64_t step) {
     mg_st_meta *meta = malloc((size_t)(m->n_meta + 1) * sizeof *meta);
@@ -210,38 +343,71 @@ static const char *rng_name(const mg_train_model *m, int i) {
     return i < m->n_rngs ? m->rng_names[i] : "dropout";
 }
 
-static mg_status save_all(const mg_train_model *m, const mg_optim *opt, const char *ckpt, const char *state,
-                          const mg_rng *dropout, const history *h) {
-    if (h->nomem) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory keeping the loss history", state);
-    mg_status s = save_weights(m, ckpt, mg_optim_steps(opt));
-    if (s != MG_OK) return s;
+/* One checkpoint, committed as a pair: both files are written in full beside their final names
+ * first; renaming the weights into place commits; the state follows. A kill or a failure at any
+ * point leaves either the previous pair or the new weights with a pending state that names them
+ * (completed by the next resume). nth counts this call's checkpoints (for crash_point). */
+static mg_status save_all(const mg_train_model *m, const mg_optim *opt, const ckpt_files *f, const mg_rng *dropout,
+                          const history *h, int64_t nth) {
+    int64_t step = mg_optim_steps(opt);
+    if (h->nomem) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory keeping the loss history", f->state);
+    unlink(f->ckpt_next);
+    unlink(f->state_next);
+    char sum[64];
+    mg_status s = save_weights(m, f->ckpt_next, step);
+    if (s == MG_OK) {
+        crash_point("weights", nth);
+        s = weights_sum(f->ckpt_next, sum, sizeof sum);
+    }
     char num[MG_TRAIN_MAX_RNGS + 1][24], key[MG_TRAIN_MAX_RNGS + 1][MAX_RNG_NAME + 8];
-    mg_st_meta meta[MG_TRAIN_MAX_RNGS + 3];
+    mg_st_meta meta[MG_TRAIN_MAX_RNGS + 4];
     int n = 0;
     for (int i = 0; i <= m->n_rngs; i++) {
         const mg_rng *r = i < m->n_rngs ? m->rngs[i] : dropout;
         snprintf(key[i], sizeof key[i], "rng.%s", rng_name(m, i));
         meta[n++] = (mg_st_meta){key[i], mg_meta_fmt_u64(num[i], r->s)};
     }
-    char *hl = hist_text(h, false), *hv = hist_text(h, true);
-    if (!hl || !hv) {
-        s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory saving the loss history", state);
-    } else {
+    char *hl = s == MG_OK ? hist_text(h, false) : NULL, *hv = s == MG_OK ? hist_text(h, true) : NULL;
+    if (s == MG_OK && (!hl || !hv)) s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory saving the loss history", f->state);
+    if (s == MG_OK) {
         meta[n++] = (mg_st_meta){"history.loss", hl};
         meta[n++] = (mg_st_meta){"history.val", hv};
-        s = mg_train_state_save(state, opt, m->params, meta, n);
+        meta[n++] = (mg_st_meta){WEIGHTS_SUM_KEY, sum};
+        s = mg_train_state_save(f->state_next, opt, m->params, meta, n);
     }
     free(hl);
     free(hv);
-    return s;
+    if (s == MG_OK) {
+        crash_point("state", nth);
+        if (rename(f->ckpt_next, f->ckpt) != 0)
+            s = mg_set_error(MG_ERR_IO, "%s: renaming %s over it failed: %s", f->ckpt, f->ckpt_next, strerror(errno));
+    }
+    if (s != MG_OK) {
+        unlink(f->ckpt_next);
+        unlink(f->state_next);
+        return mg_wrap_error(s, "the checkpoint of step %lld was not saved (the previous one is intact)",
+                             (long long)step);
+    }
+    sync_dir_of(f->ckpt);
+    crash_point("commit", nth);
+    if (rename(f->state_next, f->state) != 0)
+        return mg_set_error(MG_ERR_IO,
+                            "%s: the weights of step %lld are saved, but renaming their training state %s over "
+                            "%s failed: %s (a resume completes it)",
+                            f->ckpt, (long long)step, f->state_next, f->state, strerror(errno));
+    sync_dir_of(f->state);
+    return MG_OK;
 }
 
-static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const char *ckpt, const char *state,
-                             mg_rng *dropout, history *h) {
+static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const ckpt_files *fs, mg_rng *dropout,
+                             history *h) {
+    const char *ckpt = fs->ckpt, *state = fs->state;
     mg_status s = m->load ? m->load(m->user, ckpt) : mg_checkpoint_load(ckpt, m->params, NULL);
     if (s != MG_OK) return mg_wrap_error(s, "cannot resume");
     int64_t saved_step = -1;
     mg_st_file *f = NULL;
+    char have[64];
+    if ((s = weights_sum(ckpt, have, sizeof have)) != MG_OK) return s;
     if ((s = mg_safetensors_open(ckpt, &f)) != MG_OK) return s;
     if (mg_st_meta_get(f, STEP_KEY)) s = mg_meta_get_i64(f, STEP_KEY, &saved_step);
     mg_st_close(f);
@@ -255,6 +421,9 @@ static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const char 
         snprintf(key, sizeof key, "rng.%s", rng_name(m, i));
         s = mg_meta_get_u64(f, key, &restored[i].s);
     }
+    char want[64] = "";
+    const char *w = mg_st_meta_get(f, WEIGHTS_SUM_KEY);
+    if (w) snprintf(want, sizeof want, "%s", w);
     if (s == MG_OK) hist_parse(h, mg_st_meta_get(f, "history.loss"), mg_st_meta_get(f, "history.val"));
     mg_st_close(f);
     if (s != MG_OK) return s;
@@ -262,15 +431,55 @@ static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const char 
     if (h->nomem) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the loss history", state);
     if (saved_step >= 0 && saved_step != step)
         return mg_set_error(MG_ERR_FORMAT,
-                            "%s: the weights were saved at step %lld but the training state %s at step %lld "
-                            "(a save was cut short?): cannot resume exactly",
-                            ckpt, (long long)saved_step, state, (long long)step);
+                            "%s: cannot resume: the weights are of step %lld but the training state %s is of step "
+                            "%lld: the %s is older (the two files come from different saves)",
+                            ckpt, (long long)saved_step, state, (long long)step,
+                            saved_step < step ? "weights file" : "training state");
+    if (want[0] && strcmp(want, have) != 0)
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: cannot resume: the training state %s belongs to other weights (it names %s, this "
+                            "file has %s): the two files come from different runs or saves of step %lld",
+                            ckpt, state, want, have, (long long)step);
     if (h->n != step)
         return mg_set_error(MG_ERR_FORMAT, "%s: the loss history has %lld entries but the optimizer is at step %lld",
                             state, (long long)h->n, (long long)step);
     /* every generator is set only once all of them were read */
     for (int i = 0; i <= m->n_rngs; i++) *(i < m->n_rngs ? m->rngs[i] : dropout) = restored[i];
     return MG_OK;
+}
+
+/* ---- divergence ---- */
+
+/* False when a weight is not finite or, with bound > 0, larger than bound in magnitude; *name and
+ * *value tell the first such. */
+static bool weights_ok(const mg_params *P, float bound, const char **name, float *value) {
+    for (int i = 0; i < mg_params_len(P); i++) {
+        const mg_tensor *t = mg_params_at(P, i);
+        const float *x = t->data;
+        for (int64_t k = 0; k < t->numel; k++)
+            if (!isfinite(x[k]) || (bound > 0 && fabsf(x[k]) > bound)) {
+                *name = t->name, *value = x[k];
+                return false;
+            }
+    }
+    return true;
+}
+
+/* The divergence error: what happened, that `step` is not saved, and the checkpoint kept. */
+static mg_status diverged(const mg_train_cfg *cfg, const char *prog, const char *what, int64_t step,
+                          int64_t last_good) {
+    char where[4200];
+    if (!cfg->ckpt)
+        snprintf(where, sizeof where, "no checkpoints are kept (cfg.ckpt is NULL)");
+    else if (last_good >= 0)
+        snprintf(where, sizeof where, "the last good checkpoint (step %lld) is kept at %s", (long long)last_good,
+                 cfg->ckpt);
+    else
+        snprintf(where, sizeof where, "no checkpoint was written in this run");
+    return mg_set_error(MG_ERR_NONFINITE,
+                        "%s: %s; stopped without saving step %lld: %s. "
+                        "Try a lower learning rate or a stronger gradient clip.",
+                        prog, what, (long long)step, where);
 }
 
 /* The context reports to the trainer rather than aborting; mg_ctx_ok tells after each step. */
@@ -288,8 +497,13 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     res->val_loss = NAN;
     mg_status st = check_args(m, cfg, prog);
     if (st != MG_OK) return st;
-    char state[4096];
-    if (cfg->ckpt && (st = mg_train_state_path(cfg->ckpt, state, sizeof state)) != MG_OK) return st;
+    static ckpt_files no_files;
+    ckpt_files *files = cfg->ckpt ? malloc(sizeof *files) : &no_files;
+    if (!files) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", prog);
+    if (cfg->ckpt && ((st = files_make(cfg->ckpt, files)) != MG_OK || (st = recover(files, cfg->resume, prog)) != MG_OK)) {
+        free(files);
+        return st;
+    }
 
     mg_params *P = m->params;
     mg_optim *opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
@@ -302,7 +516,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         goto done;
     }
     mg_ctx_set_error_handler(ctx, keep_ctx_error, NULL);
-    if (cfg->resume && (st = restore_all(m, opt, cfg->ckpt, state, &dropout, &h)) != MG_OK) goto done;
+    if (cfg->resume && (st = restore_all(m, opt, files, &dropout, &h)) != MG_OK) goto done;
     int64_t step = mg_optim_steps(opt);
     res->step = step;
     if (step >= cfg->steps) {
@@ -321,7 +535,9 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     void (*old_handler)(int) = cfg->catch_sigint ? signal(SIGINT, on_sigint) : SIG_DFL;
     double per_step = m->tokens_per_step > 0 ? (double)m->tokens_per_step : 1.0;
     double t_start = mg_time(), ema_dt = 0;
-    int64_t last_good = cfg->resume ? step : -1, first = step;
+    int64_t last_good = cfg->resume ? step : -1, first = step, n_saves = 0;
+    bool had_val = false; /* a finite validation loss was seen: a NaN one later means divergence */
+    for (int64_t i = 0; i < h.nv; i++) had_val |= isfinite(h.val[i]) != 0;
     while (step < cfg->steps) {
         double t0 = mg_time();
         mg_ctx_reset(ctx);
@@ -351,23 +567,26 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         float norm = mg_clip_grad_norm(P, cfg->clip);
         if (!isfinite(lv) || !isfinite(norm)) {
             res->diverged = true;
-            char where[4200];
-            if (!cfg->ckpt)
-                snprintf(where, sizeof where, "no checkpoints are kept (cfg.ckpt is NULL)");
-            else if (last_good >= 0)
-                snprintf(where, sizeof where, "the last good checkpoint (step %lld) is kept at %s",
-                         (long long)last_good, cfg->ckpt);
-            else
-                snprintf(where, sizeof where, "no checkpoint was written in this run");
-            st = mg_set_error(MG_ERR_NONFINITE,
-                              "%s: the %s became %g at step %lld; stopped without saving: %s. "
-                              "Try a lower learning rate or a stronger gradient clip.",
-                              prog, isfinite(lv) ? "gradient norm" : "loss", (double)(isfinite(lv) ? norm : lv),
-                              (long long)step + 1, where);
+            char what[200];
+            snprintf(what, sizeof what, "the %s became %g at step %lld", isfinite(lv) ? "gradient norm" : "loss",
+                     (double)(isfinite(lv) ? norm : lv), (long long)step + 1);
+            st = diverged(cfg, prog, what, step + 1, last_good);
             break;
         }
         float lr = mg_lr_schedule(step, cfg->warmup, cfg->steps, cfg->lr, cfg->lr_min);
         mg_optim_step(opt, lr);
+        const char *bad_name;
+        float bad_value;
+        if (!weights_ok(P, cfg->max_weight, &bad_name, &bad_value)) {
+            res->diverged = true;
+            char what[400], bound[64] = "";
+            if (isfinite(bad_value)) snprintf(bound, sizeof bound, ", beyond the bound %g (cfg.max_weight)", (double)cfg->max_weight);
+            snprintf(what, sizeof what, "the update of step %lld made the weights %s (%.200s holds %g%s)",
+                     (long long)step + 1, isfinite(bad_value) ? "explode" : "non-finite", bad_name, (double)bad_value,
+                     bound);
+            st = diverged(cfg, prog, what, step + 1, last_good);
+            break;
+        }
         step++;
         hist_push(&h, lv);
         res->loss = lv;
@@ -381,7 +600,15 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                 mg_wrap_error(st, "%s: step %lld: validation", prog, (long long)step);
                 break;
             }
-            if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val;
+            if (isinf(val) || (isnan(val) && had_val)) {
+                res->diverged = true;
+                char what[200];
+                snprintf(what, sizeof what, "the validation loss became %g after the update of step %lld", (double)val,
+                         (long long)step);
+                st = diverged(cfg, prog, what, step, last_good);
+                break;
+            }
+            if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val, had_val = true;
         }
         if ((st = mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0, norm,
                                          val)) != MG_OK) {
@@ -391,7 +618,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         bool pause = cfg->stop_after > 0 && step - first >= cfg->stop_after;
         bool save = last || interrupted || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
         if (save && cfg->ckpt) {
-            if ((st = save_all(m, opt, cfg->ckpt, state, &dropout, &h)) != MG_OK) break;
+            if ((st = save_all(m, opt, files, &dropout, &h, ++n_saves)) != MG_OK) break;
             last_good = step;
         }
         if (interrupted) {
@@ -435,6 +662,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     }
     if (first_error[0]) mg_set_error(st, "%s", first_error);
 done:
+    if (files != &no_files) free(files);
     hist_free(&h);
     mg_ctx_free(ctx);
     mg_optim_free(opt);

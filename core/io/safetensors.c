@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,70 @@ static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* ---- the checksum: CRC-32 (the polynomial of zlib and PNG), slicing by 8 ---- */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* Continues crc (0 to start) over n bytes, as zlib's crc32(crc, p, n) does. */
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *p = data;
+    uint32_t c = ~crc;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+            crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+/* A string and its terminating NUL. */
+static uint32_t crc_str(uint32_t crc, const char *s) {
+    return crc32_update(crc, s, strlen(s) + 1);
+}
+
+/* One tensor of the checksummed description: name, dtype, "d0,d1,...", "begin,end", each followed
+ * by a NUL. */
+static uint32_t crc_tensor(uint32_t crc, const char *name, const char *dtype, int ndim, const int64_t *shape,
+                           uint64_t begin, uint64_t end) {
+    char buf[32 * (MG_MAX_DIMS + 1)];
+    size_t k = 0;
+    crc = crc_str(crc_str(crc, name), dtype);
+    for (int d = 0; d < ndim; d++) k += (size_t)snprintf(buf + k, sizeof buf - k, d ? ",%lld" : "%lld", (long long)shape[d]);
+    buf[k] = 0;
+    crc = crc_str(crc, buf);
+    snprintf(buf, sizeof buf, "%llu,%llu", (ull)begin, (ull)end);
+    return crc_str(crc, buf);
+}
+
+/* The value of the checksum key: "crc32:" and 8 lowercase hex digits. */
+static void fmt_checksum(char buf[16], uint32_t crc) {
+    snprintf(buf, 16, "crc32:%08x", (unsigned)crc);
+}
+
 /* ---- writing ---- */
+
+static int64_t numel_of_entry(const mg_st_entry *e) {
+    int64_t numel = 1;
+    for (int d = 0; d < e->ndim; d++) numel *= e->shape[d];
+    return numel;
+}
 
 static mg_status check_entries(const char *path, const mg_st_entry *t, int n, const mg_st_meta *m,
                                int n_meta, uint64_t *data_bytes) {
@@ -200,6 +264,11 @@ static mg_status check_entries(const char *path, const mg_st_entry *t, int n, co
         if (!utf8_valid(m[i].value))
             return mg_set_error(MG_ERR_INVALID, "%s: metadata '%.200s': value is not valid UTF-8",
                                 path, m[i].key);
+        if (!strcmp(m[i].key, MG_ST_CHECKSUM_KEY))
+            return mg_set_error(MG_ERR_INVALID,
+                                "%s: metadata #%d: the key '" MG_ST_CHECKSUM_KEY
+                                "' is reserved (the writer records the file's checksum there)",
+                                path, i);
     }
 
     /* Duplicates, by sorting pointers: a checkpoint may hold thousands of names. */
@@ -272,6 +341,34 @@ static char *build_header(const mg_st_entry *t, int n, const mg_st_meta *m, int 
     return buf;
 }
 
+/* The checksum of what the file will hold: the metadata pairs, the tensor descriptions with the
+ * offsets build_header gives them, then the tensor data as little-endian bytes. */
+static uint32_t checksum_of(const mg_st_entry *t, int n, const mg_st_meta *m, int n_meta) {
+    uint32_t crc = 0;
+    for (int i = 0; i < n_meta; i++) crc = crc_str(crc_str(crc, m[i].key), m[i].value);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = 4 * (uint64_t)numel_of_entry(&t[i]);
+        crc = crc_tensor(crc, t[i].name, "F32", t[i].ndim, t[i].shape, off, off + bytes);
+        off += bytes;
+    }
+    float buf[4096];
+    for (int i = 0; i < n; i++) {
+        int64_t numel = numel_of_entry(&t[i]);
+        if (!HOST_BIG_ENDIAN) {
+            if (numel > 0) crc = crc32_update(crc, t[i].data, (size_t)numel * 4);
+            continue;
+        }
+        for (int64_t j = 0; j < numel; j += 4096) {
+            size_t k = (size_t)(numel - j < 4096 ? numel - j : 4096);
+            memcpy(buf, t[i].data + j, k * 4);
+            swap32(buf, k);
+            crc = crc32_update(crc, buf, k * 4);
+        }
+    }
+    return crc;
+}
+
 static int write_floats(int fd, const float *x, int64_t numel) {
     if (!HOST_BIG_ENDIAN) return write_full(fd, x, (size_t)numel * 4);
     float buf[4096];
@@ -307,8 +404,16 @@ mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int
     mg_status st = check_entries(path, tensors, n, meta, n_meta, &data_bytes);
     if (st != MG_OK) return st;
 
+    /* the caller's metadata, then the checksum of everything */
+    mg_st_meta *all = malloc(sizeof *all * (size_t)(n_meta + 1));
+    if (!all) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
+    if (n_meta > 0) memcpy(all, meta, sizeof *all * (size_t)n_meta);
+    char sum[16];
+    fmt_checksum(sum, checksum_of(tensors, n, meta, n_meta));
+    all[n_meta] = (mg_st_meta){MG_ST_CHECKSUM_KEY, sum};
     size_t hlen = 0;
-    char *header = build_header(tensors, n, meta, n_meta, &hlen);
+    char *header = build_header(tensors, n, all, n_meta + 1, &hlen);
+    free(all);
     if (!header) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory building the header", path);
 
     size_t tlen = strlen(path) + 32;
@@ -331,8 +436,7 @@ mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int
     const char *step = "writing the header";
     int fail = write_full(fd, header, hlen);
     for (int i = 0; !fail && i < n; i++) {
-        int64_t numel = 1;
-        for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
+        int64_t numel = numel_of_entry(&tensors[i]);
         step = "writing tensor data";
         if (numel > 0) fail = write_floats(fd, tensors[i].data, numel);
     }
@@ -846,6 +950,119 @@ const char *mg_st_meta_get(const mg_st_file *f, const char *key) {
     return NULL;
 }
 
+/* ---- the checksum and the values, read back ---- */
+
+/* Passes over the data area once, tensor by tensor in offset order (the layout checks at open
+ * made it gapless). crc, when not NULL, receives the checksum of the file's content: the metadata
+ * pairs in file order except the checksum itself, the tensor descriptions in header order, the
+ * data area. check, when not NULL, marks the tensors whose values must all be finite: the first
+ * value that is not sets *nonfinite to MG_ERR_NONFINITE (with the message) and the pass goes on
+ * only as far as the checksum needs, so that a damaged file is reported as damaged. */
+static mg_status scan_data(const mg_st_file *f, uint32_t *crc, const bool *check, mg_status *nonfinite) {
+    const char *p = f->path;
+    uint32_t c = 0;
+    const mg_st_tensor_info *bad = NULL;
+    uint32_t bad_bits = 0;
+    uint64_t bad_at = 0;
+    if (nonfinite) *nonfinite = MG_OK;
+    if (crc) {
+        for (int i = 0; i < f->n_meta; i++)
+            if (strcmp(f->meta_key[i], MG_ST_CHECKSUM_KEY) != 0) c = crc_str(crc_str(c, f->meta_key[i]), f->meta_val[i]);
+        for (int i = 0; i < f->n; i++)
+            c = crc_tensor(c, f->t[i].name, f->t[i].dtype, f->t[i].ndim, f->t[i].shape, f->t[i].begin, f->t[i].end);
+    }
+    sort_key *key = malloc(sizeof *key * (size_t)(f->n ? f->n : 1));
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!key || !buf) {
+        free(key);
+        free(buf);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the tensor data back", p);
+    }
+    for (int i = 0; i < f->n; i++) key[i] = (sort_key){f->t[i].name, f->t[i].begin, f->t[i].end, i};
+    qsort(key, (size_t)f->n, sizeof *key, cmp_by_offset);
+    mg_status st = MG_OK;
+    for (int k = 0; k < f->n && st == MG_OK && !(bad && !crc); k++) {
+        const mg_st_tensor_info *t = &f->t[key[k].idx];
+        bool finite = check && check[key[k].idx];
+        if (!crc && !finite) continue;
+        for (uint64_t off = t->begin; off < t->end && st == MG_OK;) {
+            size_t len = t->end - off < CHUNK ? (size_t)(t->end - off) : CHUNK;
+            int r = pread_full(f->fd, buf, len, f->data_start + off);
+            if (r) {
+                st = mg_set_error(MG_ERR_IO, "%s: reading tensor '%.200s' (%llu bytes at file offset %llu): %s", p,
+                                  t->name, (ull)(t->end - t->begin), (ull)(f->data_start + t->begin),
+                                  r < 0 ? strerror(errno) : "file ended early (changed since it was opened?)");
+                break;
+            }
+            if (crc) c = crc32_update(c, buf, len);
+            for (size_t b = 0; finite && !bad && b < len; b += 4) {
+                uint32_t bits = (uint32_t)buf[b] | (uint32_t)buf[b + 1] << 8 | (uint32_t)buf[b + 2] << 16 |
+                                (uint32_t)buf[b + 3] << 24;
+                if ((bits & 0x7F800000u) != 0x7F800000u) continue;
+                bad = t, bad_bits = bits, bad_at = (off - t->begin + b) / 4;
+            }
+            off += len;
+            if (bad && !crc) break;
+        }
+    }
+    free(key);
+    free(buf);
+    if (st == MG_OK && crc) *crc = c;
+    if (st == MG_OK && bad) {
+        const char *what = (bad_bits & 0x007FFFFFu) ? "NaN" : (bad_bits >> 31) ? "-inf" : "+inf";
+        *nonfinite = mg_set_error(MG_ERR_NONFINITE,
+                                  "%s: tensor '%.200s' holds %s at element %llu of %lld: a non-finite weight is "
+                                  "refused (the file was saved from a run that diverged, or is damaged)",
+                                  p, bad->name, what, (ull)bad_at, (long long)bad->numel);
+    }
+    return st;
+}
+
+mg_status mg_st_checksum(const mg_st_file *f, uint32_t *out) {
+    if (!f || !out) return mg_set_error(MG_ERR_INVALID, "mg_st_checksum: file or out is NULL");
+    return scan_data(f, out, NULL, NULL);
+}
+
+/* The checksum the file records; false (with *has false) when it records none. */
+static mg_status stored_checksum(const mg_st_file *f, bool *has, uint32_t *crc) {
+    const char *v = mg_st_meta_get(f, MG_ST_CHECKSUM_KEY);
+    *has = v != NULL;
+    if (!v) return MG_OK;
+    bool ok = strncmp(v, "crc32:", 6) == 0 && strlen(v) == 14;
+    uint32_t c = 0;
+    for (int i = 6; ok && i < 14; i++) {
+        int ch = v[i], d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        ok = d >= 0;
+        c = c << 4 | (uint32_t)(d < 0 ? 0 : d);
+    }
+    if (!ok)
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: metadata '" MG_ST_CHECKSUM_KEY "' = '%.40s' is not 'crc32:' and 8 lowercase hex digits",
+                            f->path, v);
+    *crc = c;
+    return MG_OK;
+}
+
+static mg_status compare_checksum(const mg_st_file *f, uint32_t want, uint32_t got) {
+    if (want == got) return MG_OK;
+    return mg_set_error(MG_ERR_FORMAT,
+                        "%s: checksum mismatch: the file records crc32:%08x but its content gives crc32:%08x: "
+                        "the file is damaged (a changed byte in a weight or in the header) or was edited without "
+                        "removing '" MG_ST_CHECKSUM_KEY "'",
+                        f->path, (unsigned)want, (unsigned)got);
+}
+
+mg_status mg_st_verify(const mg_st_file *f) {
+    if (!f) return mg_set_error(MG_ERR_INVALID, "mg_st_verify: file is NULL");
+    bool has;
+    uint32_t want = 0, got = 0;
+    mg_status st = stored_checksum(f, &has, &want);
+    if (st != MG_OK || !has) return st;
+    if ((st = scan_data(f, &got, NULL, NULL)) != MG_OK) return st;
+    return compare_checksum(f, want, got);
+}
+
 /* ---- validated load ---- */
 
 mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigned flags) {
@@ -853,7 +1070,7 @@ mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigne
     const char *p = f->path;
     if (n < 0 || (n > 0 && !dest))
         return mg_set_error(MG_ERR_INVALID, "%s: mg_st_load: bad destination list (n %d)", p, n);
-    if (flags & ~(unsigned)MG_ST_ALLOW_EXTRA)
+    if (flags & ~(unsigned)(MG_ST_ALLOW_EXTRA | MG_ST_ALLOW_NONFINITE))
         return mg_set_error(MG_ERR_INVALID, "%s: mg_st_load: unknown flags 0x%x", p, flags);
 
     /* which[j]: the file tensor dest j maps to; claimed[i]: the dest that file tensor i feeds. */
@@ -923,6 +1140,21 @@ mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigne
             st = mg_set_error(MG_ERR_FORMAT, "%s: unexpected tensor '%.200s' in file", p,
                               f->t[first].name);
     }
+    /* the checksum and the values are checked before the first value is copied */
+    bool has_sum = false;
+    uint32_t want = 0, got = 0;
+    if (st == MG_OK) st = stored_checksum(f, &has_sum, &want);
+    bool *check = NULL;
+    if (st == MG_OK && !(flags & MG_ST_ALLOW_NONFINITE)) {
+        check = calloc((size_t)(f->n ? f->n : 1), sizeof *check);
+        if (!check) st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", p);
+        for (int i = 0; check && i < f->n; i++) check[i] = claimed[i] >= 0;
+    }
+    mg_status nonfinite = MG_OK;
+    if (st == MG_OK && (has_sum || check)) st = scan_data(f, has_sum ? &got : NULL, check, &nonfinite);
+    if (st == MG_OK && has_sum) st = compare_checksum(f, want, got);
+    if (st == MG_OK) st = nonfinite;
+    free(check);
     for (int j = 0; j < n && st == MG_OK; j++)
         st = mg_st_read_f32(f, which[j], dest[j].data, f->t[which[j]].numel);
     free(which);

@@ -21,6 +21,7 @@
 #include "minigrad/plugin.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +152,11 @@ static int cmd_eval(int argc, char **argv) {
         rc = 1;
     } else {
         printf("loss %#.9g\n", (double)loss->data[0]); /* '#': 9 digits even with trailing zeros */
-        if (dump) {
+        if (!isfinite(loss->data[0])) {
+            fprintf(stderr, "gpt eval: %s: the loss is %g: these weights give no finite loss on %s (diverged?)\n",
+                    ckpt, (double)loss->data[0], tokens);
+            rc = 1;
+        } else if (dump) {
             mg_params_zero_grad(mg_gpt_params(g));
             mg_backward(ctx, loss);
             mg_st_meta meta[MG_GPT_META_MAX + 2];

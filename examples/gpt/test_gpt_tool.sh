@@ -93,6 +93,11 @@ else
 fi
 head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
+# one byte of the last weight changed: refused by its checksum, not evaluated as another model
+cp "$dir/rope.safetensors" "$dir/flip.safetensors"
+size=$(wc -c <"$dir/flip.safetensors")
+printf '\125' | dd of="$dir/flip.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
+refuse "a changed weight byte" 1 "flip.safetensors: checksum mismatch" "$GPT" eval --ckpt "$dir/flip.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train
 refuse "missing options" 2 "required" "$GPT" eval --ckpt "$dir/rope.safetensors"
 refuse "absurd sizes (no overflow)" 2 "--seq: 6843146995085801406 is out of range 1..16777216" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 31 --seq 6843146995085801406

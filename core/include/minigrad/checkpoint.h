@@ -6,8 +6,10 @@
  * adds, e.g. RNG states and the data position) goes to a second file beside it, tensor names
  * "opt.m.<param>" and "opt.v.<param>". Together they let a run resume exactly.
  *
- * Writes are atomic (temp file + rename): a failed save never harms the previous checkpoint.
- * Loads validate everything (names, shapes, optimizer kind) before writing a single value.
+ * Each write is atomic (temp file + rename, fsync'ed): a failed save never harms the previous file.
+ * Writing the two files as one consistent pair is the trainer's business (minigrad/train.h).
+ * Loads validate everything (names, shapes, optimizer kind, the file's checksum, finite values)
+ * before writing a single value; a NaN or infinite value is MG_ERR_NONFINITE naming the tensor.
  * Ownership: nothing is retained; *file_out, when requested, belongs to the caller (mg_st_close).
  */
 #ifndef MINIGRAD_CHECKPOINT_H

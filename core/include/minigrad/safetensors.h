@@ -49,17 +49,24 @@ typedef struct mg_st_meta {
     const char *value; /* UTF-8 */
 } mg_st_meta;
 
+/* The metadata key under which every file minigrad writes records its checksum:
+ * "crc32:" and 8 lowercase hex digits, the CRC-32 (zlib's) of the metadata pairs, the tensor
+ * descriptions and the tensor data (docs/checkpoint-format.md has the exact byte sequence).
+ * Callers cannot set it themselves. */
+#define MG_ST_CHECKSUM_KEY "checksum"
+
 /* Writes `n` tensors and `n_meta` metadata pairs to `path`, atomically: the bytes go to
- * "<path>.tmp.<pid>" in the same directory, which is flushed, fsync'ed and renamed over `path`.
- * On any failure the temporary file is removed and a file already at `path` is left untouched.
+ * "<path>.tmp.<pid>" in the same directory, which is flushed, fsync'ed and renamed over `path`,
+ * and the directory is fsync'ed so that the rename itself is durable. On any failure the temporary
+ * file is removed and a file already at `path` is left untouched.
  *
- * Layout written: the JSON header holds "__metadata__" first (only when n_meta > 0, keys in the
- * order given), then the tensors in the order given; the data area holds the tensors in that same
- * order, back to back. The header is padded with spaces so that the data area starts at a file
+ * Layout written: the JSON header holds "__metadata__" first (keys in the order given, then
+ * MG_ST_CHECKSUM_KEY), then the tensors in the order given; the data area holds the tensors in
+ * that same order, back to back. The header is padded with spaces so that the data area starts at a file
  * offset that is a multiple of 8. A symbolic link at `path` is replaced, not followed; the new file
  * gets mode 0666 less the umask. All arguments are checked before anything is created:
- * MG_ERR_INVALID names the offending entry (empty, duplicate or reserved name, bad UTF-8, ndim or
- * shape out of range, NULL data); MG_ERR_IO names the path and the system error. */
+ * MG_ERR_INVALID names the offending entry (empty, duplicate or reserved name or key, bad UTF-8,
+ * ndim or shape out of range, NULL data); MG_ERR_IO names the path and the system error. */
 MG_API mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int n,
                                const mg_st_meta *meta, int n_meta);
 
@@ -101,7 +108,8 @@ MG_API int mg_st_find(const mg_st_file *f, const char *name);           /* index
 
 /* Copies tensor i into dst, which must hold exactly n_elems == numel floats (no alignment needed
  * on either side). MG_ERR_INVALID for a bad index or count; MG_ERR_IO if the file can no longer be
- * read (for instance it was truncated after open). */
+ * read (for instance it was truncated after open). A raw read: neither the checksum nor the values
+ * are checked (mg_st_load does both). */
 MG_API mg_status mg_st_read_f32(const mg_st_file *f, int i, float *dst, int64_t n_elems);
 
 /* Metadata, in file order. mg_st_meta_get returns NULL when the key is absent. */
@@ -109,6 +117,17 @@ MG_API int mg_st_meta_count(const mg_st_file *f);
 MG_API const char *mg_st_meta_key(const mg_st_file *f, int i);   /* NULL if i is out of range */
 MG_API const char *mg_st_meta_value(const mg_st_file *f, int i); /* NULL if i is out of range */
 MG_API const char *mg_st_meta_get(const mg_st_file *f, const char *key);
+
+/* ---- the checksum ---- */
+
+/* The checksum of the file's content as it is now (reads the whole data area), whether or not the
+ * file records one: what MG_ST_CHECKSUM_KEY would hold. */
+MG_API mg_status mg_st_checksum(const mg_st_file *f, uint32_t *out);
+
+/* Reads the whole data area and compares its checksum with the one the file records:
+ * MG_ERR_FORMAT naming the file on a mismatch or a malformed value. A file that records none
+ * (written by another tool or by a minigrad from before checksums) passes unchecked. */
+MG_API mg_status mg_st_verify(const mg_st_file *f);
 
 /* ---- validated load of a known set of tensors (model checkpoints) ---- */
 
@@ -123,20 +142,26 @@ enum {
     /* Tensors in the file that no dest names are ignored instead of being an error (partial loads,
      * e.g. inference weights out of a file that also holds something else). */
     MG_ST_ALLOW_EXTRA = 1u << 0,
+    /* NaN and infinite values are loaded instead of being refused. */
+    MG_ST_ALLOW_NONFINITE = 1u << 1,
 };
 
 /* Fills every dest from the open file. Each dest must be present with exactly its shape
  * ("h.3.ln_1.weight: shape in file (256) vs model (512)"), a missing one is an error
  * ("missing tensor 'wte.weight'"), and so is a file tensor that no dest names ("unexpected
  * tensor 'foo' in file") unless flags has MG_ST_ALLOW_EXTRA. Problems are reported in dest order
- * (missing, then shape), then extras in file order. Everything is validated before the first byte
+ * (missing, then shape), then extras in file order. Then the whole data area is read once: a file
+ * that records a checksum must match it (MG_ERR_FORMAT, "checksum mismatch", naming the file), and
+ * every value of the tensors loaded must be finite (MG_ERR_NONFINITE naming the tensor and the
+ * element) unless flags has MG_ST_ALLOW_NONFINITE. Everything is validated before the first byte
  * is copied, so on a validation error no dest has been written to. Only an I/O error during the
  * copy itself (the file changed on disk after open) can leave dests partly written. */
 MG_API mg_status mg_st_load(const mg_st_file *f, const mg_st_dest *dest, int n, unsigned flags);
 
-/* Opens `path`, loads every dest strictly (no extras allowed), and closes the file, or hands it
- * to *meta_out (when meta_out is not NULL) so the caller can read the metadata; the caller then
- * owns it and closes it with mg_st_close. On failure *meta_out is NULL. */
+/* Opens `path`, loads every dest strictly (no extras allowed; checksum and values checked as
+ * mg_st_load does), and closes the file, or hands it to *meta_out (when meta_out is not NULL) so
+ * the caller can read the metadata; the caller then owns it and closes it with mg_st_close. On
+ * failure *meta_out is NULL. */
 MG_API mg_status mg_safetensors_load(const char *path, const mg_st_dest *dest, int n,
                               mg_st_file **meta_out);
 

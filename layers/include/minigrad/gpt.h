@@ -64,10 +64,12 @@ MG_API mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out);
 #define MG_GPT_META_MAX 24
 #define MG_GPT_META_LEN 128
 MG_API int mg_gpt_config_to_meta(const mg_gpt_config *cfg, mg_st_meta *meta, char buf[MG_GPT_META_MAX][MG_GPT_META_LEN]);
-/* From an open checkpoint's metadata: format must be minigrad-gpt and the sizes and pos present;
- * the other keys are optional (a file without ln_eps or attn_scale gets 1e-5 and 1/sqrt(head dim),
- * the values it was made with) and unknown keys are ignored (programs add their own, e.g. a
- * tokenizer). */
+/* From an open checkpoint's metadata: format must be minigrad-gpt and every config key present
+ * (the message names a missing one). Only a file without a checksum (from an older version, or
+ * another tool) may lack ln_eps, attn_scale and pos_opts, which then get 1e-5, 1/sqrt(head dim)
+ * and none, the values such files were made with (docs/checkpoint-format.md). Unknown keys are
+ * ignored (programs add their own, e.g. a tokenizer). Reads the header only: the checksum and the
+ * weights are checked when they are loaded. */
 MG_API mg_status mg_gpt_config_from_file(const mg_st_file *f, mg_gpt_config *out);
 
 typedef struct mg_gpt mg_gpt;
@@ -94,7 +96,8 @@ MG_API mg_tensor *mg_gpt_loss(mg_gpt *g, mg_ctx *ctx, mg_tensor *ids, mg_tensor 
 MG_API mg_status mg_gpt_save(const mg_gpt *g, const char *path, const mg_st_meta *extra, int n_extra);
 /* Loads weights into an existing model. The file's metadata must describe this model (format and
  * every config key present in the file; the message names the key and both values), then every
- * tensor is checked (missing, extra, shape) before anything is written. */
+ * tensor is checked (missing, extra, shape), the file's checksum and that every weight is finite,
+ * before anything is written. */
 MG_API mg_status mg_gpt_load(mg_gpt *g, const char *path);
 /* Builds a model from a checkpoint's metadata alone and loads its weights. *file_out (optional)
  * receives the open file for more metadata; the caller closes it with mg_st_close. */

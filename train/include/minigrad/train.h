@@ -9,7 +9,8 @@
  *     zero the gradients, backward, clip the global gradient norm to cfg.clip
  *     stop if the loss or the gradient norm is not finite (divergence, below)
  *     AdamW step at mg_lr_schedule(s - 1, cfg.warmup, cfg.steps, cfg.lr, cfg.lr_min):
- *       linear warmup, then cosine decay to lr_min; then model.on_step
+ *       linear warmup, then cosine decay to lr_min
+ *     stop if a weight is now not finite or beyond cfg.max_weight; then model.on_step
  *     every cfg.eval_every steps and at the last one: model.eval, the validation loss
  *     the progress line, one JSON line in cfg.log_path
  *     every cfg.ckpt_every steps, at the last one, after cfg.stop_after steps and on Ctrl-C:
@@ -23,14 +24,25 @@
  *                                step, each generator of model.rngs as "rng.NAME", the trainer's
  *                                dropout stream as "rng.dropout", and the loss history
  *                                ("history.loss", "history.val") so a resumed run's curve and log
- *                                cover the whole run
- * Each file is written atomically (temporary file, then rename): a failed or interrupted save
- * leaves the previous file whole. The weights go first; "train.step" lets a resume notice a state
- * file from another step and refuse it.
+ *                                cover the whole run, and "weights.checksum", the checksum of the
+ *                                weights file it belongs with
+ * Every file minigrad writes records a checksum of its content (minigrad/safetensors.h).
+ *
+ * Checkpoints are committed as a pair. Both files are first written in full (fsync'ed) as
+ * "run/model.safetensors.pending" and "run/model.state.safetensors.pending"; renaming the weights
+ * over run/model.safetensors commits the checkpoint; the state's rename follows (the directory is
+ * fsync'ed after each rename). A kill, a power cut or a full disk at any point leaves either the
+ * previous pair, or the new weights with their pending state, which the next resume renames into
+ * place because it names exactly those weights. At the start of every run with cfg.ckpt set,
+ * pending files that were never committed and the temporary files "<file>.tmp.<pid>" of killed
+ * processes are removed. A failed save returns the error (the previous pair stays whole).
  *
  * Resuming (cfg.resume): both files must be there. The weights are loaded with model.load (else
- * mg_checkpoint_load: every parameter, with its exact shape, and nothing else), then the state;
- * the run continues from the saved step to cfg.steps, which counts the whole run. Given the same
+ * mg_checkpoint_load: every parameter, with its exact shape, and nothing else; the checksum and
+ * finite values checked), then the state. A pair whose steps ("train.step" and the state's "step")
+ * or checksums ("weights.checksum") disagree is refused with MG_ERR_FORMAT, the message naming
+ * both files and which is older. The run continues from the saved step to cfg.steps, which counts
+ * the whole run. Given the same
  * configuration, a run that stops (cfg.stop_after, Ctrl-C) and resumes ends bit for bit where an
  * uninterrupted one does, provided every random draw of the callbacks comes from a generator in
  * model.rngs or from the dropout stream handed to model.loss, and next_batch depends on nothing
@@ -43,10 +55,19 @@
  * the process as usual. The previous SIGINT handler is restored on return. The flag is
  * process-wide: run one mg_train_run with catch_sigint at a time.
  *
- * Divergence: a loss or gradient norm that is NaN or infinite stops the run before the optimizer
- * step, so nothing of that step is saved: the last checkpoint written (the last good one) stays as
- * it was. mg_train_run returns MG_ERR_NONFINITE with res.diverged, and mg_last_error names the
- * step, the value and the checkpoint kept.
+ * Divergence: the run stops, and the step at fault is not saved, when
+ *   - the loss or the gradient norm of step s is NaN or infinite (before its optimizer step);
+ *   - the optimizer step of step s leaves a weight NaN, infinite or larger in magnitude than
+ *     cfg.max_weight (the weights exploded);
+ *   - the validation loss after step s is infinite, or NaN after an earlier one was finite.
+ * The last checkpoint written (the last good one, of a step before s) stays as it was.
+ * mg_train_run returns MG_ERR_NONFINITE with res.diverged (res.step is the last step before s),
+ * and mg_last_error names what happened, step s, and the step of the checkpoint kept.
+ *
+ * Testing aid: MINIGRAD_TRAIN_CRASH=POINT[:N] in the environment kills the process with SIGKILL
+ * during the N-th checkpoint (default 1) of a call: POINT "weights" after the pending weights are
+ * written, "state" after the pending state is written, "commit" after the weights are renamed into
+ * place and before the state is.
  *
  * Files that cannot be written: a log line that does not go through (a full disk) stops the run
  * with MG_ERR_IO naming the log file; the checkpoints written before it stay. A loss curve that
@@ -162,10 +183,13 @@ typedef struct mg_train_cfg {
     const char *prog;        /* name in messages and on the progress line */
     bool quiet;              /* nothing on stdout: no progress line, no notes (the log is kept) */
     bool catch_sigint;       /* Ctrl-C saves and stops (see Signals above) */
+    float max_weight;        /* a weight beyond this in magnitude after an update is divergence
+                                (0: no bound; non-finite weights always are) */
 } mg_train_cfg;
 
 /* steps 1000, warmup 100, lr 1e-3 -> 1e-4, weight decay 0.1, betas (0.9, 0.95), eps 1e-8,
- * clip 1, eval and checkpoint every 250 steps, seed 1, prog "train", catch_sigint on; no files. */
+ * clip 1, eval and checkpoint every 250 steps, seed 1, prog "train", catch_sigint on, max_weight
+ * 1e6; no files. */
 MG_API mg_train_cfg mg_train_defaults(void);
 
 typedef struct mg_train_result {
@@ -174,7 +198,7 @@ typedef struct mg_train_result {
     float loss, val_loss; /* last training loss, last validation loss (NAN if none) */
     bool interrupted;     /* Ctrl-C stopped the run (after saving, when cfg.ckpt is set) */
     bool stopped;         /* cfg.stop_after stopped the run before cfg.steps, after saving */
-    bool diverged;        /* a non-finite loss or gradient norm stopped it; nothing saved */
+    bool diverged;        /* divergence stopped it (see Divergence); the step at fault not saved */
     double seconds;       /* wall time of the call */
     double tokens_per_s;  /* recent speed (0 when model.tokens_per_step is 0) */
     double steps_per_s;
