@@ -153,6 +153,26 @@ static void write_rt(const char *path, float *data[N_RT]) {
     ck_assert_msg(st == MG_OK, "%s", mg_last_error());
 }
 
+/* A device, FIFO or folder at the target is refused, never replaced by the rename (as root,
+ * renaming over /dev/null would replace the device node). */
+START_TEST(write_refuses_a_target_that_is_not_a_regular_file) {
+    char *dir = make_dir(), link[1024];
+    float v[2] = {1, 2};
+    mg_st_entry e = {.name = "w", .ndim = 1, .shape = {2, 1, 1, 1}, .data = v};
+    TU_ASSERT_ERR(mg_safetensors_write(dir, &e, 1, NULL, 0), MG_ERR_IO, "not a regular file");
+    struct stat sb;
+    if (stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode)) {
+        TU_ASSERT_ERR(mg_safetensors_write("/dev/null", &e, 1, NULL, 0), MG_ERR_IO, "/dev/null: not a regular file");
+        join(link, sizeof link, dir, "null.safetensors");
+        ck_assert_int_eq(symlink("/dev/null", link), 0);
+        TU_ASSERT_ERR(mg_safetensors_write(link, &e, 1, NULL, 0), MG_ERR_IO, "not a regular file");
+        ck_assert_int_eq(stat("/dev/null", &sb), 0);
+        ck_assert(S_ISCHR(sb.st_mode)); /* still the device */
+    }
+    ck_assert_int_eq(count_temps(dir), 0);
+}
+END_TEST
+
 START_TEST(round_trip_bit_exact) {
     char *dir = make_dir(), path[1024];
     join(path, sizeof path, dir, "rt.safetensors");
@@ -721,13 +741,13 @@ END_TEST
 
 START_TEST(failed_rename_and_stale_temp) {
     char *dir = make_dir(), path[1024], tmp[1100], inner[1100];
-    /* the target is a non-empty directory: rename fails after everything was written */
+    /* the target is a non-empty directory: refused before anything is written */
     join(path, sizeof path, dir, "ck.safetensors");
     ck_assert_int_eq(mkdir(path, 0700), 0);
     join(inner, sizeof inner, path, "keep");
     tu_write_bytes(inner, "k", 1);
     write_small(path, 1, MG_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "renaming the temporary file over it failed"));
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "not a regular file"));
     ck_assert_int_eq(count_temps(dir), 0);
     ck_assert_int_eq(access(inner, F_OK), 0);
     ck_assert_int_eq(unlink(inner), 0);
@@ -1184,6 +1204,7 @@ static Suite *safetensors_suite(void) {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("format");
     tcase_add_test(tc, round_trip_bit_exact);
+    tcase_add_test(tc, write_refuses_a_target_that_is_not_a_regular_file);
     tcase_add_test(tc, layout_parsed_independently);
     tcase_add_test(tc, golden_bytes);
     tcase_add_test(tc, reads_foreign_layouts);

@@ -869,6 +869,20 @@ END_TEST
 
 /* ---- files that cannot be written ---- */
 
+/* A checkpoint path that is a device or a folder is refused before training: the commit renames
+ * into place, which would replace it. */
+START_TEST(a_checkpoint_path_that_is_not_a_file_is_refused) {
+    setup_dir();
+    mg_train_result res;
+    mg_train_cfg c = test_cfg("run", 5);
+    c.ckpt = "/dev/null";
+    TU_ASSERT_ERR(run_plain(&c, &res), MG_ERR_IO, "/dev/null: not a regular file");
+    struct stat sb;
+    ck_assert_int_eq(stat("/dev/null", &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+}
+END_TEST
+
 /* The log on a full disk: the run stops at the step it could not log, with MG_ERR_IO naming the
  * log and the reason, and the log keeps whole lines only. */
 START_TEST(a_log_that_cannot_be_written_stops_the_run) {
@@ -973,7 +987,8 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, failing_callbacks_stop_the_run);
     tcase_add_test(tc, quiet_run_without_files);
     if (tu_have_dev_full()) {
-        tcase_add_test(tc, a_log_that_cannot_be_written_stops_the_run);
+        tcase_add_test(tc, a_checkpoint_path_that_is_not_a_file_is_refused);
+    tcase_add_test(tc, a_log_that_cannot_be_written_stops_the_run);
         tcase_add_test(tc, a_plot_that_cannot_be_written_fails_the_run);
         tcase_add_test(tc, progress_reports_a_log_it_cannot_write);
     } else {

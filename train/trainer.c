@@ -217,6 +217,14 @@ static mg_status files_make(const char *ckpt, ckpt_files *f) {
     snprintf(f->ckpt, sizeof f->ckpt, "%s", ckpt);
     snprintf(f->ckpt_next, sizeof f->ckpt_next, "%s" PENDING_SUFFIX, f->ckpt);
     snprintf(f->state_next, sizeof f->state_next, "%s" PENDING_SUFFIX, f->state);
+    /* both are renamed into place: a device, FIFO or folder there would be replaced */
+    const char *final[2] = {f->ckpt, f->state};
+    for (int i = 0; i < 2; i++) {
+        struct stat sb;
+        if (stat(final[i], &sb) == 0 && !S_ISREG(sb.st_mode))
+            return mg_set_error(MG_ERR_IO, "%s: not a regular file: checkpoints are written beside their path and "
+                                "renamed into place, which would replace it", final[i]);
+    }
     return MG_OK;
 }
 

@@ -400,6 +400,12 @@ mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int
     if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta))
         return mg_set_error(MG_ERR_INVALID, "%s: bad tensor or metadata list (n %d, n_meta %d)",
                             path, n, n_meta);
+    /* The file is written beside the target and renamed over it: a device, FIFO or folder there
+     * (even /dev/null, for a root user) would be replaced, so only a regular file or nothing. */
+    struct stat target;
+    if (stat(path, &target) == 0 && !S_ISREG(target.st_mode))
+        return mg_set_error(MG_ERR_IO, "%s: not a regular file: a safetensors file is written beside its path and "
+                            "renamed into place, which would replace it", path);
     uint64_t data_bytes = 0;
     mg_status st = check_entries(path, tensors, n, meta, n_meta, &data_bytes);
     if (st != MG_OK) return st;
