@@ -309,16 +309,6 @@ static int usage_error(void) {
     return 2;
 }
 
-/* A whole decimal number in [lo, hi], or false. */
-static bool parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = (int)v;
-    return true;
-}
-
 int main(int argc, char **argv) {
     bench_stdout_begin();
     int reps = 0; /* 0: not given */
@@ -339,11 +329,7 @@ int main(int argc, char **argv) {
             quick = true;
         } else if (!strcmp(opt, "--reps")) {
             const char *val = argv[++i];
-            if (!parse_int(val, 1, REPS_MAX, &reps)) {
-                fprintf(stderr, "bench_attention: --reps: '%s' is not a whole number in 1..%d\n",
-                        val, REPS_MAX);
-                return usage_error();
-            }
+            if (!bench_int_flag("bench_attention", "--reps", val, 1, REPS_MAX, &reps)) return usage_error();
         } else if (!strcmp(opt, "--config")) {
             only = argv[++i];
             bool known = false;

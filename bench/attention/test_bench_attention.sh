@@ -10,8 +10,8 @@ if "$bench" --help >"$tmp/out" 2>&1 && grep -q '^usage: bench_attention' "$tmp/o
 else not_ok "--help prints the usage" "$(head -c 300 "$tmp/out")"; fi
 expect_exit "unknown option is named" 2 "'--bogus'" --bogus
 expect_exit "option without its value" 2 "'--json' needs a value" --json
-expect_exit "zero repetitions refused" 2 "--reps: '0' is not a whole number" --reps 0
-expect_exit "repetitions with garbage refused" 2 "--reps: '3x' is not a whole number" --reps 3x
+expect_exit "zero repetitions refused" 2 "--reps: 0 is out of range 1.." --reps 0
+expect_exit "repetitions with garbage refused" 2 "--reps expects an integer in 1.." --reps 3x
 expect_exit "unknown configuration is named" 2 "unknown configuration 'nope'" --config nope
 expect_exit "unwritable --json file" 1 "$tmp/no/such/dir/a.json" --json "$tmp/no/such/dir/a.json"
 

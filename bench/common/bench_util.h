@@ -7,7 +7,9 @@
 
 #include "minigrad/file.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -23,6 +25,24 @@ static int bench_cmp_double(const void *a, const void *b) {
 }
 
 /* Sorts v (so v[0] is then the smallest) and returns its median; NAN when n <= 0. */
+/* The benchmarks' parser for numeric flags: a whole number in lo..hi, or an error naming the flag
+ * and its range (worded like the example programs' parser). */
+static inline bool bench_int_flag(const char *prog, const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (end == v || *end || (errno && errno != ERANGE)) {
+        fprintf(stderr, "%s: %s expects an integer in %ld..%ld, got '%s'\n", prog, flag, lo, hi, v);
+        return false;
+    }
+    if (errno == ERANGE || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s: %s is out of range %ld..%ld\n", prog, flag, v, lo, hi);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
 static inline double bench_median(double *v, int n) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);

@@ -218,8 +218,9 @@ int main(int argc, char **argv) {
             use_openblas = false;
         else if (!strcmp(a, "--json") && has_value)
             json_path = argv[++i];
-        else if (!strcmp(a, "--reps") && has_value)
-            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--reps") && has_value) {
+            if (!bench_int_flag("bench_gemm", "--reps", argv[++i], 1, 100000, &reps)) return 2;
+        }
         else if (!strcmp(a, "--isa") && has_value)
             isa_name = argv[++i];
         else if (!strcmp(a, "--openblas-core") && has_value)

@@ -400,8 +400,9 @@ int main(int argc, char **argv) {
         const bool has_value = i + 1 < argc;
         if (!strcmp(a, "--quick"))
             reps = 5;
-        else if (!strcmp(a, "--reps") && has_value)
-            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--reps") && has_value) {
+            if (!bench_int_flag("bench_rowops", "--reps", argv[++i], 1, 100000, &reps)) return 2;
+        }
         else if (!strcmp(a, "--min"))
             use_min = true;
         else if (!strcmp(a, "--json") && has_value)

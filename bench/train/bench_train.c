@@ -326,14 +326,7 @@ static bool parse_configs(const char *arg, bool *on) {
 }
 
 static bool parse_int(const char *opt, const char *v, int lo, int *out) {
-    char *end;
-    const long x = strtol(v, &end, 10);
-    if (*end || end == v || x < lo || x > 1000000) {
-        fprintf(stderr, "bench_train: %s: '%s' is not a whole number >= %d\n", opt, v, lo);
-        return false;
-    }
-    *out = (int)x;
-    return true;
+    return bench_int_flag("bench_train", opt, v, lo, 1000000, out);
 }
 
 static int worker_main(int argc, char **argv) {
@@ -343,7 +336,8 @@ static int worker_main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--worker")) mode = argv[i + 1];
         else if (!strcmp(argv[i], "--config")) config = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads") && !bench_int_flag("bench_train worker", "--threads", argv[i + 1], 1, 1024, &threads))
+            return 2;
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
     }
     const bt_config *c = config ? bt_config_find(config) : NULL;

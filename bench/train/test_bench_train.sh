@@ -14,8 +14,8 @@ expect_exit "option without its value" 2 "'--json'" --json
 expect_exit "zero threads refused" 2 "'0' is not a thread count" --threads 0
 expect_exit "thread list with garbage refused" 2 "'2x' is not a thread count" --threads 1,2x
 expect_exit "unknown configuration lists the known ones" 2 "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
-expect_exit "steps must be positive" 2 "--steps: '0' is not a whole number >= 1" --steps 0
-expect_exit "generation length must be positive" 2 "--gen-tokens: '-5' is not a whole number >= 1" --gen-tokens -5
+expect_exit "steps must be positive" 2 "--steps: 0 is out of range 1..1000000" --steps 0
+expect_exit "generation length must be positive" 2 "--gen-tokens: -5 is out of range 1..1000000" --gen-tokens -5
 
 # The worker protocol: greeting, steps, memory, errors as JSON, clean exit on quit.
 printf 'train 2\nmem\nfly 3\ngen 2 cache\nquit\n' |
