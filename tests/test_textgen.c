@@ -822,6 +822,8 @@ START_TEST(sizes_are_range_checked) {
     tu_assert_stdout_has(&textgen, "(1..65536, default 32)");
     /* settings a checkpoint remembers are held to the same ranges when a run resumes */
     ck_assert_int_eq(run("train --data tiny.txt --out res " TINY_MODEL " --steps 8 --stop-after 2 --sample-tokens 0"), 0);
+    size_t n_orig;
+    char *orig = tu_read_file(tmp_path("res/model.safetensors"), &n_orig); /* the weights the state names */
     tu_set_meta(tmp_path("res/model.safetensors"), "textgen.batch", "1152921504606846977");
     ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
     tu_assert_stderr_has(&textgen,
@@ -830,7 +832,12 @@ START_TEST(sizes_are_range_checked) {
     tu_set_meta(tmp_path("res/model.safetensors"), "textgen.eval_every", "4294967297");
     ck_assert_int_eq(run("train --out res --resume --sample-tokens 0"), 2);
     tu_assert_stderr_has(&textgen, "--eval-every: 4294967297 is out of range 0..1000000000");
-    /* what the command line gives wins over the saved value, and the run goes on */
+    /* an edited weights file no longer matches its training state: the resume says so */
+    ck_assert_int_ne(run("train --out res --resume --sample-tokens 0 --eval-every 4"), 0);
+    tu_assert_stderr_has(&textgen, "res/model.safetensors");
+    /* with the pair intact, what the command line gives wins over the saved value, and the run goes on */
+    tu_write_bytes(tmp_path("res/model.safetensors"), orig, n_orig);
+    free(orig);
     ck_assert_int_eq(run("train --out res --resume --sample-tokens 0 --eval-every 4"), 0);
     remove_tmpdir();
 }

@@ -10,8 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* "1h02m", "3m12s", "45s" */
-static char *fmt_duration(double s, char *buf, size_t n) {
+char *mg_train_fmt_duration(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
     if (t >= 3600)
@@ -128,14 +127,14 @@ mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss,
         for (int i = 0; i < 24; i++) bar[i] = i < w ? '#' : '.';
         bar[24] = 0;
         printf("\r\033[K%s [%s] %lld/%lld  loss %.4f%s  %s  %s elapsed, ETA %s", p->prog, bar, (long long)step,
-               (long long)p->total, (double)loss, vbuf, sbuf, fmt_duration(elapsed, e1, sizeof e1),
-               fmt_duration(eta, e2, sizeof e2));
+               (long long)p->total, (double)loss, vbuf, sbuf, mg_train_fmt_duration(elapsed, e1, sizeof e1),
+               mg_train_fmt_duration(eta, e2, sizeof e2));
         p->line_open = true;
         fflush(stdout);
     } else if (!isnan(val) || (step - p->first_step) % p->plain_every == 0 || step == p->total) {
         printf("%s step %lld/%lld  loss %.4f%s  lr %.2e  %s  elapsed %s  ETA %s\n", p->prog, (long long)step,
-               (long long)p->total, (double)loss, vbuf, (double)lr, sbuf, fmt_duration(elapsed, e1, sizeof e1),
-               fmt_duration(eta, e2, sizeof e2));
+               (long long)p->total, (double)loss, vbuf, (double)lr, sbuf, mg_train_fmt_duration(elapsed, e1, sizeof e1),
+               mg_train_fmt_duration(eta, e2, sizeof e2));
         fflush(stdout);
     }
     return MG_OK;

@@ -5,17 +5,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-char *ex_fmt_duration(double s, char *buf, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60)
-        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
-    else
-        snprintf(buf, n, "%lds", t);
-    return buf;
-}
+char *ex_fmt_duration(double s, char *buf, size_t n) { return mg_train_fmt_duration(s, buf, n); }
 
 char *ex_fmt_bytes(double b, char *buf, size_t n) {
     if (b >= 1024.0 * 1024 * 1024)

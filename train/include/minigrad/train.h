@@ -237,6 +237,10 @@ typedef struct mg_train_progress {
     int log_err;    /* errno of the log's first failed write, 0 while every line went through */
 } mg_train_progress;
 
+/* A duration as the progress line shows it: "1h02m", "3m12s", "45s" (negative or non-finite: "0s").
+ * Returns buf. */
+MG_API char *mg_train_fmt_duration(double seconds, char *buf, size_t n);
+
 /* log_path may be NULL; append keeps what the earlier part of a resumed run wrote. Set quiet or
  * per_step after opening. */
 MG_API mg_status mg_train_progress_open(mg_train_progress *p, const char *prog, int64_t total_steps,
