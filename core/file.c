@@ -51,7 +51,9 @@ static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             if (!stdout_err) stdout_err = k < 0 ? errno : EIO;
-            return done > 0 ? (ssize_t)done : -1; /* a short count is an error to stdio */
+            /* short, even 0, is an error to stdio; a negative count makes glibc's fwrite read past
+             * the caller's data */
+            return (ssize_t)done;
         }
         done += (size_t)k;
     }
@@ -94,7 +96,9 @@ static ssize_t sink_write(void *cookie, const char *buf, size_t n) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             if (!s->err) s->err = k < 0 ? errno : EIO;
-            return done > 0 ? (ssize_t)done : -1; /* a short count is an error to stdio too */
+            /* short, even 0, is an error to stdio; a negative count makes glibc's fwrite read past
+             * the caller's data */
+            return (ssize_t)done;
         }
         done += (size_t)k;
     }

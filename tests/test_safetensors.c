@@ -170,6 +170,7 @@ START_TEST(write_refuses_a_target_that_is_not_a_regular_file) {
         ck_assert(S_ISCHR(sb.st_mode)); /* still the device */
     }
     ck_assert_int_eq(count_temps(dir), 0);
+    remove_dir(dir);
 }
 END_TEST
 
