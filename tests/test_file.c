@@ -22,16 +22,7 @@ static void teardown(void) {
 }
 
 /* Entries of tmpdir whose name contains part. */
-static int count_entries(const char *part) {
-    DIR *d = opendir(tmpdir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) n++;
-    closedir(d);
-    return n;
-}
+static int count_entries(const char *part) { return tu_count_entries(tmpdir, part); }
 
 START_TEST(close_checked_reports_what_the_buffer_held) {
     /* a few bytes sit in the buffer: fprintf succeeds, the close is where the disk is full */

@@ -464,17 +464,6 @@ static void write_variant(mg_gpt *g, const char *path, const char *drop, const c
     ck_assert_msg(mg_safetensors_write(path, e, n, out, k) == MG_OK, "%s", mg_last_error());
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 /* The process's address space now (VmSize), in bytes; 0 when /proc cannot say. */
 static size_t vm_size(void) {
     FILE *f = fopen("/proc/self/status", "r");

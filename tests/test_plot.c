@@ -29,16 +29,7 @@ static const char *tmp_path(const char *name) {
 }
 
 /* Entries in tmpdir whose name contains `part`. */
-static int count_entries(const char *part) {
-    DIR *d = opendir(tmpdir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) n++;
-    closedir(d);
-    return n;
-}
+static int count_entries(const char *part) { return tu_count_entries(tmpdir, part); }
 
 static bool file_equals(const char *path, const char *text) {
     char buf[256] = {0};

@@ -52,26 +52,12 @@ START_TEST(example_trains) {
 }
 END_TEST
 
-/* The text between the two marker lines (exclusive). */
-static char *between(const char *s, const char *begin, const char *end) {
-    const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
-    if (!a || !b) return NULL;
-    a = strchr(a, '\n');
-    while (b > a && b[-1] != '\n') b--;
-    if (!a || b <= a) return NULL;
-    a++;
-    char *out = malloc((size_t)(b - a) + 1);
-    memcpy(out, a, (size_t)(b - a));
-    out[b - a] = 0;
-    return out;
-}
-
 START_TEST(readme_matches_this_file) {
     char p1[1024], p2[1024];
     ck_assert_msg(tu_source_path(p1, sizeof p1, "README.md"), "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
     tu_source_path(p2, sizeof p2, "tests/test_readme_example.c");
     char *readme = tu_read_file(p1, NULL), *self = tu_read_file(p2, NULL); /* either missing fails the test */
-    char *doc = between(readme, "readme-example:begin", "readme-example:end");
+    char *doc = tu_between(readme, "readme-example:begin", "readme-example:end");
     if (doc) { /* drop the markdown fence lines */
         char *w = doc;
         for (char *line = doc; *line;) {
@@ -82,7 +68,7 @@ START_TEST(readme_matches_this_file) {
         }
         *w = 0;
     }
-    char *code = between(self, "readme-example:begin", "readme-example:end");
+    char *code = tu_between(self, "readme-example:begin", "readme-example:end");
     ck_assert_msg(doc != NULL, "README.md has no readme-example block");
     ck_assert_ptr_nonnull(code);
     ck_assert_msg(strcmp(doc, code) == 0, "README example differs from tests/test_readme_example.c");

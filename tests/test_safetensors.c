@@ -58,15 +58,7 @@ static void remove_dir(char *dir) {
 }
 
 /* Number of directory entries whose name contains ".tmp." (writer leftovers). */
-static int count_temps(const char *dir) {
-    DIR *dp = opendir(dir);
-    ck_assert(dp != NULL);
-    int k = 0;
-    struct dirent *e;
-    while ((e = readdir(dp))) k += strstr(e->d_name, ".tmp.") != NULL;
-    closedir(dp);
-    return k;
-}
+static int count_temps(const char *dir) { return tu_count_entries(dir, ".tmp."); }
 
 static void join(char *out, size_t cap, const char *dir, const char *name) {
     snprintf(out, cap, "%s/%s", dir, name);

@@ -307,27 +307,13 @@ START_TEST(readme_example_learns) {
 }
 END_TEST
 
-/* The text between the two marker lines (exclusive); NULL when they are missing. */
-static char *between(const char *s, const char *begin, const char *end) {
-    const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
-    if (!a || !b) return NULL;
-    a = strchr(a, '\n');
-    while (b > a && b[-1] != '\n') b--;
-    if (!a || b <= a) return NULL;
-    a++;
-    char *out = malloc((size_t)(b - a) + 1);
-    memcpy(out, a, (size_t)(b - a));
-    out[b - a] = 0;
-    return out;
-}
-
 START_TEST(readme_and_header_match_this_file) {
     char p[3][1024];
     ck_assert_msg(tu_source_path(p[0], sizeof p[0], "README.md"), "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
     tu_source_path(p[1], sizeof p[1], "tests/test_train.c");
     tu_source_path(p[2], sizeof p[2], "train/include/minigrad/train.h");
     char *readme = tu_read_file(p[0], NULL), *self = tu_read_file(p[1], NULL), *header = tu_read_file(p[2], NULL);
-    char *doc = between(readme, "train-example:begin", "train-example:end");
+    char *doc = tu_between(readme, "train-example:begin", "train-example:end");
     ck_assert_msg(doc != NULL, "README.md has no train-example block");
     char *w = doc; /* drop the markdown fence lines */
     for (char *line = doc; *line;) {
@@ -337,11 +323,11 @@ START_TEST(readme_and_header_match_this_file) {
         line += len;
     }
     *w = 0;
-    char *code = between(self, "train-example:begin", "train-example:end");
+    char *code = tu_between(self, "train-example:begin", "train-example:end");
     ck_assert_ptr_nonnull(code);
     ck_assert_msg(strcmp(doc, code) == 0, "README.md's trainer example differs from tests/test_train.c");
     /* every line of the header's sketch (" *   code") is a line of the example */
-    char *sketch = between(header, "A model that is not a GPT", "#ifndef MINIGRAD_TRAIN_H");
+    char *sketch = tu_between(header, "A model that is not a GPT", "#ifndef MINIGRAD_TRAIN_H");
     ck_assert_msg(sketch != NULL, "train.h lacks its example");
     int checked = 0;
     for (char *line = strtok(sketch, "\n"); line; line = strtok(NULL, "\n")) {

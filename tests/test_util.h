@@ -533,4 +533,43 @@ static inline void tu_set_meta(const char *path, const char *key, const char *va
     mg_st_close(f);
 }
 
+/* SANITIZED: 1 in an AddressSanitizer build, where suites shrink their largest cases. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* The text between the lines holding begin and end (both lines excluded), malloc'd; NULL when a
+ * marker is missing. */
+static inline char *tu_between(const char *s, const char *begin, const char *end) {
+    const char *a = strstr(s, begin), *b = a ? strstr(a, end) : NULL;
+    if (!a || !b) return NULL;
+    a = strchr(a, '\n');
+    while (b > a && b[-1] != '\n') b--;
+    if (!a || b <= a) return NULL;
+    a++;
+    char *out = malloc((size_t)(b - a) + 1);
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, a, (size_t)(b - a));
+    out[b - a] = 0;
+    return out;
+}
+
+/* Entries of folder dir whose name contains part. */
+static inline int tu_count_entries(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) n++;
+    closedir(d);
+    return n;
+}
+
 #endif
