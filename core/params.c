@@ -28,13 +28,6 @@ struct mg_params {
     int64_t size;
 };
 
-/* FNV-1a, 64-bit. */
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
-    return h;
-}
-
 /* The slot that holds `name`, or the empty slot where it would go. Needs n_slots > 0. */
 static size_t slot_of(const mg_params *p, const char *name, uint64_t h) {
     size_t mask = p->n_slots - 1, i = (size_t)h & mask;
@@ -89,7 +82,7 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
         mg_set_error(MG_ERR_INVALID, "mg_params_add: a parameter needs a name");
         return NULL;
     }
-    uint64_t h = name_hash(name);
+    uint64_t h = mg_str_hash(name);
     if (p->n_slots && p->slot[slot_of(p, name, h)]) {
         mg_set_error(MG_ERR_INVALID, "mg_params_add: duplicate parameter name '%s'", name);
         return NULL;
@@ -201,7 +194,7 @@ mg_tensor *mg_params_at(const mg_params *p, int i) { return i >= 0 && i < p->n ?
 
 mg_tensor *mg_params_find(const mg_params *p, const char *name) {
     if (!name || !p->n_slots) return NULL;
-    int k = p->slot[slot_of(p, name, name_hash(name))];
+    int k = p->slot[slot_of(p, name, mg_str_hash(name))];
     return k ? &p->v[k - 1]->t : NULL;
 }
 

@@ -68,13 +68,6 @@ void mg_config_set_origin(mg_config *c, const char *file, int line) {
     c->line = line;
 }
 
-/* FNV-1a, 64-bit. */
-static uint64_t key_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
-    return h;
-}
-
 /* The slot holding key, or the empty slot where it would go. Needs n_slots > 0. */
 static size_t slot_of(const mg_config *c, const char *key, uint64_t h) {
     size_t mask = c->n_slots - 1, i = (size_t)h & mask;
@@ -88,7 +81,7 @@ static size_t slot_of(const mg_config *c, const char *key, uint64_t h) {
 
 static entry *find(const mg_config *c, const char *key) {
     if (!c->n_slots) return NULL;
-    int k = c->slot[slot_of(c, key, key_hash(key))];
+    int k = c->slot[slot_of(c, key, mg_str_hash(key))];
     return k ? &c->e[k - 1] : NULL;
 }
 
@@ -131,7 +124,7 @@ static mg_status put(mg_config *c, const char *key, const char *value, const cha
         if (!ne) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", c->name);
         c->e = ne, c->cap = cap;
     }
-    uint64_t h = key_hash(key);
+    uint64_t h = mg_str_hash(key);
     entry n = {strdup(key), strdup(value), dupstr(file), line, offered, false, h};
     if (!n.key || !n.value || (file && !n.file)) {
         free(n.key), free(n.value), free(n.file);

@@ -269,15 +269,9 @@ mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, 
 
 enum { CHILD_INDEX_FROM = 16 }; /* fewer children are searched in order */
 
-static uint64_t name_hash(const char *s) { /* FNV-1a */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
-    return h;
-}
-
 /* The slot holding the first child named `local`, or the empty slot where it would go. */
 static size_t child_slot(const mg_layer *l, const char *local) {
-    size_t mask = l->n_slots - 1, i = (size_t)name_hash(local) & mask;
+    size_t mask = l->n_slots - 1, i = (size_t)mg_str_hash(local) & mask;
     while (l->slot[i] && strcmp(l->children[l->slot[i] - 1]->local, local) != 0) i = (i + 1) & mask;
     return i;
 }

@@ -68,6 +68,14 @@ MG_API void mg_aligned_free(void *p);
 /* Wall clock in seconds (monotonic). */
 MG_API double mg_time(void);
 
+/* FNV-1a (64-bit) of a string: the hash behind the library's tables of names (parameters, config
+ * keys, child layers). */
+static inline uint64_t mg_str_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    return h;
+}
+
 #ifdef __cplusplus
 }
 #endif
