@@ -505,12 +505,13 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     res->val_loss = NAN;
     mg_status st = check_args(m, cfg, prog);
     if (st != MG_OK) return st;
-    static ckpt_files no_files;
-    ckpt_files *files = cfg->ckpt ? malloc(sizeof *files) : &no_files;
-    if (!files) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", prog);
-    if (cfg->ckpt && ((st = files_make(cfg->ckpt, files)) != MG_OK || (st = recover(files, cfg->resume, prog)) != MG_OK)) {
-        free(files);
-        return st;
+    ckpt_files *files = NULL; /* only with a checkpoint path (resume needs one: check_args) */
+    if (cfg->ckpt) {
+        if (!(files = malloc(sizeof *files))) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", prog);
+        if ((st = files_make(cfg->ckpt, files)) != MG_OK || (st = recover(files, cfg->resume, prog)) != MG_OK) {
+            free(files);
+            return st;
+        }
     }
 
     mg_params *P = m->params;
@@ -670,7 +671,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     }
     if (first_error[0]) mg_set_error(st, "%s", first_error);
 done:
-    if (files != &no_files) free(files);
+    free(files);
     hist_free(&h);
     mg_ctx_free(ctx);
     mg_optim_free(opt);

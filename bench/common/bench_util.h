@@ -24,7 +24,6 @@ static int bench_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Sorts v (so v[0] is then the smallest) and returns its median; NAN when n <= 0. */
 /* The benchmarks' parser for numeric flags: a whole number in lo..hi, or an error naming the flag
  * and its range (worded like the example programs' parser). */
 static inline bool bench_int_flag(const char *prog, const char *flag, const char *v, long lo, long hi, int *out) {
@@ -43,6 +42,7 @@ static inline bool bench_int_flag(const char *prog, const char *flag, const char
     return true;
 }
 
+/* Sorts v (so v[0] is then the smallest) and returns its median; NAN when n <= 0. */
 static inline double bench_median(double *v, int n) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-char *ex_fmt_duration(double s, char *buf, size_t n) { return mg_train_fmt_duration(s, buf, n); }
 
 char *ex_fmt_bytes(double b, char *buf, size_t n) {
     if (b >= 1024.0 * 1024 * 1024)

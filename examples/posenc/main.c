@@ -102,7 +102,7 @@ static bool parse_tasks(const char *s, posenc_task *t, int *n) {
 /* ---- progress ---- */
 
 typedef struct {
-    ex_progress p;
+    mg_train_progress p;
     int64_t done_steps; /* of finished runs */
     int64_t *live;      /* steps done by the run each worker is on */
     int n_live;
@@ -116,7 +116,7 @@ static void tracker_show(tracker *t) {
     for (int i = 0; i < t->n_live; i++) steps += t->live[i];
     double el = mg_time() - t->p.t0;
     double tps = el > 0 ? (double)steps * t->batch * POSENC_L / el : 0.0;
-    ex_progress_step(&t->p, steps, t->last_loss, POSENC_LR, tps, NAN, NAN);
+    mg_train_progress_step(&t->p, steps, t->last_loss, POSENC_LR, tps, NAN, NAN);
 }
 
 static void tracker_finish(tracker *t, const posenc_result *r) {
@@ -124,10 +124,10 @@ static void tracker_finish(tracker *t, const posenc_result *r) {
     t->runs_done++;
     const char *task = posenc_task_name(r->cfg.task), *sc = posenc_scheme_label(r->cfg.scheme);
     if (r->status != MG_OK)
-        ex_progress_note(&t->p, "[%d/%d] %s/%s seed %u FAILED: %s", t->runs_done, t->n_runs, task,
+        mg_train_progress_note(&t->p, "[%d/%d] %s/%s seed %u FAILED: %s", t->runs_done, t->n_runs, task,
                          sc, r->cfg.seed, r->error);
     else
-        ex_progress_note(&t->p,
+        mg_train_progress_note(&t->p,
                          "[%d/%d] %-4s %-12s seed %u: val acc %5.1f %%, seq exact %5.1f %%, val "
                          "loss %.4f  (%.1f s)",
                          t->runs_done, t->n_runs, task, sc, r->cfg.seed, 100 * r->val.acc,
@@ -438,7 +438,7 @@ int main(int argc, char **argv) {
 
     tracker t = {
         .live = live, .n_runs = n_runs, .n_live = 1, .last_loss = NAN, .batch = (int)o.batch};
-    ex_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
+    mg_train_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
     double t0 = mg_time();
     if (jobs == 1) {
         posenc_cache cache;
@@ -453,7 +453,7 @@ int main(int argc, char **argv) {
     } else {
         st = run_parallel(cfgs, n_runs, jobs, &t, res);
     }
-    ex_progress_close(&t.p);
+    mg_train_progress_close(&t.p);
     double total = mg_time() - t0;
     if (st != MG_OK) goto done;
 

@@ -265,7 +265,7 @@ int textgen_cmd_train(int argc, char **argv) {
         size_t slabs = (size_t)n_params * 4 * 4; /* weights, gradients, AdamW m and v */
         printf("\ntextgen: done: step %lld, train loss %.4f, validation loss %.4f (%.3f bits/token), %s\n",
                (long long)res.step, (double)res.loss, (double)res.val_loss, (double)res.val_loss / log(2.0),
-               ex_fmt_duration(res.seconds, b1, sizeof b1));
+               mg_train_fmt_duration(res.seconds, b1, sizeof b1));
         printf("textgen: speed %.0f tokens/s, %.1f ms/step (%lld steps in %.1fs; the last steps alone: %.0f tokens/s)\n",
                tps, 1000.0 * res.seconds / (double)res.steps_run, (long long)res.steps_run, res.seconds,
                res.tokens_per_s);
