@@ -8,7 +8,7 @@
 #    inner loop) leaks and no public one is hidden.
 #   test_core_symbols.sh SOURCE_ROOT CORE_LIB LAYERS_LIB PLOT_LIB
 set -u
-src=$1 core=$2 layers=$3 plot=$4
+src=$1 core=$2 layers=$3 plot=$4 train=$5
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
@@ -27,7 +27,7 @@ declared() {
 # Names a library defines and exports (compiler and runtime names, which start with _, aside).
 exported() { nm -D --defined-only "$1" | awk '{print $3}' | grep -v '^_' | sort -u; }
 
-echo "1..5"
+echo "1..6"
 
 bad=$(nm -D --undefined-only "$core" | awk '{print $2}' |
   grep -E '^(mg_layer_|mg_gpt_|mg_config_|mg_cfg_|mg_plugin_|mg_model_|mg_register_|mg_plot|mg_canvas|mg_text_|stbi)' || true)
@@ -56,4 +56,5 @@ check_exports() { # name lib headers...
 check_exports libminigrad "$core" "$src"/core/include/minigrad/*.h "$src"/core/testing/minigrad/*.h
 check_exports libminigrad-layers "$layers" "$src"/layers/include/minigrad/*.h
 check_exports libminigrad-plot "$plot" "$src"/plot/include/minigrad/*.h
+check_exports libminigrad-train "$train" "$src"/train/include/minigrad/*.h
 exit $failed
