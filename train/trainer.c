@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -459,8 +460,16 @@ static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const ckpt_
 /* ---- divergence ---- */
 
 /* False when a weight is not finite or, with bound > 0, larger than bound in magnitude; *name and
- * *value tell the first such. */
+ * *value tell the first such. Runs after every step: the whole slab is scanned in parallel (the
+ * gaps between parameters are zero, so they pass), and only a failed scan looks for the name. */
 static bool weights_ok(const mg_params *P, float bound, const char **name, float *value) {
+    const float *w = mg_params_data(P);
+    const int64_t n = mg_params_slab_size(P);
+    const float lim = bound > 0 && bound < FLT_MAX ? bound : FLT_MAX; /* inf is never ok */
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) bad |= !(fabsf(w[i]) <= lim); /* NaN and inf fail too */
+    if (!bad) return true;
     for (int i = 0; i < mg_params_len(P); i++) {
         const mg_tensor *t = mg_params_at(P, i);
         const float *x = t->data;
