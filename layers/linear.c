@@ -3,6 +3,7 @@
  * Keys: in, out (required); bias (true); init normal|uniform|zeros (uniform), std (0.02),
  * bound (1/sqrt(in): PyTorch's default); bias_init zeros|uniform (uniform when init is). */
 #include "registry_internal.h"
+#include "minigrad/nn.h"
 
 #include <math.h>
 
@@ -11,26 +12,43 @@ typedef struct {
     mg_tensor *w, *b;
 } linear;
 
-static mg_status linear_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+/* The one place a linear layer is built: from the typed config (mg_linear_new) or from the string
+ * config that linear_create has read into one. */
+static mg_status linear_init(mg_layer *self, const void *cfgp, mg_params *params) {
+    const mg_linear_cfg *cfg = cfgp;
     linear *s = mg_layer_state(self);
-    s->in = mg_config_int(cfg, "in", 0, 1, INT32_MAX);
-    s->out = mg_config_int(cfg, "out", 0, 1, INT32_MAX);
-    bool bias = mg_config_bool(cfg, "bias", true);
-    double bound = s->in > 0 ? 1.0 / sqrt((double)s->in) : 1.0;
-    mg_init wi = mg_layer_init_from(cfg, "uniform", 0.02, bound);
-    static const char *const bkinds[] = {"zeros", "uniform", NULL};
-    int bk = mg_config_choice(cfg, "bias_init", bkinds, wi.kind == MG_INIT_UNIFORM ? 1 : 0);
-    mg_status st = mg_config_status(cfg);
-    if (st != MG_OK) return st;
+    if (cfg->in < 1 || cfg->in > INT32_MAX || cfg->out < 1 || cfg->out > INT32_MAX)
+        return mg_set_error(MG_ERR_INVALID, "layer '%s' (linear): in = %lld and out = %lld must be in [1, %d]",
+                            mg_layer_prefix(self), (long long)cfg->in, (long long)cfg->out, INT32_MAX);
+    s->in = cfg->in, s->out = cfg->out;
+    float bound = (float)(1.0 / sqrt((double)s->in));
+    mg_init wi = cfg->weight_init ? *cfg->weight_init : mg_init_uniform(-bound, bound);
     s->w = mg_layer_param(self, params, "weight", 2, (int64_t[]){s->in, s->out}, wi, 0);
     if (!s->w) return MG_ERR_INVALID;
-    if (bias) {
-        mg_init bi = bk == 1 ? mg_init_uniform(-(float)bound, (float)bound) : mg_init_zeros();
+    if (cfg->bias) {
+        mg_init bi = cfg->bias_init ? *cfg->bias_init
+                                    : wi.kind == MG_INIT_UNIFORM ? mg_init_uniform(-bound, bound) : mg_init_zeros();
         s->b = mg_layer_param(self, params, "bias", 1, (int64_t[]){s->out}, bi, MG_NO_DECAY);
         if (!s->b) return MG_ERR_INVALID;
     }
     mg_layer_set_shape(self, "(...,%lld)", (long long)s->out);
     return MG_OK;
+}
+
+static mg_status linear_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    mg_linear_cfg c = {0};
+    c.in = mg_config_int(cfg, "in", 0, 1, INT32_MAX);
+    c.out = mg_config_int(cfg, "out", 0, 1, INT32_MAX);
+    c.bias = mg_config_bool(cfg, "bias", true);
+    double bound = c.in > 0 ? 1.0 / sqrt((double)c.in) : 1.0;
+    mg_init wi = mg_layer_init_from(cfg, "uniform", 0.02, bound);
+    static const char *const bkinds[] = {"zeros", "uniform", NULL};
+    int bk = mg_config_choice(cfg, "bias_init", bkinds, wi.kind == MG_INIT_UNIFORM ? 1 : 0);
+    mg_init bi = bk == 1 ? mg_init_uniform(-(float)bound, (float)bound) : mg_init_zeros();
+    c.weight_init = &wi, c.bias_init = &bi;
+    mg_status st = mg_config_status(cfg);
+    if (st != MG_OK) return st;
+    return linear_init(self, &c, params);
 }
 
 static mg_tensor *linear_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
@@ -51,3 +69,7 @@ const mg_layer_vtable mg_layer_linear = {
     .create = linear_create,
     .forward = linear_forward,
 };
+
+mg_layer *mg_linear_new(mg_params *params, const char *name, const mg_linear_cfg *cfg) {
+    return mg_layer_new(&mg_layer_linear, name, params, linear_init, cfg);
+}

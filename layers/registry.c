@@ -214,6 +214,39 @@ void mg_layer_free(mg_layer *l) {
     free(l);
 }
 
+/* A zeroed instance of vt named prefix (local: its name under its parent), or NULL with the error set. */
+static mg_layer *instance_new(const mg_layer_vtable *vt, const char *prefix, const char *local) {
+    mg_layer *l = calloc(1, sizeof *l);
+    if (!l || !(l->prefix = strdup(prefix)) || !(l->local = strdup(local)) ||
+        (vt->instance_size && !(l->state = calloc(1, vt->instance_size)))) {
+        mg_layer_free(l);
+        mg_set_error(MG_ERR_NOMEM, "layer '%s' (%s): out of memory", prefix, vt->name);
+        return NULL;
+    }
+    snprintf(l->shape, sizeof l->shape, "?");
+    l->n_decl = -1;
+    return l;
+}
+
+mg_layer *mg_layer_new(const mg_layer_vtable *vt, const char *prefix, mg_params *params, mg_layer_init_fn init,
+                       const void *cfg) {
+    if (!prefix) prefix = "";
+    if (!vt || !init || !cfg) {
+        mg_set_error(MG_ERR_INVALID, "layer '%s': mg_layer_new needs a vtable, an init function and a config",
+                     prefix);
+        return NULL;
+    }
+    mg_layer *l = instance_new(vt, prefix, prefix);
+    if (!l) return NULL;
+    mg_status st = init(l, cfg, params);
+    l->vt = vt; /* destroy runs on failure too: it must cope with a half-built (zeroed) state */
+    if (st != MG_OK) {
+        mg_layer_free(l);
+        return NULL;
+    }
+    return l;
+}
+
 static mg_status create_named(const char *type, const char *prefix, const char *local, mg_config *cfg,
                               mg_params *params, mg_layer **out) {
     *out = NULL;
@@ -229,17 +262,12 @@ static mg_status create_named(const char *type, const char *prefix, const char *
         snprintf(label, sizeof label, "layer '%s' (%s)", prefix, vt->name);
         if (!(cfg = own = mg_config_new(label))) return MG_ERR_NOMEM;
     }
-    mg_layer *l = calloc(1, sizeof *l);
-    mg_status st = MG_OK;
-    if (!l || !(l->prefix = strdup(prefix)) || !(l->local = strdup(local)) ||
-        (vt->instance_size && !(l->state = calloc(1, vt->instance_size)))) {
-        mg_layer_free(l);
+    mg_layer *l = instance_new(vt, prefix, local);
+    if (!l) {
         mg_config_free(own);
-        return mg_set_error(MG_ERR_NOMEM, "layer '%s' (%s): out of memory", prefix, vt->name);
+        return MG_ERR_NOMEM;
     }
-    snprintf(l->shape, sizeof l->shape, "?");
-    l->n_decl = -1;
-    st = vt->create(l, cfg, params);
+    mg_status st = vt->create(l, cfg, params);
     l->vt = vt; /* destroy runs on failure too: it must cope with a half-built (zeroed) state */
     if (st == MG_OK) st = mg_config_status(cfg);
     if (st == MG_OK) {

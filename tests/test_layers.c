@@ -6,6 +6,7 @@
  * 1e-2 for single-op layers, atol 3e-3 and rtol 3e-2 for composites (attention, MLP, blocks),
  * whose float32 forward passes and O(h^2) truncation through softmax/LayerNorm/GELU cost more. */
 #include "layer_check.h"
+#include "minigrad/nn.h"
 
 #include <stdio.h>
 
@@ -342,6 +343,38 @@ START_TEST(sinusoidal_values) {
 }
 END_TEST
 
+/* The typed constructor and the string config build the same layer: same parameter names and
+ * shapes, and the same values from the same seed. */
+START_TEST(typed_constructor_matches_config) {
+    mg_params *A = mg_params_new(), *B = mg_params_new();
+    mg_layer *ta = mg_linear_new(A, "fc", &(mg_linear_cfg){.in = 7, .out = 3, .bias = true}), *tb = NULL;
+    ck_assert_msg(ta, "%s", mg_last_error());
+    ck_assert_msg(make_layer("linear", "fc", "in=7,out=3", B, &tb) == MG_OK, "%s", mg_last_error());
+    mg_rng ra = mg_rng_make(5), rb = mg_rng_make(5);
+    ck_assert(mg_params_alloc(A, &ra) == MG_OK && mg_params_alloc(B, &rb) == MG_OK);
+    ck_assert_int_eq(mg_params_len(A), 2);
+    ck_assert_int_eq(mg_params_len(B), 2);
+    for (int i = 0; i < 2; i++) {
+        mg_tensor *pa = mg_params_at(A, i), *pb = mg_params_find(B, pa->name);
+        ck_assert_msg(pb, "%s missing from the config-built layer", pa->name);
+        ck_assert(mg_same_shape(pa, pb));
+        ck_assert_mem_eq(pa->data, pb->data, (size_t)pa->numel * sizeof(float));
+    }
+    ck_assert_str_eq(mg_layer_vt(ta)->name, "linear");
+    /* bias left false: one parameter; a bad size is refused by name. */
+    mg_params *C = mg_params_new();
+    mg_layer *tc = mg_linear_new(C, "head", &(mg_linear_cfg){.in = 4, .out = 2});
+    ck_assert_msg(tc, "%s", mg_last_error());
+    ck_assert_int_eq(mg_params_len(C), 1);
+    ck_assert_ptr_null(mg_linear_new(C, "bad", &(mg_linear_cfg){.in = 0, .out = 2}));
+    ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (linear): in = 0 and out = 2 must be in [1,"), "%s",
+                  mg_last_error());
+    ck_assert_ptr_null(mg_params_find(C, "bad.weight"));
+    mg_layer_free(ta), mg_layer_free(tb), mg_layer_free(tc);
+    mg_params_free(A), mg_params_free(B), mg_params_free(C);
+}
+END_TEST
+
 static Suite *layers_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("layers");
@@ -357,6 +390,7 @@ static Suite *layers_suite(void) {
     tcase_add_test(tr, misuse_in_forward_names_the_layer);
     tcase_add_test(tr, summary_table);
     tcase_add_test(tr, sinusoidal_values);
+    tcase_add_test(tr, typed_constructor_matches_config);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -33,6 +33,7 @@
 #include "minigrad/config.h"
 #include "minigrad/gpt.h"
 #include "minigrad/layer.h"
+#include "minigrad/nn.h"
 #include "minigrad/plot.h"
 #include "minigrad/plugin.h"
 #include "minigrad/train.h"

@@ -126,6 +126,14 @@ MG_API mg_status mg_layer_create(const char *type, const char *prefix, mg_config
                           mg_layer **out);
 MG_API void mg_layer_free(mg_layer *l); /* NULL is a no-op */
 
+/* Typed construction, the main path from C: makes a layer of kind vt named `prefix` and runs
+ * init(self, cfg, params) in place of vt->create, with cfg the layer's own config struct (e.g. an
+ * mg_linear_cfg). A layer kind with a typed constructor has its vt->create read the string config
+ * into that struct and call the same init. Returns NULL with mg_last_error on failure. */
+typedef mg_status (*mg_layer_init_fn)(mg_layer *self, const void *cfg, mg_params *params);
+MG_API mg_layer *mg_layer_new(const mg_layer_vtable *vt, const char *prefix, mg_params *params, mg_layer_init_fn init,
+                              const void *cfg);
+
 /* Runs vt->forward (the placeholder if ctx has failed). args may be NULL (a zeroed mg_fwd).
  * What forward returns is checked: not NULL, a well-formed tensor (known dtype, 0..MG_MAX_DIMS dims
  * whose product is numel, data present), and of the shape the layer declared with
