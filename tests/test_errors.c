@@ -51,8 +51,8 @@ START_TEST(other_shape_errors) {
     } cases[] = {
         {"mg_matmul_nt: a(4,5) @ b^T, b(6,7): inner dims 5 != 7", 0},
         {"mg_matmul: a(2,3,4) @ b(3,4,5): batch dims differ", 1},
-        {"mg_add: a(3,4) + b(3): b must have a's shape or a's trailing dims", 2},
-        {"mg_mul: a(3,4) * b(5,4)", 3},
+        {"mg_add: a(3,4) and b(3) cannot broadcast: dim -1 is 4 vs 3", 2},
+        {"mg_mul: a(3,4) and b(5,4) cannot broadcast: dim -2 is 3 vs 5", 3},
         {"mg_layernorm: x(2,8) with weight(7)", 4},
         {"mg_cross_entropy: logits(2,5), targets(3)", 5},
         {"mg_reshape: x(2,6) (12 elements) cannot be viewed as (5,-1)", 6},

@@ -1,10 +1,16 @@
-/* c = a + b, b of a's shape or a's trailing dims (bias (C), row table (T,C)) broadcast over the rest.
- * Backward: da += dc; db += dc summed over the broadcast rows (fixed chunk order). */
-#include "internal.h"
+/* c = a + b with broadcasting. Fast path: one operand has the other's shape or its trailing dims
+ * (bias (C), row table (T,C)) and is broadcast over the rest; the node then records the larger
+ * operand first (a + b == b + a bit for bit). Backward: da += dc; db += dc summed over the
+ * broadcast rows (fixed chunk order). Any other broadcast takes the general path (binary.c). */
+#include "broadcast.h"
 #include "minigrad/rowops.h"
 
 static void add_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *a = n->in[0], *b = n->in[1];
+    if (!mg_is_suffix_shape(a, b)) {
+        mg_binary_broadcast_backward(ctx, n, MG_BIN_ADD);
+        return;
+    }
     const float *dc = n->out->grad;
     if (mg_requires_grad(a)) {
         float *da = mg_grad(ctx, a);
@@ -27,8 +33,9 @@ mg_tensor *mg_add(mg_ctx *ctx, mg_tensor *a, mg_tensor *b) {
     MG_BAIL_IF_FAILED(ctx);
     if (!mg_expect_f32(ctx, "mg_add", "a", a) || !mg_expect_f32(ctx, "mg_add", "b", b)) return mg_ctx_dummy(ctx);
     if (!mg_is_suffix_shape(a, b)) {
-        mg_ctx_fail(ctx, "mg_add: a%s + b%s: b must have a's shape or a's trailing dims", MG_SHAPE(a), MG_SHAPE(b));
-        return mg_ctx_dummy(ctx);
+        if (!mg_is_suffix_shape(b, a)) return mg_binary_broadcast(ctx, &mg_op_def_add, MG_BIN_ADD, a, b);
+        mg_tensor *t = a;
+        a = b, b = t;
     }
     mg_tensor *c = mg_op_output(ctx, "mg_add", a->ndim, a->shape);
     if (!mg_ctx_ok(ctx)) return c;

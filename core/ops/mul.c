@@ -1,9 +1,14 @@
-/* c = a * b elementwise, b of a's shape or a's trailing dims (broadcast as in mg_add).
- * Backward: da += dc * b; db += sum over broadcast rows of dc * a. */
-#include "internal.h"
+/* c = a * b with broadcasting. Fast path as in mg_add: one operand has the other's shape or its
+ * trailing dims, recorded second. Backward: da += dc * b; db += sum over broadcast rows of dc * a.
+ * Any other broadcast takes the general path (binary.c). */
+#include "broadcast.h"
 
 static void mul_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *a = n->in[0], *b = n->in[1];
+    if (!mg_is_suffix_shape(a, b)) {
+        mg_binary_broadcast_backward(ctx, n, MG_BIN_MUL);
+        return;
+    }
     const float *dc = n->out->grad;
     int64_t nb = b->numel, rows = nb ? a->numel / nb : 0;
     if (mg_requires_grad(a)) {
@@ -33,8 +38,9 @@ mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b) {
     MG_BAIL_IF_FAILED(ctx);
     if (!mg_expect_f32(ctx, "mg_mul", "a", a) || !mg_expect_f32(ctx, "mg_mul", "b", b)) return mg_ctx_dummy(ctx);
     if (!mg_is_suffix_shape(a, b)) {
-        mg_ctx_fail(ctx, "mg_mul: a%s * b%s: b must have a's shape or a's trailing dims", MG_SHAPE(a), MG_SHAPE(b));
-        return mg_ctx_dummy(ctx);
+        if (!mg_is_suffix_shape(b, a)) return mg_binary_broadcast(ctx, &mg_op_def_mul, MG_BIN_MUL, a, b);
+        mg_tensor *t = a;
+        a = b, b = t;
     }
     mg_tensor *c = mg_op_output(ctx, "mg_mul", a->ndim, a->shape);
     if (!mg_ctx_ok(ctx)) return c;

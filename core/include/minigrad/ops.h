@@ -19,8 +19,9 @@ MG_API mg_tensor *mg_matmul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 /* a (...,M,K) @ b^T where b is (N,K) or batched (...,N,K) -> (...,M,N). (Tied LM head, q k^T.) */
 MG_API mg_tensor *mg_matmul_nt(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 
-/* Elementwise a + b / a * b. b has a's shape or a's trailing dims (a bias (C) or a row table (T,C)
- * broadcast over the leading dims). */
+/* Elementwise a + b / a * b with NumPy/PyTorch broadcasting (see mg_sub below). The common case,
+ * one operand of the other's shape or its trailing dims (a bias (C) or a row table (T,C) broadcast
+ * over the leading dims), has a fast path. */
 MG_API mg_tensor *mg_add(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 MG_API mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 MG_API mg_tensor *mg_scale(mg_ctx *ctx, mg_tensor *x, float s);
@@ -89,6 +90,40 @@ MG_API mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
  * of mg_add(mg_matmul(x, weight), bias) up to rounding, without the intermediate tensor and its
  * gradient (less arena memory) or the separate bias pass. */
 MG_API mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
+
+/* ---- elementwise ops (PyTorch names and semantics) ----
+ * Binary ops broadcast as NumPy/PyTorch: shapes align at the last dim, a size-1 or missing dim
+ * stretches; the output has the broadcast shape. Shapes that cannot broadcast are an error naming
+ * both, e.g. "mg_sub: a(2,3) and b(4) cannot broadcast: dim -1 is 3 vs 4". An operand broadcast to
+ * the output gets its gradient summed over the broadcast dims in a fixed order (the same bits for
+ * any thread count). Inputs are float32 (conditions and masks: int32 or float32, nonzero = true).
+ * mg_maximum / mg_minimum propagate NaN; on ties each operand gets half the gradient (as PyTorch). */
+MG_API mg_tensor *mg_sub(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_div(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_maximum(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+MG_API mg_tensor *mg_minimum(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+
+/* Unary, same shape out. Gradients as PyTorch: abs'(0) = 0; sqrt'(0) and ln'(0) = inf;
+ * silu(x) = x sigmoid(x). mg_pow: x^exponent with a float exponent, gradient 0 for exponent 0.
+ * mg_clamp: min(max(x, min), max) (every element max when min > max, as PyTorch); -INFINITY /
+ * INFINITY for no bound; the gradient passes where min <= x <= max. Unlike PyTorch a NaN bound is
+ * an error. */
+MG_API mg_tensor *mg_silu(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_exp(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_ln(mg_ctx *ctx, mg_tensor *x); /* torch.log (mg_log is the logger, base.h) */
+MG_API mg_tensor *mg_sqrt(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_neg(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_abs(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_pow(mg_ctx *ctx, mg_tensor *x, float exponent);
+MG_API mg_tensor *mg_clamp(mg_ctx *ctx, mg_tensor *x, float min, float max);
+
+/* cond ? x : y elementwise, broadcasting over all three (output: their broadcast shape). cond is
+ * int32 or float32, nonzero = true. Gradients flow to x where cond holds, to y elsewhere. */
+MG_API mg_tensor *mg_where(mg_ctx *ctx, mg_tensor *cond, mg_tensor *x, mg_tensor *y);
+/* x with `value` wherever mask (int32 or float32, nonzero = true) holds; mask and x broadcast
+ * (output: their broadcast shape, x's when mask broadcasts to x). x's gradient is 0 at filled
+ * positions. */
+MG_API mg_tensor *mg_masked_fill(mg_ctx *ctx, mg_tensor *x, mg_tensor *mask, float value);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;
