@@ -1217,6 +1217,9 @@ static const char *const covered[] = {
     "mg_matmul", "mg_matmul_nt", "mg_add",       "mg_mul",           "mg_scale",         "mg_gelu",
     "mg_softmax", "mg_layernorm", "mg_embedding", "mg_cross_entropy", "mg_reshape",       "mg_split_heads",
     "mg_merge_heads", "mg_attention", "mg_rope", "mg_dropout",       "mg_sum",           "mg_mean",      "mg_linear",
+    /* elementwise ops: their forward tests are in test_ops_elem.c */
+    "mg_sub", "mg_div", "mg_maximum", "mg_minimum", "mg_silu", "mg_exp", "mg_ln", "mg_sqrt", "mg_neg", "mg_abs",
+    "mg_pow", "mg_clamp", "mg_where", "mg_masked_fill",
 };
 
 START_TEST(every_op_has_a_forward_test) {

@@ -84,6 +84,35 @@ static mg_tensor *f_dropout(mg_ctx *c, mg_tensor **x, const gcase *g) {
 static mg_tensor *f_sum(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sum(c, x[0]); }
 static mg_tensor *f_mean(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mean(c, x[0]); }
 
+/* Elementwise ops. A constant row added to an input (pattern: vals cycled along the last dim)
+ * keeps every checked point a margin away from a kink (abs, clamp, maximum, minimum) or a pole or
+ * domain edge (div, ln, sqrt, pow), whatever the random inputs in [-1, 1]. */
+static mg_tensor *pattern(mg_ctx *c, const mg_tensor *like, int nv, const float *vals) {
+    const int64_t n = like->ndim ? like->shape[like->ndim - 1] : 1;
+    mg_tensor *t = mg_tensor_new(c, MG_F32, 1, (int64_t[]){n});
+    for (int64_t i = 0; i < n; i++) t->data[i] = vals[i % nv];
+    return t;
+}
+#define SHIFT(c, x, ...) mg_add(c, x, pattern(c, x, sizeof((float[]){__VA_ARGS__}) / sizeof(float), (float[]){__VA_ARGS__}))
+static mg_tensor *f_sub(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sub(c, x[0], x[1]); }
+static mg_tensor *f_div(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_div(c, x[0], SHIFT(c, x[1], 2.0f, -2.0f)); }
+static mg_tensor *f_maximum(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_maximum(c, SHIFT(c, x[0], 2.5f, -2.5f), x[1]); }
+static mg_tensor *f_minimum(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_minimum(c, SHIFT(c, x[0], 2.5f, -2.5f), x[1]); }
+static mg_tensor *f_silu(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_silu(c, mg_scale(c, x[0], g->farg[0])); }
+static mg_tensor *f_exp(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_exp(c, x[0]); }
+static mg_tensor *f_ln(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_ln(c, SHIFT(c, x[0], 1.5f)); }
+static mg_tensor *f_sqrt(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sqrt(c, SHIFT(c, x[0], 1.5f)); }
+static mg_tensor *f_neg(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_neg(c, x[0]); }
+static mg_tensor *f_abs(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_abs(c, SHIFT(c, x[0], 1.5f, -1.5f)); }
+static mg_tensor *f_pow(mg_ctx *c, mg_tensor **x, const gcase *g) { /* iarg[0]: on (0.5, 2.5) only */
+    return mg_pow(c, g->iarg[0] ? SHIFT(c, x[0], 1.5f) : x[0], g->farg[0]);
+}
+static mg_tensor *f_clamp(mg_ctx *c, mg_tensor **x, const gcase *g) { /* below, inside, above (min, max) = (-1.5, 1.5) */
+    return mg_clamp(c, SHIFT(c, x[0], -3.0f, 0.0f, 3.0f), g->farg[0], g->farg[1]);
+}
+static mg_tensor *f_where(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_where(c, x[0], x[1], x[2]); }
+static mg_tensor *f_masked_fill(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_masked_fill(c, x[0], x[1], g->farg[0]); }
+
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
 #define S3(a, b, c) 3, {a, b, c}
@@ -145,6 +174,37 @@ static const gcase cases[] = {
     {"sum large", "mg_sum", f_sum, 1, {F(S2(70, 130))}, 1e-2f, 1e-2f, 1e-2f},
     {"mean", "mg_mean", f_mean, 1, {F(S2(4, 9))}, 1e-2f, 1e-3f, 1e-2f},
     {"mean batched", "mg_mean", f_mean, 1, {F(S3(3, 5, 17))}, 1e-2f, 1e-3f, 1e-2f},
+    /* elementwise ops, broadcasting */
+    {"add broadcast both ways", "mg_add", f_add, 2, {F(S3(3, 1, 5)), F(S2(4, 1))}, 1e-2f, 1e-3f, 1e-2f},
+    {"add a broadcast to b", "mg_add", f_add, 2, {F(S1(5)), F(S3(2, 3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"mul broadcast both ways", "mg_mul", f_mul, 2, {F(S4(2, 1, 3, 1)), F(S3(4, 1, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"mul a broadcast to b", "mg_mul", f_mul, 2, {F(S2(1, 7)), F(S3(2, 3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"sub same shape", "mg_sub", f_sub, 2, {F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"sub broadcast", "mg_sub", f_sub, 2, {F(S3(3, 1, 5)), F(S2(4, 1))}, 1e-2f, 1e-3f, 1e-2f},
+    {"div same shape", "mg_div", f_div, 2, {F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"div broadcast", "mg_div", f_div, 2, {F(S2(4, 1)), F(S3(3, 1, 6))}, 1e-2f, 1e-3f, 1e-2f},
+    {"maximum same shape", "mg_maximum", f_maximum, 2, {F(S2(3, 6)), F(S2(3, 6))}, 1e-2f, 1e-3f, 1e-2f},
+    {"maximum broadcast", "mg_maximum", f_maximum, 2, {F(S3(3, 1, 5)), F(S2(4, 1))}, 1e-2f, 1e-3f, 1e-2f},
+    {"minimum same shape", "mg_minimum", f_minimum, 2, {F(S2(3, 6)), F(S2(3, 6))}, 1e-2f, 1e-3f, 1e-2f},
+    {"minimum broadcast", "mg_minimum", f_minimum, 2, {F(S2(1, 4)), F(S3(2, 3, 1))}, 1e-2f, 1e-3f, 1e-2f},
+    {"silu", "mg_silu", f_silu, 1, {F(S3(2, 3, 7))}, 1e-2f, 1e-3f, 1e-2f, .farg = {4.0f}},
+    {"exp", "mg_exp", f_exp, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"ln", "mg_ln", f_ln, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"sqrt", "mg_sqrt", f_sqrt, 1, {F(S3(2, 1, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"neg", "mg_neg", f_neg, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"abs", "mg_abs", f_abs, 1, {F(S2(3, 8))}, 1e-2f, 1e-3f, 1e-2f},
+    {"pow 3", "mg_pow", f_pow, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .farg = {3.0f}},
+    {"pow 2.5", "mg_pow", f_pow, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1}, .farg = {2.5f}},
+    {"pow -1.5", "mg_pow", f_pow, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1}, .farg = {-1.5f}},
+    {"pow 0", "mg_pow", f_pow, 1, {F(S1(5))}, 1e-2f, 1e-3f, 1e-2f, .farg = {0.0f}},
+    {"clamp", "mg_clamp", f_clamp, 1, {F(S2(4, 9))}, 1e-2f, 1e-3f, 1e-2f, .farg = {-1.5f, 1.5f}},
+    {"clamp no lower bound", "mg_clamp", f_clamp, 1, {F(S2(4, 9))}, 1e-2f, 1e-3f, 1e-2f, .farg = {-INFINITY, 1.5f}},
+    {"where", "mg_where", f_where, 3, {IDS(2, S2(3, 5)), F(S2(3, 5)), F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"where broadcast", "mg_where", f_where, 3, {IDS(2, S2(4, 1)), F(S3(3, 1, 5)), F(S1(5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"masked_fill", "mg_masked_fill", f_masked_fill, 2, {F(S3(3, 4, 5)), IDS(2, S2(4, 1))}, 1e-2f, 1e-3f, 1e-2f,
+     .farg = {-7.0f}},
+    {"masked_fill x broadcast", "mg_masked_fill", f_masked_fill, 2, {F(S2(4, 1)), IDS(2, S3(3, 1, 5))}, 1e-2f, 1e-3f,
+     1e-2f, .farg = {0.5f}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
