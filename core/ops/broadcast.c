@@ -67,11 +67,23 @@ void mg_bcast_plan(mg_bcast *bc, int ndim, const int64_t *shape, int n, mg_tenso
     bc->rows = bc->numel / bc->inner;
 }
 
-/* Columns per task when t keeps the inner dim (partials on the stack), and elements per chunk of
- * the reduced rows (chunk partials combine in order). */
+/* Columns per task when t keeps the inner dim (partials on the stack), and output elements per
+ * chunk of a reduction (chunk partials are combined in chunk order). */
 #define RED_SLAB 256
-#define RED_CHUNK_ELEMS 16384
+#define RED_CHUNK 16384
 
+/* The output offset of reduced position m (the reduced dims rd[0..nr) in row-major order). */
+static int64_t reduced_offset(int64_t m, int nr, const int *rd, const int64_t *sh, const int64_t *ost) {
+    int64_t off = 0;
+    for (int i = nr - 1; i >= 0; i--) off += m % sh[rd[i]] * ost[rd[i]], m /= sh[rd[i]];
+    return off;
+}
+
+/* Every element of t sums the nred positions of the reduced outer dims (rd), times L more along
+ * the inner dim when t does not keep it. The sums are cut into chunks of about RED_CHUNK output
+ * elements, each a task with a double partial per element of t (tasks also split t's elements:
+ * its outer positions, and slabs of RED_SLAB columns when it keeps the inner dim); the partials
+ * then add up in chunk order. Which task runs on which thread changes nothing. */
 bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, const float *src, float sign,
                      float *dst) {
     mg_bcast bc;
@@ -82,7 +94,6 @@ bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, 
     int64_t ost[MG_MAX_DIMS]; /* the output's own strides */
     ost[nd - 1] = 1;
     for (int d = nd - 2; d >= 0; d--) ost[d] = ost[d + 1] * sh[d + 1];
-    /* Outer dims t keeps (one task per position) and outer dims it is broadcast along (summed). */
     int kd[MG_MAX_DIMS], rd[MG_MAX_DIMS], nk = 0, nr = 0;
     int64_t nkept = 1, nred = 1;
     for (int d = 0; d < nd - 1; d++) {
@@ -90,10 +101,13 @@ bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, 
         else rd[nr++] = d, nred *= sh[d];
     }
     const bool inner_kept = st[nd - 1] != 0;
-    const int64_t L = bc.inner, nslab = inner_kept ? (L + RED_SLAB - 1) / RED_SLAB : 1;
-    const int64_t width = inner_kept ? (L < RED_SLAB ? L : RED_SLAB) : L;
-    const int64_t rchunk = RED_CHUNK_ELEMS / width > 1 ? RED_CHUNK_ELEMS / width : 1;
-    const int64_t nchunk = (nred + rchunk - 1) / rchunk, tn = t->numel;
+    const int64_t L = bc.inner, tn = t->numel;
+    /* inner kept: a chunk is rchunk reduced positions of one slab; else q = m L + j runs over
+     * [0, nred L) in chunks of RED_CHUNK */
+    const int64_t nslab = inner_kept ? (L + RED_SLAB - 1) / RED_SLAB : 1;
+    const int64_t width = L < RED_SLAB ? L : RED_SLAB;
+    const int64_t rchunk = RED_CHUNK / width > 1 ? RED_CHUNK / width : 1;
+    const int64_t nchunk = inner_kept ? (nred + rchunk - 1) / rchunk : (nred * L + RED_CHUNK - 1) / RED_CHUNK;
     double *part = mg_ctx_alloc(ctx, (size_t)(nchunk * tn) * sizeof(double), "broadcast gradient reduction");
     if (!part) return false;
     const int64_t ntask = nkept * nslab * nchunk;
@@ -106,31 +120,28 @@ bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, 
             q /= sh[kd[i]];
             obase += idx * ost[kd[i]], tbase += idx * st[kd[i]];
         }
-        const int64_t m0 = c * rchunk, m1 = m0 + rchunk < nred ? m0 + rchunk : nred;
-        int64_t idx[MG_MAX_DIMS], off = 0;
-        q = m0;
-        for (int i = nr - 1; i >= 0; i--) {
-            idx[i] = q % sh[rd[i]];
-            q /= sh[rd[i]];
-            off += idx[i] * ost[rd[i]];
-        }
-        const int64_t j0 = slab * RED_SLAB, w = inner_kept ? (L - j0 < RED_SLAB ? L - j0 : RED_SLAB) : 1;
-        double acc[RED_SLAB];
-        for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
-        for (int64_t m = m0; m < m1; m++) {
-            const float *s = src + obase + off + j0;
-            if (inner_kept)
+        if (inner_kept) {
+            const int64_t j0 = slab * RED_SLAB, w = L - j0 < RED_SLAB ? L - j0 : RED_SLAB;
+            const int64_t m0 = c * rchunk, m1 = m0 + rchunk < nred ? m0 + rchunk : nred;
+            double acc[RED_SLAB];
+            for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
+            for (int64_t m = m0; m < m1; m++) {
+                const float *s = src + obase + reduced_offset(m, nr, rd, sh, ost) + j0;
                 for (int64_t j = 0; j < w; j++) acc[j] += s[j];
-            else
-                for (int64_t j = 0; j < L; j++) acc[0] += s[j];
-            for (int i = nr - 1; i >= 0; i--) { /* next reduced position, last dim fastest */
-                off += ost[rd[i]];
-                if (++idx[i] < sh[rd[i]]) break;
-                off -= ost[rd[i]] * sh[rd[i]], idx[i] = 0;
             }
+            double *p = part + c * tn + tbase + j0;
+            for (int64_t j = 0; j < w; j++) p[j] = acc[j];
+        } else {
+            const int64_t q0 = c * RED_CHUNK, q1 = q0 + RED_CHUNK < nred * L ? q0 + RED_CHUNK : nred * L;
+            double acc = 0.0;
+            for (int64_t qq = q0; qq < q1;) { /* a run along the inner dim at reduced position m */
+                const int64_t m = qq / L, j = qq % L, len = L - j < q1 - qq ? L - j : q1 - qq;
+                const float *s = src + obase + reduced_offset(m, nr, rd, sh, ost) + j;
+                for (int64_t k = 0; k < len; k++) acc += s[k];
+                qq += len;
+            }
+            part[c * tn + tbase] = acc;
         }
-        double *p = part + c * tn + tbase + j0;
-        for (int64_t j = 0; j < w; j++) p[j] = acc[j];
     }
 #pragma omp parallel for schedule(static) if (tn > 65536)
     for (int64_t e = 0; e < tn; e++) {
