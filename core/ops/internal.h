@@ -25,7 +25,7 @@ static inline bool mg_expect_f32(mg_ctx *ctx, const char *op, const char *arg, c
     return false;
 }
 
-/* True if b's shape is a's shape or a's trailing dims (the broadcasts add/mul allow). */
+/* True if b's shape is a's shape or a's trailing dims (the fast path of mg_add and mg_mul). */
 static inline bool mg_is_suffix_shape(const mg_tensor *a, const mg_tensor *b) {
     if (b->ndim > a->ndim) return false;
     for (int i = 0; i < b->ndim; i++)
