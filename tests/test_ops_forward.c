@@ -1217,6 +1217,9 @@ static const char *const covered[] = {
     "mg_matmul", "mg_matmul_nt", "mg_add",       "mg_mul",           "mg_scale",         "mg_gelu",
     "mg_softmax", "mg_layernorm", "mg_embedding", "mg_cross_entropy", "mg_reshape",       "mg_split_heads",
     "mg_merge_heads", "mg_attention", "mg_rope", "mg_dropout",       "mg_sum",           "mg_mean",      "mg_linear",
+    /* forward tests in test_ops_shape.c */
+    "mg_sum_dim", "mg_mean_dim", "mg_max_dim", "mg_logsumexp", "mg_softmax_dim", "mg_log_softmax", "mg_transpose",
+    "mg_permute", "mg_index_select", "mg_bmm", "mg_mse_loss", "mg_nll_loss", "mg_cross_entropy_smooth",
 };
 
 START_TEST(every_op_has_a_forward_test) {
