@@ -639,6 +639,7 @@ static mg_tensor *e_isel_neg(mg_ctx *c) { return mg_index_select(c, F32(c, 2, 3,
 static mg_tensor *e_isel_float(mg_ctx *c) { return mg_index_select(c, F32(c, 2, 3, 5, 0), 0, F32(c, 1, 4, 0, 0)); }
 static mg_tensor *e_isel_2d(mg_ctx *c) { return mg_index_select(c, F32(c, 2, 3, 5, 0), 0, I32(c, 2, 2, 2)); }
 static mg_tensor *e_isel_dim(mg_ctx *c) { return mg_index_select(c, F32(c, 2, 3, 5, 0), 2, I32(c, 1, 2, 0)); }
+static mg_tensor *e_isel_scalar(mg_ctx *c) { return mg_index_select(c, F32(c, 0, 0, 0, 0), 0, I32(c, 1, 1, 0)); }
 static mg_tensor *e_bmm_2d(mg_ctx *c) { return mg_bmm(c, F32(c, 2, 3, 4, 0), F32(c, 3, 1, 4, 5)); }
 static mg_tensor *e_bmm_batch(mg_ctx *c) { return mg_bmm(c, F32(c, 3, 2, 3, 4), F32(c, 3, 1, 4, 5)); }
 static mg_tensor *e_bmm_inner(mg_ctx *c) { return mg_bmm(c, F32(c, 3, 2, 3, 4), F32(c, 3, 2, 5, 6)); }
@@ -698,6 +699,7 @@ static const struct {
     {e_isel_float, "mg_index_select: index(4) must be a 1-D int32 tensor (got float32)"},
     {e_isel_2d, "mg_index_select: index(2,2) must be a 1-D int32 tensor"},
     {e_isel_dim, "mg_index_select: dim 2 out of range for x(3,5)"},
+    {e_isel_scalar, "mg_index_select: x() needs at least one dim"},
     {e_bmm_2d, "mg_bmm: a(3,4) @ b(1,4,5): both must be 3-D, (B,M,K) and (B,K,N) with the same B"},
     {e_bmm_batch, "mg_bmm: a(2,3,4) @ b(1,4,5): both must be 3-D, (B,M,K) and (B,K,N) with the same B"},
     {e_bmm_inner, "mg_bmm: a(2,3,4) @ b(2,5,6): inner dims 4 != 5"},

@@ -33,7 +33,12 @@ mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *in
     MG_BAIL_IF_FAILED(ctx);
     const char *op = mg_op_def_index_select.name;
     int d;
-    if (!mg_expect_f32(ctx, op, "x", x) || !mg_dim_index(ctx, op, x, dim, &d)) return mg_ctx_dummy(ctx);
+    if (!mg_expect_f32(ctx, op, "x", x)) return mg_ctx_dummy(ctx);
+    if (x->ndim == 0) {
+        mg_ctx_fail(ctx, "%s: x%s needs at least one dim", op, MG_SHAPE(x));
+        return mg_ctx_dummy(ctx);
+    }
+    if (!mg_dim_index(ctx, op, x, dim, &d)) return mg_ctx_dummy(ctx);
     if (index->dtype != MG_I32 || index->ndim != 1) {
         mg_ctx_fail(ctx, "%s: index%s must be a 1-D int32 tensor%s", op, MG_SHAPE(index),
                     index->dtype != MG_I32 ? " (got float32)" : "");
@@ -49,7 +54,7 @@ mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *in
         }
     int64_t shape[MG_MAX_DIMS];
     for (int k = 0; k < x->ndim; k++) shape[k] = k == d ? cnt : x->shape[k];
-    mg_tensor *y = mg_op_output(ctx, op, x->ndim > 0 ? x->ndim : 1, x->ndim > 0 ? shape : (int64_t[]){cnt});
+    mg_tensor *y = mg_op_output(ctx, op, x->ndim, shape);
     if (!mg_ctx_ok(ctx)) return y;
     const int32_t *idx = index->i32;
 #pragma omp parallel for schedule(static) if (v.outer * cnt * v.inner > 65536)

@@ -99,8 +99,8 @@ static mm_dims mm_plan(bool nt, const mg_tensor *a, const mg_tensor *b) {
     return d;
 }
 
-/* BCAST: for each index of the outer batch dims (all but the innermost), in order, calls
- * fn over the innermost batch dim with a's and b's matrix offsets and out's. */
+/* BCAST runs, for each index u of the outer batch dims (all but the innermost) in order, one batched
+ * GEMM over the innermost batch dim: L matrices, a's and b's steps 0 where they broadcast. */
 typedef struct {
     int64_t L, step_a, step_b, outer;
 } mm_loop;

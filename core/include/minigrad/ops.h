@@ -94,8 +94,10 @@ MG_API mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
 MG_API mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
 
 /* ---- reductions over one dim, softmax over a dim, shape ops, batched matmul, losses ----
- * A dim is counted from the end when negative (-1 is the last), as in PyTorch; out of range is an
- * error naming the op, the dim and x's shape. Results are the same bits for any thread count. */
+ * A dim is counted from the end when negative (-1 is the last), as in PyTorch (a 0-d x takes dim 0
+ * or -1); out of range is an error naming the op, the dim and x's shape, e.g.
+ * `mg_transpose: dim 3 out of range for x(2,3)`. Float inputs must be float32. Results are the same
+ * bits for any thread count. */
 
 /* Sum / mean / max of x over dim -> x's shape without that dim, or with it as 1 when keepdim.
  * Sums and means accumulate in double. mg_max_dim returns the values only (torch.max(x, dim)[0]);
@@ -119,8 +121,8 @@ MG_API mg_tensor *mg_log_softmax(mg_ctx *ctx, mg_tensor *x, int64_t dim);
 MG_API mg_tensor *mg_transpose(mg_ctx *ctx, mg_tensor *x, int64_t dim0, int64_t dim1);
 MG_API mg_tensor *mg_permute(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *dims);
 
-/* The entries of x at positions index (int32, 1-D, repeats allowed) along dim: y has x's shape with
- * dim's size replaced by index's length. An index outside [0, size of dim) is an error naming its
+/* The entries of x (at least 1-D) at positions index (int32, 1-D, repeats allowed) along dim: y has
+ * x's shape with dim's size replaced by index's length. An index outside [0, size of dim) is an error naming its
  * position and value (no negative indices, as PyTorch). Backward scatter-adds, deterministically. */
 MG_API mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *index);
 
@@ -137,7 +139,8 @@ MG_API mg_tensor *mg_mse_loss(mg_ctx *ctx, mg_tensor *input, mg_tensor *target);
 MG_API mg_tensor *mg_nll_loss(mg_ctx *ctx, mg_tensor *logp, mg_tensor *targets, int32_t ignore_index);
 /* mg_cross_entropy with label smoothing eps in [0, 1], PyTorch's formula: per counted position
  * (1 - eps) (-log p[target]) + eps * mean over the C classes of (-log p), the mean over counted
- * positions. mg_cross_entropy is this with eps 0 (the same bits). */
+ * positions (0 when every position is ignored, as mg_cross_entropy). mg_cross_entropy is this with
+ * eps 0 (the same bits). */
 MG_API mg_tensor *mg_cross_entropy_smooth(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index,
                                           float label_smoothing);
 
