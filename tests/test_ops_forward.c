@@ -1220,6 +1220,9 @@ static const char *const covered[] = {
     /* elementwise ops: their forward tests are in test_ops_elem.c */
     "mg_sub", "mg_div", "mg_maximum", "mg_minimum", "mg_silu", "mg_exp", "mg_ln", "mg_sqrt", "mg_neg", "mg_abs",
     "mg_pow", "mg_clamp", "mg_where", "mg_masked_fill",
+    /* forward tests in test_ops_shape.c */
+    "mg_sum_dim", "mg_mean_dim", "mg_max_dim", "mg_logsumexp", "mg_softmax_dim", "mg_log_softmax", "mg_transpose",
+    "mg_permute", "mg_index_select", "mg_bmm", "mg_mse_loss", "mg_nll_loss", "mg_cross_entropy_smooth",
 };
 
 START_TEST(every_op_has_a_forward_test) {

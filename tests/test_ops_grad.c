@@ -112,6 +112,29 @@ static mg_tensor *f_clamp(mg_ctx *c, mg_tensor **x, const gcase *g) { /* below, 
 }
 static mg_tensor *f_where(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_where(c, x[0], x[1], x[2]); }
 static mg_tensor *f_masked_fill(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_masked_fill(c, x[0], x[1], g->farg[0]); }
+/* reductions over a dim, softmax over a dim, shape ops, batched matmul, losses: iarg[0] the dim,
+ * iarg[1] keepdim */
+static mg_tensor *f_sum_dim(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_sum_dim(c, x[0], g->iarg[0], g->iarg[1]); }
+static mg_tensor *f_mean_dim(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_mean_dim(c, x[0], g->iarg[0], g->iarg[1]); }
+/* The max of x + offsets, the offsets 3 apart and scrambled (the maximum of each lane at varied
+ * positions): no step of the finite difference moves a lane's maximum to another element. */
+static mg_tensor *f_max_dim(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_tensor *off = mg_tensor_new(c, MG_F32, x[0]->ndim, x[0]->shape);
+    for (int64_t i = 0; i < off->numel; i++) off->data[i] = 3.0f * (float)((i * 37) % off->numel);
+    return mg_max_dim(c, mg_add(c, x[0], off), g->iarg[0], g->iarg[1]);
+}
+static mg_tensor *f_logsumexp(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_logsumexp(c, x[0], g->iarg[0], g->iarg[1]); }
+static mg_tensor *f_softmax_dim(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_softmax_dim(c, x[0], g->iarg[0]); }
+static mg_tensor *f_log_softmax(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_log_softmax(c, x[0], g->iarg[0]); }
+static mg_tensor *f_transpose(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_transpose(c, x[0], g->iarg[0], g->iarg[1]); }
+static mg_tensor *f_permute(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_permute(c, x[0], x[0]->ndim, g->iarg); }
+static mg_tensor *f_index_select(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_index_select(c, x[0], g->iarg[0], x[1]); }
+static mg_tensor *f_bmm(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_bmm(c, x[0], x[1]); }
+static mg_tensor *f_mse(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mse_loss(c, x[0], x[1]); }
+static mg_tensor *f_nll(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_nll_loss(c, x[0], x[1], -1); }
+static mg_tensor *f_xent_smooth(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    return mg_cross_entropy_smooth(c, x[0], x[1], -1, g->farg[0]);
+}
 
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
@@ -205,6 +228,40 @@ static const gcase cases[] = {
      .farg = {-7.0f}},
     {"masked_fill x broadcast", "mg_masked_fill", f_masked_fill, 2, {F(S2(4, 1)), IDS(2, S3(3, 1, 5))}, 1e-2f, 1e-3f,
      1e-2f, .farg = {0.5f}},
+    /* reductions over a dim, softmax over a dim, shape ops, batched matmul, losses */
+    {"sum_dim first, keepdim", "mg_sum_dim", f_sum_dim, 1, {F(S3(3, 1, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {0, 1}},
+    {"sum_dim middle", "mg_sum_dim", f_sum_dim, 1, {F(S3(2, 3, 70))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-2, 0}},
+    {"mean_dim", "mg_mean_dim", f_mean_dim, 1, {F(S3(2, 3, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1, 0}},
+    {"mean_dim last, keepdim", "mg_mean_dim", f_mean_dim, 1, {F(S2(4, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1, 1}},
+    {"max_dim middle", "mg_max_dim", f_max_dim, 1, {F(S3(3, 4, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1, 0}},
+    {"max_dim last, keepdim", "mg_max_dim", f_max_dim, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1, 1}},
+    {"logsumexp middle", "mg_logsumexp", f_logsumexp, 1, {F(S3(3, 4, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1, 0}},
+    {"logsumexp last, keepdim", "mg_logsumexp", f_logsumexp, 1, {F(S2(2, 9))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1, 1}},
+    {"softmax_dim middle", "mg_softmax_dim", f_softmax_dim, 1, {F(S3(2, 5, 3))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1}},
+    {"softmax_dim first", "mg_softmax_dim", f_softmax_dim, 1, {F(S2(4, 6))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-2}},
+    {"softmax_dim last", "mg_softmax_dim", f_softmax_dim, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1}},
+    {"log_softmax middle", "mg_log_softmax", f_log_softmax, 1, {F(S3(2, 5, 3))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1}},
+    {"log_softmax last", "mg_log_softmax", f_log_softmax, 1, {F(S2(3, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1}},
+    {"transpose outer", "mg_transpose", f_transpose, 1, {F(S3(2, 3, 4))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {0, 2}},
+    {"transpose 2-d", "mg_transpose", f_transpose, 1, {F(S2(3, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1, 0}},
+    {"permute 4-d", "mg_permute", f_permute, 1, {F(S4(2, 3, 4, 5))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {2, 0, -1, 1}},
+    {"index_select middle", "mg_index_select", f_index_select, 2, {F(S3(4, 5, 3)), IDS(5, S1(7))}, 1e-2f, 1e-3f, 1e-2f,
+     .iarg = {1}},
+    {"index_select last, repeats", "mg_index_select", f_index_select, 2, {F(S2(2, 3)), IDS(3, S1(9))}, 1e-2f, 1e-3f,
+     1e-2f, .iarg = {-1}},
+    {"bmm", "mg_bmm", f_bmm, 2, {F(S3(3, 2, 5)), F(S3(3, 5, 4))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul broadcast both", "mg_matmul", f_matmul, 2, {F(S4(2, 1, 3, 4)), F(S3(3, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul broadcast 2-d a", "mg_matmul", f_matmul, 2, {F(S2(3, 4)), F(S3(2, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul broadcast size-1 a", "mg_matmul", f_matmul, 2, {F(S3(1, 3, 4)), F(S3(2, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul broadcast size-1 b", "mg_matmul", f_matmul, 2, {F(S3(2, 3, 4)), F(S3(1, 4, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"matmul_nt broadcast", "mg_matmul_nt", f_matmul_nt, 2, {F(S4(2, 1, 3, 4)), F(S3(3, 5, 4))}, 1e-2f, 1e-3f, 1e-2f},
+    {"mse_loss", "mg_mse_loss", f_mse, 2, {F(S3(2, 3, 5)), F(S3(2, 3, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"nll_loss", "mg_nll_loss", f_nll, 2, {F(S3(2, 5, 11)), IDS(11, S2(2, 5))}, 1e-2f, 1e-3f, 1e-2f},
+    {"nll_loss ignore", "mg_nll_loss", f_nll, 2, {F(S2(9, 7)), {S1(9), 7, 3}}, 1e-2f, 1e-3f, 1e-2f},
+    {"cross entropy smoothed", "mg_cross_entropy_smooth", f_xent_smooth, 2, {F(S3(2, 5, 11)), IDS(11, S2(2, 5))}, 1e-2f,
+     1e-3f, 1e-2f, .farg = {0.1f}},
+    {"cross entropy smoothed ignore", "mg_cross_entropy_smooth", f_xent_smooth, 2, {F(S2(9, 7)), {S1(9), 7, 3}}, 1e-2f,
+     1e-3f, 1e-2f, .farg = {0.3f}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

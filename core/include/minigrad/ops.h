@@ -14,7 +14,10 @@
 extern "C" {
 #endif
 
-/* a (...,M,K) @ b (K,N) -> (...,M,N); or batched: b (...,K,N) with the same leading dims as a. */
+/* a (...,M,K) @ b (K,N) -> (...,M,N); or batched: b (...,K,N) whose leading (batch) dims broadcast
+ * against a's by NumPy rules, as torch.matmul for operands of 2 dims or more: (2,1,M,K) @ (3,K,N)
+ * -> (2,3,M,N). b 2-D and b with a's very batch dims take the fastest paths; the gradient of a
+ * broadcast operand sums over the dims it was stretched along, in a fixed order. */
 MG_API mg_tensor *mg_matmul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
 /* a (...,M,K) @ b^T where b is (N,K) or batched (...,N,K) -> (...,M,N). (Tied LM head, q k^T.) */
 MG_API mg_tensor *mg_matmul_nt(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
@@ -124,6 +127,56 @@ MG_API mg_tensor *mg_where(mg_ctx *ctx, mg_tensor *cond, mg_tensor *x, mg_tensor
  * (output: their broadcast shape, x's when mask broadcasts to x). x's gradient is 0 at filled
  * positions. */
 MG_API mg_tensor *mg_masked_fill(mg_ctx *ctx, mg_tensor *x, mg_tensor *mask, float value);
+/* ---- reductions over one dim, softmax over a dim, shape ops, batched matmul, losses ----
+ * A dim is counted from the end when negative (-1 is the last), as in PyTorch (a 0-d x takes dim 0
+ * or -1); out of range is an error naming the op, the dim and x's shape, e.g.
+ * `mg_transpose: dim 3 out of range for x(2,3)`. Float inputs must be float32. Results are the same
+ * bits for any thread count. */
+
+/* Sum / mean / max of x over dim -> x's shape without that dim, or with it as 1 when keepdim.
+ * Sums and means accumulate in double. mg_max_dim returns the values only (torch.max(x, dim)[0]);
+ * its gradient goes to the first maximum of each lane, a NaN counting as the largest. Mean and
+ * max of an empty dim are errors. */
+MG_API mg_tensor *mg_sum_dim(mg_ctx *ctx, mg_tensor *x, int64_t dim, bool keepdim);
+MG_API mg_tensor *mg_mean_dim(mg_ctx *ctx, mg_tensor *x, int64_t dim, bool keepdim);
+MG_API mg_tensor *mg_max_dim(mg_ctx *ctx, mg_tensor *x, int64_t dim, bool keepdim);
+/* log sum_k exp x_k over dim, computed as m + log sum exp(x - m) with m the max (-inf for a lane
+ * that is all -inf or empty, as PyTorch). */
+MG_API mg_tensor *mg_logsumexp(mg_ctx *ctx, mg_tensor *x, int64_t dim, bool keepdim);
+
+/* Softmax / log-softmax over dim (mg_softmax is the last dim). A lane that is all -inf gives zeros
+ * / -inf (PyTorch gives NaN); over the last dim mg_softmax_dim gives mg_softmax's very bits. */
+MG_API mg_tensor *mg_softmax_dim(mg_ctx *ctx, mg_tensor *x, int64_t dim);
+MG_API mg_tensor *mg_log_softmax(mg_ctx *ctx, mg_tensor *x, int64_t dim);
+
+/* x with dims dim0 and dim1 swapped / with its dims reordered: y.shape[k] = x.shape[dims[k]],
+ * dims a permutation of x's ndim dims (negative allowed). Unlike PyTorch's views, the result is a
+ * contiguous copy. */
+MG_API mg_tensor *mg_transpose(mg_ctx *ctx, mg_tensor *x, int64_t dim0, int64_t dim1);
+MG_API mg_tensor *mg_permute(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *dims);
+
+/* The entries of x (at least 1-D) at positions index (int32, 1-D, repeats allowed) along dim: y has
+ * x's shape with dim's size replaced by index's length. An index outside [0, size of dim) is an error naming its
+ * position and value (no negative indices, as PyTorch). Backward scatter-adds, deterministically. */
+MG_API mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *index);
+
+/* Batched matrix product: a (B,M,K) @ b (B,K,N) -> (B,M,N) (torch.bmm: no broadcasting). */
+MG_API mg_tensor *mg_bmm(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
+
+/* Mean of (input - target)^2 over all elements (one-element tensor); the shapes must be equal (no
+ * broadcasting) and not empty. Both may require gradients. */
+MG_API mg_tensor *mg_mse_loss(mg_ctx *ctx, mg_tensor *input, mg_tensor *target);
+/* Mean over non-ignored positions of -logp[..., target]. logp (...,C) holds log-probabilities with
+ * the class dim LAST (PyTorch's nll_loss has it at dim 1: move it with mg_permute), targets int32
+ * of shape (...). 0 when every position is ignored (PyTorch gives NaN). A target outside [0,C)
+ * (and != ignore_index) is an error naming its position and value. */
+MG_API mg_tensor *mg_nll_loss(mg_ctx *ctx, mg_tensor *logp, mg_tensor *targets, int32_t ignore_index);
+/* mg_cross_entropy with label smoothing eps in [0, 1], PyTorch's formula: per counted position
+ * (1 - eps) (-log p[target]) + eps * mean over the C classes of (-log p), the mean over counted
+ * positions (0 when every position is ignored, as mg_cross_entropy). mg_cross_entropy is this with
+ * eps 0 (the same bits). */
+MG_API mg_tensor *mg_cross_entropy_smooth(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index,
+                                          float label_smoothing);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;
