@@ -674,6 +674,29 @@ START_TEST(large_broadcast_bit_identical_across_thread_counts) {
 }
 END_TEST
 
+/* mg_log names both torch.log (first argument a context) and the logger (first argument a level). */
+static int logged;
+static void count_log(mg_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level == MG_LOG_WARN && strcmp(msg, "seven 7") == 0) logged++;
+}
+START_TEST(log_is_the_op_and_the_logger) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 1, (int64_t[]){3});
+    x->data[0] = 1.0f, x->data[1] = 2.0f, x->data[2] = 0.5f;
+    mg_tensor *a = mg_log(ctx, x), *b = mg_ln(ctx, x);
+    ck_assert_ptr_null(mg_ctx_error(ctx));
+    ck_assert_mem_eq(a->data, b->data, 3 * sizeof(float));
+    ck_assert_float_eq_tol(a->data[1], (float)log(2.0), 1e-7f);
+    logged = 0;
+    mg_log_set(count_log, NULL);
+    mg_log(MG_LOG_WARN, "seven %d", 7);
+    mg_log_set(NULL, NULL);
+    ck_assert_int_eq(logged, 1);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 static Suite *elem_suite(void) {
     Suite *s = suite_create("ops_elem");
     TCase *tc = tcase_create("elementwise");
@@ -686,6 +709,7 @@ static Suite *elem_suite(void) {
     tcase_add_test(tc, binary_errors);
     tcase_add_test(tc, unary_errors);
     tcase_add_test(tc, select_errors);
+    tcase_add_test(tc, log_is_the_op_and_the_logger);
     tcase_add_test(tc, large_broadcast_bit_identical_across_thread_counts);
     suite_add_tcase(s, tc);
     return s;

@@ -7,6 +7,8 @@
 
 #include "minigrad/export.h"
 
+#include "minigrad/base.h"
+
 #include "minigrad/rng.h"
 #include "minigrad/tensor.h"
 
@@ -113,7 +115,12 @@ MG_API mg_tensor *mg_minimum(mg_ctx *ctx, mg_tensor *a, mg_tensor *b);
  * an error. */
 MG_API mg_tensor *mg_silu(mg_ctx *ctx, mg_tensor *x);
 MG_API mg_tensor *mg_exp(mg_ctx *ctx, mg_tensor *x);
-MG_API mg_tensor *mg_ln(mg_ctx *ctx, mg_tensor *x); /* torch.log (mg_log is the logger, base.h) */
+/* torch.log. mg_log is also the logger (base.h); in C the one name serves both, picked by the type
+ * of the first argument: mg_log(ctx, x) is this op, mg_log(MG_LOG_INFO, "fmt", ...) the logger. */
+MG_API mg_tensor *mg_ln(mg_ctx *ctx, mg_tensor *x);
+#ifndef __cplusplus
+#define mg_log(first, ...) _Generic((first), mg_ctx *: mg_ln, default: mg_log)((first), __VA_ARGS__)
+#endif
 MG_API mg_tensor *mg_sqrt(mg_ctx *ctx, mg_tensor *x);
 MG_API mg_tensor *mg_neg(mg_ctx *ctx, mg_tensor *x);
 MG_API mg_tensor *mg_abs(mg_ctx *ctx, mg_tensor *x);
