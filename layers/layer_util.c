@@ -11,8 +11,12 @@ void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The message names the layer: raised in a scope without a label, so that the layer's own
+     * scope (mg_layer_forward) does not name it a second time. */
+    mg_ctx_push_scope(ctx, "");
     mg_ctx_fail(ctx, "layer '%s' (%s): %s", *mg_layer_prefix(l) ? mg_layer_prefix(l) : "(model)", mg_layer_vt(l)->name,
                 msg);
+    mg_ctx_pop_scope(ctx);
 }
 
 mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound) {

@@ -524,6 +524,10 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     }
 
     mg_params *P = m->params;
+    int64_t n_all = mg_params_numel(P), n_trainable = mg_params_trainable_numel(P);
+    if (n_trainable != n_all)
+        mg_log(MG_LOG_INFO, "%s: %lld of %lld parameters trainable (%lld frozen or in buffers)", prog,
+               (long long)n_trainable, (long long)n_all, (long long)(n_all - n_trainable));
     mg_optim *opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
     mg_ctx *ctx = mg_ctx_new(0);
     history h = {0};

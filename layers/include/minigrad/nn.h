@@ -27,6 +27,7 @@ typedef struct mg_linear_cfg {
     bool bias;                   /* add a bias (false when left zero) */
     const mg_init *weight_init;  /* NULL: PyTorch's uniform(-1/sqrt(in), 1/sqrt(in)) */
     const mg_init *bias_init;    /* NULL: the same uniform when the weight's is uniform, else zeros */
+    bool frozen;                 /* declare the parameters frozen (not trained; params.h) */
 } mg_linear_cfg;
 MG_API mg_layer *mg_linear_new(mg_params *params, const char *name, const mg_linear_cfg *cfg);
 

@@ -1,0 +1,380 @@
+/* Layer infrastructure: error scopes (an op failing inside a model names the innermost layer),
+ * frozen parameters and buffers (no gradient, no optimizer state or update, still in checkpoints),
+ * and the typed constructors of minigrad/nn.h with the layers they build. */
+#include "layer_check.h"
+#include "minigrad/nn.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+/* ---- error scopes ---- */
+
+/* A layer whose forward makes a matmul of bad shapes: an op error raised inside a layer. */
+static mg_status bad_mm_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    (void)self, (void)cfg, (void)params;
+    return MG_OK;
+}
+static mg_tensor *bad_mm_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    (void)self, (void)args;
+    return mg_matmul(ctx, x, x);
+}
+static const mg_layer_vtable bad_mm_vt = {
+    .abi_version = MG_LAYER_ABI_VERSION,
+    .struct_size = sizeof(mg_layer_vtable),
+    .name = "mgtest_bad_mm",
+    .summary = "x @ x (fails unless square)",
+    .create = bad_mm_create,
+    .forward = bad_mm_forward,
+};
+
+/* A composite: a linear child "fc" (in=3, out=3), then a child "inner" of kind mgtest_bad_mm. */
+static mg_status wrap_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    (void)cfg;
+    mg_config *c = mg_config_new("linear");
+    mg_status st = mg_config_set_list(c, "in=3,out=3");
+    if (st == MG_OK) st = mg_layer_child(self, "fc", "linear", c, params, NULL);
+    mg_config_free(c);
+    if (st == MG_OK) st = mg_layer_child(self, "inner", "mgtest_bad_mm", NULL, params, NULL);
+    return st;
+}
+static mg_tensor *wrap_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    x = mg_layer_forward(mg_layer_find_child(self, "fc"), ctx, x, args);
+    return mg_layer_forward(mg_layer_find_child(self, "inner"), ctx, x, args);
+}
+static const mg_layer_vtable wrap_vt = {
+    .abi_version = MG_LAYER_ABI_VERSION,
+    .struct_size = sizeof(mg_layer_vtable),
+    .name = "mgtest_wrap",
+    .summary = "linear, then mgtest_bad_mm",
+    .create = wrap_create,
+    .forward = wrap_forward,
+};
+
+static void register_test_layers(void) {
+    if (!mg_layer_find("mgtest_bad_mm")) ck_assert_msg(mg_register_layer(&bad_mm_vt) == MG_OK, "%s", mg_last_error());
+    if (!mg_layer_find("mgtest_wrap")) ck_assert_msg(mg_register_layer(&wrap_vt) == MG_OK, "%s", mg_last_error());
+}
+
+static void assert_starts(const char *msg, const char *want) {
+    ck_assert_msg(strncmp(msg, want, strlen(want)) == 0, "message '%s' should start with '%s'", msg, want);
+}
+
+START_TEST(op_error_deep_in_a_model_names_the_layer) {
+    register_test_layers();
+    mg_cfg_file *f;
+    ck_assert(mg_cfg_file_parse("[linear]\nname = h.0\nin = 3\nout = 3\n[mgtest_wrap]\nname = h.3\n", "scope.cfg", &f) ==
+              MG_OK);
+    mg_rng rng = mg_rng_make(3);
+    mg_model *m;
+    ck_assert_msg(mg_model_build(f, &rng, &m) == MG_OK, "%s", mg_last_error());
+    mg_cfg_file_free(f);
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
+    mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){2, 3});
+    mg_model_forward(m, ctx, x, NULL);
+    ck_assert_int_eq(t.calls, 1);
+    /* the innermost layer, then the op's own message */
+    assert_starts(t.msg, "h.3.inner (mgtest_bad_mm): mg_matmul: ");
+    ck_assert_msg(strstr(t.msg, "(2,3)"), "%s", t.msg);
+    ck_assert_int_eq(mg_ctx_scope_depth(ctx), 0); /* popped although forward failed */
+    ck_assert_ptr_null(mg_ctx_scope(ctx));
+
+    /* The same op called by the program outside any layer: no prefix. */
+    mg_ctx_clear_error(ctx);
+    mg_matmul(ctx, x, x);
+    assert_starts(t.msg, "mg_matmul: ");
+
+    /* A layer's own check names it once, not once more through its scope. */
+    mg_ctx_clear_error(ctx);
+    mg_model_forward(m, ctx, mg_zeros(ctx, 2, (int64_t[]){2, 4}), NULL);
+    assert_starts(t.msg, "layer 'h.0' (linear): x(2,4): need float32 with last dim in = 3");
+    ck_assert_int_eq(mg_ctx_scope_depth(ctx), 0);
+
+    /* A scope of the program's own, and one without a label inside it. */
+    mg_ctx_clear_error(ctx);
+    mg_ctx_push_scope(ctx, "eval batch 3");
+    ck_assert_str_eq(mg_ctx_scope(ctx), "eval batch 3");
+    mg_matmul(ctx, x, x);
+    assert_starts(t.msg, "eval batch 3: mg_matmul: ");
+    mg_ctx_clear_error(ctx);
+    mg_ctx_push_scope(ctx, NULL);
+    mg_matmul(ctx, x, x);
+    assert_starts(t.msg, "mg_matmul: ");
+    mg_ctx_pop_scope(ctx);
+    mg_ctx_pop_scope(ctx);
+    mg_ctx_pop_scope(ctx); /* one too many: nothing happens */
+    ck_assert_int_eq(mg_ctx_scope_depth(ctx), 0);
+    mg_ctx_free(ctx);
+    mg_model_free(m);
+}
+END_TEST
+
+START_TEST(scopes_deeper_than_the_stack_stay_balanced) {
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
+    char label[300];
+    for (int i = 0; i < MG_SCOPE_DEPTH_MAX + 8; i++) {
+        snprintf(label, sizeof label, "level %d %0200d", i, 0); /* longer than a label keeps */
+        mg_ctx_push_scope(ctx, label);
+    }
+    ck_assert_int_eq(mg_ctx_scope_depth(ctx), MG_SCOPE_DEPTH_MAX + 8);
+    ck_assert_int_eq((int)strlen(mg_ctx_scope(ctx)), MG_SCOPE_LABEL_MAX - 1);
+    ck_assert_msg(strncmp(mg_ctx_scope(ctx), "level 31 ", 9) == 0, "%s", mg_ctx_scope(ctx));
+    for (int i = 0; i < MG_SCOPE_DEPTH_MAX + 8; i++) mg_ctx_pop_scope(ctx);
+    mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){2, 3});
+    mg_matmul(ctx, x, x);
+    assert_starts(t.msg, "mg_matmul: ");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* ---- frozen parameters and buffers ---- */
+
+typedef struct {
+    mg_params *P;
+    mg_layer *fc1, *fc2;
+} two_fc;
+
+static two_fc two_fc_make(uint64_t seed) {
+    two_fc n = {mg_params_new(), NULL, NULL};
+    n.fc1 = mg_linear_new(n.P, "enc.fc1", &(mg_linear_cfg){.in = 4, .out = 5, .bias = true});
+    n.fc2 = mg_linear_new(n.P, "head", &(mg_linear_cfg){.in = 5, .out = 3, .bias = true});
+    ck_assert_msg(n.fc1 && n.fc2, "%s", mg_last_error());
+    mg_rng rng = mg_rng_make(seed);
+    ck_assert(mg_params_alloc(n.P, &rng) == MG_OK);
+    return n;
+}
+
+static void two_fc_free(two_fc *n) {
+    mg_layer_free(n->fc1);
+    mg_layer_free(n->fc2);
+    mg_params_free(n->P);
+}
+
+/* One forward + backward of sum((fc2(fc1(x)))^2)-like loss: mean of the outputs times themselves. */
+static mg_tensor *two_fc_step(two_fc *n, mg_ctx *ctx, mg_tensor **h_out) {
+    mg_ctx_reset(ctx);
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){3, 4});
+    for (int i = 0; i < 12; i++) x->data[i] = 0.1f * (float)(i % 5) - 0.2f;
+    mg_tensor *h = mg_layer_forward(n->fc1, ctx, x, NULL);
+    mg_tensor *y = mg_layer_forward(n->fc2, ctx, h, NULL);
+    mg_tensor *loss = mg_mean(ctx, mg_mul(ctx, y, y));
+    if (h_out) *h_out = h;
+    mg_params_zero_grad(n->P);
+    mg_backward(ctx, loss);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    return loss;
+}
+
+static bool all_zero(const float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] != 0.0f) return false;
+    return true;
+}
+
+START_TEST(frozen_weights_stay_put_and_get_no_gradient) {
+    for (int opt_kind = 0; opt_kind < 2; opt_kind++) {
+        two_fc n = two_fc_make(7);
+        mg_tensor *w1 = mg_params_find(n.P, "enc.fc1.weight"), *b1 = mg_params_find(n.P, "enc.fc1.bias");
+        mg_tensor *w2 = mg_params_find(n.P, "head.weight");
+        ck_assert(mg_params_set_trainable(n.P, "enc", true) == MG_OK);
+        ck_assert(mg_params_set_trainable(n.P, "enc", false) == MG_OK); /* the whole layer, by prefix */
+        ck_assert(!mg_param_trainable(w1) && !mg_param_trainable(b1) && mg_param_trainable(w2));
+        ck_assert(w1->flags & MG_FROZEN);
+        ck_assert_int_eq(mg_params_trainable_numel(n.P), 5 * 3 + 3);
+        ck_assert_int_eq(mg_params_numel(n.P), 4 * 5 + 5 + 5 * 3 + 3);
+        ck_assert_int_eq(mg_layer_trainable_numel(n.fc1), 0);
+        float w1_0[20], w2_0[15], b1_0[5];
+        memcpy(w1_0, w1->data, sizeof w1_0);
+        memcpy(b1_0, b1->data, sizeof b1_0);
+        memcpy(w2_0, w2->data, sizeof w2_0);
+        mg_optim *o = opt_kind ? mg_sgd_new(n.P, 0.9f, 0.1f) : mg_adamw_new(n.P, mg_adamw_defaults());
+        ck_assert_ptr_nonnull(o);
+        mg_ctx *ctx = mg_ctx_new(0);
+        for (int s = 0; s < 3; s++) {
+            mg_tensor *h;
+            two_fc_step(&n, ctx, &h);
+            /* nothing upstream of fc1 needs a gradient: its output was not even recorded */
+            ck_assert(!mg_requires_grad(h) && h->node == NULL);
+            ck_assert(all_zero(w1->grad, w1->numel) && all_zero(b1->grad, b1->numel));
+            ck_assert(!all_zero(w2->grad, w2->numel));
+            float norm = mg_clip_grad_norm(n.P, 0.0f);
+            double want = 0;
+            for (int k = 0; k < mg_params_len(n.P); k++) {
+                mg_tensor *t = mg_params_at(n.P, k);
+                for (int64_t i = 0; mg_param_trainable(t) && i < t->numel; i++) want += (double)t->grad[i] * t->grad[i];
+            }
+            ck_assert_float_eq_tol(norm, (float)sqrt(want), 1e-6f);
+            mg_optim_step(o, 0.05f);
+        }
+        ck_assert_mem_eq(w1->data, w1_0, sizeof w1_0); /* not updated, not decayed */
+        ck_assert(memcmp(w2->data, w2_0, sizeof w2_0) != 0);
+        /* Unfrozen, it trains from the next step, from zero state. */
+        ck_assert(mg_params_set_trainable(n.P, "enc.fc1.weight", true) == MG_OK);
+        two_fc_step(&n, ctx, NULL);
+        ck_assert(!all_zero(w1->grad, w1->numel));
+        mg_optim_step(o, 0.05f);
+        ck_assert(memcmp(w1->data, w1_0, sizeof w1_0) != 0);
+        ck_assert(!all_zero(mg_optim_state_of(o, 0, 0), w1->numel));
+        ck_assert_mem_eq(b1->data, b1_0, sizeof b1_0); /* the bias is still frozen */
+        /* Freezing after a backward clears the gradient it had. */
+        ck_assert(mg_params_set_trainable(n.P, "enc.fc1.weight", false) == MG_OK);
+        ck_assert(all_zero(w1->grad, w1->numel));
+        mg_ctx_free(ctx);
+        mg_optim_free(o);
+        two_fc_free(&n);
+    }
+}
+END_TEST
+
+START_TEST(set_trainable_selects_by_name_or_prefix) {
+    mg_params *P = mg_params_new();
+    ck_assert_ptr_nonnull(mg_params_add(P, "h.1.w", 1, (int64_t[]){2}, mg_init_ones(), 0));
+    ck_assert_ptr_nonnull(mg_params_add(P, "h.10.w", 1, (int64_t[]){2}, mg_init_ones(), 0));
+    ck_assert_ptr_nonnull(mg_params_add(P, "h.1", 1, (int64_t[]){2}, mg_init_ones(), MG_FROZEN));
+    ck_assert_ptr_nonnull(mg_params_add(P, "h.1.stats", 1, (int64_t[]){2}, mg_init_zeros(), MG_BUFFER | MG_FROZEN));
+    ck_assert(!mg_param_trainable(mg_params_find(P, "h.1")));
+    mg_tensor *st = mg_params_find(P, "h.1.stats");
+    ck_assert(!mg_param_trainable(st) && (st->flags & MG_BUFFER) && !(st->flags & MG_FROZEN));
+    ck_assert(mg_params_set_trainable(P, "h.1", false) == MG_OK); /* h.1 and h.1.w, not h.10.w */
+    ck_assert(!mg_param_trainable(mg_params_find(P, "h.1.w")));
+    ck_assert(mg_param_trainable(mg_params_find(P, "h.10.w")));
+    ck_assert(mg_params_set_trainable(P, "", true) == MG_OK); /* all; the buffer stays one */
+    ck_assert(mg_param_trainable(mg_params_find(P, "h.1")) && !mg_param_trainable(st));
+    ck_assert(mg_params_set_trainable(P, NULL, false) == MG_OK);
+    ck_assert_int_eq(mg_params_trainable_numel(P), 0);
+    ck_assert(mg_params_set_trainable(P, "h", true) == MG_OK);
+    ck_assert_int_eq(mg_params_trainable_numel(P), 6);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(set_trainable_errors) {
+    mg_params *P = mg_params_new();
+    ck_assert_ptr_nonnull(mg_params_add(P, "enc.w", 1, (int64_t[]){2}, mg_init_ones(), 0));
+    ck_assert_ptr_nonnull(mg_params_add(P, "enc.mean", 1, (int64_t[]){2}, mg_init_zeros(), MG_BUFFER));
+    TU_ASSERT_ERR(mg_params_set_trainable(P, "en", false), MG_ERR_NOT_FOUND,
+                  "mg_params_set_trainable: no parameter is named 'en' or lies under 'en.'");
+    TU_ASSERT_ERR(mg_params_set_trainable(P, "enc.mean", true), MG_ERR_INVALID,
+                  "mg_params_set_trainable: 'enc.mean' is a buffer, never trainable");
+    ck_assert(mg_params_set_trainable(P, "enc.mean", false) == MG_OK);
+    ck_assert(mg_params_set_trainable(P, "enc", true) == MG_OK); /* a prefix passes buffers by */
+    mg_params_free(P);
+}
+END_TEST
+
+/* A layer with a buffer: counts the rows it has seen (state updated in forward, never trained). */
+static mg_status counter_create(mg_layer *self, mg_config *cfg, mg_params *params) {
+    int64_t dim = mg_config_int(cfg, "dim", 0, 1, 1000);
+    if (mg_config_status(cfg) != MG_OK) return mg_config_status(cfg);
+    if (!mg_layer_param(self, params, "scale", 1, (int64_t[]){dim}, mg_init_ones(), 0)) return MG_ERR_INVALID;
+    if (!mg_layer_buffer(self, params, "seen", 1, (int64_t[]){1}, mg_init_zeros())) return MG_ERR_INVALID;
+    return MG_OK;
+}
+static mg_tensor *counter_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    (void)args;
+    mg_layer_get_param(self, "seen")->data[0] += (float)mg_rows(x);
+    return mg_mul(ctx, x, mg_layer_get_param(self, "scale"));
+}
+static const mg_layer_vtable counter_vt = {
+    .abi_version = MG_LAYER_ABI_VERSION,
+    .struct_size = sizeof(mg_layer_vtable),
+    .name = "mgtest_counter",
+    .summary = "x * scale, counting rows in a buffer",
+    .create = counter_create,
+    .forward = counter_forward,
+};
+
+START_TEST(buffers_are_saved_and_restored_but_never_trained) {
+    if (!mg_layer_find("mgtest_counter")) ck_assert(mg_register_layer(&counter_vt) == MG_OK);
+    char dir[256];
+    tu_make_tmpdir(dir, sizeof dir, "mg_nn");
+    mg_params *P = mg_params_new();
+    mg_config *c = mg_config_new("counter");
+    ck_assert(mg_config_set_list(c, "dim=3") == MG_OK);
+    mg_layer *l;
+    ck_assert_msg(mg_layer_create("mgtest_counter", "cnt", c, P, &l) == MG_OK, "%s", mg_last_error());
+    mg_config_free(c);
+    mg_layer *fc = mg_linear_new(P, "fc", &(mg_linear_cfg){.in = 3, .out = 2, .frozen = true});
+    ck_assert_ptr_nonnull(fc);
+    mg_rng rng = mg_rng_make(11);
+    ck_assert(mg_params_alloc(P, &rng) == MG_OK);
+    mg_tensor *seen = mg_params_find(P, "cnt.seen"), *scale = mg_params_find(P, "cnt.scale");
+    mg_tensor *fw = mg_params_find(P, "fc.weight");
+    ck_assert(seen && (seen->flags & MG_BUFFER) && (seen->flags & MG_NO_DECAY) && !mg_param_trainable(seen));
+    ck_assert(fw && !mg_param_trainable(fw));
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mg_layer_print(l, f);
+    mg_layer_print(fc, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "total: 4 parameters, 3 trainable (") && strstr(buf, "total: 6 parameters, 0 trainable ("),
+                  "%s", buf);
+    free(buf);
+
+    mg_optim *o = mg_adamw_new(P, mg_adamw_defaults());
+    mg_ctx *ctx = mg_ctx_new(0);
+    for (int s = 0; s < 2; s++) {
+        mg_ctx_reset(ctx);
+        mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){4, 3});
+        for (int i = 0; i < 12; i++) x->data[i] = (float)i;
+        mg_tensor *y = mg_layer_forward(fc, ctx, mg_layer_forward(l, ctx, x, NULL), NULL);
+        mg_params_zero_grad(P);
+        mg_backward(ctx, mg_mean(ctx, y));
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        mg_optim_step(o, 0.1f);
+    }
+    ck_assert_float_eq(seen->data[0], 8.0f); /* updated by the layer only: no decay, no step */
+    ck_assert(seen->grad[0] == 0.0f);
+    ck_assert(scale->data[0] != 1.0f);
+
+    /* Weights: every tensor, buffers and frozen ones included. */
+    char wpath[512], spath[512];
+    snprintf(wpath, sizeof wpath, "%s", tu_path_in(dir, "w.safetensors"));
+    snprintf(spath, sizeof spath, "%s", tu_path_in(dir, "w.state.safetensors"));
+    ck_assert(mg_checkpoint_save(wpath, P, false, NULL, 0) == MG_OK);
+    ck_assert(mg_train_state_save(spath, o, P, NULL, 0) == MG_OK);
+    float fw0 = fw->data[1];
+    seen->data[0] = -1.0f;
+    fw->data[1] = 42.0f;
+    ck_assert_msg(mg_checkpoint_load(wpath, P, NULL) == MG_OK, "%s", mg_last_error());
+    ck_assert_float_eq(seen->data[0], 8.0f);
+    ck_assert_float_eq(fw->data[1], fw0);
+    /* The training state holds the trainable parameter only. */
+    mg_st_file *sf;
+    ck_assert(mg_safetensors_open(spath, &sf) == MG_OK);
+    ck_assert_int_eq(mg_st_count(sf), 2); /* opt.m.cnt.scale, opt.v.cnt.scale */
+    mg_st_close(sf);
+    ck_assert_msg(mg_train_state_load(spath, o, P, NULL) == MG_OK, "%s", mg_last_error());
+    /* With fc.weight trainable now, the state lacks it: refused, saying why. */
+    ck_assert(mg_params_set_trainable(P, "fc.weight", true) == MG_OK);
+    TU_ASSERT_ERR(mg_train_state_load(spath, o, P, NULL), MG_ERR_NOT_FOUND, "missing tensor 'opt.m.fc.weight'",
+                  "a training state holds the state of exactly the trainable parameters; 1 of the 3 here");
+    mg_ctx_free(ctx);
+    mg_optim_free(o);
+    mg_layer_free(l);
+    mg_layer_free(fc);
+    mg_params_free(P);
+    tu_remove_tree(dir);
+}
+END_TEST
+
+static Suite *nn_suite(void) {
+    mg_log_set(lc_quiet_log, NULL);
+    Suite *s = suite_create("nn");
+    TCase *tc = tcase_create("scopes");
+    tcase_add_test(tc, op_error_deep_in_a_model_names_the_layer);
+    tcase_add_test(tc, scopes_deeper_than_the_stack_stay_balanced);
+    suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("frozen");
+    tcase_add_test(tf, frozen_weights_stay_put_and_get_no_gradient);
+    tcase_add_test(tf, set_trainable_selects_by_name_or_prefix);
+    tcase_add_test(tf, set_trainable_errors);
+    tcase_add_test(tf, buffers_are_saved_and_restored_but_never_trained);
+    suite_add_tcase(s, tf);
+    return s;
+}
+
+MG_TEST_MAIN(nn_suite)
