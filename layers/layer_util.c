@@ -2,6 +2,7 @@
  * dropout that only runs in training. */
 #include "registry_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -69,4 +70,12 @@ mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t di
     if (st == MG_OK) st = mg_config_setf(c, "dim", "%lld", (long long)dim);
     if (st == MG_OK) st = mg_config_setf(c, "eps", "%.17g", eps);
     return child_cfg_done(self, local, "layernorm", c, st, params, child);
+}
+
+mg_status mg_layer_norm_eps(mg_layer *self, const char *kind, float eps, bool zero_eps, float def, float *out) {
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return mg_set_error(MG_ERR_INVALID, "layer '%s' (%s): eps %g must be finite and >= 0", mg_layer_prefix(self),
+                            kind, (double)eps);
+    *out = zero_eps ? 0.0f : eps != 0.0f ? eps : def;
+    return MG_OK;
 }

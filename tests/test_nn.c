@@ -361,6 +361,185 @@ START_TEST(buffers_are_saved_and_restored_but_never_trained) {
 }
 END_TEST
 
+/* ---- typed constructors ---- */
+
+static mg_status make_layer(const char *type, const char *prefix, const char *list, mg_params *P, mg_layer **out) {
+    mg_config *cfg = mg_config_new(type);
+    mg_status st = mg_config_set_list(cfg, list);
+    if (st == MG_OK) st = mg_layer_create(type, prefix, cfg, P, out);
+    mg_config_free(cfg);
+    return st;
+}
+
+/* The typed layer ta in A and the config-built tb in B: same kind, same parameter names, shapes,
+ * flags and values from the same seed, and the same output for the same input. */
+static void expect_same_layer(mg_layer *ta, mg_params *A, mg_layer *tb, mg_params *B, bool ids, int64_t width) {
+    ck_assert_msg(ta && tb, "%s", mg_last_error());
+    ck_assert_str_eq(mg_layer_vt(ta)->name, mg_layer_vt(tb)->name);
+    mg_rng ra = mg_rng_make(5), rb = mg_rng_make(5);
+    ck_assert(mg_params_alloc(A, &ra) == MG_OK && mg_params_alloc(B, &rb) == MG_OK);
+    ck_assert_int_eq(mg_params_len(A), mg_params_len(B));
+    for (int i = 0; i < mg_params_len(A); i++) {
+        mg_tensor *pa = mg_params_at(A, i), *pb = mg_params_find(B, pa->name);
+        ck_assert_msg(pb, "%s missing from the config-built layer", pa->name);
+        ck_assert(mg_same_shape(pa, pb));
+        ck_assert_uint_eq(pa->flags, pb->flags);
+        ck_assert_mem_eq(pa->data, pb->data, (size_t)pa->numel * sizeof(float));
+    }
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *x;
+    if (ids) {
+        x = mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){2, 3});
+        for (int i = 0; i < 6; i++) x->i32[i] = (i * 5) % (int)width;
+    } else {
+        x = mg_tensor_new(ctx, MG_F32, 3, (int64_t[]){2, 3, width});
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = 0.37f * (float)(i % 7) - 1.0f;
+    }
+    mg_tensor *ya = mg_layer_forward(ta, ctx, x, NULL), *yb = mg_layer_forward(tb, ctx, x, NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    ck_assert(mg_same_shape(ya, yb));
+    ck_assert_mem_eq(ya->data, yb->data, (size_t)ya->numel * sizeof(float));
+    mg_ctx_free(ctx);
+    mg_layer_free(ta), mg_layer_free(tb);
+    mg_params_free(A), mg_params_free(B);
+}
+
+START_TEST(typed_constructors_match_string_configs) {
+    mg_params *A = mg_params_new(), *B = mg_params_new();
+    mg_layer *tb = NULL;
+    mg_layer *ta = mg_embedding_new(A, "wte", &(mg_embedding_cfg){.vocab = 11, .dim = 4, .scale = 2.0f});
+    ck_assert(make_layer("embedding", "wte", "vocab=11,dim=4,scale=2", B, &tb) == MG_OK);
+    expect_same_layer(ta, A, tb, B, true, 11);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_embedding_new(A, "wte", &(mg_embedding_cfg){.vocab = 7, .dim = 3, .init = &(mg_init){MG_INIT_UNIFORM, -0.1f, 0.1f}, .frozen = true});
+    ck_assert(make_layer("embedding", "wte", "vocab=7,dim=3,init=uniform,bound=0.1,frozen=true", B, &tb) == MG_OK);
+    ck_assert(!mg_param_trainable(mg_params_find(A, "wte.weight")));
+    expect_same_layer(ta, A, tb, B, true, 7);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_layernorm_new(A, "ln", &(mg_layernorm_cfg){.dim = 5});
+    ck_assert(make_layer("layernorm", "ln", "dim=5", B, &tb) == MG_OK);
+    ck_assert_int_eq(mg_params_len(A), 2);
+    expect_same_layer(ta, A, tb, B, false, 5);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_layernorm_new(A, "ln", &(mg_layernorm_cfg){.dim = 5, .zero_eps = true, .no_affine = true});
+    ck_assert(make_layer("layernorm", "ln", "dim=5,eps=0,affine=false", B, &tb) == MG_OK);
+    ck_assert_int_eq(mg_params_len(A), 0);
+    expect_same_layer(ta, A, tb, B, false, 5);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_rms_norm_new(A, "norm", &(mg_rms_norm_cfg){.dim = 6, .eps = 1e-6f, .frozen = true});
+    ck_assert(make_layer("rms_norm", "norm", "dim=6,eps=1e-6,frozen=true", B, &tb) == MG_OK);
+    ck_assert_ptr_nonnull(mg_params_find(A, "norm.weight"));
+    ck_assert(mg_params_find(A, "norm.weight")->flags & MG_FROZEN);
+    expect_same_layer(ta, A, tb, B, false, 6);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_rms_norm_new(A, "norm", &(mg_rms_norm_cfg){.dim = 6});
+    ck_assert(make_layer("rms_norm", "norm", "dim=6", B, &tb) == MG_OK);
+    expect_same_layer(ta, A, tb, B, false, 6);
+
+    A = mg_params_new(), B = mg_params_new();
+    ta = mg_dropout_new(A, "drop", &(mg_dropout_cfg){.p = 0.5f});
+    ck_assert(make_layer("dropout", "drop", "", B, &tb) == MG_OK); /* p 0.5 by default */
+    expect_same_layer(ta, A, tb, B, false, 4);                     /* evaluation: both the identity */
+}
+END_TEST
+
+START_TEST(norm_layers_compute_their_ops) {
+    mg_params *P = mg_params_new();
+    mg_layer *rn = mg_rms_norm_new(P, "rn", &(mg_rms_norm_cfg){.dim = 4});
+    mg_layer *rz = mg_rms_norm_new(P, "rz", &(mg_rms_norm_cfg){.dim = 4, .zero_eps = true, .no_affine = true});
+    mg_layer *ln = mg_layernorm_new(P, "ln", &(mg_layernorm_cfg){.dim = 4, .eps = 0.5f});
+    ck_assert_msg(rn && rz && ln, "%s", mg_last_error());
+    ck_assert(mg_params_alloc(P, NULL) == MG_OK);
+    mg_params_find(P, "rn.weight")->data[2] = 3.0f;
+    mg_ctx *ctx = mg_ctx_new(0);
+    float xv[4] = {1.0f, -2.0f, 3.0f, 0.5f};
+    mg_tensor *x = mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){1, 4}, xv);
+    double ms = (1.0 + 4.0 + 9.0 + 0.25) / 4.0;
+    mg_tensor *y = mg_layer_forward(rn, ctx, x, NULL);
+    for (int j = 0; j < 4; j++)
+        ck_assert_float_eq_tol(y->data[j], (float)(xv[j] / sqrt(ms + 1.1920929e-07) * (j == 2 ? 3.0 : 1.0)), 1e-6f);
+    y = mg_layer_forward(rz, ctx, x, NULL);
+    for (int j = 0; j < 4; j++) ck_assert_float_eq_tol(y->data[j], (float)(xv[j] / sqrt(ms)), 1e-6f);
+    y = mg_layer_forward(ln, ctx, x, NULL);
+    double mean = 2.5 / 4.0, var = 0.0;
+    for (int j = 0; j < 4; j++) var += (xv[j] - mean) * (xv[j] - mean) / 4.0;
+    for (int j = 0; j < 4; j++) ck_assert_float_eq_tol(y->data[j], (float)((xv[j] - mean) / sqrt(var + 0.5)), 1e-6f);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    mg_ctx_free(ctx);
+    mg_layer_free(rn), mg_layer_free(rz), mg_layer_free(ln);
+    mg_params_free(P);
+}
+END_TEST
+
+START_TEST(dropout_layer_is_active_only_in_training) {
+    mg_layer *d = mg_dropout_new(NULL, "drop", &(mg_dropout_cfg){.p = 0.25f});
+    ck_assert_msg(d, "%s", mg_last_error());
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
+    mg_tensor *x = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){40, 50});
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = 1.0f + (float)(i % 3);
+    ck_assert_ptr_eq(mg_layer_forward(d, ctx, x, NULL), x);               /* evaluation: x itself */
+    ck_assert_ptr_eq(mg_layer_forward(d, ctx, x, &(mg_fwd){.train = false}), x);
+    mg_rng r1 = mg_rng_make(9), r2 = mg_rng_make(9);
+    mg_tensor *y = mg_layer_forward(d, ctx, x, &(mg_fwd){.train = true, .rng = &r1});
+    mg_tensor *want = mg_dropout(ctx, x, 0.25f, &r2);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    ck_assert_mem_eq(y->data, want->data, (size_t)x->numel * sizeof(float)); /* the op, same mask */
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < y->numel; i++) {
+        if (y->data[i] == 0.0f) zeros++;
+        else ck_assert_float_eq_tol(y->data[i], x->data[i] / 0.75f, 1e-6f);
+    }
+    ck_assert_int_gt(zeros, 350); /* 500 expected of 2000 */
+    ck_assert_int_lt(zeros, 650);
+    /* training without a generator: an error naming the layer */
+    mg_layer_forward(d, ctx, x, &(mg_fwd){.train = true});
+    ck_assert_msg(strstr(t.msg, "layer 'drop' (dropout): dropout 0.25 in training needs an rng in mg_fwd"), "%s", t.msg);
+    mg_ctx_free(ctx);
+    mg_layer_free(d);
+}
+END_TEST
+
+START_TEST(typed_constructor_errors_name_layer_and_field) {
+    mg_params *P = mg_params_new();
+    ck_assert_ptr_null(mg_embedding_new(P, "wte", &(mg_embedding_cfg){.vocab = 0, .dim = 4}));
+    tu_assert_error_has("layer 'wte' (embedding): vocab = 0 and dim = 4 must be in [1,");
+    ck_assert_ptr_null(mg_embedding_new(P, "wte", &(mg_embedding_cfg){.vocab = 3, .dim = 4, .scale = NAN}));
+    tu_assert_error_has("layer 'wte' (embedding): scale nan is not finite");
+    ck_assert_ptr_null(mg_layernorm_new(P, "ln", &(mg_layernorm_cfg){.dim = -1}));
+    tu_assert_error_has("layer 'ln' (layernorm): dim = -1 must be in [1,");
+    ck_assert_ptr_null(mg_layernorm_new(P, "ln", &(mg_layernorm_cfg){.dim = 3, .eps = -1e-3f}));
+    tu_assert_error_has("layer 'ln' (layernorm): eps -0.001 must be finite and >= 0");
+    ck_assert_ptr_null(mg_rms_norm_new(P, "rn", &(mg_rms_norm_cfg){.dim = 0}));
+    tu_assert_error_has("layer 'rn' (rms_norm): dim = 0 must be in [1,");
+    ck_assert_ptr_null(mg_rms_norm_new(P, "rn", &(mg_rms_norm_cfg){.dim = 3, .eps = INFINITY}));
+    tu_assert_error_has("layer 'rn' (rms_norm): eps inf must be finite and >= 0");
+    ck_assert_ptr_null(mg_dropout_new(P, "d", &(mg_dropout_cfg){.p = 1.0f}));
+    tu_assert_error_has("layer 'd' (dropout): p = 1 must be in [0, 1)");
+    ck_assert_ptr_null(mg_dropout_new(P, "d", &(mg_dropout_cfg){.p = -0.5f}));
+    tu_assert_error_has("layer 'd' (dropout): p = -0.5 must be in [0, 1)");
+    ck_assert_int_eq(mg_params_len(P), 0); /* nothing declared by a refused layer */
+    mg_layer *l;
+    TU_ASSERT_ERR(make_layer("dropout", "d", "p=1", P, &l), MG_ERR_INVALID, "layer 'd' (dropout): p = 1 must be in [0, 1)");
+    TU_ASSERT_ERR(make_layer("rms_norm", "rn", "dim=4,eps=-1", P, &l), MG_ERR_INVALID, "eps");
+    /* misuse in forward names the layer once */
+    mg_layer *rn = mg_rms_norm_new(P, "h.2.norm", &(mg_rms_norm_cfg){.dim = 4});
+    ck_assert(mg_params_alloc(P, NULL) == MG_OK);
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
+    mg_layer_forward(rn, ctx, mg_zeros(ctx, 2, (int64_t[]){2, 5}), NULL);
+    assert_starts(t.msg, "layer 'h.2.norm' (rms_norm): x(2,5): need float32 with last dim 4");
+    mg_ctx_free(ctx);
+    mg_layer_free(rn);
+    mg_params_free(P);
+}
+END_TEST
+
 static Suite *nn_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("nn");
@@ -374,6 +553,12 @@ static Suite *nn_suite(void) {
     tcase_add_test(tf, set_trainable_errors);
     tcase_add_test(tf, buffers_are_saved_and_restored_but_never_trained);
     suite_add_tcase(s, tf);
+    TCase *tt = tcase_create("typed");
+    tcase_add_test(tt, typed_constructors_match_string_configs);
+    tcase_add_test(tt, norm_layers_compute_their_ops);
+    tcase_add_test(tt, dropout_layer_is_active_only_in_training);
+    tcase_add_test(tt, typed_constructor_errors_name_layer_and_field);
+    suite_add_tcase(s, tt);
     return s;
 }
 
