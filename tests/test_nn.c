@@ -540,6 +540,76 @@ START_TEST(typed_constructor_errors_name_layer_and_field) {
 }
 END_TEST
 
+/* ---- the example of docs/layers.md, compiled and run, and compared with the page ---- */
+
+/* layers-example:begin */
+/* Each token id of a sequence predicts the next id (modulo V): a frozen random embedding, an
+ * RMSNorm, dropout and a linear head, built with the typed constructors of minigrad/nn.h. */
+static float train_next_id(void) {
+    enum { V = 8, C = 16, B = 4, T = 6 };
+    mg_params *P = mg_params_new();
+    mg_layer *emb = mg_embedding_new(P, "emb", &(mg_embedding_cfg){.vocab = V, .dim = C, .frozen = true});
+    mg_layer *norm = mg_rms_norm_new(P, "norm", &(mg_rms_norm_cfg){.dim = C});
+    mg_layer *drop = mg_dropout_new(P, "drop", &(mg_dropout_cfg){.p = 0.1f});
+    mg_layer *head = mg_linear_new(P, "head", &(mg_linear_cfg){.in = C, .out = V, .bias = true});
+    mg_rng rng = mg_rng_make(1);
+    mg_params_alloc(P, &rng); /* every constructor above declared its parameters in P */
+    mg_optim *opt = mg_adamw_new(P, mg_adamw_defaults()); /* skips the frozen emb.weight */
+    mg_ctx *ctx = mg_ctx_new(0);
+    int32_t ids[B * T], next[B * T];
+    float loss_value = 0;
+    for (int step = 0; step < 150; step++) {
+        for (int i = 0; i < B * T; i++) ids[i] = (int32_t)mg_rng_below(&rng, V), next[i] = (ids[i] + 1) % V;
+        mg_ctx_reset(ctx);
+        mg_fwd fwd = {.train = true, .rng = &rng}; /* dropout is active only when training */
+        mg_tensor *x = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, ids);
+        x = mg_layer_forward(emb, ctx, x, &fwd);
+        x = mg_layer_forward(norm, ctx, x, &fwd);
+        x = mg_layer_forward(drop, ctx, x, &fwd);
+        mg_tensor *logits = mg_layer_forward(head, ctx, x, &fwd);
+        mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, next);
+        mg_tensor *loss = mg_cross_entropy(ctx, logits, y, -1);
+        mg_params_zero_grad(P);
+        mg_backward(ctx, loss);
+        mg_optim_step(opt, 3e-2f);
+        loss_value = loss->data[0];
+    }
+    mg_ctx_free(ctx);
+    mg_optim_free(opt);
+    mg_layer_free(emb), mg_layer_free(norm), mg_layer_free(drop), mg_layer_free(head);
+    mg_params_free(P);
+    return loss_value;
+}
+/* layers-example:end */
+
+START_TEST(docs_example_trains) {
+    float loss = train_next_id();
+    ck_assert_msg(loss < 0.3f, "final loss %g", loss);
+}
+END_TEST
+
+START_TEST(docs_example_matches_this_file) {
+    char p1[1024], p2[1024];
+    ck_assert_msg(tu_source_path(p1, sizeof p1, "docs/layers.md"), "MINIGRAD_SOURCE_ROOT not set (run through meson test)");
+    tu_source_path(p2, sizeof p2, "tests/test_nn.c");
+    char *page = tu_read_file(p1, NULL), *self = tu_read_file(p2, NULL);
+    char *doc = tu_between(page, "layers-example:begin", "layers-example:end");
+    ck_assert_msg(doc != NULL, "docs/layers.md has no layers-example block");
+    char *w = doc; /* drop the markdown fence lines */
+    for (char *line = doc; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "```", 3) != 0) memmove(w, line, len), w += len;
+        line += len;
+    }
+    *w = 0;
+    char *code = tu_between(self, "layers-example:begin", "layers-example:end");
+    ck_assert_ptr_nonnull(code);
+    ck_assert_msg(strcmp(doc, code) == 0, "the example of docs/layers.md differs from tests/test_nn.c");
+    free(doc), free(code), free(page), free(self);
+}
+END_TEST
+
 static Suite *nn_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("nn");
@@ -559,6 +629,10 @@ static Suite *nn_suite(void) {
     tcase_add_test(tt, dropout_layer_is_active_only_in_training);
     tcase_add_test(tt, typed_constructor_errors_name_layer_and_field);
     suite_add_tcase(s, tt);
+    TCase *td = tcase_create("docs");
+    tcase_add_test(td, docs_example_trains);
+    tcase_add_test(td, docs_example_matches_this_file);
+    suite_add_tcase(s, td);
     return s;
 }
 
