@@ -52,8 +52,7 @@ static mg_optim *optim_new(mg_params *p, opt_kind kind, int slots) {
     o->kind = kind;
     o->p = p;
     o->n_ready = n;
-    /* Only trainable parameters' regions are touched: a frozen one's pages are never faulted in.
-     * Anything before the first parameter (nothing, today) is zeroed too. */
+    /* Only trainable parameters' regions are touched: a frozen one's pages are never faulted in. */
     for (int k = 0; k < n; k++)
         if (mg_param_trainable(mg_params_at(p, k))) make_ready(o, k);
     return o;

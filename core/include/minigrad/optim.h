@@ -47,7 +47,8 @@ MG_API void mg_optim_set_steps(mg_optim *o, int64_t steps);
  * (NULL for SGD). Each holds mg_params_slab_size floats, parallel to the parameter slab. The
  * regions of parameters that are not trainable are never written, read or even zeroed (so a large
  * frozen part of a model costs address space but no memory: untouched pages are not backed); a
- * parameter unfrozen later gets its region zeroed at the next step. */
+ * parameter that becomes trainable later gets its region zeroed at its first step, unless it was
+ * trained before (then its state is kept). */
 MG_API float *mg_optim_state(const mg_optim *o, int slot);
 /* The state of parameter i (index in the store) in `slot`: its region of that slab, zeroed first if
  * the optimizer has not used it yet. NULL for a bad slot or index. */

@@ -75,8 +75,9 @@ MG_API int64_t mg_params_trainable_numel(const mg_params *p);
  * parameter's full name, or a dotted prefix that selects every parameter under it ("h.0" selects
  * "h.0.attn.c_attn.weight" but not "h.10.ln_1.weight"); NULL or "" selects all. Buffers under a
  * prefix are left alone; naming one buffer exactly to make it trainable is an error. Freezing after
- * mg_params_alloc clears the parameter's gradient. An optimizer made earlier simply skips frozen
- * parameters from its next step on, and starts unfrozen ones from zero state.
+ * mg_params_alloc clears the parameter's gradient. An optimizer made earlier skips frozen
+ * parameters from its next step on; one unfrozen later starts from zero state, or, if it was
+ * trained before it was frozen, continues from the state it had then (as PyTorch's optimizers do).
  * MG_ERR_NOT_FOUND (naming `name`) when nothing matches. */
 MG_API mg_status mg_params_set_trainable(mg_params *p, const char *name, bool trainable);
 
