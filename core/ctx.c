@@ -27,6 +27,8 @@ struct mg_ctx {
     void *on_error_user;
     bool failed;
     char error[1024];
+    int scope_depth; /* may exceed MG_SCOPE_DEPTH_MAX: the labels past it are not kept */
+    char scope[MG_SCOPE_DEPTH_MAX][MG_SCOPE_LABEL_MAX];
     mg_tensor dummy;
     float dummy_data[16];
     /* Gradient buffers of intermediate results whose backward has run: dead, so mg_grad hands them
@@ -156,13 +158,33 @@ void mg_ctx_clear_error(mg_ctx *ctx) {
 
 void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) {
     if (ctx->failed) return; /* keep the first error: later ones are consequences */
+    const char *label = mg_ctx_scope(ctx);
+    int off = label && *label ? snprintf(ctx->error, sizeof ctx->error, "%s: ", label) : 0;
+    if (off < 0 || (size_t)off >= sizeof ctx->error) off = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    vsnprintf(ctx->error + off, sizeof ctx->error - (size_t)off, fmt, ap);
     va_end(ap);
     ctx->failed = true;
     (ctx->on_error ? ctx->on_error : default_handler)(ctx, ctx->error, ctx->on_error_user);
 }
+
+void mg_ctx_push_scope(mg_ctx *ctx, const char *label) {
+    if (ctx->scope_depth < MG_SCOPE_DEPTH_MAX)
+        snprintf(ctx->scope[ctx->scope_depth], MG_SCOPE_LABEL_MAX, "%s", label ? label : "");
+    if (ctx->scope_depth < INT32_MAX) ctx->scope_depth++;
+}
+
+void mg_ctx_pop_scope(mg_ctx *ctx) {
+    if (ctx->scope_depth > 0) ctx->scope_depth--;
+}
+
+const char *mg_ctx_scope(const mg_ctx *ctx) {
+    if (ctx->scope_depth == 0) return NULL;
+    return ctx->scope[(ctx->scope_depth < MG_SCOPE_DEPTH_MAX ? ctx->scope_depth : MG_SCOPE_DEPTH_MAX) - 1];
+}
+
+int mg_ctx_scope_depth(const mg_ctx *ctx) { return ctx->scope_depth; }
 
 mg_tensor *mg_ctx_dummy(mg_ctx *ctx) {
     /* Reset each time: a caller may have scribbled on it. */

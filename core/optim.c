@@ -17,7 +17,19 @@ struct mg_optim {
     float momentum, weight_decay; /* SGD */
     int64_t t;
     float *m, *v;
+    bool *ready; /* per parameter: its state regions have been zeroed (trainable at some point) */
+    int n_ready;
 };
+
+/* Zeroes parameter k's regions of the state slabs (with the padding after it) on first use. */
+static void make_ready(mg_optim *o, int k) {
+    if (k >= o->n_ready || o->ready[k]) return;
+    int64_t off = mg_params_offset(o->p, k), len = (mg_params_at(o->p, k)->numel + 15) / 16 * 16;
+    if (off + len > mg_params_slab_size(o->p)) len = mg_params_slab_size(o->p) - off;
+    memset(o->m + off, 0, (size_t)len * sizeof(float));
+    if (o->v) memset(o->v + off, 0, (size_t)len * sizeof(float));
+    o->ready[k] = true;
+}
 
 mg_adamw_cfg mg_adamw_defaults(void) { return (mg_adamw_cfg){0.9f, 0.999f, 1e-8f, 0.01f}; }
 
@@ -28,17 +40,21 @@ static mg_optim *optim_new(mg_params *p, opt_kind kind, int slots) {
     }
     mg_optim *o = calloc(1, sizeof *o);
     size_t bytes = (size_t)(mg_params_slab_size(p) ? mg_params_slab_size(p) : 16) * sizeof(float);
+    int n = mg_params_len(p);
     if (o) o->m = mg_aligned_alloc(bytes);
     if (o && slots > 1) o->v = mg_aligned_alloc(bytes);
-    if (!o || !o->m || (slots > 1 && !o->v)) {
+    if (o) o->ready = calloc((size_t)(n ? n : 1), sizeof *o->ready);
+    if (!o || !o->m || (slots > 1 && !o->v) || !o->ready) {
         mg_optim_free(o);
         mg_set_error(MG_ERR_NOMEM, "optimizer: cannot allocate %d x %zu bytes of state", slots, bytes);
         return NULL;
     }
-    memset(o->m, 0, bytes);
-    if (o->v) memset(o->v, 0, bytes);
     o->kind = kind;
     o->p = p;
+    o->n_ready = n;
+    /* Only trainable parameters' regions are touched: a frozen one's pages are never faulted in. */
+    for (int k = 0; k < n; k++)
+        if (mg_param_trainable(mg_params_at(p, k))) make_ready(o, k);
     return o;
 }
 
@@ -58,6 +74,7 @@ void mg_optim_free(mg_optim *o) {
     if (!o) return;
     mg_aligned_free(o->m);
     mg_aligned_free(o->v);
+    free(o->ready);
     free(o);
 }
 
@@ -68,6 +85,8 @@ void mg_optim_step(mg_optim *o, float lr) {
     float bc1 = 1.0f - powf(o->cfg.beta1, (float)o->t), bc2 = 1.0f - powf(o->cfg.beta2, (float)o->t);
     for (int k = 0; k < n; k++) {
         mg_tensor *t = mg_params_at(o->p, k);
+        if (!mg_param_trainable(t)) continue;
+        make_ready(o, k);
         int64_t off = mg_params_offset(o->p, k), len = t->numel;
         float *w = data + off, *g = grad + off, *m = o->m + off;
         bool decay = !(t->flags & MG_NO_DECAY);
@@ -84,6 +103,13 @@ void mg_optim_step(mg_optim *o, float lr) {
 int64_t mg_optim_steps(const mg_optim *o) { return o->t; }
 void mg_optim_set_steps(mg_optim *o, int64_t steps) { o->t = steps; }
 float *mg_optim_state(const mg_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
+
+float *mg_optim_state_of(mg_optim *o, int slot, int i) {
+    float *s = mg_optim_state(o, slot);
+    if (!s || i < 0 || i >= o->n_ready) return NULL;
+    make_ready(o, i);
+    return s + mg_params_offset(o->p, i);
+}
 int mg_optim_state_slots(const mg_optim *o) { return o->kind == OPT_ADAMW ? 2 : 1; }
 const char *mg_optim_name(const mg_optim *o) { return o->kind == OPT_ADAMW ? "adamw" : "sgd"; }
 

@@ -126,7 +126,8 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
     for (int i = 0; i < ndim; i++) q->t.shape[i] = shape[i];
     q->t.numel = numel;
     q->t.dtype = MG_F32;
-    q->t.flags = flags | MG_PARAM | MG_REQUIRES_GRAD;
+    if (flags & MG_BUFFER) flags &= ~(uint32_t)MG_FROZEN;
+    q->t.flags = flags | MG_PARAM | (flags & (MG_BUFFER | MG_FROZEN) ? 0u : (uint32_t)MG_REQUIRES_GRAD);
     q->t.name = q->name;
     q->init = init;
     q->hash = h;
@@ -202,6 +203,45 @@ int64_t mg_params_numel(const mg_params *p) {
     int64_t n = 0;
     for (int i = 0; i < p->n; i++) n += p->v[i]->t.numel;
     return n;
+}
+
+int64_t mg_params_trainable_numel(const mg_params *p) {
+    int64_t n = 0;
+    for (int i = 0; i < p->n; i++)
+        if (mg_param_trainable(&p->v[i]->t)) n += p->v[i]->t.numel;
+    return n;
+}
+
+/* name exactly, or name + "." + anything; NULL or "" matches all. */
+static bool selects(const char *name, size_t len, const char *pname, bool *exact) {
+    *exact = len && strcmp(pname, name) == 0;
+    return !len || *exact || (strncmp(pname, name, len) == 0 && pname[len] == '.');
+}
+
+mg_status mg_params_set_trainable(mg_params *p, const char *name, bool trainable) {
+    size_t len = name ? strlen(name) : 0;
+    int matched = 0;
+    for (int i = 0; i < p->n; i++) {
+        mg_tensor *t = &p->v[i]->t;
+        bool exact;
+        if (!selects(name, len, t->name, &exact)) continue;
+        matched++;
+        if (t->flags & MG_BUFFER) {
+            if (exact && trainable)
+                return mg_set_error(MG_ERR_INVALID, "mg_params_set_trainable: '%s' is a buffer, never trainable", name);
+            continue;
+        }
+        if (trainable) {
+            t->flags = (t->flags & ~(uint32_t)MG_FROZEN) | MG_REQUIRES_GRAD;
+        } else {
+            t->flags = (t->flags & ~(uint32_t)MG_REQUIRES_GRAD) | MG_FROZEN;
+            if (t->grad) memset(t->grad, 0, (size_t)t->numel * sizeof(float));
+        }
+    }
+    if (!matched && len)
+        return mg_set_error(MG_ERR_NOT_FOUND, "mg_params_set_trainable: no parameter is named '%s' or lies under '%s.'",
+                            name, name);
+    return MG_OK;
 }
 
 float *mg_params_data(const mg_params *p) { return p->data; }

@@ -2,6 +2,7 @@
  * dropout that only runs in training. */
 #include "registry_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -11,8 +12,12 @@ void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The message names the layer: raised in a scope without a label, so that the layer's own
+     * scope (mg_layer_forward) does not name it a second time. */
+    mg_ctx_push_scope(ctx, "");
     mg_ctx_fail(ctx, "layer '%s' (%s): %s", *mg_layer_prefix(l) ? mg_layer_prefix(l) : "(model)", mg_layer_vt(l)->name,
                 msg);
+    mg_ctx_pop_scope(ctx);
 }
 
 mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound) {
@@ -65,4 +70,12 @@ mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t di
     if (st == MG_OK) st = mg_config_setf(c, "dim", "%lld", (long long)dim);
     if (st == MG_OK) st = mg_config_setf(c, "eps", "%.17g", eps);
     return child_cfg_done(self, local, "layernorm", c, st, params, child);
+}
+
+mg_status mg_layer_norm_eps(mg_layer *self, const char *kind, float eps, bool zero_eps, float def, float *out) {
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return mg_set_error(MG_ERR_INVALID, "layer '%s' (%s): eps %g must be finite and >= 0", mg_layer_prefix(self),
+                            kind, (double)eps);
+    *out = zero_eps ? 0.0f : eps != 0.0f ? eps : def;
+    return MG_OK;
 }

@@ -1,7 +1,8 @@
 /* linear: y = x W + b with W stored [in, out] (GPT-2's Conv1D layout, so checkpoints match
  * the c_attn/c_proj/c_fc shapes of docs/checkpoint-format.md; a PyTorch nn.Linear weight is its transpose).
  * Keys: in, out (required); bias (true); init normal|uniform|zeros (uniform), std (0.02),
- * bound (1/sqrt(in): PyTorch's default); bias_init zeros|uniform (uniform when init is). */
+ * bound (1/sqrt(in): PyTorch's default); bias_init zeros|uniform (uniform when init is); frozen
+ * (false: parameters declared not trainable). */
 #include "registry_internal.h"
 #include "minigrad/nn.h"
 
@@ -23,12 +24,13 @@ static mg_status linear_init(mg_layer *self, const void *cfgp, mg_params *params
     s->in = cfg->in, s->out = cfg->out;
     float bound = (float)(1.0 / sqrt((double)s->in));
     mg_init wi = cfg->weight_init ? *cfg->weight_init : mg_init_uniform(-bound, bound);
-    s->w = mg_layer_param(self, params, "weight", 2, (int64_t[]){s->in, s->out}, wi, 0);
+    const uint32_t fz = cfg->frozen ? MG_FROZEN : 0;
+    s->w = mg_layer_param(self, params, "weight", 2, (int64_t[]){s->in, s->out}, wi, fz);
     if (!s->w) return MG_ERR_INVALID;
     if (cfg->bias) {
         mg_init bi = cfg->bias_init ? *cfg->bias_init
                                     : wi.kind == MG_INIT_UNIFORM ? mg_init_uniform(-bound, bound) : mg_init_zeros();
-        s->b = mg_layer_param(self, params, "bias", 1, (int64_t[]){s->out}, bi, MG_NO_DECAY);
+        s->b = mg_layer_param(self, params, "bias", 1, (int64_t[]){s->out}, bi, MG_NO_DECAY | fz);
         if (!s->b) return MG_ERR_INVALID;
     }
     mg_layer_set_shape(self, "(...,%lld)", (long long)s->out);
@@ -40,6 +42,7 @@ static mg_status linear_create(mg_layer *self, mg_config *cfg, mg_params *params
     c.in = mg_config_int(cfg, "in", 0, 1, INT32_MAX);
     c.out = mg_config_int(cfg, "out", 0, 1, INT32_MAX);
     c.bias = mg_config_bool(cfg, "bias", true);
+    c.frozen = mg_config_bool(cfg, "frozen", false);
     double bound = c.in > 0 ? 1.0 / sqrt((double)c.in) : 1.0;
     mg_init wi = mg_layer_init_from(cfg, "uniform", 0.02, bound);
     static const char *const bkinds[] = {"zeros", "uniform", NULL};

@@ -370,6 +370,11 @@ mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, 
     return t;
 }
 
+mg_tensor *mg_layer_buffer(mg_layer *self, mg_params *params, const char *local, int ndim, const int64_t *shape,
+                           mg_init init) {
+    return mg_layer_param(self, params, local, ndim, shape, init, MG_BUFFER | MG_NO_DECAY);
+}
+
 mg_tensor *mg_layer_get_param(const mg_layer *l, const char *local) {
     size_t plen = strlen(l->prefix);
     for (int i = 0; i < l->n_params; i++) {
@@ -392,10 +397,12 @@ static void output_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
     const char *origin = mg_layer_origin(l->vt->name);
     bool plugin = origin && strcmp(origin, "built-in") != 0 && strcmp(origin, "program") != 0;
+    mg_ctx_push_scope(ctx, ""); /* the message names the layer itself: no enclosing layer's prefix */
     mg_ctx_fail(ctx, "layer '%s' (%s, %s%s): %s", *l->prefix ? l->prefix : "(model)", l->vt->name,
                 plugin ? "from plugin " : "", origin ? (strcmp(origin, "program") == 0 ? "registered by the program" : origin)
                                                      : "not registered",
                 msg);
+    mg_ctx_pop_scope(ctx);
 }
 
 /* Whether y is a well-formed tensor: known dtype, 0..MG_MAX_DIMS dims of sizes >= 0 whose product
@@ -501,22 +508,35 @@ static mg_tensor *checked(mg_layer *l, mg_ctx *ctx, mg_tensor *y, int ndim, cons
     return y;
 }
 
+/* Runs vt->forward inside the error scope "<prefix> (<kind>)" (the kind alone at a root), so that
+ * an op failing anywhere inside names the innermost layer; popped whatever forward did. */
+static mg_tensor *scoped_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    static const mg_fwd zero;
+    char label[MG_SCOPE_LABEL_MAX];
+    if (*l->prefix)
+        snprintf(label, sizeof label, "%s (%s)", l->prefix, l->vt->name);
+    else
+        snprintf(label, sizeof label, "%s", l->vt->name);
+    mg_ctx_push_scope(ctx, label);
+    mg_tensor *y = l->vt->forward(l, ctx, x, args ? args : &zero);
+    mg_ctx_pop_scope(ctx);
+    return y;
+}
+
 mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
-    static const mg_fwd zero;
-    return checked(l, ctx, l->vt->forward(l, ctx, x, args ? args : &zero), -1, NULL);
+    return checked(l, ctx, scoped_forward(l, ctx, x, args), -1, NULL);
 }
 
 mg_tensor *mg_layer_forward_expect(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args, int ndim,
                                    const int64_t *shape) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
-    static const mg_fwd zero;
     if (ndim > MG_MAX_DIMS || (ndim > 0 && !shape)) {
         mg_ctx_fail(ctx, "mg_layer_forward_expect: layer '%s': %d expected dims%s", l->prefix, ndim,
                     ndim > MG_MAX_DIMS ? " is too many" : " but no shape");
         return mg_ctx_dummy(ctx);
     }
-    return checked(l, ctx, l->vt->forward(l, ctx, x, args ? args : &zero), ndim, shape);
+    return checked(l, ctx, scoped_forward(l, ctx, x, args), ndim, shape);
 }
 
 const mg_layer_vtable *mg_layer_vt(const mg_layer *l) { return l->vt; }
@@ -577,6 +597,17 @@ int64_t mg_layer_numel(mg_layer *l) {
     return n;
 }
 
+static void count_trainable_visit(void *user, const char *name, mg_tensor *t) {
+    (void)name;
+    if (mg_param_trainable(t)) *(int64_t *)user += t->numel;
+}
+
+int64_t mg_layer_trainable_numel(mg_layer *l) {
+    int64_t n = 0;
+    mg_layer_visit_params(l, count_trainable_visit, &n);
+    return n;
+}
+
 /* ---- the summary table ---- */
 
 static void emit(FILE *f, const char *line) {
@@ -620,15 +651,22 @@ void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f) {
     char line[512], count[32];
     snprintf(line, sizeof line, "%-26s %-24s %-12s %-34s %12s", "layer", "kind", "output", "parameters", "count");
     emit(f, line);
-    int64_t total = 0;
+    int64_t total = 0, trainable = 0;
     for (int i = 0; i < n; i++) {
         print_rows(layers[i], 0, f);
         total += mg_layer_numel(layers[i]);
+        trainable += mg_layer_trainable_numel(layers[i]);
     }
     mg_fmt_count(total, count, sizeof count);
+    char part[64] = "";
+    if (trainable != total) {
+        char tc[32];
+        mg_fmt_count(trainable, tc, sizeof tc);
+        snprintf(part, sizeof part, ", %s trainable", tc);
+    }
     double kib = (double)total * 4.0 / 1024.0;
-    snprintf(line, sizeof line, "total: %s parameters (%.1f %s as float32)", count, kib >= 1024.0 ? kib / 1024.0 : kib,
-             kib >= 1024.0 ? "MiB" : "KiB");
+    snprintf(line, sizeof line, "total: %s parameters%s (%.1f %s as float32)", count, part,
+             kib >= 1024.0 ? kib / 1024.0 : kib, kib >= 1024.0 ? "MiB" : "KiB");
     emit(f, line);
 }
 

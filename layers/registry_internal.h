@@ -7,6 +7,7 @@
 #include "minigrad/op.h"
 #include "minigrad/plugin.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Checks one vtable (ABI version, struct size, name, required functions); `origin` names who
@@ -27,6 +28,8 @@ void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);
 extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segment_embedding,
     mg_layer_learned_pos, mg_layer_sinusoidal_pos, mg_layer_learned_sinusoidal_pos, mg_layer_rope,
     mg_layer_layernorm, mg_layer_self_attention, mg_layer_mlp, mg_layer_decoder_block, mg_layer_gpt;
+/* layers helper: norm and dropout layers */
+extern const mg_layer_vtable mg_layer_rms_norm, mg_layer_dropout_vt; /* mg_layer_dropout is the helper above */
 
 /* Fills a vtable's ABI header: abi_version and struct_size. */
 #define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)
@@ -45,6 +48,10 @@ mg_status mg_layer_child_linear(mg_layer *self, const char *local, int64_t in, i
                                 mg_params *params, mg_layer **child);
 mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t dim, double eps, mg_params *params,
                                    mg_layer **child);
+
+/* The eps of a norm layer's typed config: checked (finite, >= 0; the message names the layer and
+ * its kind), then 0 takes `def` unless zero_eps asks for exactly 0. */
+mg_status mg_layer_norm_eps(mg_layer *self, const char *kind, float eps, bool zero_eps, float def, float *out);
 
 /* "(2,5,16)" in a temporary that lives until the end of the enclosing block. */
 #define MG_LSHAPE(t) mg_shape_str((t), (char[80]){0}, 80)

@@ -54,6 +54,12 @@ static const lcase cases[] = {
      "n_head=2", 3, {2, 5, 8}, 0, 0, false, COMPOSITE},
     {"decoder_block + learned+sinusoidal in front", "decoder_block", "dim=8,n_head=4,hidden=16",
      "learned_sinusoidal_pos", "max_len=8,dim=8", 3, {1, 5, 8}, 0, 0, false, COMPOSITE},
+    /* norm and dropout layers */
+    {"rms_norm", "rms_norm", "dim=6", NULL, NULL, 3, {3, 2, 6}, 0, 0, false, {1e-2f, 2e-3f, 2e-2f, 0}},
+    {"rms_norm no weight, eps 0.01", "rms_norm", "dim=5,affine=false,eps=0.01", NULL, NULL, 2, {4, 5}, 0, 0, false,
+     {1e-2f, 2e-3f, 2e-2f, 0}},
+    {"dropout training (fixed mask)", "dropout", "p=0.4", NULL, NULL, 3, {2, 3, 5}, 0, 0, true, SINGLE},
+    {"dropout evaluation", "dropout", "", NULL, NULL, 2, {3, 4}, 0, 0, false, SINGLE},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

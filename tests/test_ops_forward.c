@@ -1210,6 +1210,126 @@ START_TEST(linear_contract_errors) {
 }
 END_TEST
 
+/* ---- rms_norm (layers helper) ---- */
+
+static void ref_rms_norm(const float *x, int64_t R, int64_t C, const float *w, double eps, double *y) {
+    for (int64_t i = 0; i < R; i++) {
+        const float *row = x + i * C;
+        double ms = 0.0;
+        for (int64_t j = 0; j < C; j++) ms += (double)row[j] * row[j];
+        double rstd = 1.0 / sqrt(ms / (double)C + eps);
+        for (int64_t j = 0; j < C; j++) y[i * C + j] = row[j] * rstd * (w ? w[j] : 1.0);
+    }
+}
+
+static void check_rms_norm(mg_ctx *ctx, mg_rng *r, mg_tensor *x, bool with_w, float eps, const char *what) {
+    int64_t C = mg_cols(x);
+    mg_tensor *w = with_w ? rand_f32(ctx, r, 1, (int64_t[]){C}, -1.5f, 1.5f) : NULL;
+    mg_tensor *y = mg_rms_norm(ctx, x, w, eps);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    expect_shape(y, x->ndim, x->shape);
+    double *want = dbuf(x->numel);
+    ref_rms_norm(x->data, mg_rows(x), C, w ? w->data : NULL, eps, want);
+    char name[128];
+    snprintf(name, sizeof name, "%s C=%lld%s eps %g", what, (long long)C, w ? " w" : "", (double)eps);
+    expect_close(name, y->data, want, x->numel, 1e-5, 1e-5);
+    free(want);
+}
+
+START_TEST(rms_norm_matches_formula) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(61);
+    for (int i = 0; i < N_ODD; i++) {
+        int64_t C = odd_sizes[i];
+        for (int wb = 0; wb < 2; wb++) {
+            check_rms_norm(ctx, &r, rand_f32(ctx, &r, 3, (int64_t[]){2, 17, C}, -2.0f, 3.0f), wb, 1e-6f, "rms_norm");
+            check_rms_norm(ctx, &r, rand_f32(ctx, &r, 1, (int64_t[]){C}, -2.0f, 3.0f), wb, 1e-6f, "rms_norm 1 row");
+            check_rms_norm(ctx, &r, rand_f32(ctx, &r, 4, (int64_t[]){1, 3, 1, C}, -2.0f, 3.0f), wb, 0.0f,
+                           "rms_norm size-1 dims, eps 0");
+        }
+        check_rms_norm(ctx, &r, rand_f32(ctx, &r, 2, (int64_t[]){3, C}, -0.1f, 0.1f), true, 0.5f, "rms_norm eps 0.5");
+    }
+    check_rms_norm(ctx, &r, rand_f32(ctx, &r, 2, (int64_t[]){1031, 65}, -2.0f, 3.0f), true, 1e-5f, "rms_norm many rows");
+    check_rms_norm(ctx, &r, rand_f32(ctx, &r, 2, (int64_t[]){2, 4099}, 1000.0f, 1001.0f), true, 1e-5f,
+                   "rms_norm wide, offset 1000");
+    /* a zero row stays zero when eps > 0 */
+    mg_tensor *z = mg_zeros(ctx, 2, (int64_t[]){2, 5});
+    mg_tensor *y = mg_rms_norm(ctx, z, NULL, 1e-6f);
+    for (int j = 0; j < 10; j++) ck_assert_float_eq(y->data[j], 0.0f);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* Forward and both gradients bit-identical with 1 and 3 threads (rows split across threads, the
+ * weight gradient reduced in a fixed order). */
+START_TEST(rms_norm_bit_identical_across_thread_counts) {
+    if (!mg_have_openmp()) return;
+    int keep = mg_get_num_threads();
+    enum { R = 700, C = 130 };
+    float *out[2][3];
+    for (int run = 0; run < 2; run++) {
+        mg_set_num_threads(run ? 3 : 1);
+        mg_ctx *ctx = mg_ctx_new(0);
+        mg_rng r = mg_rng_make(62);
+        mg_tensor *x = rand_f32(ctx, &r, 2, (int64_t[]){R, C}, -2.0f, 2.0f);
+        mg_tensor *w = rand_f32(ctx, &r, 1, (int64_t[]){C}, -1.0f, 1.0f);
+        mg_tensor *g = rand_f32(ctx, &r, 2, (int64_t[]){R, C}, -1.0f, 1.0f);
+        mg_tensor_set_requires_grad(x, true);
+        mg_tensor_set_requires_grad(w, true);
+        mg_tensor *y = mg_rms_norm(ctx, x, w, 1e-5f);
+        mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, g)));
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        const float *src[3] = {y->data, x->grad, w->grad};
+        const int64_t n[3] = {R * C, R * C, C};
+        for (int k = 0; k < 3; k++) {
+            out[run][k] = malloc((size_t)n[k] * sizeof(float));
+            memcpy(out[run][k], src[k], (size_t)n[k] * sizeof(float));
+        }
+        mg_ctx_free(ctx);
+    }
+    mg_set_num_threads(keep);
+    const int64_t n[3] = {R * C, R * C, C};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(memcmp(out[0][k], out[1][k], (size_t)n[k] * sizeof(float)) == 0,
+                      "rms_norm %s differs between 1 and 3 threads", k == 0 ? "output" : k == 1 ? "dx" : "dweight");
+        free(out[0][k]);
+        free(out[1][k]);
+    }
+}
+END_TEST
+
+START_TEST(rms_norm_errors) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_rms_norm(ctx, mg_zeros(ctx, 2, (int64_t[]){2, 8}), mg_zeros(ctx, 1, (int64_t[]){7}), 1e-5f);
+    expect_error(ctx, &c, 4, "mg_rms_norm: ", "x(2,8)", "weight(7)", "must be (8)");
+    mg_ctx_free(ctx);
+    ctx = tu_trapping_ctx(&c, 0);
+    mg_rms_norm(ctx, mg_zeros(ctx, 2, (int64_t[]){2, 8}), mg_zeros(ctx, 2, (int64_t[]){1, 8}), 1e-5f);
+    expect_error(ctx, &c, 3, "mg_rms_norm: ", "weight(1,8)", "must be (8)");
+    mg_ctx_free(ctx);
+    ctx = tu_trapping_ctx(&c, 0);
+    mg_rms_norm(ctx, mg_zeros(ctx, 2, (int64_t[]){3, 0}), NULL, 1e-5f);
+    expect_error(ctx, &c, 2, "mg_rms_norm: ", "x(3,0) needs a non-empty last dim");
+    mg_ctx_free(ctx);
+    ctx = tu_trapping_ctx(&c, 0);
+    mg_rms_norm(ctx, mg_zeros(ctx, 0, NULL), NULL, 1e-5f);
+    expect_error(ctx, &c, 2, "mg_rms_norm: ", "x() needs a non-empty last dim");
+    mg_ctx_free(ctx);
+    const float bad_eps[] = {-1e-5f, NAN, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        ctx = tu_trapping_ctx(&c, 0);
+        mg_rms_norm(ctx, mg_zeros(ctx, 2, (int64_t[]){2, 8}), NULL, bad_eps[k]);
+        expect_error(ctx, &c, 2, "mg_rms_norm: eps ", "must be finite and >= 0");
+        mg_ctx_free(ctx);
+    }
+    ctx = tu_trapping_ctx(&c, 0);
+    mg_rms_norm(ctx, mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){2, 8}), NULL, 1e-5f);
+    expect_error(ctx, &c, 3, "mg_rms_norm: ", "x(2,8)", "float32");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 /* ---- coverage ---- */
 
 /* Every op in ops.def, by its mg_op_def name, and the tests above that cover it. */
@@ -1223,6 +1343,7 @@ static const char *const covered[] = {
     /* forward tests in test_ops_shape.c */
     "mg_sum_dim", "mg_mean_dim", "mg_max_dim", "mg_logsumexp", "mg_softmax_dim", "mg_log_softmax", "mg_transpose",
     "mg_permute", "mg_index_select", "mg_bmm", "mg_mse_loss", "mg_nll_loss", "mg_cross_entropy_smooth",
+    "mg_rms_norm", /* layers helper */
 };
 
 START_TEST(every_op_has_a_forward_test) {
@@ -1276,6 +1397,9 @@ static Suite *forward_suite(void) {
     tcase_add_test(tc, contract_errors);
     tcase_add_test(tc, linear_contract_errors);
     tcase_add_test(tc, every_op_has_a_forward_test);
+    tcase_add_test(tc, rms_norm_matches_formula);
+    tcase_add_test(tc, rms_norm_bit_identical_across_thread_counts);
+    tcase_add_test(tc, rms_norm_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -83,6 +83,10 @@ static mg_tensor *f_dropout(mg_ctx *c, mg_tensor **x, const gcase *g) {
 }
 static mg_tensor *f_sum(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sum(c, x[0]); }
 static mg_tensor *f_mean(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_mean(c, x[0]); }
+/* layers helper */
+static mg_tensor *f_rms_norm(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    return mg_rms_norm(c, x[0], g->n_in > 1 ? x[1] : NULL, g->farg[0]);
+}
 
 /* Elementwise ops. A constant row added to an input (pattern: vals cycled along the last dim)
  * keeps every checked point a margin away from a kink (abs, clamp, maximum, minimum) or a pole or
@@ -262,6 +266,13 @@ static const gcase cases[] = {
      1e-3f, 1e-2f, .farg = {0.1f}},
     {"cross entropy smoothed ignore", "mg_cross_entropy_smooth", f_xent_smooth, 2, {F(S2(9, 7)), {S1(9), 7, 3}}, 1e-2f,
      1e-3f, 1e-2f, .farg = {0.3f}},
+    /* layers helper */
+    {"rms_norm w", "mg_rms_norm", f_rms_norm, 2, {F(S3(2, 3, 17)), F(S1(17))}, 1e-2f, 2e-3f, 2e-2f, .farg = {1e-5f}},
+    {"rms_norm many rows", "mg_rms_norm", f_rms_norm, 2, {F(S2(130, 5)), F(S1(5))}, 1e-2f, 2e-3f, 2e-2f,
+     .farg = {1e-5f}},
+    {"rms_norm plain, size-1 dims", "mg_rms_norm", f_rms_norm, 1, {F(S4(1, 4, 1, 33))}, 1e-2f, 2e-3f, 2e-2f,
+     .farg = {0.1f}},
+    {"rms_norm C=1", "mg_rms_norm", f_rms_norm, 2, {F(S2(3, 1)), F(S1(1))}, 1e-2f, 2e-3f, 2e-2f, .farg = {0.5f}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -461,7 +461,8 @@ static mg_status restore_all(const mg_train_model *m, mg_optim *opt, const ckpt_
 
 /* False when a weight is not finite or, with bound > 0, larger than bound in magnitude; *name and
  * *value tell the first such. Runs after every step: the whole slab is scanned in parallel (the
- * gaps between parameters are zero, so they pass), and only a failed scan looks for the name. */
+ * gaps between parameters are zero, so they pass), and only a failed scan looks for the name.
+ * Buffers (running statistics, counts) are held to finiteness only: the bound is about weights. */
 static bool weights_ok(const mg_params *P, float bound, const char **name, float *value) {
     const float *w = mg_params_data(P);
     const int64_t n = mg_params_slab_size(P);
@@ -474,7 +475,7 @@ static bool weights_ok(const mg_params *P, float bound, const char **name, float
         const mg_tensor *t = mg_params_at(P, i);
         const float *x = t->data;
         for (int64_t k = 0; k < t->numel; k++)
-            if (!isfinite(x[k]) || (bound > 0 && fabsf(x[k]) > bound)) {
+            if (!isfinite(x[k]) || (bound > 0 && fabsf(x[k]) > bound && !(t->flags & MG_BUFFER))) {
                 *name = t->name, *value = x[k];
                 return false;
             }
@@ -524,6 +525,10 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     }
 
     mg_params *P = m->params;
+    int64_t n_all = mg_params_numel(P), n_trainable = mg_params_trainable_numel(P);
+    if (n_trainable != n_all)
+        mg_log(MG_LOG_INFO, "%s: %lld of %lld parameters trainable (%lld frozen or in buffers)", prog,
+               (long long)n_trainable, (long long)n_all, (long long)(n_all - n_trainable));
     mg_optim *opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
     mg_ctx *ctx = mg_ctx_new(0);
     history h = {0};

@@ -79,17 +79,27 @@ static void free_names(char **names, int n) {
 
 static const char *slot_prefix[2] = {"opt.m.", "opt.v."};
 
-mg_status mg_train_state_save(const char *path, const mg_optim *o, const mg_params *p,
+/* The indices of the trainable parameters: the only ones with optimizer state. */
+static int trainable_list(const mg_params *p, int *idx) {
+    int k = 0;
+    for (int i = 0; i < mg_params_len(p); i++)
+        if (mg_param_trainable(mg_params_at(p, i))) idx[k++] = i;
+    return k;
+}
+
+mg_status mg_train_state_save(const char *path, const mg_optim *co, const mg_params *p,
                               const mg_st_meta *meta, int n_meta) {
+    mg_optim *o = (mg_optim *)co; /* reading a region may zero it first (mg_optim_state_of) */
     int n = mg_params_len(p), slots = mg_optim_state_slots(o);
     char step[24];
     mg_meta_fmt_i64(step, mg_optim_steps(o));
     mg_st_meta *m = calloc((size_t)n_meta + 3, sizeof *m);
     mg_st_entry *e = calloc((size_t)(n * slots) + 1, sizeof *e);
+    int *idx = calloc((size_t)n + 1, sizeof *idx);
     char **names[2] = {NULL, NULL};
     mg_status s = MG_OK;
     for (int k = 0; k < slots; k++) names[k] = state_names(p, slot_prefix[k]);
-    if (!m || !e || !names[0] || (slots > 1 && !names[1])) {
+    if (!m || !e || !idx || !names[0] || (slots > 1 && !names[1])) {
         s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
@@ -97,17 +107,19 @@ mg_status mg_train_state_save(const char *path, const mg_optim *o, const mg_para
     m[1] = (mg_st_meta){"optimizer", mg_optim_name(o)};
     m[2] = (mg_st_meta){"step", step};
     for (int i = 0; i < n_meta; i++) m[3 + i] = meta[i];
+    int nt = trainable_list(p, idx);
     for (int k = 0; k < slots; k++)
-        for (int i = 0; i < n; i++) {
-            mg_tensor *t = mg_params_at(p, i);
-            e[k * n + i] = entry_of(t, mg_optim_state(o, k) + mg_params_offset(p, i));
-            e[k * n + i].name = names[k][i];
+        for (int j = 0; j < nt; j++) {
+            mg_tensor *t = mg_params_at(p, idx[j]);
+            e[k * nt + j] = entry_of(t, mg_optim_state_of(o, k, idx[j]));
+            e[k * nt + j].name = names[k][idx[j]];
         }
-    s = mg_safetensors_write(path, e, n * slots, m, n_meta + 3);
+    s = mg_safetensors_write(path, e, nt * slots, m, n_meta + 3);
 done:
     for (int k = 0; k < 2; k++) free_names(names[k], n);
     free(m);
     free(e);
+    free(idx);
     return s;
 }
 
@@ -121,6 +133,7 @@ mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p,
     int64_t step = 0;
     char **names[2] = {NULL, NULL};
     mg_st_dest *d = NULL;
+    int *idx = NULL;
     if (!fmt || strcmp(fmt, "minigrad-train-state") != 0) {
         s = mg_set_error(MG_ERR_FORMAT, "%s: not a minigrad training-state file (metadata 'format' is %s%s%s)", path,
                          fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
@@ -137,22 +150,33 @@ mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p,
         goto done;
     }
     d = calloc((size_t)(n * slots) + 1, sizeof *d);
+    idx = calloc((size_t)n + 1, sizeof *idx);
     for (int k = 0; k < slots; k++) names[k] = state_names(p, slot_prefix[k]);
-    if (!d || !names[0] || (slots > 1 && !names[1])) {
+    if (!d || !idx || !names[0] || (slots > 1 && !names[1])) {
         s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
+    int nt = trainable_list(p, idx);
     for (int k = 0; k < slots; k++)
-        for (int i = 0; i < n; i++) {
-            mg_tensor *t = mg_params_at(p, i);
-            d[k * n + i] = dest_of(t, mg_optim_state(o, k) + mg_params_offset(p, i));
-            d[k * n + i].name = names[k][i];
+        for (int j = 0; j < nt; j++) {
+            mg_tensor *t = mg_params_at(p, idx[j]);
+            d[k * nt + j] = dest_of(t, mg_optim_state_of(o, k, idx[j]));
+            d[k * nt + j].name = names[k][idx[j]];
         }
-    if ((s = mg_st_load(f, d, n * slots, 0)) != MG_OK) goto done;
+    if ((s = mg_st_load(f, d, nt * slots, 0)) != MG_OK) {
+        if (nt < n) {
+            char first[768];
+            snprintf(first, sizeof first, "%s", mg_last_error());
+            mg_set_error(s, "%s (a training state holds the state of exactly the trainable parameters; "
+                            "%d of the %d here are frozen or buffers)", first, n - nt, n);
+        }
+        goto done;
+    }
     mg_optim_set_steps(o, step);
 done:
     for (int k = 0; k < 2; k++) free_names(names[k], n);
     free(d);
+    free(idx);
     if (s == MG_OK && file_out)
         *file_out = f;
     else

@@ -184,6 +184,11 @@ MG_API mg_tensor *mg_nll_loss(mg_ctx *ctx, mg_tensor *logp, mg_tensor *targets, 
  * eps 0 (the same bits). */
 MG_API mg_tensor *mg_cross_entropy_smooth(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index,
                                           float label_smoothing);
+/* RMSNorm over the last dimension C, as PyTorch's nn.RMSNorm / F.rms_norm with normalized_shape
+ * (C): y = x / sqrt(mean(x^2) + eps) * weight. weight (C) may be NULL (no scaling). eps must be
+ * finite and >= 0; unlike PyTorch there is no "None" default (PyTorch's None is float32's machine
+ * epsilon, 1.1920929e-07). The mean of squares is summed in double. */
+MG_API mg_tensor *mg_rms_norm(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, float eps);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;

@@ -36,19 +36,28 @@ MG_API mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay);
 
 MG_API void mg_optim_free(mg_optim *o);
 
-/* One update with learning rate lr, from the gradients in the store. */
+/* One update with learning rate lr, from the gradients in the store. Parameters that are not
+ * trainable (frozen, buffers: params.h) are skipped: not updated, not decayed, and given no state. */
 MG_API void mg_optim_step(mg_optim *o, float lr);
 
 MG_API int64_t mg_optim_steps(const mg_optim *o);
 MG_API void mg_optim_set_steps(mg_optim *o, int64_t steps);
 
 /* State slabs for checkpoints: slot 0 = first moment (or momentum), slot 1 = second moment
- * (NULL for SGD). Each holds mg_params_slab_size floats. */
+ * (NULL for SGD). Each holds mg_params_slab_size floats, parallel to the parameter slab. The
+ * regions of parameters that are not trainable are never written, read or even zeroed (so a large
+ * frozen part of a model costs address space but no memory: untouched pages are not backed); a
+ * parameter that becomes trainable later gets its region zeroed at its first step, unless it was
+ * trained before (then its state is kept). */
 MG_API float *mg_optim_state(const mg_optim *o, int slot);
+/* The state of parameter i (index in the store) in `slot`: its region of that slab, zeroed first if
+ * the optimizer has not used it yet. NULL for a bad slot or index. */
+MG_API float *mg_optim_state_of(mg_optim *o, int slot, int i);
 MG_API int mg_optim_state_slots(const mg_optim *o);
 MG_API const char *mg_optim_name(const mg_optim *o);
 
-/* Global L2 norm of all gradients (accumulated in double, fixed order). If max_norm > 0 and the
+/* Global L2 norm of all gradients (frozen parameters and buffers have none: their gradients
+ * stay zero, so they add nothing and are not scaled) (accumulated in double, fixed order). If max_norm > 0 and the
  * norm exceeds it, every gradient is scaled by max_norm / norm. Returns the norm before clipping
  * (NaN or inf if some gradient is not finite: gradients are then left as they are; a finite norm
  * beyond float range is returned as inf but still clips). */

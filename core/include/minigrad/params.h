@@ -5,6 +5,13 @@
  * initialisers in declaration order with the given generator (so a seed fixes every weight).
  * One slab each means a checkpoint, a zero_grad or a gradient all-reduce is one buffer.
  *
+ * Trainable, frozen, buffers: a parameter is trainable (MG_REQUIRES_GRAD) unless it is frozen
+ * (MG_FROZEN, at declaration or later with mg_params_set_trainable) or a buffer (MG_BUFFER: state a
+ * layer keeps and updates itself, such as running statistics or a fixed table; never trainable).
+ * Frozen parameters and buffers get no gradient (ops compute none for them: their slots in the
+ * gradient slab stay zero), no optimizer update and no optimizer state, and are still saved and
+ * loaded with the weights (mg_checkpoint_save / _load).
+ *
  * Ownership: the store owns its tensors, their names and both slabs; mg_params_free releases all.
  * Tensor pointers returned by mg_params_add stay valid until then (data is NULL before alloc).
  */
@@ -44,7 +51,8 @@ typedef struct mg_params mg_params;
 MG_API mg_params *mg_params_new(void);
 MG_API void mg_params_free(mg_params *p);
 
-/* Declares a parameter (flags: MG_NO_DECAY, ...; MG_PARAM | MG_REQUIRES_GRAD are always set).
+/* Declares a parameter (flags: MG_NO_DECAY, MG_FROZEN, MG_BUFFER; MG_PARAM is always set, and
+ * MG_REQUIRES_GRAD unless MG_FROZEN or MG_BUFFER is given; a buffer is not also marked frozen).
  * Returns NULL with mg_last_error set on a duplicate or empty name, a bad shape, or after alloc. */
 MG_API mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
                          uint32_t flags);
@@ -56,7 +64,22 @@ MG_API bool mg_params_allocated(const mg_params *p);
 MG_API int mg_params_len(const mg_params *p);
 MG_API mg_tensor *mg_params_at(const mg_params *p, int i);
 MG_API mg_tensor *mg_params_find(const mg_params *p, const char *name);
-MG_API int64_t mg_params_numel(const mg_params *p); /* sum of the parameters' elements */
+MG_API int64_t mg_params_numel(const mg_params *p); /* sum of the parameters' elements, buffers included */
+
+/* Whether a store's tensor is trained: neither frozen nor a buffer. */
+static inline bool mg_param_trainable(const mg_tensor *t) { return (t->flags & MG_REQUIRES_GRAD) != 0; }
+/* Elements of the trainable parameters only. */
+MG_API int64_t mg_params_trainable_numel(const mg_params *p);
+
+/* Freezes (trainable false) or unfreezes parameters, like PyTorch's requires_grad_: `name` is one
+ * parameter's full name, or a dotted prefix that selects every parameter under it ("h.0" selects
+ * "h.0.attn.c_attn.weight" but not "h.10.ln_1.weight"); NULL or "" selects all. Buffers under a
+ * prefix are left alone; naming one buffer exactly to make it trainable is an error. Freezing after
+ * mg_params_alloc clears the parameter's gradient. An optimizer made earlier skips frozen
+ * parameters from its next step on; one unfrozen later starts from zero state, or, if it was
+ * trained before it was frozen, continues from the state it had then (as PyTorch's optimizers do).
+ * MG_ERR_NOT_FOUND (naming `name`) when nothing matches. */
+MG_API mg_status mg_params_set_trainable(mg_params *p, const char *name, bool trainable);
 
 /* The slabs: `size` floats each, parameters at 64-byte aligned offsets (gaps are zero). */
 MG_API float *mg_params_data(const mg_params *p);

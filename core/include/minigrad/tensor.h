@@ -36,6 +36,8 @@ enum {
     MG_PARAM = 1u << 1,         /* lives in an mg_params store */
     MG_NO_DECAY = 1u << 2,      /* optimizer: no weight decay (biases, LayerNorm, embeddings) */
     MG_RETAIN_GRAD = 1u << 3,   /* an op output whose gradient mg_backward keeps (mg_retain_grad) */
+    MG_BUFFER = 1u << 4,        /* params store: a buffer, state that is saved but never trained (params.h) */
+    MG_FROZEN = 1u << 5,        /* params store: a parameter not trained now (mg_params_set_trainable) */
 };
 
 typedef struct mg_tensor {
@@ -81,8 +83,25 @@ typedef void (*mg_error_handler)(mg_ctx *ctx, const char *msg, void *user);
 MG_API void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user);
 MG_API const char *mg_ctx_error(const mg_ctx *ctx); /* NULL while all is well */
 MG_API void mg_ctx_clear_error(mg_ctx *ctx);
-/* Raise a programming error on the context (for ops and layers): formats, then calls the handler. */
+/* Raise a programming error on the context (for ops and layers): formats, then calls the handler.
+ * Inside an error scope the message starts with the innermost scope's label and ": ". */
 MG_API void mg_ctx_fail(mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Error scopes: a stack of labels on the context saying where the program is, so that an op that
+ * fails deep inside a model names the place, e.g. "h.3.attn (self_attention): mg_matmul: ...".
+ * mg_layer_forward pushes "<prefix> (<kind>)" around every layer's forward; a program may push
+ * its own ("eval batch 3"). Only the innermost label is shown. An empty label (or NULL) is a scope
+ * without a prefix, for code whose message already names the place. Labels are copied (at most
+ * MG_SCOPE_LABEL_MAX - 1 bytes kept); scopes nest up to MG_SCOPE_DEPTH_MAX deep, and deeper ones
+ * are counted but show the label of the deepest stored one. Push and pop never fail and never
+ * allocate; popping an empty stack does nothing. Every push must be matched by a pop, also when
+ * the code in between failed. */
+enum { MG_SCOPE_DEPTH_MAX = 32, MG_SCOPE_LABEL_MAX = 128 };
+MG_API void mg_ctx_push_scope(mg_ctx *ctx, const char *label);
+MG_API void mg_ctx_pop_scope(mg_ctx *ctx);
+/* The innermost scope's label ("" for a scope without one), or NULL outside every scope. */
+MG_API const char *mg_ctx_scope(const mg_ctx *ctx);
+MG_API int mg_ctx_scope_depth(const mg_ctx *ctx);
 
 /* ---- tensors in the arena ---- */
 MG_API mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape); /* uninitialised */

@@ -135,6 +135,8 @@ MG_API mg_layer *mg_layer_new(const mg_layer_vtable *vt, const char *prefix, mg_
                               const void *cfg);
 
 /* Runs vt->forward (the placeholder if ctx has failed). args may be NULL (a zeroed mg_fwd).
+ * Forward runs inside the error scope "<prefix> (<kind>)" (tensor.h: mg_ctx_push_scope), so an op
+ * failing anywhere inside names the innermost layer, built-in or plugin alike.
  * What forward returns is checked: not NULL, a well-formed tensor (known dtype, 0..MG_MAX_DIMS dims
  * whose product is numel, data present), and of the shape the layer declared with
  * mg_layer_set_shape, when it declared one in the form "(B,T,768)" or "(...,768)": each number is
@@ -157,6 +159,12 @@ MG_API void *mg_layer_state(const mg_layer *l);
  * mg_last_error) on failure; the store's rules apply (unique name, positive dims). */
 MG_API mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, int ndim,
                           const int64_t *shape, mg_init init, uint32_t flags);
+/* Declares a buffer "<prefix>.<local>": state the layer keeps and updates itself (running
+ * statistics, a fixed table), saved and loaded with the weights but never trained (MG_BUFFER,
+ * params.h: no gradient, no optimizer update, no weight decay). Same rules and result as
+ * mg_layer_param. */
+MG_API mg_tensor *mg_layer_buffer(mg_layer *self, mg_params *params, const char *local, int ndim,
+                                  const int64_t *shape, mg_init init);
 /* Creates sublayer "<prefix>.<local>" of kind `type` ("" for local keeps the parent's prefix, so a
  * wrapper can own a layer under its own name). The parent owns it. */
 MG_API mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg_config *cfg,
@@ -178,12 +186,14 @@ MG_API mg_layer *mg_layer_find_child(const mg_layer *l, const char *local);
 /* The first layer in l's subtree (l included, depth first) with a pos_scheme, or NULL. */
 MG_API mg_layer *mg_layer_find_positional(mg_layer *l);
 
-/* Visits every parameter of the layer and its sublayers. */
+/* Visits every parameter of the layer and its sublayers (buffers included). */
 MG_API void mg_layer_visit_params(mg_layer *l, mg_param_visitor fn, void *user);
 MG_API int64_t mg_layer_numel(mg_layer *l);
+MG_API int64_t mg_layer_trainable_numel(mg_layer *l); /* without frozen parameters and buffers */
 
 /* The summary table (one row per layer, indented by depth: name, kind, output shape, parameter
- * shapes and counts; a total at the end), written to f, or to the log at INFO level when f is
+ * shapes and counts; a total at the end, which also says how many are trainable when some are
+ * frozen or buffers), written to f, or to the log at INFO level when f is
  * NULL. */
 MG_API void mg_layer_print(mg_layer *l, FILE *f);
 
