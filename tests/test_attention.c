@@ -15,12 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Case tables leave trailing fields (tbias) to their zero defaults on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define TOL_OUT 5e-5
 #define TOL_GRAD 1e-4
 
 /* ---- bias callbacks ------------------------------------------------------------------------- */
 
 enum { NO_BIAS = 0, ALIBI = 1, HOLES = 2 };
+/* Bias rows: none, one Tq x Tk block per (batch, head), or one per head shared by the batch. */
+enum { TB_NONE = 0, TB_FULL = 1, TB_PER_HEAD = 2 };
 enum { HOLE_ROW = 5 }; /* the query position whose every key HOLES hides */
 
 typedef struct alibi_user {
@@ -57,6 +62,7 @@ typedef struct acase {
     int64_t q_pos0;
     int bias;
     float scale; /* 0: 1/sqrt(D) */
+    int tbias;   /* bias rows (mg_attn_desc.bias_data) and dL/dlogits: TB_NONE, TB_FULL, TB_PER_HEAD */
 } acase;
 
 static const acase cases[] = {
@@ -76,6 +82,11 @@ static const acase cases[] = {
     {"T=128 D=64 B*H=8 causal scale 1", 2, SANITIZED ? 1 : 4, 128, 128, 64, true, 0, NO_BIAS, 1.0f},
     {"T=65 D=16 causal -inf holes", 1, 2, 65, 65, 16, true, 0, HOLES, 0},
     {"Tq=17 Tk=33 D=8 full -inf holes", 1, 1, 17, 33, 8, false, 0, HOLES, 0},
+    {"T=17 D=16 causal bias rows", 2, 3, 17, 17, 16, true, 0, NO_BIAS, 0, TB_FULL},
+    {"T=130 D=3 full bias rows per head", 2, 2, 130, 130, 3, false, 0, NO_BIAS, 0, TB_PER_HEAD},
+    {"T=65 D=64 causal alibi + bias rows", 1, 2, 65, 65, 64, true, 0, ALIBI, 0, TB_FULL},
+    {"Tq=70 Tk=200 q_pos0=100 causal bias rows", 1, 2, 70, 200, 24, true, 100, NO_BIAS, 0, TB_PER_HEAD},
+    {"Tq=2 Tk=100 q_pos0=40 causal bias rows", 2, 1, 2, 100, 64, true, 40, NO_BIAS, 0, TB_FULL},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -83,10 +94,12 @@ typedef struct inputs {
     mg_attn_desc a;
     alibi_user au;
     float *q, *k, *v, *dO, *g0; /* g0: initial gradient contents (backward accumulates) */
+    float *bias;                /* bias rows (tbias), NULL without */
 } inputs;
 
 typedef struct result {
     float *o, *lse, *dq, *dk, *dv;
+    float *db; /* dL/dlogits (B,H,Tq,Tk) when the case has bias rows, else NULL */
 } result;
 
 /* Allocation failure is not what these tests are about. */
@@ -121,10 +134,17 @@ static void make_inputs(const acase *c, uint64_t seed, inputs *in) {
     in->v = randn(&r, nk, 1.0f);
     in->dO = randn(&r, nq, 1.0f);
     in->g0 = randn(&r, nq > nk ? nq : nk, 0.5f);
+    if (c->tbias) {
+        const int64_t TT = c->Tq * c->Tk;
+        in->bias = randn(&r, (c->tbias == TB_FULL ? BH : c->H) * TT, 1.0f);
+        in->a.bias_data = in->bias;
+        in->a.bias_hstride = TT;
+        in->a.bias_bstride = c->tbias == TB_FULL ? c->H * TT : 0;
+    }
 }
 
 static void free_inputs(inputs *in) {
-    free(in->q), free(in->k), free(in->v), free(in->dO), free(in->g0);
+    free(in->q), free(in->k), free(in->v), free(in->dO), free(in->g0), free(in->bias);
 }
 
 static void alloc_result(const inputs *in, result *res) {
@@ -138,13 +158,21 @@ static void alloc_result(const inputs *in, result *res) {
     memcpy(res->dq, in->g0, (size_t)nq * sizeof(float));
     memcpy(res->dk, in->g0, (size_t)nk * sizeof(float));
     memcpy(res->dv, in->g0, (size_t)nk * sizeof(float));
+    res->db = NULL;
+    if (in->bias) { /* starts from g0's values too: backward accumulates */
+        const int64_t nb = BH * a->Tq * a->Tk;
+        res->db = xmalloc((size_t)nb * sizeof(float));
+        for (int64_t i = 0; i < nb; i++) res->db[i] = in->g0[i % (nq > nk ? nq : nk)];
+    }
 }
 
-static void free_result(result *r) { free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv); }
+static void free_result(result *r) { free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv), free(r->db); }
 
 static void run_fused(const inputs *in, result *res) {
-    const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
+    mg_attn_desc d = in->a;
+    d.dbias = res->db;
+    const mg_attn_desc *a = &d;
     size_t fb = mg_attn_forward_workspace(a), bb = mg_attn_backward_workspace(a);
     void *ws = need(mg_aligned_alloc(fb > bb ? fb : bb));
     mg_attn_forward(a, in->q, in->k, in->v, res->o, res->lse, ws, fb);
@@ -154,8 +182,10 @@ static void run_fused(const inputs *in, result *res) {
 }
 
 static void run_ref(const inputs *in, result *res) {
-    const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
+    mg_attn_desc d = in->a;
+    d.dbias = res->db;
+    const mg_attn_desc *a = &d;
     float *p = xmalloc((size_t)(a->B * a->H * a->Tq * a->Tk) * sizeof(float));
     size_t bb = mg_attn_backward_ref_workspace(a);
     void *ws = need(mg_aligned_alloc(bb + 64));
@@ -189,6 +219,7 @@ static void compare(const char *isa, const acase *c, const inputs *in, const res
     expect_close(isa, c, "dq", f->dq, r->dq, nq, TOL_GRAD);
     expect_close(isa, c, "dk", f->dk, r->dk, nk, TOL_GRAD);
     expect_close(isa, c, "dv", f->dv, r->dv, nk, TOL_GRAD);
+    if (c->tbias) expect_close(isa, c, "dbias", f->db, r->db, BH * c->Tq * c->Tk, TOL_GRAD);
     (void)in;
 }
 
@@ -226,6 +257,7 @@ static void expect_identical(const char *how, const acase *c, const result *x, c
     ck_assert_msg(same_bits(x->dq, y->dq, nq), "%s: %s: dq bits differ", c->name, how);
     ck_assert_msg(same_bits(x->dk, y->dk, nk), "%s: %s: dk bits differ", c->name, how);
     ck_assert_msg(same_bits(x->dv, y->dv, nk), "%s: %s: dv bits differ", c->name, how);
+    if (c->tbias) ck_assert_msg(same_bits(x->db, y->db, BH * c->Tq * c->Tk), "%s: %s: dbias bits differ", c->name, how);
 }
 
 /* The two backward work splits are the same arithmetic in the same order, on every path. */
