@@ -385,9 +385,12 @@ static void assert_same_params(mg_gpt *a, mg_gpt *b) {
 }
 
 START_TEST(checkpoint_round_trip_bit_exact) {
-    for (int k = 0; k < 2; k++) {
-        mg_gpt_config c = small(k ? "alibi" : "learned+sinusoidal");
-        if (k) { /* the classifier layout and a positional option survive too */
+    for (int k = 0; k < 3; k++) {
+        mg_gpt_config c = small(k == 2 ? "t5_bias" : k ? "alibi" : "learned+sinusoidal");
+        if (k == 2) { /* a plugin scheme with a trained table (the t5_bias plugin) */
+            c.causal = false;
+            snprintf(c.pos_opts, sizeof c.pos_opts, "num_buckets=8,max_distance=16,init=uniform,bound=0.5");
+        } else if (k) { /* the classifier layout and a positional option survive too */
             c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = 8.0f, c.tied_head = false, c.head_bias = true;
             c.dropout = 0.125f;
         } else {
@@ -412,6 +415,12 @@ START_TEST(checkpoint_round_trip_bit_exact) {
         ck_assert_str_eq(mg_st_meta_get(f, "tokenizer.chars"), "\n !abc\xc3\xa9");
         ck_assert_int_ge(mg_st_find(f, "wte.weight"), 0);
         ck_assert_int_eq(mg_st_find(f, "lm_head.weight") >= 0, !c.tied_head);
+        if (k == 2) { /* T5's nn.Embedding layout: (num_buckets, n_head) */
+            const int i = mg_st_find(f, "wpe.relative_attention_bias.weight");
+            ck_assert_int_ge(i, 0);
+            const mg_st_tensor_info *ti = mg_st_info(f, i);
+            ck_assert(ti->ndim == 2 && ti->shape[0] == 8 && ti->shape[1] == c.n_head);
+        }
         mg_st_close(f);
         /* the same logits from both */
         mg_ctx *ctx = mg_ctx_new(0);
