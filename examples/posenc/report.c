@@ -504,7 +504,7 @@ static mg_status plot_probe(const char *path, const char *title, const posenc_pr
     }
     if (st == MG_OK && p->has_rot) {
         const float mx = max_abs(p->rot, (size_t)T * T);
-        heat r = {"q.k of a unit vector rotated to positions i and j (head 0)", "key position j",
+        heat r = {"q.k, one unit vector rotated to i and j", "key position j",
                   "query position i", "q.k", p->rot, T, T, SW, PR_ROT_H, -mx, mx, true, true};
         st = heat_panel(all, (PR_W - SW) / 2, y, path, &r);
     }
@@ -541,7 +541,7 @@ static mg_status plot_tables(const char *dir, const posenc_report *rep) {
                 continue;
             }
             snprintf(path, sizeof path, "%s/table_%s.png", dir, fl);
-            snprintf(title, sizeof title, "%s (fixed): what the scheme adds, the same before and after training",
+            snprintf(title, sizeof title, "%s (fixed): no parameters, the same before and after training",
                      sc->label);
             st = plot_probe(path, title, p);
             break;
