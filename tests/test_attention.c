@@ -849,6 +849,40 @@ START_TEST(bias_tensor_gradient_broadcast_and_threads) {
 }
 END_TEST
 
+/* Only the bias wants a gradient (q, k, v constants): the kernels still run, and give the same
+ * bits as when everything wants one, on 1 and 3 threads (3 threads take the two-pass backward
+ * split where B*H is 4). */
+START_TEST(bias_gradient_alone) {
+    const tb_case *c = &tb_cases[_i];
+    float *want = NULL;
+    for (int alone = 0; alone < 2; alone++)
+        for (int nt = 1; nt <= 3; nt += 2) {
+            mg_set_num_threads(nt);
+            mg_ctx *ctx = mg_ctx_new(0);
+            mg_rng r = mg_rng_make(70 + (uint64_t)_i);
+            mg_tensor *q = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, !alone);
+            mg_tensor *k = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, !alone);
+            mg_tensor *v = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, !alone);
+            mg_tensor *b = leaf(ctx, &r, c->bndim, c->bshape, true);
+            mg_tensor *R = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, false);
+            mg_attn_opts o = {.causal = c->causal, .q_pos0 = c->q_pos0, .bias_tensor = b};
+            mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, mg_attention(ctx, q, k, v, &o), R)));
+            ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+            ck_assert(alone ? !q->grad && !k->grad && !v->grad : q->grad && k->grad && v->grad);
+            if (!want) {
+                want = xmalloc((size_t)b->numel * sizeof(float));
+                memcpy(want, b->grad, (size_t)b->numel * sizeof(float));
+            } else {
+                ck_assert_msg(same_bits(want, b->grad, b->numel), "%s: bias gradient bits differ (%s, %d threads)",
+                              c->name, alone ? "bias alone" : "all inputs", nt);
+            }
+            mg_ctx_free(ctx);
+        }
+    mg_set_num_threads(0);
+    free(want);
+}
+END_TEST
+
 /* A zero bias tensor changes nothing: same output and q/k/v gradients, bit for bit, as no bias. */
 START_TEST(zero_bias_tensor_is_no_bias) {
     mg_ctx *ctx = mg_ctx_new(0);
@@ -950,6 +984,7 @@ static Suite *attention_suite(void) {
     tcase_add_loop_test(tc, bias_tensor_forward_matches_float64, 0, sizeof tb_cases / sizeof tb_cases[0]);
     tcase_add_loop_test(tc, bias_tensor_gradient_broadcast_and_threads, 0, sizeof tb_cases / sizeof tb_cases[0]);
     tcase_add_test(tc, zero_bias_tensor_is_no_bias);
+    tcase_add_loop_test(tc, bias_gradient_alone, 0, sizeof tb_cases / sizeof tb_cases[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, negative_q_pos0_is_an_error);
