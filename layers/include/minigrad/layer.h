@@ -8,7 +8,7 @@
  * the ABI version and struct size of every vtable it is given.
  *
  * A positional scheme is a layer whose vtable names a `pos_scheme` (`pos=` in a model config). It
- * acts at one or more of three places:
+ * acts at one or more of four places:
  *   - forward:   added to the input embedding (learned, sinusoidal, both); identity otherwise;
  *   - rotate_qk: rotates each head's q and k after the projection (RoPE);
  *   - attn_bias: adds a constant bias to the attention logits (ALiBi, through mg_attn_bias_fn);
