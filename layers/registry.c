@@ -40,7 +40,7 @@ static void ensure_builtins(void) {
 
 mg_status mg_reg_validate(const mg_layer_vtable *vt, const char *origin) {
     if (!vt) return mg_set_error(MG_ERR_INVALID, "%s: registered a NULL layer vtable", origin);
-    if (vt->abi_version != MG_LAYER_ABI_VERSION)
+    if (vt->abi_version < MG_LAYER_ABI_MIN || vt->abi_version > MG_LAYER_ABI_VERSION)
         return mg_set_error(MG_ERR_ABI, "%s: layer '%s': ABI version %u, host %u (rebuild the plugin against this minigrad)",
                             origin, vt->struct_size >= offsetof(mg_layer_vtable, summary) && vt->name ? vt->name : "?",
                             vt->abi_version, MG_LAYER_ABI_VERSION);

@@ -1,7 +1,8 @@
 /* self_attention: multi-head attention with a fused qkv projection (GPT-2's c_attn [dim, 3 dim],
  * q = columns 0..dim-1, k = dim..2dim-1, v = 2dim..3dim-1, head h = columns h*hd..h*hd+hd-1 of
  * each), then c_proj [dim, dim] and dropout. The positional scheme in mg_fwd.pos may rotate q and
- * k (rotate_qk) and bias the logits (attn_bias); this layer does not know which scheme it is.
+ * k (rotate_qk) and bias the logits (attn_bias, attn_bias_tensor); this layer does not know which
+ * scheme it is.
  * With a KV cache (mg_fwd.kv, incremental decoding) the new keys and values are appended to the
  * cache and the queries attend over everything cached, at q_pos0 = the cache length.
  * Keys: dim, n_head (required); causal (true); bias (true); dropout (0); scale of the logits
@@ -87,6 +88,21 @@ static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const 
         o.kv_len = kv->len;
     }
     if (pvt && pvt->attn_bias) pvt->attn_bias(args->pos, ctx, H, &o);
+    if (pvt && pvt->attn_bias_tensor && mg_ctx_ok(ctx)) {
+        const int64_t Tk = o.kv_len ? o.kv_len : T;
+        mg_tensor *b = pvt->attn_bias_tensor(args->pos, ctx, H, T, Tk, &o);
+        if (mg_ctx_ok(ctx) && b &&
+            !(b->dtype == MG_F32 && (b->ndim == 3 || (b->ndim == 4 && b->shape[0] == 1)) &&
+              b->shape[b->ndim - 3] == H && b->shape[b->ndim - 2] == T && b->shape[b->ndim - 1] == Tk)) {
+            mg_layer_fail(self, ctx, "positional layer '%s' (%s, from %s): attn_bias_tensor gave back %s%s, "
+                          "need float32 (%lld,%lld,%lld) or (1,%lld,%lld,%lld)",
+                          mg_layer_prefix(args->pos), pvt->name, mg_layer_origin(pvt->name),
+                          b->dtype == MG_F32 ? "" : "int32 ", MG_LSHAPE(b), (long long)H, (long long)T,
+                          (long long)Tk, (long long)H, (long long)T, (long long)Tk);
+            return mg_ctx_dummy(ctx);
+        }
+        o.bias_tensor = b;
+    }
     mg_tensor *y = mg_merge_heads(ctx, mg_attention(ctx, q, k, v, &o));
     y = mg_layer_forward(s->c_proj, ctx, y, args);
     return mg_layer_dropout(self, ctx, y, s->dropout, args);

@@ -15,12 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Case tables leave trailing fields (tbias) to their zero defaults on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define TOL_OUT 5e-5
 #define TOL_GRAD 1e-4
 
 /* ---- bias callbacks ------------------------------------------------------------------------- */
 
 enum { NO_BIAS = 0, ALIBI = 1, HOLES = 2 };
+/* Bias rows: none, one Tq x Tk block per (batch, head), or one per head shared by the batch. */
+enum { TB_NONE = 0, TB_FULL = 1, TB_PER_HEAD = 2 };
 enum { HOLE_ROW = 5 }; /* the query position whose every key HOLES hides */
 
 typedef struct alibi_user {
@@ -57,6 +62,7 @@ typedef struct acase {
     int64_t q_pos0;
     int bias;
     float scale; /* 0: 1/sqrt(D) */
+    int tbias;   /* bias rows (mg_attn_desc.bias_data) and dL/dlogits: TB_NONE, TB_FULL, TB_PER_HEAD */
 } acase;
 
 static const acase cases[] = {
@@ -76,6 +82,11 @@ static const acase cases[] = {
     {"T=128 D=64 B*H=8 causal scale 1", 2, SANITIZED ? 1 : 4, 128, 128, 64, true, 0, NO_BIAS, 1.0f},
     {"T=65 D=16 causal -inf holes", 1, 2, 65, 65, 16, true, 0, HOLES, 0},
     {"Tq=17 Tk=33 D=8 full -inf holes", 1, 1, 17, 33, 8, false, 0, HOLES, 0},
+    {"T=17 D=16 causal bias rows", 2, 3, 17, 17, 16, true, 0, NO_BIAS, 0, TB_FULL},
+    {"T=130 D=3 full bias rows per head", 2, 2, 130, 130, 3, false, 0, NO_BIAS, 0, TB_PER_HEAD},
+    {"T=65 D=64 causal alibi + bias rows", 1, 2, 65, 65, 64, true, 0, ALIBI, 0, TB_FULL},
+    {"Tq=70 Tk=200 q_pos0=100 causal bias rows", 1, 2, 70, 200, 24, true, 100, NO_BIAS, 0, TB_PER_HEAD},
+    {"Tq=2 Tk=100 q_pos0=40 causal bias rows", 2, 1, 2, 100, 64, true, 40, NO_BIAS, 0, TB_FULL},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -83,10 +94,12 @@ typedef struct inputs {
     mg_attn_desc a;
     alibi_user au;
     float *q, *k, *v, *dO, *g0; /* g0: initial gradient contents (backward accumulates) */
+    float *bias;                /* bias rows (tbias), NULL without */
 } inputs;
 
 typedef struct result {
     float *o, *lse, *dq, *dk, *dv;
+    float *db; /* dL/dlogits (B,H,Tq,Tk) when the case has bias rows, else NULL */
 } result;
 
 /* Allocation failure is not what these tests are about. */
@@ -121,10 +134,17 @@ static void make_inputs(const acase *c, uint64_t seed, inputs *in) {
     in->v = randn(&r, nk, 1.0f);
     in->dO = randn(&r, nq, 1.0f);
     in->g0 = randn(&r, nq > nk ? nq : nk, 0.5f);
+    if (c->tbias) {
+        const int64_t TT = c->Tq * c->Tk;
+        in->bias = randn(&r, (c->tbias == TB_FULL ? BH : c->H) * TT, 1.0f);
+        in->a.bias_data = in->bias;
+        in->a.bias_hstride = TT;
+        in->a.bias_bstride = c->tbias == TB_FULL ? c->H * TT : 0;
+    }
 }
 
 static void free_inputs(inputs *in) {
-    free(in->q), free(in->k), free(in->v), free(in->dO), free(in->g0);
+    free(in->q), free(in->k), free(in->v), free(in->dO), free(in->g0), free(in->bias);
 }
 
 static void alloc_result(const inputs *in, result *res) {
@@ -138,13 +158,21 @@ static void alloc_result(const inputs *in, result *res) {
     memcpy(res->dq, in->g0, (size_t)nq * sizeof(float));
     memcpy(res->dk, in->g0, (size_t)nk * sizeof(float));
     memcpy(res->dv, in->g0, (size_t)nk * sizeof(float));
+    res->db = NULL;
+    if (in->bias) { /* starts from g0's values too: backward accumulates */
+        const int64_t nb = BH * a->Tq * a->Tk;
+        res->db = xmalloc((size_t)nb * sizeof(float));
+        for (int64_t i = 0; i < nb; i++) res->db[i] = in->g0[i % (nq > nk ? nq : nk)];
+    }
 }
 
-static void free_result(result *r) { free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv); }
+static void free_result(result *r) { free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv), free(r->db); }
 
 static void run_fused(const inputs *in, result *res) {
-    const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
+    mg_attn_desc d = in->a;
+    d.dbias = res->db;
+    const mg_attn_desc *a = &d;
     size_t fb = mg_attn_forward_workspace(a), bb = mg_attn_backward_workspace(a);
     void *ws = need(mg_aligned_alloc(fb > bb ? fb : bb));
     mg_attn_forward(a, in->q, in->k, in->v, res->o, res->lse, ws, fb);
@@ -154,8 +182,10 @@ static void run_fused(const inputs *in, result *res) {
 }
 
 static void run_ref(const inputs *in, result *res) {
-    const mg_attn_desc *a = &in->a;
     alloc_result(in, res);
+    mg_attn_desc d = in->a;
+    d.dbias = res->db;
+    const mg_attn_desc *a = &d;
     float *p = xmalloc((size_t)(a->B * a->H * a->Tq * a->Tk) * sizeof(float));
     size_t bb = mg_attn_backward_ref_workspace(a);
     void *ws = need(mg_aligned_alloc(bb + 64));
@@ -189,6 +219,7 @@ static void compare(const char *isa, const acase *c, const inputs *in, const res
     expect_close(isa, c, "dq", f->dq, r->dq, nq, TOL_GRAD);
     expect_close(isa, c, "dk", f->dk, r->dk, nk, TOL_GRAD);
     expect_close(isa, c, "dv", f->dv, r->dv, nk, TOL_GRAD);
+    if (c->tbias) expect_close(isa, c, "dbias", f->db, r->db, BH * c->Tq * c->Tk, TOL_GRAD);
     (void)in;
 }
 
@@ -226,6 +257,7 @@ static void expect_identical(const char *how, const acase *c, const result *x, c
     ck_assert_msg(same_bits(x->dq, y->dq, nq), "%s: %s: dq bits differ", c->name, how);
     ck_assert_msg(same_bits(x->dk, y->dk, nk), "%s: %s: dk bits differ", c->name, how);
     ck_assert_msg(same_bits(x->dv, y->dv, nk), "%s: %s: dv bits differ", c->name, how);
+    if (c->tbias) ck_assert_msg(same_bits(x->db, y->db, BH * c->Tq * c->Tk), "%s: %s: dbias bits differ", c->name, how);
 }
 
 /* The two backward work splits are the same arithmetic in the same order, on every path. */
@@ -681,6 +713,244 @@ START_TEST(kv_len_errors_are_clear) {
 }
 END_TEST
 
+/* ---- the op's bias tensor ------------------------------------------------------------------- */
+
+static mg_tensor *leaf(mg_ctx *ctx, mg_rng *r, int ndim, const int64_t *shape, bool grad) {
+    mg_tensor *t = mg_tensor_new(ctx, MG_F32, ndim, shape);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    for (int64_t i = 0; i < t->numel; i++) t->data[i] = mg_rng_normal(r);
+    mg_tensor_set_requires_grad(t, grad);
+    return t;
+}
+
+/* The bias tensor's element for (b, h, i, j), reading its broadcast dims as size 1. */
+static double bias_at(const mg_tensor *t, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int nd = t->ndim;
+    const int64_t Tq = t->shape[nd - 2], Tk = t->shape[nd - 1];
+    const int64_t bh = nd >= 3 ? t->shape[nd - 3] : 1, bb = nd == 4 ? t->shape[0] : 1;
+    return t->data[(((bb == 1 ? 0 : b) * bh + (bh == 1 ? 0 : h)) * Tq + i) * Tk + j];
+}
+
+typedef struct tb_case {
+    const char *name;
+    int64_t B, H, Tq, Tk, D, q_pos0;
+    bool causal;
+    int bndim;
+    int64_t bshape[4];
+} tb_case;
+
+static const tb_case tb_cases[] = {
+    {"(B,H,Tq,Tk) causal", 2, 3, 7, 7, 5, 0, true, 4, {2, 3, 7, 7}},
+    {"(H,Tq,Tk) full", 2, 3, 5, 9, 8, 0, false, 3, {3, 5, 9}},
+    {"(1,1,Tq,Tk) causal offset", 2, 2, 3, 70, 16, 67, true, 4, {1, 1, 3, 70}},
+    {"(B,1,Tq,Tk) full", 3, 2, 66, 66, 4, 0, false, 4, {3, 1, 66, 66}},
+    {"(Tq,Tk) one query", 1, 4, 1, 3, 3, 0, false, 2, {1, 3}},
+};
+
+/* Forward against a float64 computation of softmax(scale q.k + bias, masked) v. */
+START_TEST(bias_tensor_forward_matches_float64) {
+    const tb_case *c = &tb_cases[_i];
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(40 + (uint64_t)_i);
+    mg_tensor *q = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, false);
+    mg_tensor *k = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, false);
+    mg_tensor *v = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, false);
+    mg_tensor *bias = leaf(ctx, &r, c->bndim, c->bshape, false);
+    const mg_attn_opts o = {.causal = c->causal, .q_pos0 = c->q_pos0, .bias_tensor = bias};
+    mg_tensor *y = mg_attention(ctx, q, k, v, &o);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+    const double scale = 1.0 / sqrt((double)c->D);
+    double *s = xmalloc((size_t)c->Tk * sizeof(double)), worst = 0.0;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->H; h++)
+            for (int64_t i = 0; i < c->Tq; i++) {
+                const int64_t bh = b * c->H + h;
+                const int64_t vis = c->causal ? c->q_pos0 + i + 1 : c->Tk;
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < vis; j++) {
+                    double d = 0.0;
+                    for (int64_t e = 0; e < c->D; e++)
+                        d += (double)q->data[(bh * c->Tq + i) * c->D + e] * k->data[(bh * c->Tk + j) * c->D + e];
+                    s[j] = scale * d + bias_at(bias, b, h, i, j);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int64_t j = 0; j < vis; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int64_t e = 0; e < c->D; e++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < vis; j++) acc += s[j] / sum * v->data[(bh * c->Tk + j) * c->D + e];
+                    worst = fmax(worst, fabs(acc - y->data[(bh * c->Tq + i) * c->D + e]));
+                }
+            }
+    ck_assert_msg(worst <= 1e-5, "%s: output differs from float64 by %.3g", c->name, worst);
+    free(s);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* A broadcast bias gets the sum of the full-shape bias's gradient over its broadcast dims, and
+ * every gradient is bit-identical on 1 and 2 threads. */
+START_TEST(bias_tensor_gradient_broadcast_and_threads) {
+    const tb_case *c = &tb_cases[_i];
+    float *grads[2][4] = {{0}};
+    int64_t n[4] = {0};
+    for (int run = 0; run < 2; run++) {
+        mg_set_num_threads(run + 1);
+        mg_ctx *ctx = mg_ctx_new(0);
+        mg_rng r = mg_rng_make(50 + (uint64_t)_i);
+        mg_tensor *x[4] = {
+            leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, true),
+            leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, true),
+            leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, true),
+            leaf(ctx, &r, c->bndim, c->bshape, true),
+        };
+        mg_tensor *R = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, false);
+        /* the same bias expanded to (B,H,Tq,Tk), as a second leaf */
+        mg_tensor *full = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){c->B, c->H, c->Tq, c->Tk});
+        for (int64_t b = 0, e = 0; b < c->B; b++)
+            for (int64_t h = 0; h < c->H; h++)
+                for (int64_t i = 0; i < c->Tq; i++)
+                    for (int64_t j = 0; j < c->Tk; j++) full->data[e++] = (float)bias_at(x[3], b, h, i, j);
+        mg_tensor_set_requires_grad(full, true);
+        mg_attn_opts o = {.causal = c->causal, .q_pos0 = c->q_pos0, .bias_tensor = x[3]};
+        mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, mg_attention(ctx, x[0], x[1], x[2], &o), R)));
+        o.bias_tensor = full;
+        mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, mg_attention(ctx, x[0], x[1], x[2], &o), R)));
+        ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+        /* sum the full gradient over the broadcast dims in double and compare */
+        const int nd = c->bndim;
+        const int64_t bh = nd >= 3 ? c->bshape[nd - 3] : 1, bb = nd == 4 ? c->bshape[0] : 1;
+        double worst = 0.0, big = 0.0;
+        for (int64_t e = 0; e < x[3]->numel; e++) {
+            const int64_t j = e % c->Tk, i = e / c->Tk % c->Tq, hh = e / (c->Tq * c->Tk) % bh,
+                          b0 = e / (bh * c->Tq * c->Tk);
+            double want = 0.0;
+            for (int64_t b = 0; b < c->B; b++)
+                for (int64_t h = 0; h < c->H; h++)
+                    if ((bb == 1 || b == b0) && (bh == 1 || h == hh))
+                        want += full->grad[((b * c->H + h) * c->Tq + i) * c->Tk + j];
+            worst = fmax(worst, fabs(want - x[3]->grad[e]));
+            big = fmax(big, fabs(want));
+        }
+        ck_assert_msg(big > 0.0 && worst <= 1e-5 * big, "%s: broadcast bias gradient off by %.3g (largest %.3g)",
+                      c->name, worst, big);
+        for (int t = 0; t < 4; t++) {
+            n[t] = x[t]->numel;
+            grads[run][t] = xmalloc((size_t)n[t] * sizeof(float));
+            memcpy(grads[run][t], x[t]->grad, (size_t)n[t] * sizeof(float));
+        }
+        mg_ctx_free(ctx);
+    }
+    mg_set_num_threads(0);
+    static const char *names[4] = {"dq", "dk", "dv", "dbias"};
+    for (int t = 0; t < 4; t++) {
+        ck_assert_msg(same_bits(grads[0][t], grads[1][t], n[t]), "%s: %s bits differ, 1 vs 2 threads", c->name, names[t]);
+        free(grads[0][t]), free(grads[1][t]);
+    }
+}
+END_TEST
+
+/* Only the bias wants a gradient (q, k, v constants): the kernels still run, and give the same
+ * bits as when everything wants one, on 1 and 3 threads (3 threads take the two-pass backward
+ * split where B*H is 4). */
+START_TEST(bias_gradient_alone) {
+    const tb_case *c = &tb_cases[_i];
+    float *want = NULL;
+    for (int alone = 0; alone < 2; alone++)
+        for (int nt = 1; nt <= 3; nt += 2) {
+            mg_set_num_threads(nt);
+            mg_ctx *ctx = mg_ctx_new(0);
+            mg_rng r = mg_rng_make(70 + (uint64_t)_i);
+            mg_tensor *q = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, !alone);
+            mg_tensor *k = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, !alone);
+            mg_tensor *v = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tk, c->D}, !alone);
+            mg_tensor *b = leaf(ctx, &r, c->bndim, c->bshape, true);
+            mg_tensor *R = leaf(ctx, &r, 4, (int64_t[]){c->B, c->H, c->Tq, c->D}, false);
+            mg_attn_opts o = {.causal = c->causal, .q_pos0 = c->q_pos0, .bias_tensor = b};
+            mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, mg_attention(ctx, q, k, v, &o), R)));
+            ck_assert_msg(mg_ctx_ok(ctx), "%s: %s", c->name, mg_ctx_error(ctx));
+            ck_assert(alone ? !q->grad && !k->grad && !v->grad : q->grad && k->grad && v->grad);
+            if (!want) {
+                want = xmalloc((size_t)b->numel * sizeof(float));
+                memcpy(want, b->grad, (size_t)b->numel * sizeof(float));
+            } else {
+                ck_assert_msg(same_bits(want, b->grad, b->numel), "%s: bias gradient bits differ (%s, %d threads)",
+                              c->name, alone ? "bias alone" : "all inputs", nt);
+            }
+            mg_ctx_free(ctx);
+        }
+    mg_set_num_threads(0);
+    free(want);
+}
+END_TEST
+
+/* A zero bias tensor changes nothing: same output and q/k/v gradients, bit for bit, as no bias. */
+START_TEST(zero_bias_tensor_is_no_bias) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_rng r = mg_rng_make(61);
+    const int64_t qs[4] = {2, 2, 70, 16};
+    mg_tensor *q = leaf(ctx, &r, 4, qs, true), *k = leaf(ctx, &r, 4, qs, true), *v = leaf(ctx, &r, 4, qs, true);
+    mg_tensor *R = leaf(ctx, &r, 4, qs, false);
+    mg_tensor *zero = mg_zeros(ctx, 3, (int64_t[]){2, 70, 70});
+    mg_tensor_set_requires_grad(zero, true);
+    mg_tensor *y0 = mg_attention(ctx, q, k, v, &(mg_attn_opts){.causal = true});
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y0, R)));
+    mg_tensor *c[3];
+    for (int i = 0; i < 3; i++) {
+        const mg_tensor *src = i == 0 ? q : i == 1 ? k : v;
+        c[i] = mg_tensor_new(ctx, MG_F32, 4, qs);
+        memcpy(c[i]->data, src->data, (size_t)src->numel * sizeof(float));
+        mg_tensor_set_requires_grad(c[i], true);
+    }
+    mg_tensor *y1 = mg_attention(ctx, c[0], c[1], c[2], &(mg_attn_opts){.causal = true, .bias_tensor = zero});
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y1, R)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    ck_assert(same_bits(y0->data, y1->data, y0->numel));
+    ck_assert(same_bits(q->grad, c[0]->grad, q->numel));
+    ck_assert(same_bits(k->grad, c[1]->grad, q->numel));
+    ck_assert(same_bits(v->grad, c[2]->grad, q->numel));
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(bias_tensor_errors_are_clear) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_tensor *q = mg_zeros(ctx, 4, (int64_t[]){2, 3, 4, 8}), *k = mg_zeros(ctx, 4, (int64_t[]){2, 3, 5, 8});
+    static const struct {
+        int nd;
+        int64_t shape[4];
+        const char *msg;
+    } bad[] = {
+        {2, {5, 4}, "mg_attention: bias_tensor(5,4) does not broadcast to the logits (B,H,Tq,Tk) = (2,3,4,5)"},
+        {3, {2, 4, 5}, "mg_attention: bias_tensor(2,4,5) does not broadcast"},
+        {4, {3, 3, 4, 5}, "mg_attention: bias_tensor(3,3,4,5) does not broadcast"},
+        {1, {5}, "mg_attention: bias_tensor(5) does not broadcast"},
+        {4, {2, 3, 4, 6}, "need (Tq,Tk), (H or 1,Tq,Tk) or (B or 1,H or 1,Tq,Tk)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mg_tensor *b = mg_zeros(ctx, bad[i].nd, bad[i].shape);
+        mg_tensor *y = mg_attention(ctx, q, k, k, &(mg_attn_opts){.bias_tensor = b});
+        ck_assert_int_eq(c.calls, (int)i + 1);
+        tu_assert_has("error message", c.msg, bad[i].msg);
+        ck_assert_ptr_nonnull(y);
+        mg_ctx_clear_error(ctx);
+    }
+    mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){4, 5});
+    mg_attention(ctx, q, k, k, &(mg_attn_opts){.bias_tensor = ids});
+    tu_assert_has("error message", c.msg, "mg_attention: bias_tensor(4,5) must be float32");
+    mg_ctx_clear_error(ctx);
+    /* with a KV cache the bias covers the kv_len keys read */
+    mg_tensor *q1 = mg_zeros(ctx, 4, (int64_t[]){1, 1, 1, 4}), *kc = mg_zeros(ctx, 4, (int64_t[]){1, 1, 8, 4});
+    mg_attention(ctx, q1, kc, kc, &(mg_attn_opts){.kv_len = 3, .bias_tensor = mg_zeros(ctx, 2, (int64_t[]){1, 8})});
+    tu_assert_has("error message", c.msg, "bias_tensor(1,8) does not broadcast to the logits (B,H,Tq,Tk) = (1,1,1,3)");
+    mg_ctx_clear_error(ctx);
+    const int calls = c.calls;
+    mg_attention(ctx, q1, kc, kc, &(mg_attn_opts){.kv_len = 3, .bias_tensor = mg_zeros(ctx, 2, (int64_t[]){1, 3})});
+    ck_assert_int_eq(c.calls, calls);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(impl_switch_round_trips) {
     ck_assert_int_eq(mg_attn_get_impl(), MG_ATTN_FUSED);
     mg_attn_set_impl(MG_ATTN_REFERENCE);
@@ -711,11 +981,16 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, arena_use_is_linear_in_T);
     tcase_add_test(tc, no_grad_forward_is_the_same);
     tcase_add_test(tc, kv_cache_read_in_place_matches_packed);
+    tcase_add_loop_test(tc, bias_tensor_forward_matches_float64, 0, sizeof tb_cases / sizeof tb_cases[0]);
+    tcase_add_loop_test(tc, bias_tensor_gradient_broadcast_and_threads, 0, sizeof tb_cases / sizeof tb_cases[0]);
+    tcase_add_test(tc, zero_bias_tensor_is_no_bias);
+    tcase_add_loop_test(tc, bias_gradient_alone, 0, sizeof tb_cases / sizeof tb_cases[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, negative_q_pos0_is_an_error);
     tcase_add_test(tc, short_workspace_is_reported_not_overrun);
     tcase_add_test(tc, kv_len_errors_are_clear);
+    tcase_add_test(tc, bias_tensor_errors_are_clear);
     tcase_add_test(tc, impl_switch_round_trips);
     suite_add_tcase(s, tc);
     return s;

@@ -40,6 +40,15 @@ static mg_gpt_config small(const char *pos) {
     return c;
 }
 
+/* The six, then for the decoding tests a plugin scheme whose logit bias is a trained table
+ * (t5_bias, its table drawn wide so the bias matters). */
+static mg_gpt_config small_any(int i) {
+    if (i < N_SCHEMES) return small(schemes[i]);
+    mg_gpt_config c = small("t5_bias");
+    snprintf(c.pos_opts, sizeof c.pos_opts, "num_buckets=8,max_distance=6,init=uniform,bound=1");
+    return c;
+}
+
 static mg_gpt *make(const mg_gpt_config *c, uint64_t seed) {
     mg_rng rng = mg_rng_make(seed);
     mg_gpt *g = NULL;
@@ -206,7 +215,7 @@ END_TEST
 
 /* Logits of a prefix run then one token at a time through KV caches equal the full forward. */
 START_TEST(kv_cache_matches_full_forward) {
-    mg_gpt_config c = small(schemes[_i]);
+    mg_gpt_config c = small_any(_i);
     mg_gpt *g = make(&c, 20 + (uint64_t)_i);
     int32_t ids[7] = {3, 1, 4, 1, 5, 9, 2};
     mg_ctx *ctx = mg_ctx_new(0);
@@ -256,7 +265,7 @@ static bool record(void *user, int64_t step, int32_t token, const float *logits,
 /* 3 prompt tokens + 14 new ones: past block_size 8, so learned tables crop and re-run while the
  * other schemes keep extending their caches. Sampled tokens identical, logits within 1e-5. */
 START_TEST(generation_with_cache_equals_recomputation) {
-    mg_gpt_config c = small(schemes[_i]);
+    mg_gpt_config c = small_any(_i);
     mg_gpt *g = make(&c, 30 + (uint64_t)_i);
     const int32_t prompt[3] = {2, 7, 1};
     gen_rec a = {.n = 0}, b = {.n = 0};
@@ -385,9 +394,12 @@ static void assert_same_params(mg_gpt *a, mg_gpt *b) {
 }
 
 START_TEST(checkpoint_round_trip_bit_exact) {
-    for (int k = 0; k < 2; k++) {
-        mg_gpt_config c = small(k ? "alibi" : "learned+sinusoidal");
-        if (k) { /* the classifier layout and a positional option survive too */
+    for (int k = 0; k < 3; k++) {
+        mg_gpt_config c = small(k == 2 ? "t5_bias" : k ? "alibi" : "learned+sinusoidal");
+        if (k == 2) { /* a plugin scheme with a trained table (the t5_bias plugin) */
+            c.causal = false;
+            snprintf(c.pos_opts, sizeof c.pos_opts, "num_buckets=8,max_distance=16,init=uniform,bound=0.5");
+        } else if (k) { /* the classifier layout and a positional option survive too */
             c.causal = false, c.gelu = MG_GELU_ERF, c.emb_scale = 8.0f, c.tied_head = false, c.head_bias = true;
             c.dropout = 0.125f;
         } else {
@@ -412,6 +424,12 @@ START_TEST(checkpoint_round_trip_bit_exact) {
         ck_assert_str_eq(mg_st_meta_get(f, "tokenizer.chars"), "\n !abc\xc3\xa9");
         ck_assert_int_ge(mg_st_find(f, "wte.weight"), 0);
         ck_assert_int_eq(mg_st_find(f, "lm_head.weight") >= 0, !c.tied_head);
+        if (k == 2) { /* T5's nn.Embedding layout: (num_buckets, n_head) */
+            const int i = mg_st_find(f, "wpe.relative_attention_bias.weight");
+            ck_assert_int_ge(i, 0);
+            const mg_st_tensor_info *ti = mg_st_info(f, i);
+            ck_assert(ti->ndim == 2 && ti->shape[0] == 8 && ti->shape[1] == c.n_head);
+        }
         mg_st_close(f);
         /* the same logits from both */
         mg_ctx *ctx = mg_ctx_new(0);
@@ -1040,8 +1058,8 @@ static Suite *gpt_suite(void) {
     suite_add_tcase(s, tp);
     TCase *tk = tcase_create("generation");
     tcase_add_checked_fixture(tk, setup, teardown);
-    tcase_add_loop_test(tk, kv_cache_matches_full_forward, 0, N_SCHEMES);
-    tcase_add_loop_test(tk, generation_with_cache_equals_recomputation, 0, N_SCHEMES);
+    tcase_add_loop_test(tk, kv_cache_matches_full_forward, 0, N_SCHEMES + 1);
+    tcase_add_loop_test(tk, generation_with_cache_equals_recomputation, 0, N_SCHEMES + 1);
     tcase_add_test(tk, generation_options_and_errors);
     tcase_add_test(tk, sampling_rules);
     suite_add_tcase(s, tk);

@@ -1,5 +1,5 @@
-/* Layers: a finite-difference gradient check through every built-in layer (and the alibi plugin
- * inside attention), parameter names, the registry, the summary table, and the errors a layer
+/* Layers: a finite-difference gradient check through every built-in layer (and the alibi and
+ * t5_bias plugins inside attention), parameter names, the registry, the summary table, and the errors a layer
  * raises on misuse.
  *
  * Tolerances (see layer_check.h for the check itself): h = 1e-2 everywhere; atol 1e-3 and rtol
@@ -52,6 +52,12 @@ static const lcase cases[] = {
     {"decoder_block causal + rope", "decoder_block", "dim=8,n_head=2", "rope", "", 3, {2, 4, 8}, 0, 2, false, COMPOSITE},
     {"decoder_block bidirectional erf + alibi", "decoder_block", "dim=8,n_head=2,causal=false,gelu=erf", "alibi",
      "n_head=2", 3, {2, 5, 8}, 0, 0, false, COMPOSITE},
+    {"self_attention + t5_bias causal", "self_attention", "dim=8,n_head=2", "t5_bias",
+     "n_head=2,num_buckets=8,max_distance=6", 3, {2, 7, 8}, 0, 0, false, COMPOSITE},
+    {"self_attention + t5_bias bidirectional", "self_attention", "dim=12,n_head=3,causal=false", "t5_bias",
+     "n_head=3,num_buckets=6,max_distance=4", 3, {2, 5, 12}, 0, 0, false, COMPOSITE},
+    {"decoder_block causal + t5_bias at pos0 2", "decoder_block", "dim=8,n_head=2", "t5_bias", "n_head=2,num_buckets=8",
+     3, {1, 5, 8}, 0, 2, false, COMPOSITE},
     {"decoder_block + learned+sinusoidal in front", "decoder_block", "dim=8,n_head=4,hidden=16",
      "learned_sinusoidal_pos", "max_len=8,dim=8", 3, {1, 5, 8}, 0, 0, false, COMPOSITE},
     /* norm and dropout layers */
@@ -78,7 +84,8 @@ static mg_tensor *run_case(mg_ctx *ctx, mg_tensor *const *in, void *user) {
     mg_rng drop = mg_rng_make(77); /* the same dropout mask on every evaluation */
     mg_fwd a = {.pos0 = c->pos0, .train = c->train, .rng = &drop, .pos = r->pos};
     /* A scheme that adds to the embedding acts in front, as a model would run it. */
-    if (r->pos && !mg_layer_vt(r->pos)->rotate_qk && !mg_layer_vt(r->pos)->attn_bias)
+    if (r->pos && !mg_layer_vt(r->pos)->rotate_qk && !mg_layer_vt(r->pos)->attn_bias &&
+        !mg_layer_vt(r->pos)->attn_bias_tensor)
         x = mg_layer_forward(r->pos, ctx, x, &a);
     return mg_layer_forward(r->l, ctx, x, &a);
 }
@@ -126,6 +133,53 @@ START_TEST(layer_gradcheck) {
     free(r.ids);
     mg_layer_free(r.pos);
     mg_layer_free(r.l);
+    mg_params_free(P);
+}
+END_TEST
+
+/* t5_bias's buckets against T5's PyTorch relative_position_bucket (num_buckets 32, max_distance
+ * 128), values computed with PyTorch 1.13 for these relative positions (key - query). The layer's
+ * table holds its bucket number in every head, so the bias tensor reads back the buckets. */
+static const int t5_rel[] = {-40, -39, -38, -37, -36, -35, -34, -33, -32, -31, -30, -29, -28, -27, -26, -25, -24, -23, -22, -21, -20, -19, -18, -17, -16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, -45, 45, -50, 50, -63, 63, -64, 64, -65, 65, -90, 90, -100, 100, -127, 127, -128, 128, -129, 129, -200, 200, -1000, 1000};
+static const int t5_bidirectional[] = {12, 12, 12, 12, 12, 12, 12, 12, 12, 11, 11, 11, 11, 11, 11, 11, 11, 11, 10, 10, 10, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8, 7, 6, 5, 4, 3, 2, 1, 0, 17, 18, 19, 20, 21, 22, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 26, 26, 26, 27, 27, 27, 27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28, 28, 12, 28, 13, 29, 13, 29, 14, 30, 14, 30, 14, 30, 15, 31, 15, 31, 15, 31, 15, 31, 15, 31, 15, 31};
+static const int t5_causal[] = {23, 22, 22, 22, 22, 22, 21, 21, 21, 21, 20, 20, 20, 20, 19, 19, 19, 18, 18, 18, 17, 17, 16, 16, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 24, 0, 26, 0, 26, 0, 26, 0, 29, 0, 30, 0, 31, 0, 31, 0, 31, 0, 31, 0, 31, 0};
+
+START_TEST(t5_bias_buckets_match_t5) {
+    lc_use_build_plugins();
+    if (!mg_layer_find("t5_bias")) ck_assert_msg(mg_plugin_load("t5_bias") == MG_OK, "%s", mg_last_error());
+    mg_params *P = mg_params_new();
+    mg_layer *l = NULL;
+    ck_assert_msg(make_layer("t5_bias", "wpe", "n_head=2", P, &l) == MG_OK, "%s", mg_last_error());
+    mg_rng rng = mg_rng_make(1);
+    ck_assert(mg_params_alloc(P, &rng) == MG_OK);
+    mg_tensor *w = mg_params_find(P, "wpe.relative_attention_bias.weight");
+    ck_assert_ptr_nonnull(w);
+    ck_assert(w->ndim == 2 && w->shape[0] == 32 && w->shape[1] == 2);
+    for (int64_t b = 0; b < 32; b++) w->data[b * 2] = (float)b, w->data[b * 2 + 1] = (float)(100 + b);
+    const mg_layer_vtable *vt = mg_layer_vt(l);
+    ck_assert_ptr_nonnull(vt->attn_bias_tensor);
+    enum { Q0 = 1000, TK = 2001 }; /* one query at position 1000, keys 0..2000: r = j - 1000 */
+    for (int causal = 0; causal < 2; causal++) {
+        mg_ctx *ctx = mg_ctx_new(0);
+        const mg_attn_opts o = {.causal = causal != 0, .q_pos0 = Q0};
+        mg_tensor *b = vt->attn_bias_tensor(l, ctx, 2, 1, TK, &o);
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        ck_assert(b->ndim == 4 && b->shape[0] == 1 && b->shape[1] == 2 && b->shape[2] == 1 && b->shape[3] == TK);
+        for (size_t i = 0; i < sizeof t5_rel / sizeof t5_rel[0]; i++) {
+            const int want = causal ? t5_causal[i] : t5_bidirectional[i];
+            ck_assert_msg(b->data[Q0 + t5_rel[i]] == (float)want && b->data[TK + Q0 + t5_rel[i]] == (float)(100 + want),
+                          "%s: relative position %d: bucket %g, T5's %d", causal ? "causal" : "bidirectional",
+                          t5_rel[i], (double)b->data[Q0 + t5_rel[i]], want);
+        }
+        /* a model with another head count is refused by name */
+        tu_trap c;
+        mg_ctx *t = tu_trapping_ctx(&c, 0);
+        ck_assert_ptr_null(vt->attn_bias_tensor(l, t, 3, 2, 2, &o));
+        tu_assert_has("error message", c.msg, "layer 'wpe' (t5_bias): made for 2 heads, asked to bias attention with 3");
+        mg_ctx_free(t);
+        mg_ctx_free(ctx);
+    }
+    mg_layer_free(l);
     mg_params_free(P);
 }
 END_TEST
@@ -224,6 +278,15 @@ START_TEST(program_registration_and_refusals) {
     char want[64];
     snprintf(want, sizeof want, "ABI version %u, host %u", MG_LAYER_ABI_VERSION + 1, MG_LAYER_ABI_VERSION);
     ck_assert_msg(strstr(mg_last_error(), want), "%s", mg_last_error());
+    /* A vtable of the oldest ABI still accepted (built before attn_bias_tensor, whose slot it
+     * leaves zero) registers; one older is refused. */
+    mg_layer_vtable old = twice;
+    old.name = "abi_min";
+    old.abi_version = MG_LAYER_ABI_MIN;
+    ck_assert_int_eq(mg_register_layer(&old), MG_OK);
+    old.name = "abi_below_min";
+    old.abi_version = MG_LAYER_ABI_MIN - 1;
+    ck_assert_int_eq(mg_register_layer(&old), MG_ERR_ABI);
     v.abi_version = MG_LAYER_ABI_VERSION;
     v.struct_size = 24;
     ck_assert_int_eq(mg_register_layer(&v), MG_ERR_ABI);
@@ -386,6 +449,7 @@ static Suite *layers_suite(void) {
     Suite *s = suite_create("layers");
     TCase *tc = tcase_create("gradcheck");
     tcase_add_loop_test(tc, layer_gradcheck, 0, N_CASES);
+    tcase_add_test(tc, t5_bias_buckets_match_t5);
     tcase_add_test(tc, every_builtin_layer_has_a_gradcheck);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("registry");

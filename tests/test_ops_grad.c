@@ -77,6 +77,12 @@ static mg_tensor *f_attention(mg_ctx *c, mg_tensor **x, const gcase *g) {
     return mg_attention(c, x[0], x[1], x[2], &o);
 }
 static mg_tensor *f_rope(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_rope(c, x[0], g->iarg[0], 10000.0f); }
+/* Attention with a bias tensor x[3] (iarg as f_attention's). */
+static mg_tensor *f_attention_tbias(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_attn_opts o = {.causal = g->iarg[0] != 0, .q_pos0 = g->iarg[1], .scale = g->farg[0], .bias_tensor = x[3]};
+    if (g->iarg[2]) o.bias = linear_bias, o.bias_user = test_slopes;
+    return mg_attention(c, x[0], x[1], x[2], &o);
+}
 static mg_tensor *f_dropout(mg_ctx *c, mg_tensor **x, const gcase *g) {
     mg_rng r = mg_rng_make(1234); /* same mask on every evaluation */
     return mg_dropout(c, x[0], g->farg[0], &r);
@@ -273,6 +279,17 @@ static const gcase cases[] = {
     {"rms_norm plain, size-1 dims", "mg_rms_norm", f_rms_norm, 1, {F(S4(1, 4, 1, 33))}, 1e-2f, 2e-3f, 2e-2f,
      .farg = {0.1f}},
     {"rms_norm C=1", "mg_rms_norm", f_rms_norm, 2, {F(S2(3, 1)), F(S1(1))}, 1e-2f, 2e-3f, 2e-2f, .farg = {0.5f}},
+    /* attention with a bias tensor */
+    {"attention bias tensor causal", "mg_attention", f_attention_tbias, 4,
+     {F(S4(2, 2, 5, 3)), F(S4(2, 2, 5, 3)), F(S4(2, 2, 5, 3)), F(S4(2, 2, 5, 5))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {1, 0, 0}},
+    {"attention bias tensor full, per head", "mg_attention", f_attention_tbias, 4,
+     {F(S4(2, 3, 4, 6)), F(S4(2, 3, 7, 6)), F(S4(2, 3, 7, 6)), F(S3(3, 4, 7))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {0, 0, 0}},
+    {"attention bias tensor (1,1,Tq,Tk) causal offset + callback", "mg_attention", f_attention_tbias, 4,
+     {F(S4(2, 4, 3, 4)), F(S4(2, 4, 6, 4)), F(S4(2, 4, 6, 4)), F(S4(1, 1, 3, 6))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {1, 3, 1}},
+    {"attention bias tensor (B,1,Tq,Tk) full", "mg_attention", f_attention_tbias, 4,
+     {F(S4(2, 2, 5, 4)), F(S4(2, 2, 5, 4)), F(S4(2, 2, 5, 4)), F(S4(2, 1, 5, 5))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {0, 0, 0}},
+    {"attention bias tensor (Tq,Tk) causal", "mg_attention", f_attention_tbias, 4,
+     {F(S4(1, 2, 6, 3)), F(S4(1, 2, 6, 3)), F(S4(1, 2, 6, 3)), F(S2(6, 6))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {1, 0, 0}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

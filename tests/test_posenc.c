@@ -23,6 +23,10 @@ static const char *const spec_labels[6] = {"none",        "sin",  "learned",
 static const char *const spec_names[6] = {"none", "sinusoidal", "learned", "learned+sinusoidal",
                                           "rope", "alibi"};
 
+/* The spec's six, then a scheme from a plugin of the build tree whose bias trains (t5_bias). */
+static const char *const all_names[7] = {"none", "sinusoidal", "learned", "learned+sinusoidal", "rope", "alibi",
+                                         "t5_bias"};
+
 static char tmpdir[256];
 
 static void setup(void) {
@@ -326,10 +330,66 @@ START_TEST(sinusoid_layout_as_worked_out) {
 }
 END_TEST
 
+/* The probe draws each scheme from its own forward and hooks: the additive table for the
+ * embedding schemes, the logit bias per head for alibi (-m_h |i - j|) and t5_bias (its table at
+ * the bucket of j - i: below 8 apart, bucket i - j for keys before the query and 16 + j - i after,
+ * bidirectional with 32 buckets), the rotated q.k for rope (a function of i - j, 1 on the
+ * diagonal); learned exactly when the scheme has parameters. */
+START_TEST(probe_draws_what_each_scheme_does) {
+    const char *name = all_names[_i];
+    mg_gpt *g = model(name, 3);
+    mg_ctx *ctx = posenc_ctx_new();
+    posenc_probe *p = malloc(sizeof *p);
+    float *tab = malloc(sizeof(float) * 32 * 64);
+    ck_assert_msg(posenc_scheme_probe(g, ctx, p) == MG_OK, "%s: %s", name, mg_last_error());
+    const bool embed = _i >= 1 && _i <= 3, learned = _i == 2 || _i == 3 || _i == 6;
+    ck_assert_msg(p->has_embed == embed && p->has_rot == (_i == 4) && p->has_bias == (_i == 5 || _i == 6),
+                  "%s: embed %d rot %d bias %d", name, p->has_embed, p->has_rot, p->has_bias);
+    ck_assert_msg(p->learned == learned, "%s: learned %d", name, p->learned);
+    bool nz = false;
+    ck_assert_int_eq(posenc_additive_table(g, ctx, 32, tab, &nz), MG_OK);
+    if (embed) ck_assert_mem_eq(p->embed, tab, sizeof(float) * 32 * 64);
+    if (_i == 4)
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 32; j++) {
+                if (i + 5 < 32 && j + 5 < 32)
+                    ck_assert_float_eq_tol(p->rot[i * 32 + j], p->rot[(i + 5) * 32 + j + 5], 1e-5f);
+                if (i == j) ck_assert_float_eq_tol(p->rot[i * 32 + j], 1.0f, 1e-5f);
+            }
+    if (_i == 5)
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < 32; i++)
+                for (int j = 0; j < 32; j++)
+                    ck_assert_float_eq_tol(p->bias[(h * 32 + i) * 32 + j],
+                                           -exp2f(-8.0f * (float)(h + 1) / 4.0f) * (float)abs(i - j), 1e-6f);
+    if (_i == 6) {
+        const mg_tensor *w = mg_params_find(mg_gpt_params(g), "wpe.relative_attention_bias.weight");
+        ck_assert_ptr_nonnull(w);
+        ck_assert(w->shape[0] == 32 && w->shape[1] == 4);
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < 32; i++)
+                for (int j = 0; j < 32; j++) {
+                    const int r = j - i;
+                    if (abs(r) >= 8) continue;
+                    const int b = r > 0 ? 16 + r : -r;
+                    ck_assert_float_eq(p->bias[(h * 32 + i) * 32 + j], w->data[b * 4 + h]);
+                }
+    }
+    free(tab);
+    free(p);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
 /* The attention map equals what the attention layer computes: c_proj(sum_j p_ij v_j) from the
  * map's probabilities matches the layer's output, for every scheme and both layers. */
 START_TEST(attention_map_matches_the_layer) {
-    mg_gpt *g = model(spec_names[_i], 5);
+    mg_gpt *g = model(all_names[_i], 5);
+    /* a learned logit bias (t5_bias) far from its small initial values, so it shows in the map */
+    mg_tensor *tb = mg_params_find(mg_gpt_params(g), "wpe.relative_attention_bias.weight");
+    mg_rng tr = mg_rng_make(78);
+    for (int64_t i = 0; tb && i < tb->numel; i++) tb->data[i] = mg_rng_range(&tr, -2.0f, 2.0f);
     mg_rng r = mg_rng_make(77);
     int32_t x[32];
     for (int i = 0; i < 32; i++) x[i] = (int32_t)mg_rng_below(&r, 16);
@@ -373,7 +433,7 @@ START_TEST(attention_map_matches_the_layer) {
         ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
         for (int k = 0; k < 32 * 64; k++)
             ck_assert_msg(fabsf(got->data[k] - want->data[k]) < 2e-5f,
-                          "%s layer %d element %d: map gives %g, layer %g", spec_labels[_i], l, k,
+                          "%s layer %d element %d: map gives %g, layer %g", posenc_scheme_label(all_names[_i]), l, k,
                           (double)got->data[k], (double)want->data[k]);
         h = mg_layer_forward(blk, ctx, h, &a);
     }
@@ -450,21 +510,24 @@ static posenc_run_cfg quick(const char *scheme, posenc_task task, int steps) {
 START_TEST(short_run_loss_falls) {
     posenc_cache cache;
     posenc_cache_init(&cache);
-    posenc_run_cfg c = quick(spec_names[_i], POSENC_LMAX, 24);
+    const char *label = posenc_scheme_label(all_names[_i]);
+    posenc_run_cfg c = quick(all_names[_i], POSENC_LMAX, 24);
     posenc_result *r = malloc(sizeof *r);
     ck_assert_msg(posenc_run(&c, &cache, NULL, NULL, r) == MG_OK, "%s", mg_last_error());
     ck_assert_int_eq(r->status, MG_OK);
-    ck_assert_int_eq(r->n_curve, 3);
-    ck_assert_int_eq(r->curve_step[0], 0);
-    ck_assert_int_eq(r->curve_step[1], 12);
-    ck_assert_int_eq(r->curve_step[2], 24);
+    /* step 0, the log-spaced early points below eval_every 12, then every 12 */
+    static const int steps[10] = {0, 1, 2, 3, 4, 6, 8, 11, 12, 24};
+    ck_assert_int_eq(r->n_curve, 10);
+    for (int k = 0; k < 10; k++) ck_assert_int_eq(r->curve_step[k], steps[k]);
     ck_assert(isnan(r->curve_batch_loss[0]));
-    ck_assert_msg(r->curve_val_loss[2] < r->curve_val_loss[0] - 0.2, "%s: val loss %.4f -> %.4f",
-                  spec_labels[_i], r->curve_val_loss[0], r->curve_val_loss[2]);
-    ck_assert_msg(r->curve_batch_loss[2] < r->curve_batch_loss[1], "%s: batch loss %.4f -> %.4f",
-                  spec_labels[_i], r->curve_batch_loss[1], r->curve_batch_loss[2]);
-    ck_assert_double_eq(r->val.acc, r->curve_val_acc[2]);
-    ck_assert_double_eq(r->best_val_acc, fmax(r->curve_val_acc[1], r->curve_val_acc[2]));
+    for (int k = 1; k < 10; k++) ck_assert(isfinite(r->curve_batch_loss[k]) && isfinite(r->curve_val_loss[k]));
+    ck_assert_msg(r->curve_val_loss[9] < r->curve_val_loss[0] - 0.2, "%s: val loss %.4f -> %.4f", label,
+                  r->curve_val_loss[0], r->curve_val_loss[9]);
+    ck_assert_msg(r->curve_batch_loss[9] < r->curve_batch_loss[1], "%s: batch loss %.4f -> %.4f", label,
+                  r->curve_batch_loss[1], r->curve_batch_loss[9]);
+    ck_assert_double_eq(r->val.acc, r->curve_val_acc[9]);
+    /* the best of the regular points (12 and 24) only */
+    ck_assert_double_eq(r->best_val_acc, fmax(r->curve_val_acc[8], r->curve_val_acc[9]));
     ck_assert_int_eq(r->train.n, 64);
     ck_assert(r->train.acc > 0.0 && r->train.acc <= 1.0 && r->train.loss > 0.0);
     ck_assert(r->seconds > 0.0 && r->train_seconds > 0.0 && r->train_seconds <= r->seconds);
@@ -662,7 +725,7 @@ START_TEST(program_writes_tables_csv_and_pngs) {
     tu_assert_has("text", csv, "rev,learned,1,64,,,,\"n/a (learned table has 32 rows)\"\n");
     snprintf(path, sizeof path, "%s/curves.csv", out);
     tu_read_into(path, csv, sizeof csv);
-    ck_assert_int_eq(count_lines(csv), 1 + 16 * 3); /* steps 0, 3, 6 */
+    ck_assert_int_eq(count_lines(csv), 1 + 16 * 5); /* steps 0, 1, 2 (early), 3, 6 */
     snprintf(path, sizeof path, "%s/results.md", out);
     tu_read_into(path, csv, sizeof csv);
     tu_assert_has("text", csv, "### rev (2 seeds, 6 steps of 8; mean ± sd over seeds)");
@@ -674,6 +737,7 @@ START_TEST(program_writes_tables_csv_and_pngs) {
     assert_png(out, "curves_perm.png");
     assert_png(out, "length_rev.png");
     assert_png(out, "table_sin.png");
+    assert_png(out, "table_alibi.png"); /* fixed logit bias, drawn from the scheme's hook */
     assert_png(out, "table_learned_rev.png");
     assert_png(out, "table_learned_perm.png");
     for (int s = 0; s < 4; s++) {
@@ -773,7 +837,7 @@ START_TEST(program_bad_scheme_lists_the_available_ones) {
     tu_assert_stderr_has(&posenc,
                          "posenc: unknown positional scheme 'bogus' (available: none, sin, "
                          "learned, learned_sin, rope, "
-                         "alibi; plugin directories searched: ");
+                         "alibi, t5_bias; plugin directories searched: ");
     ck_assert_msg(access(tmp_path("o"), F_OK) != 0, "nothing is written for a bad command");
     ck_assert_int_eq(run("--schemes 'learned+sin' --out o"), 2);
     tu_assert_stderr_has(&posenc, "unknown positional scheme 'learned+sin'");
@@ -843,19 +907,25 @@ START_TEST(program_picks_up_a_plugin_scheme) {
     snprintf(env, sizeof env, "MINIGRAD_PLUGIN_PATH='%s'", tmp_path("plugins"));
     ck_assert_int_eq(run_env(env, "--list-schemes"), 0);
     tu_assert_stdout_has(&posenc, "  alibi ");
+    tu_assert_stdout_has(&posenc, "  t5_bias ");
     tu_assert_stdout_has(&posenc, "  logbias      logbias              ");
     tu_assert_stdout_has(&posenc, "libposenc_logbias.so");
     ck_assert_int_eq(run_env(env, "--tasks lmax --seeds 0 --steps 4 --batch 8 --eval-every 2 "
                                   "--eval-n 32 --lengths 64 --out p"),
                      0);
-    tu_assert_stdout_has(&posenc, "1 task x 7 schemes x 1 seed = 7 runs");
+    tu_assert_stdout_has(&posenc, "1 task x 8 schemes x 1 seed = 8 runs");
     char path[1024], csv[4096];
     snprintf(path, sizeof path, "%s/p/results.csv", tmpdir);
     tu_read_into(path, csv, sizeof csv);
-    ck_assert_int_eq(count_lines(csv), 8);
+    ck_assert_int_eq(count_lines(csv), 9);
     tu_assert_has("text", csv, "\nlmax,logbias,0,");
+    tu_assert_has("text", csv, "\nlmax,t5_bias,0,");
     snprintf(path, sizeof path, "%s/p", tmpdir);
     assert_png(path, "attention_logbias.png");
+    assert_png(path, "table_logbias.png");       /* a fixed bias from a plugin's callback */
+    assert_png(path, "table_t5_bias_lmax.png");  /* a learned one, after training */
+    assert_png(path, "table_rope.png");          /* a rotation */
+    assert_png(path, "table_learned_lmax.png");
 }
 END_TEST
 
@@ -870,12 +940,13 @@ static Suite *posenc_suite(void) {
     tcase_add_test(m, rope_pairs_and_rotates_as_worked_out);
     tcase_add_test(m, alibi_sign_and_slopes_as_worked_out);
     tcase_add_test(m, sinusoid_layout_as_worked_out);
-    tcase_add_loop_test(m, attention_map_matches_the_layer, 0, 6);
+    tcase_add_loop_test(m, attention_map_matches_the_layer, 0, 7);
+    tcase_add_loop_test(m, probe_draws_what_each_scheme_does, 0, 7);
     tcase_add_test(m, evaluation_counts_ties_and_loss);
     suite_add_tcase(s, m);
     TCase *r = tcase_create("runs");
     tcase_add_checked_fixture(r, setup, teardown);
-    tcase_add_loop_test(r, short_run_loss_falls, 0, 6);
+    tcase_add_loop_test(r, short_run_loss_falls, 0, 7);
     tcase_add_loop_test(r, runs_do_not_depend_on_threads, 0, 2);
     tcase_add_test(r, run_errors_are_reported);
     suite_add_tcase(s, r);

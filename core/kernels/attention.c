@@ -161,10 +161,11 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     }
 }
 
-/* The tile pair (qt, kt) of head bh with the operands in place; dq/dk/dv accumulators or NULL. */
+/* The tile pair (qt, kt) of head bh with the operands in place; dq/dk/dv accumulators or NULL;
+ * db: this pair adds its dL/dlogits to the desc's dbias (when there is one). */
 static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, const float *pk,
                         const float *kp, int64_t ldk, float *scratch, float *dq, float *dk,
-                        float *dv) {
+                        float *dv, bool db) {
     const mg_attn_desc *a = J->a;
     const int64_t D = a->D, Tq = a->Tq, Tk = a->Tk, dp = J->dp;
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), j0 = kt * AT_BC;
@@ -179,6 +180,7 @@ static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, con
         .lse = pk + J->ql.lse + qt * AT_BR, .di = pk + J->ql.di + qt * AT_BR,
         .st = scratch + J->bl.st, .dpt = scratch + J->bl.dpt, .tmp = scratch + J->bl.tmp,
         .dq = dq, .dk = dk, .dv = dv,
+        .db = db && a->dbias ? a->dbias + row0 * Tk + j0 : NULL,
     };
     J->impl->bwd_pair(J, &p);
 }
@@ -237,9 +239,10 @@ static void at_prefetch_step(at_prefetch *pf) {
     }
 }
 
-/* dK and dV of key tile kt of head bh, over every query tile that sees it, in order. */
+/* dK and dV of key tile kt of head bh, over every query tile that sees it, in order (and the
+ * pairs' dL/dlogits when db). */
 static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk, float *scratch,
-                        float *dq_head, at_prefetch *pf) {
+                        float *dq_head, at_prefetch *pf, bool db) {
     const mg_attn_desc *a = J->a;
     const int64_t D = a->D, dp = J->dp, j0 = kt * AT_BC;
     const int64_t rows = at_min(AT_BC, at_kend(a, 0, a->Tq) - j0);
@@ -252,7 +255,7 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
         if (!at_pair_visible(a, qt, kt)) continue;
         at_prefetch_step(pf);
         at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch,
-                    dq_head ? dq_head + qt * AT_BR * dp : NULL, dk, dv);
+                    dq_head ? dq_head + qt * AT_BR * dp : NULL, dk, dv, db);
     }
     const int64_t row0 = bh * a->Tk + j0;
     if (dk) at_add_rows(J->dk + row0 * D, dk, rows, D, dp);
@@ -289,23 +292,24 @@ static void at_bwd_head(const at_job *J, int64_t bh, int64_t next, float *scratc
     }
     for (int64_t qt = 0; qt < J->nqt; qt++) J->impl->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
-    for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq, pfp);
+    for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq, pfp, true);
     if (dq) at_add_rows(J->dq + bh * nq, dq, a->Tq, a->D, J->dp);
 }
 
-/* Two-pass, second pass: dQ of query tile qt of head bh over the key tiles it sees, in order. */
+/* Two-pass, second pass: dQ of query tile qt of head bh over the key tiles it sees, in order,
+ * and the pairs' dL/dlogits (each pair's once: the first pass leaves them). */
 static void at_bwd_query_tile(const at_job *J, int64_t bh, int64_t qt, float *scratch) {
     const mg_attn_desc *a = J->a;
     const float *pk = J->shared + (size_t)bh * J->ql.total;
-    float *dq = scratch + J->bl.dq;
+    float *dq = J->dq ? scratch + J->bl.dq : NULL;
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, a->Tq - i0);
-    memset(dq, 0, (size_t)(m * J->dp) * sizeof(float));
+    if (dq) memset(dq, 0, (size_t)(m * J->dp) * sizeof(float));
     for (int64_t kt = 0; kt * AT_BC < at_kend(a, i0, m); kt++) {
-        int64_t ldk;
-        const float *kp = at_key_rows(J, bh, kt, scratch, &ldk);
-        at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL);
+        int64_t ldk = 0;
+        const float *kp = dq ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+        at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL, true);
     }
-    at_add_rows(J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
+    if (dq) at_add_rows(J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
 }
 
 static int at_choose_split(const mg_attn_desc *a, int nt) {
@@ -331,7 +335,7 @@ size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
 void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes) {
-    if (!dq && !dk && !dv) return;
+    if (!dq && !dk && !dv && !a->dbias) return;
     if (!at_kv_packed(a, "mg_attn_backward")) return;
     at_job J;
     at_job_init(&J, a);
@@ -380,10 +384,11 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
             for (int64_t it = 0; it < BH * nkt; it++) {
                 const int64_t kt = it / BH, bh = it % BH;
                 if (kt * AT_BC < at_kend(a, 0, a->Tq))
-                    at_key_tile(&J, bh, kt, J.shared + (size_t)bh * J.ql.total, scratch, NULL, NULL);
+                    at_key_tile(&J, bh, kt, J.shared + (size_t)bh * J.ql.total, scratch, NULL, NULL,
+                                false);
             }
         }
-        if (dq) {
+        if (dq || a->dbias) {
 #pragma omp for schedule(dynamic, 1)
             for (int64_t it = 0; it < BH * nqt; it++) {
                 const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
@@ -420,6 +425,10 @@ void mg_attn_forward_ref(const mg_attn_desc *a, const float *q, const float *k, 
             float *row = p + i * Tk;
             const int64_t visible = at_nvis(a, a->q_pos0 + i, 0, Tk);
             if (a->bias && visible > 0) a->bias(a->bias_user, bh % H, a->q_pos0 + i, 0, visible, row);
+            if (a->bias_data) {
+                const float *b = a->bias_data + (bh / H) * a->bias_bstride + (bh % H) * a->bias_hstride + i * Tk;
+                for (int64_t j = 0; j < visible; j++) row[j] += b[j];
+            }
             for (int64_t j = visible; j < Tk; j++) row[j] = -INFINITY;
             at_softmax_row(row, Tk);
         }
@@ -451,7 +460,7 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
         const float *p = P + bh * Tq * Tk, *go = dO + bh * Tq * D;
         const float *qs = q + bh * Tq * D, *ks = k + bh * Tk * D, *vs = v + bh * Tk * D;
         if (dv) mg_sgemm(true, false, Tk, D, Tq, 1.0f, p, Tk, go, D, 1.0f, dv + bh * Tk * D, D);
-        if (!dq && !dk) continue;
+        if (!dq && !dk && !a->dbias) continue;
         float *ds = scratch + (size_t)at_tid() * per;
         mg_sgemm(false, true, Tq, Tk, D, 1.0f, go, D, vs, D, 0.0f, ds, Tk); /* dP */
         for (int64_t i = 0; i < Tq; i++) {
@@ -460,6 +469,8 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
             float dot = 0.0f;
             for (int64_t j = 0; j < Tk; j++) dot += r[j] * pr[j];
             for (int64_t j = 0; j < Tk; j++) r[j] = pr[j] * (r[j] - dot);
+            if (a->dbias)
+                for (int64_t j = 0; j < Tk; j++) a->dbias[(bh * Tq + i) * Tk + j] += r[j];
         }
         if (dq) mg_sgemm(false, false, Tq, D, Tk, a->scale, ds, Tk, ks, D, 1.0f, dq + bh * Tq * D, D);
         if (dk) mg_sgemm(true, false, Tk, D, Tq, a->scale, ds, Tk, qs, D, 1.0f, dk + bh * Tk * D, D);

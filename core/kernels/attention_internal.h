@@ -68,6 +68,7 @@ typedef struct at_pair {
     const float *lse, *di;        /* AT_BR each */
     float *st, *dpt, *tmp;        /* scratch */
     float *dq, *dk, *dv;          /* accumulators (ld dp), NULL when not wanted */
+    float *db;                    /* dL/dlogits of this pair's rows (ld Tk), NULL when not wanted */
 } at_pair;
 
 /* A path's kernels (attention_tmpl.h). */

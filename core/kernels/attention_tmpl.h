@@ -203,8 +203,8 @@ static void MGK_FN(dots)(int64_t m, int64_t mp, int64_t nc, int64_t D, const flo
     }
 }
 
-/* Raw products -> logits: scale, the bias callback on each query's visible keys, the causal mask.
- */
+/* Raw products -> logits: scale, the bias callback on each query's visible keys, the bias rows,
+ * the causal mask. */
 static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t i0, int64_t m,
                            int64_t mp, int64_t j0, int64_t nc, float *tmp) {
     const mgk_v sc = v_set1(a->scale);
@@ -220,6 +220,13 @@ static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t
             a->bias(a->bias_user, h, qpos, j0, n, tmp);
             for (int64_t c = 0; c < n; c++) st[c * AT_BR + r] = tmp[c];
         }
+    }
+    if (a->bias_data) {
+        const int64_t Tk = a->Tk;
+        const float *b = a->bias_data + (bh / a->H) * a->bias_bstride + (bh % a->H) * a->bias_hstride +
+                         i0 * Tk + j0;
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t r = 0; r < m; r++) st[c * AT_BR + r] += b[r * Tk + c];
     }
     if (a->causal) /* key j0 + c is hidden from the queries before position j0 + c */
         for (int64_t c = 0; c < nc; c++) {
@@ -304,14 +311,30 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
             v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
     }
     if (p->dv) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->dop, p->ldq, p->dv, DP, true, kfrom, delta);
-    if (!p->dk && !p->dq) return;
+    if (!p->dk && !p->dq && !p->db) return;
     MGK_FN(gemm)(nc, mp, D, p->vj, D, 1, p->dot, AT_BR, dpt, AT_BR, false, cols, delta);
     const mgk_v sc = v_set1(a->scale);
-    for (int64_t v = 0; v < mp; v += MGK_W) {
-        const mgk_v Di = v_load(p->di + v);
-        for (int64_t c = 0; c < nc; c++) {
-            const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
-            v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
+    if (p->db) { /* dL/dlogits = P * (dP - D_i), then scaled for dQ and dK as below */
+        const int64_t Tk = a->Tk;
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(pv, v_sub(dp, Di)));
+            }
+        }
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < nc; c++) p->db[r * Tk + c] += st[c * AT_BR + r];
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t v = 0; v < mp; v += MGK_W)
+                v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
+    } else {
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
+            }
         }
     }
     if (p->dk) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->qp, p->ldq, p->dk, DP, true, kfrom, delta);

@@ -340,13 +340,13 @@ int main(int argc, char **argv) {
     const ex_opt opts[] = {
         EX_STR_OPT("tasks", &o.tasks, "comma-separated tasks: rev, sort, lmax, perm"),
         EX_STR_OPT("schemes", &o.schemes,
-                   "comma-separated positional schemes (none, sin, learned, learned_sin, rope, alibi, "
+                   "comma-separated positional schemes (none, sin, learned, learned_sin, rope, alibi, t5_bias, "
                    "registry spellings such "
                    "as sinusoidal, or a plugin's), or all: every scheme registered or found as a plugin"),
         EX_STR_OPT("seeds", &o.seeds, "comma-separated training seeds (model init and minibatch stream)"),
         EX_INT_OPT("steps", &o.steps, 1, 1000000, "Adam steps of 32 sequences per run"),
         EX_INT_OPT("batch", &o.batch, 1, 4096, "sequences per step"),
-        EX_INT_OPT("eval-every", &o.eval_every, 1, 1000000, "validation every N steps (the learning curve)"),
+        EX_INT_OPT("eval-every", &o.eval_every, 1, 1000000, "validation every N steps (the learning curve; also at the log-spaced steps 1, 2, 3, 4, 6, 8, 11, ... below N)"),
         EX_STR_OPT("lengths", &o.lengths, "longer lengths to evaluate trained models at (\"\" for none)"),
         EX_INT_OPT("threads", &o.threads, 0, EX_MAX_THREADS, "threads in all (0: every core)"),
         EX_INT_OPT("jobs", &o.jobs, 0, EX_MAX_THREADS,
@@ -384,7 +384,7 @@ int main(int argc, char **argv) {
                     &n_lengths))
         return 2;
     /* each numeric option is within its range (ex_parse): what is left is how they combine */
-    if (o.steps / o.eval_every + 2 > POSENC_MAX_CURVE)
+    if (o.steps / o.eval_every + 2 + posenc_curve_early_count((int)o.eval_every) > POSENC_MAX_CURVE)
         return usage_error("--eval-every is too small for --steps: at most %d curve points", POSENC_MAX_CURVE);
     char notes[2048];
     if (posenc_catalog_select(cat, o.schemes, scheme_idx, POSENC_MAX_SCHEMES, &n_schemes, notes,

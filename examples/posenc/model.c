@@ -370,7 +370,11 @@ mg_status posenc_attention(mg_gpt *g, mg_ctx *ctx, const int32_t *x, int T, floa
         if (pvt && pvt->rotate_qk) pvt->rotate_qk(wpe, ctx, &q, &k, 0, 0);
         mg_attn_opts o = {.causal = c->causal};
         if (pvt && pvt->attn_bias) pvt->attn_bias(wpe, ctx, H, &o);
+        mg_tensor *bt = pvt && pvt->attn_bias_tensor && mg_ctx_ok(ctx) ? pvt->attn_bias_tensor(wpe, ctx, H, T, T, &o) : NULL;
         st = ctx_status(ctx, "attention map");
+        if (st == MG_OK && bt && bt->numel != H * T * T)
+            st = mg_set_error(MG_ERR_INVALID, "attention map: the scheme's bias tensor has %lld values for %lld heads x %d x %d",
+                              (long long)bt->numel, (long long)H, T, T);
         if (st != MG_OK) break;
         const double scale = 1.0 / sqrt((double)D);
         for (int64_t hh = 0; hh < H; hh++)
@@ -383,6 +387,8 @@ mg_status posenc_attention(mg_gpt *g, mg_ctx *ctx, const int32_t *x, int T, floa
                     row[j] = (float)(s * scale);
                 }
                 if (o.bias) o.bias(o.bias_user, hh, i, 0, T, row);
+                if (bt)
+                    for (int j = 0; j < T; j++) row[j] += bt->data[(hh * T + i) * T + j];
                 int n_vis = c->causal ? i + 1 : T;
                 float mx = row[0];
                 for (int j = 1; j < n_vis; j++) mx = row[j] > mx ? row[j] : mx;
@@ -430,6 +436,64 @@ mg_status posenc_additive_table(mg_gpt *g, mg_ctx *ctx, int T, float *out, bool 
     if (st == MG_OK && y->numel == T * C) {
         memcpy(out, y->data, (size_t)(T * C) * sizeof(float));
         for (int64_t i = 0; i < T * C; i++) *nonzero = *nonzero || out[i] != 0.0f;
+    }
+    mg_ctx_reset(ctx);
+    mg_ctx_set_grad_enabled(ctx, was);
+    return st;
+}
+
+mg_status posenc_scheme_probe(mg_gpt *g, mg_ctx *ctx, posenc_probe *p) {
+    const mg_gpt_config *c = mg_gpt_cfg(g);
+    const int T = POSENC_L, H = (int)c->n_head, C = (int)c->n_embd, D = C / H;
+    memset(p, 0, sizeof *p);
+    p->T = T, p->C = C, p->H = H;
+    mg_layer *wpe = mg_layer_find_child(mg_gpt_layer(g), "wpe");
+    if (!wpe) return MG_OK;
+    if (C > POSENC_D || H > POSENC_HEADS)
+        return mg_set_error(MG_ERR_INVALID, "posenc_scheme_probe: model of width %d with %d heads is larger than the probe's %d, %d",
+                            C, H, POSENC_D, POSENC_HEADS);
+    p->learned = mg_layer_numel(wpe) > 0;
+    /* added to the embedding: the forward on zeros */
+    mg_status st = posenc_additive_table(g, ctx, T, p->embed, &p->has_embed);
+    if (st != MG_OK) return st;
+    const mg_layer_vtable *vt = mg_layer_vt(wpe);
+    bool was = mg_ctx_set_grad_enabled(ctx, false);
+    mg_ctx_reset(ctx);
+    /* a bias on the logits, from whichever hook the scheme has (both add up, as in attention) */
+    if (vt->attn_bias || vt->attn_bias_tensor) {
+        mg_attn_opts o = {.causal = c->causal};
+        if (vt->attn_bias) vt->attn_bias(wpe, ctx, H, &o);
+        mg_tensor *b = vt->attn_bias_tensor && mg_ctx_ok(ctx) ? vt->attn_bias_tensor(wpe, ctx, H, T, T, &o) : NULL;
+        st = ctx_status(ctx, "attention bias probe");
+        if (st == MG_OK && b && b->numel != (int64_t)H * T * T)
+            st = mg_set_error(MG_ERR_INVALID, "attention bias probe: the scheme gave %lld values for %d heads x %d x %d",
+                              (long long)b->numel, H, T, T);
+        for (int h = 0; h < H && st == MG_OK; h++)
+            for (int i = 0; i < T; i++) {
+                float *row = p->bias + ((size_t)h * T + i) * T;
+                const int vis = c->causal ? i + 1 : T;
+                for (int j = 0; j < T; j++) row[j] = b ? b->data[((size_t)h * T + i) * T + j] : 0.0f;
+                if (o.bias) o.bias(o.bias_user, h, i, 0, vis, row);
+                for (int j = vis; j < T; j++) row[j] = NAN;
+            }
+        p->has_bias = st == MG_OK;
+    }
+    /* a rotation of q and k: the same unit vector at every position, rotated, dotted */
+    if (st == MG_OK && vt->rotate_qk) {
+        mg_tensor *q = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){1, H, T, D});
+        mg_tensor *k = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){1, H, T, D});
+        if (mg_ctx_ok(ctx)) {
+            for (int64_t i = 0; i < q->numel; i++) q->data[i] = k->data[i] = 1.0f / sqrtf((float)D);
+            vt->rotate_qk(wpe, ctx, &q, &k, 0, 0);
+        }
+        st = ctx_status(ctx, "rotation probe");
+        for (int i = 0; i < T && st == MG_OK; i++)
+            for (int j = 0; j < T; j++) {
+                double dot = 0.0;
+                for (int e = 0; e < D; e++) dot += (double)q->data[(size_t)i * D + e] * k->data[(size_t)j * D + e];
+                p->rot[i * T + j] = (float)dot;
+            }
+        p->has_rot = st == MG_OK;
     }
     mg_ctx_reset(ctx);
     mg_ctx_set_grad_enabled(ctx, was);

@@ -43,7 +43,7 @@ enum {
     POSENC_STEPS = 1500,
     POSENC_EVAL_EVERY = 250,
     POSENC_MAX_SCHEMES = 32,
-    POSENC_MAX_CURVE = 256, /* evaluation points of one run (step 0, every eval_every, the end) */
+    POSENC_MAX_CURVE = 256, /* evaluation points of one run (step 0, early ones, every eval_every, the end) */
     POSENC_MAX_LENGTHS = 4, /* length-generalisation lengths per run */
     POSENC_MAX_EVAL_LEN = 1024,
     POSENC_NAME_LEN = 32,
@@ -131,9 +131,35 @@ mg_ctx *posenc_ctx_new(void);
 /* Attention probabilities of every layer and head for one sequence x (T tokens):
  * probs[((l * H + h) * T + i) * T + j] = attention of query i to key j. Computed from the trained
  * weights with the model's own layers up to the scores (embedding, positional layer, the blocks
- * before l, ln_1, c_attn), the scheme's rotate_qk and attn_bias hooks, then plain loops for
+ * before l, ln_1, c_attn), the scheme's rotate_qk, attn_bias and attn_bias_tensor hooks, then loops for
  * q.k / sqrt(hd) and the softmax: generic over schemes, no change to the attention layer. */
 mg_status posenc_attention(mg_gpt *g, mg_ctx *ctx, const int32_t *x, int T, float *probs);
+
+/* What a positional scheme does, drawn from the scheme itself on probe inputs (any scheme, built in
+ * or a plugin, without knowing which): each part is present when the scheme acts there.
+ *  - embed: what its forward adds to an all-zero (1, T, d) embedding (sin, learned, ...);
+ *  - bias:  the attention-logit bias its hooks give for every head over a T x T grid of query and
+ *           key positions (alibi's callback, t5_bias's tensor); NaN where a causal mask hides;
+ *  - rot:   q_i . k_j after its rotate_qk on q = k = the same unit vector at every position, head 0
+ *           (rope: a function of i - j only).
+ * learned: the scheme has trainable parameters (so the drawing changes with training). */
+typedef struct posenc_probe {
+    bool learned, has_embed, has_bias, has_rot;
+    int T, C, H;
+    float embed[POSENC_L * POSENC_D];
+    float bias[POSENC_HEADS * POSENC_L * POSENC_L];
+    float rot[POSENC_L * POSENC_L];
+} posenc_probe;
+
+/* Fills p for the model's scheme at T = POSENC_L positions (none: every has_* false). ctx is reset;
+ * gradients are off while it runs. */
+mg_status posenc_scheme_probe(mg_gpt *g, mg_ctx *ctx, posenc_probe *p);
+
+/* Whether step (0 < step < eval_every) is one of the early learning-curve points, log-spaced
+ * (round(sqrt(2)^k): 1, 2, 3, 4, 6, 8, 11, 16, 23, 32, ...) so the first rise of a curve shows;
+ * and how many there are below eval_every. */
+bool posenc_curve_early(int step, int eval_every);
+int posenc_curve_early_count(int eval_every);
 
 /* The positional scheme's trained table, if it has one: its parameter under "wpe." with shape
  * (block, d), copied to out (room for rows * cols floats). *rows = 0 when there is none. */
@@ -201,6 +227,8 @@ typedef struct posenc_result {
     /* the trained positional table (learned schemes), else table_rows = 0 */
     int table_rows, table_cols;
     float table[POSENC_L * POSENC_D];
+    /* what the scheme does after training (posenc_scheme_probe) */
+    posenc_probe probe;
     /* attention of every layer and head for the first val sequence */
     int32_t attn_x[POSENC_L];
     float attn[POSENC_LAYERS * POSENC_HEADS * POSENC_L * POSENC_L];

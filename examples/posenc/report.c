@@ -446,46 +446,71 @@ static mg_status heat_panel(mg_canvas *dst, int x, int y, const char *path, cons
     return mg_plot_heatmap_onto(dst, x, y, path, &o, p->v, p->rows, p->cols);
 }
 
-/* A positional table (rows positions x cols dimensions) and, beside it, the cosine similarity of
- * its rows: the table itself often looks like noise, the similarity shows what positions share. */
-static mg_status plot_table(const char *path, const char *title, const float *v, int rows,
-                            int cols) {
-    enum { TW = 760, SW = 560, PH = 520, TOP = 44 };
+/* Largest |v| over the finite values (1 when there is none), for a symmetric colour range. */
+static float max_abs(const float *v, size_t n) {
     float mx = 0.0f;
-    for (int i = 0; i < rows * cols; i++) mx = fabsf(v[i]) > mx ? fabsf(v[i]) : mx;
-    if (!(mx > 0.0f)) mx = 1.0f;
-    float *sim = malloc((size_t)rows * rows * sizeof *sim);
-    mg_canvas *all = mg_canvas_new(TW + SW, TOP + PH, 0xFFFFFF);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) mx = fabsf(v[i]) > mx ? fabsf(v[i]) : mx;
+    return mx > 0.0f ? mx : 1.0f;
+}
+
+enum { PR_W = 1320, PR_TOP = 44, PR_EMBED_H = 520, PR_BIAS_H = 360, PR_ROT_H = 520 };
+
+/* What a scheme does, as posenc_scheme_probe saw it, one section per part it has, stacked:
+ *  - the table added to the embedding (positions x dimensions) and, beside it, the cosine
+ *    similarity of its rows (the table itself often looks like noise, the similarity shows what
+ *    positions share);
+ *  - the bias on the attention logits, one panel per head (query positions down, keys across);
+ *  - q_i . k_j of one unit vector rotated to positions i and j. */
+static mg_status plot_probe(const char *path, const char *title, const posenc_probe *p) {
+    enum { TW = 760, SW = 560 };
+    const int T = p->T, C = p->C, H = p->H;
+    const int height = PR_TOP + (p->has_embed ? PR_EMBED_H : 0) + (p->has_bias ? PR_BIAS_H : 0) +
+                       (p->has_rot ? PR_ROT_H : 0);
+    float *sim = malloc((size_t)T * T * sizeof *sim);
+    mg_canvas *all = mg_canvas_new(PR_W, height, 0xFFFFFF);
     mg_status st = sim && all ? MG_OK : mg_set_error(MG_ERR_NOMEM, "report: out of memory");
-    for (int i = 0; i < rows && st == MG_OK; i++)
-        for (int j = 0; j < rows; j++) {
-            double ab = 0.0, aa = 0.0, bb = 0.0;
-            for (int k = 0; k < cols; k++) {
-                double a = v[i * cols + k], b = v[j * cols + k];
-                ab += a * b, aa += a * a, bb += b * b;
+    int y = PR_TOP;
+    if (st == MG_OK && p->has_embed) {
+        const float *v = p->embed;
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double ab = 0.0, aa = 0.0, bb = 0.0;
+                for (int k = 0; k < C; k++) {
+                    double a = v[i * C + k], b = v[j * C + k];
+                    ab += a * b, aa += a * a, bb += b * b;
+                }
+                sim[i * T + j] = aa > 0.0 && bb > 0.0 ? (float)(ab / sqrt(aa * bb)) : NAN;
             }
-            sim[i * rows + j] = aa > 0.0 && bb > 0.0 ? (float)(ab / sqrt(aa * bb)) : NAN;
+        const float mx = max_abs(v, (size_t)T * C);
+        heat t = {"added to the embedding", "dimension", "position", "value", v, T, C, TW, PR_EMBED_H,
+                  -mx, mx, true, false};
+        heat c = {"cosine similarity of positions", "position", "position", "cos", sim, T, T, SW,
+                  PR_EMBED_H, -1.0, 1.0, true, true};
+        st = heat_panel(all, 0, y, path, &t);
+        if (st == MG_OK) st = heat_panel(all, TW, y, path, &c);
+        y += PR_EMBED_H;
+    }
+    if (st == MG_OK && p->has_bias) {
+        const float mx = max_abs(p->bias, (size_t)H * T * T);
+        for (int h = 0; h < H && st == MG_OK; h++) {
+            char t[64];
+            snprintf(t, sizeof t, "logit bias, head %d", h);
+            heat b = {t, "key position", "query position", NULL, p->bias + (size_t)h * T * T, T, T,
+                      PR_W / H, PR_BIAS_H, -mx, mx, true, true};
+            st = heat_panel(all, h * (PR_W / H), y, path, &b);
         }
-    heat t = {"the table", "dimension", "position", "value", v,    rows, cols,
-              TW,          PH,          -mx,        mx,      true, false};
-    heat c = {"cosine similarity of positions",
-              "position",
-              "position",
-              "cos",
-              sim,
-              rows,
-              rows,
-              SW,
-              PH,
-              -1.0,
-              1.0,
-              true,
-              true};
-    if (st == MG_OK) st = heat_panel(all, 0, TOP, path, &t);
-    if (st == MG_OK) st = heat_panel(all, TW, TOP, path, &c);
+        y += PR_BIAS_H;
+    }
+    if (st == MG_OK && p->has_rot) {
+        const float mx = max_abs(p->rot, (size_t)T * T);
+        heat r = {"q.k, one unit vector rotated to i and j", "key position j",
+                  "query position i", "q.k", p->rot, T, T, SW, PR_ROT_H, -mx, mx, true, true};
+        st = heat_panel(all, (PR_W - SW) / 2, y, path, &r);
+    }
     if (st == MG_OK) {
         mg_text_style ts = {.scale = 2, .rgb = 0x202020, .align_x = 0.5, .bold = true};
-        mg_canvas_text_ex(all, (TW + SW) / 2.0, 10, title, &ts);
+        mg_canvas_text_ex(all, PR_W / 2.0, 10, title, &ts);
         st = mg_canvas_save_png(all, path);
     }
     mg_canvas_free(all);
@@ -493,43 +518,35 @@ static mg_status plot_table(const char *path, const char *title, const float *v,
     return st;
 }
 
+/* Every scheme that acts anywhere gets its drawing: a learned one (it has parameters) after
+ * training on each task, table_<scheme>_<task>.png (first seed), titled "(learned)"; a fixed one
+ * once, table_<scheme>.png, titled "(fixed)". */
 static mg_status plot_tables(const char *dir, const posenc_report *rep) {
-    mg_ctx *ctx = posenc_ctx_new();
-    float *buf = malloc(sizeof(float) * POSENC_L * POSENC_D);
-    mg_status st = ctx && buf ? MG_OK : mg_set_error(MG_ERR_NOMEM, "report: out of memory");
+    mg_status st = MG_OK;
     for (int s = 0; s < rep->n_schemes && st == MG_OK; s++) {
         const posenc_scheme *sc = &rep->schemes[s];
         char fl[64], path[1100], title[200];
         file_label(fl, sizeof fl, sc->label);
-        bool trained = false;
         for (int t = 0; t < rep->n_tasks && st == MG_OK; t++) {
             group g = runs_of(rep, rep->tasks[t], sc->name);
-            if (!g.n || !g.r[0]->table_rows) continue;
-            trained = true;
+            if (!g.n) continue;
             const posenc_result *r = g.r[0];
-            snprintf(path, sizeof path, "%s/table_%s_%s.png", dir, fl,
-                     posenc_task_name(r->cfg.task));
-            snprintf(title, sizeof title,
-                     "%s: learned positional table after training on %s (seed %u)", sc->label,
-                     posenc_task_name(r->cfg.task), r->cfg.seed);
-            st = plot_table(path, title, r->table, r->table_rows, r->table_cols);
+            const posenc_probe *p = &r->probe;
+            if (!p->has_embed && !p->has_bias && !p->has_rot) break; /* none: nothing to draw */
+            if (p->learned) {
+                snprintf(path, sizeof path, "%s/table_%s_%s.png", dir, fl, posenc_task_name(r->cfg.task));
+                snprintf(title, sizeof title, "%s (learned): after training on %s (seed %u)", sc->label,
+                         posenc_task_name(r->cfg.task), r->cfg.seed);
+                st = plot_probe(path, title, p);
+                continue;
+            }
+            snprintf(path, sizeof path, "%s/table_%s.png", dir, fl);
+            snprintf(title, sizeof title, "%s (fixed): no parameters, the same before and after training",
+                     sc->label);
+            st = plot_probe(path, title, p);
+            break;
         }
-        if (trained || st != MG_OK) continue;
-        /* a fixed additive table (sinusoidal): the scheme's layer applied to a zero embedding */
-        mg_gpt *g = NULL;
-        bool nonzero = false;
-        if (posenc_model_new(sc->name, 0, &g) != MG_OK)
-            continue; /* it built for the runs; nothing to draw */
-        st = posenc_additive_table(g, ctx, POSENC_L, buf, &nonzero);
-        mg_gpt_free(g);
-        if (st != MG_OK || !nonzero) continue;
-        snprintf(path, sizeof path, "%s/table_%s.png", dir, fl);
-        snprintf(title, sizeof title, "%s: fixed positional table added to the embedding",
-                 sc->label);
-        st = plot_table(path, title, buf, POSENC_L, POSENC_D);
     }
-    free(buf);
-    mg_ctx_free(ctx);
     return st;
 }
 

@@ -48,6 +48,28 @@ static mg_status cache_length(posenc_cache *c, posenc_task task, int L, const po
 
 /* ---- one run ---- */
 
+/* Steps round(sqrt(2)^k) below eval_every: 1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, ... */
+#define POSENC_EARLY_RATIO 1.4142135623730951
+
+bool posenc_curve_early(int step, int eval_every) {
+    for (int k = 0;; k++) {
+        const long v = lround(pow(POSENC_EARLY_RATIO, k));
+        if (v >= eval_every || v > step) return false;
+        if (v == step) return true;
+    }
+}
+
+int posenc_curve_early_count(int eval_every) {
+    int n = 0;
+    long prev = 0;
+    for (int k = 0;; k++) {
+        const long v = lround(pow(POSENC_EARLY_RATIO, k));
+        if (v >= eval_every) return n;
+        n += v != prev;
+        prev = v;
+    }
+}
+
 posenc_run_cfg posenc_run_defaults(void) {
     posenc_run_cfg c = {.task = POSENC_REV,
                         .scheme = "none",
@@ -77,7 +99,7 @@ static mg_status check_cfg(const posenc_run_cfg *c) {
                             "posenc_run: steps %d, batch %d, eval_every %d, lr %g, eval_n %d: need "
                             "positive values (eval_n >= 0)",
                             c->steps, c->batch, c->eval_every, (double)c->lr, c->eval_n);
-    if (c->steps / c->eval_every + 2 > POSENC_MAX_CURVE)
+    if (c->steps / c->eval_every + 2 + posenc_curve_early_count(c->eval_every) > POSENC_MAX_CURVE)
         return mg_set_error(MG_ERR_INVALID,
                             "posenc_run: %d steps with an evaluation every %d give more than %d "
                             "curve points: raise the evaluation interval",
@@ -101,13 +123,17 @@ typedef struct {
     double batch_loss_sum;
     int batch_loss_n;
     int step; /* steps done */
+    bool have_best; /* best_val_acc holds a regular point's accuracy */
+    mg_status early_st; /* the first failure of an early curve point (on_step cannot return one) */
     posenc_batch_stream bs;
     int32_t *idx, *xb, *yb;
     posenc_step_fn fn;
     void *fn_user;
 } run_state;
 
-static mg_status curve_point(run_state *s, int step) {
+/* Early points (posenc_curve_early) only add to the curve; best_val_acc stays the best of the
+ * regular ones (every eval_every steps and the end), as the spec defines it. */
+static mg_status curve_point(run_state *s, int step, bool regular) {
     posenc_result *r = s->res;
     posenc_metrics m;
     mg_status st = posenc_evaluate(s->g, s->ctx, s->val, s->eval_n, &m);
@@ -118,7 +144,7 @@ static mg_status curve_point(run_state *s, int step) {
     r->curve_val_loss[k] = m.loss;
     r->curve_batch_loss[k] = s->batch_loss_n ? s->batch_loss_sum / s->batch_loss_n : NAN;
     s->batch_loss_sum = 0.0, s->batch_loss_n = 0;
-    if (step > 0 && (r->n_curve == 2 || m.acc > r->best_val_acc)) r->best_val_acc = m.acc;
+    if (regular && step > 0 && (!s->have_best || m.acc > r->best_val_acc)) r->best_val_acc = m.acc, s->have_best = true;
     r->val = m;
     return MG_OK;
 }
@@ -144,12 +170,16 @@ static void on_step(void *user, int64_t step, float loss) {
     run_state *s = user;
     s->batch_loss_sum += loss, s->batch_loss_n++;
     s->step = (int)step;
+    /* validate() takes the regular points, after this call */
+    if (s->early_st == MG_OK && step % s->res->cfg.eval_every != 0 && step != s->res->cfg.steps &&
+        posenc_curve_early((int)step, s->res->cfg.eval_every))
+        s->early_st = curve_point(s, (int)step, false);
     if (s->fn && (step % 10 == 0 || step == s->res->cfg.steps)) s->fn(s->fn_user, (int)step, loss);
 }
 
 static mg_status validate(void *user, float *val_loss) {
     run_state *s = user;
-    mg_status st = curve_point(s, s->step);
+    mg_status st = s->early_st != MG_OK ? s->early_st : curve_point(s, s->step, true);
     *val_loss = st == MG_OK ? (float)s->res->val.loss : NAN;
     return st;
 }
@@ -187,9 +217,10 @@ static mg_status train_and_eval(run_state *s, posenc_cache *cache, posenc_step_f
     s->yb = malloc((size_t)c->batch * POSENC_L * sizeof *s->yb);
     if (!s->idx || !s->xb || !s->yb) st = mg_set_error(MG_ERR_NOMEM, "posenc_run: out of memory");
     if (st == MG_OK) st = posenc_batch_stream_init(&s->bs, c->seed, train_set->n, c->batch);
-    if (st == MG_OK) st = curve_point(s, 0);
+    if (st == MG_OK) st = curve_point(s, 0, false);
     double t0 = mg_time();
     if (st == MG_OK) st = train(s);
+    if (st == MG_OK) st = s->early_st;
     r->train_seconds = mg_time() - t0;
     mg_ctx_reset(s->ctx);
     if (st == MG_OK) st = posenc_evaluate(s->g, s->ctx, train_set, c->eval_n, &r->train);
@@ -219,6 +250,7 @@ static mg_status train_and_eval(run_state *s, posenc_cache *cache, posenc_step_f
     }
     if (st == MG_OK)
         posenc_trained_table(s->g, r->table, POSENC_L * POSENC_D, &r->table_rows, &r->table_cols);
+    if (st == MG_OK) st = posenc_scheme_probe(s->g, s->ctx, &r->probe);
     return st;
 }
 

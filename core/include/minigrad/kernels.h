@@ -48,8 +48,9 @@ MG_API void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t 
 
 /* ==== Fused attention (core/kernels/attention.c) =============================================== *
  * The kernels behind mg_attention (ops.h), on flat buffers: q (B,H,Tq,D), k and v (B,H,Tk,D),
- * o (B,H,Tq,D), all contiguous. Logits are s = scale * q.k, then the optional bias callback adds
- * to them, then the mask hides key j from query i when causal and j > q_pos0 + i.
+ * o (B,H,Tq,D), all contiguous. Logits are s = scale * q.k, then the optional bias callback and
+ * bias rows (bias_data) add to them, then the mask hides key j from query i when causal and
+ * j > q_pos0 + i.
  *
  * The fused forward tiles over keys with an online softmax and keeps only o and the per-row
  * log-sum-exp `lse` (B,H,Tq): the natural log of the row's softmax denominator, -inf for a row in
@@ -79,6 +80,15 @@ typedef struct mg_attn_desc {
     /* Backward work split, for tests (0 = automatic): 1 = two passes (keys tiles -> dK, dV, then
      * query tiles -> dQ), 2 = one (batch, head) per item. Both give the same bits. */
     int backward_split;
+    /* Optional additive bias on the logits, added after the callback and before the mask: the
+     * Tq x Tk rows (row stride Tk) of batch b, head h start at bias_data + b * bias_bstride +
+     * h * bias_hstride (a stride of 0 shares them). */
+    const float *bias_data;
+    int64_t bias_bstride, bias_hstride;
+    /* Backward only, optional: accumulates (+=) dL/dlogits, a (B,H,Tq,Tk) buffer, into it (each
+     * element written by one item: no reduction across threads). Entries of keys a causal mask
+     * hides get nothing. */
+    float *dbias;
 } mg_attn_desc;
 
 /* Forward. lse may be NULL (inference: nothing for backward to keep). */

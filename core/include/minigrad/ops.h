@@ -73,6 +73,13 @@ typedef struct mg_attn_opts {
      * read in place (incremental decoding without copying the cache). Inference only: an error if
      * a gradient would be recorded. */
     int64_t kv_len;
+    /* Optional additive bias TENSOR, float32, (Tq,Tk), (H,Tq,Tk) or (B|1, H|1, Tq, Tk), added to
+     * the scaled logits (after the bias callback, before the mask) of query i (0..Tq-1, not its
+     * absolute position) and key j; Tk is kv_len when that is set. It may require a gradient: it
+     * receives dL/dlogits, summed over its broadcast dims in a fixed order (a learned relative
+     * position bias, e.g. T5's, is a table gathered into this tensor by ops). Appended last, so a
+     * caller that zero-initialises the struct and leaves it NULL gets exactly the old op. */
+    mg_tensor *bias_tensor;
 } mg_attn_opts;
 
 /* Scaled dot-product attention: q (B,H,Tq,D), k and v (B,H,Tk,D) -> (B,H,Tq,D).

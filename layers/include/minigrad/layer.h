@@ -8,10 +8,12 @@
  * the ABI version and struct size of every vtable it is given.
  *
  * A positional scheme is a layer whose vtable names a `pos_scheme` (`pos=` in a model config). It
- * acts at one or more of three places:
+ * acts at one or more of four places:
  *   - forward:   added to the input embedding (learned, sinusoidal, both); identity otherwise;
  *   - rotate_qk: rotates each head's q and k after the projection (RoPE);
- *   - attn_bias: adds a constant bias to the attention logits (ALiBi, through mg_attn_bias_fn).
+ *   - attn_bias: adds a constant bias to the attention logits (ALiBi, through mg_attn_bias_fn);
+ *   - attn_bias_tensor: gives a bias tensor for the logits, made from its parameters with ops so
+ *     that training reaches them (a learned relative-position bias: T5's buckets).
  * Attention layers find the scheme in mg_fwd.pos and call its hooks, so a model never needs to
  * know which scheme it runs.
  *
@@ -48,8 +50,13 @@ extern "C" {
 #endif
 
 /* Bump on any change to the layout of mg_layer_vtable, mg_fwd or mg_kv_cache, or to the meaning
- * of a hook. */
-#define MG_LAYER_ABI_VERSION 1u
+ * of a hook. The registry accepts every version from MG_LAYER_ABI_MIN on: a newer one only adds
+ * optional hooks in what an older one left zero (reserved), which an older vtable never sets.
+ *   1: the first.
+ *   2: attn_bias_tensor, in the first reserved slot. A host of ABI 1 would leave that hook uncalled
+ *      (silently training without the scheme's bias), so it must refuse a vtable of ABI 2. */
+#define MG_LAYER_ABI_VERSION 2u
+#define MG_LAYER_ABI_MIN 1u
 
 typedef struct mg_layer mg_layer;
 
@@ -100,8 +107,15 @@ typedef struct mg_layer_vtable {
     /* Sets opts->bias and opts->bias_user (data the layer owns) for attention with n_head heads;
      * opts->causal says which kind of attention it is. Raise on ctx if it cannot serve n_head. */
     void (*attn_bias)(mg_layer *self, mg_ctx *ctx, int64_t n_head, mg_attn_opts *opts);
+    /* (ABI 2) Gives the bias tensor for the logits of attention with n_head heads, Tq queries (the
+     * first at absolute position opts->q_pos0) and Tk keys (positions 0..Tk-1), opts->causal
+     * saying which kind: float32 (H,Tq,Tk) or (1,H,Tq,Tk), made with ops from the layer's
+     * parameters so their gradient flows through the tape (mg_attn_opts.bias_tensor). NULL: no
+     * bias. Raise on ctx if it cannot serve the shape. */
+    mg_tensor *(*attn_bias_tensor)(mg_layer *self, mg_ctx *ctx, int64_t n_head, int64_t Tq, int64_t Tk,
+                                   const mg_attn_opts *opts);
 
-    void *reserved[4]; /* zero: room to grow without breaking plugins */
+    void *reserved[3]; /* zero: room to grow without breaking plugins */
 } mg_layer_vtable;
 
 /* ---- registry ---- */
