@@ -27,6 +27,8 @@ void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);
 extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segment_embedding,
     mg_layer_learned_pos, mg_layer_sinusoidal_pos, mg_layer_learned_sinusoidal_pos, mg_layer_rope,
     mg_layer_layernorm, mg_layer_self_attention, mg_layer_mlp, mg_layer_decoder_block, mg_layer_gpt;
+/* Recurrent layers (rnn.c). */
+extern const mg_layer_vtable mg_layer_lstm, mg_layer_gru;
 
 /* Fills a vtable's ABI header: abi_version and struct_size. */
 #define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)

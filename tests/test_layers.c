@@ -54,6 +54,11 @@ static const lcase cases[] = {
      "n_head=2", 3, {2, 5, 8}, 0, 0, false, COMPOSITE},
     {"decoder_block + learned+sinusoidal in front", "decoder_block", "dim=8,n_head=4,hidden=16",
      "learned_sinusoidal_pos", "max_len=8,dim=8", 3, {1, 5, 8}, 0, 0, false, COMPOSITE},
+    /* recurrent layers: two stacked layers, and a single one without biases */
+    {"lstm 2 layers", "lstm", "input_size=3,hidden_size=4,num_layers=2", NULL, NULL, 3, {2, 3, 3}, 0, 0, false, COMPOSITE},
+    {"lstm no bias", "lstm", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
+    {"gru 2 layers", "gru", "input_size=3,hidden_size=4,num_layers=2", NULL, NULL, 3, {2, 3, 3}, 0, 0, false, COMPOSITE},
+    {"gru no bias", "gru", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
