@@ -59,4 +59,7 @@ mg_status cl_eval_windows(cl_model *m, mg_ctx *ctx, const tg_vocab *v, const int
                           int64_t last_len, int64_t B, tg_loss *sum);
 
 
+/* `charlstm compare` (compare.c). */
+int cl_cmd_compare(int argc, char **argv);
+
 #endif

@@ -500,6 +500,9 @@ static const command commands[] = {
      "stream text from a trained checkpoint, carrying the LSTM state from character to character", cmd_sample},
     {"eval", "[--ckpt FILE] [--data FILE] [--split val|train|all]",
      "loss of a checkpoint on a split, in nats and bits per character", cmd_eval},
+    {"compare", "[--out PNG] [--x time|step] LOG=LABEL...",
+     "the loss curves of training logs (charlstm's, textgen's) on one chart, against wall time or steps",
+     cl_cmd_compare},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
