@@ -58,7 +58,7 @@ static const char *const TRAIN_USAGE = "[--data FILE] [options] [FILE...]\n\n"
                                        "(Debian package bible-kjv).\nThe defaults finish in about 5 minutes on 2 cores.";
 
 static train_opts train_defaults(void) {
-    return (train_opts){.c = {.out = CL_DEFAULT_OUT, .steps = 500, .batch = 32, .block = 96, .n_embd = 64,
+    return (train_opts){.c = {.out = CL_DEFAULT_OUT, .steps = 1100, .batch = 32, .block = 96, .n_embd = 64,
                               .n_layer = 1, .warmup = 30, .eval_every = 100, .eval_windows = 64, .ckpt_every = 250,
                               .seed = 1, .sample_tokens = 400, .lr = 5e-3f, .lr_min = 2e-4f, .weight_decay = 0.01f,
                               .clip = 1.0f, .temperature = 0.8f},
