@@ -250,6 +250,34 @@ START_TEST(cat_and_narrow_without_grad_record_nothing) {
 }
 END_TEST
 
+/* Large enough for the parallel paths: forward and backward bit-identical with 1 and 2 threads. */
+START_TEST(bit_identical_across_thread_counts) {
+    float *first[2] = {NULL, NULL};
+    const int64_t n = 3 * 70001;
+    for (int run = 0; run < 2; run++) {
+        mg_set_num_threads(run + 1);
+        mg_ctx *ctx = mg_ctx_new(0);
+        mg_rng r = mg_rng_make(8);
+        mg_tensor *x = rand_t(ctx, &r, 2, (int64_t[]){3, 70001}, -4, 4, true);
+        mg_tensor *a = mg_sigmoid(ctx, mg_narrow(ctx, x, 1, 1, 70000));
+        mg_tensor *b = mg_tanh(ctx, mg_narrow(ctx, x, 1, 0, 70000));
+        mg_tensor *y = mg_cat(ctx, (mg_tensor *[]){a, b, a}, 3, 0);
+        mg_tensor *R = rand_t(ctx, &r, 2, (int64_t[]){9, 70000}, -1, 1, false);
+        mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        first[run] = malloc((size_t)(y->numel + n) * sizeof(float));
+        ck_assert_ptr_nonnull(first[run]);
+        memcpy(first[run], y->data, (size_t)y->numel * sizeof(float));
+        memcpy(first[run] + y->numel, x->grad, (size_t)n * sizeof(float));
+        if (run == 1) ck_assert_mem_eq(first[0], first[1], (size_t)(y->numel + n) * sizeof(float));
+        mg_ctx_free(ctx);
+    }
+    mg_set_num_threads(0);
+    free(first[0]);
+    free(first[1]);
+}
+END_TEST
+
 /* ---- errors: exact messages, never a crash ---- */
 
 START_TEST(bad_arguments_name_op_argument_and_shape) {
@@ -312,6 +340,7 @@ static Suite *seq_suite(void) {
     tcase_add_test(tc, cat_nine_inputs_gradcheck);
     tcase_add_test(tc, cat_many_inputs_through_backward);
     tcase_add_test(tc, cat_and_narrow_without_grad_record_nothing);
+    tcase_add_test(tc, bit_identical_across_thread_counts);
     tcase_add_test(tc, bad_arguments_name_op_argument_and_shape);
     suite_add_tcase(s, tc);
     return s;
