@@ -58,7 +58,6 @@ mg_status cl_load(const char *path, cl_model *m, tg_vocab *v, int64_t *block_out
 mg_status cl_eval_windows(cl_model *m, mg_ctx *ctx, const tg_vocab *v, const int32_t *ids, const tg_windows *w,
                           int64_t last_len, int64_t B, tg_loss *sum);
 
-
 /* `charlstm compare` (compare.c). */
 int cl_cmd_compare(int argc, char **argv);
 
