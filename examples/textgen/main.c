@@ -53,20 +53,7 @@ int main(int argc, char **argv) {
 
 mg_status textgen_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
                               char *label, size_t label_n) {
-    char kjv[4096];
-    const char *one[1];
-    if (n == 0) {
-        one[0] = tg_kjv_path(kjv, sizeof kjv);
-        mg_status st = tg_kjv_make(kjv);
-        if (st != MG_OK) return st;
-        files = one, n = 1;
-    }
-    const char *base = strrchr(files[0], '/');
-    if (n > 1)
-        snprintf(label, label_n, "%s + %d more", base ? base + 1 : files[0], n - 1);
-    else
-        snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
-    return tg_read_files_max(files, n, (size_t)max_file_mib << 20, text, len);
+    return tg_read_corpus(files, n, max_file_mib, text, len, label, label_n);
 }
 
 int textgen_split_list(const char *list, const char ***out) {

@@ -121,6 +121,12 @@ mg_status tg_kjv_make(const char *path);
  * $HOME/.cache/minigrad/kjv.txt, else ./kjv.txt. Returns buf. */
 char *tg_kjv_path(char *buf, size_t n);
 
+/* The corpus of a run: the files (tg_read_files_max with a cap of max_file_mib MiB), or the
+ * default corpus (tg_kjv_make at tg_kjv_path) when n is 0. label gets a short name for messages:
+ * the first file's base name, "+ N more" when there are several. */
+mg_status tg_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
+                         char *label, size_t label_n);
+
 /* ---- train / validation data ---- */
 
 typedef struct tg_data {

@@ -196,6 +196,23 @@ MG_API mg_tensor *mg_cross_entropy_smooth(mg_ctx *ctx, mg_tensor *logits, mg_ten
  * finite and >= 0; unlike PyTorch there is no "None" default (PyTorch's None is float32's machine
  * epsilon, 1.1920929e-07). The mean of squares is summed in double. */
 MG_API mg_tensor *mg_rms_norm(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, float eps);
+/* ---- recurrent-cell ops: sigmoid, tanh, narrow, cat ---- */
+
+/* Elementwise logistic sigmoid 1 / (1 + exp(-x)) and hyperbolic tangent, any shape (as
+ * torch.sigmoid and torch.tanh). The sigmoid never overflows for large |x|. */
+MG_API mg_tensor *mg_sigmoid(mg_ctx *ctx, mg_tensor *x);
+MG_API mg_tensor *mg_tanh(mg_ctx *ctx, mg_tensor *x);
+
+/* The slice [start, start+length) of x along dim: x's shape with that dim set to length. As
+ * torch.narrow, dim and start may be negative (counted from the end), but the result is a copy, not
+ * a view sharing x's storage. float32 or int32 x (only float32 is differentiated). An error names
+ * dim, start, length and x's shape when they do not fit. */
+MG_API mg_tensor *mg_narrow(mg_ctx *ctx, mg_tensor *x, int64_t dim, int64_t start, int64_t length);
+
+/* xs[0..n-1] joined along dim (as torch.cat): all of one dtype and equal in every dim but dim; any
+ * n >= 1 (more inputs than a node holds is fine). dim may be negative, counted from the end of
+ * xs[0]'s dims. A size-0 input along dim contributes nothing. */
+MG_API mg_tensor *mg_cat(mg_ctx *ctx, mg_tensor *const *xs, int n, int64_t dim);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;
