@@ -15,6 +15,7 @@
 #include "minigrad/export.h"
 #include "minigrad/layer.h"
 #include "minigrad/params.h"
+#include "minigrad/rnn.h" /* lstm, gru */
 
 #ifdef __cplusplus
 extern "C" {
