@@ -8,6 +8,7 @@ mg_status mg_builtin_layers_init(const mg_plugin_host *host) {
         &mg_layer_learned_pos,  &mg_layer_sinusoidal_pos, &mg_layer_learned_sinusoidal_pos,
         &mg_layer_rope,         &mg_layer_layernorm,      &mg_layer_self_attention,
         &mg_layer_mlp,          &mg_layer_decoder_block,  &mg_layer_gpt,
+        &mg_layer_conv1d,       &mg_layer_conv2d,
     };
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
         mg_status s = host->register_layer(host, builtins[i]);

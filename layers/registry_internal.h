@@ -27,6 +27,7 @@ void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);
 extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segment_embedding,
     mg_layer_learned_pos, mg_layer_sinusoidal_pos, mg_layer_learned_sinusoidal_pos, mg_layer_rope,
     mg_layer_layernorm, mg_layer_self_attention, mg_layer_mlp, mg_layer_decoder_block, mg_layer_gpt;
+extern const mg_layer_vtable mg_layer_conv1d, mg_layer_conv2d;
 
 /* Fills a vtable's ABI header: abi_version and struct_size. */
 #define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)
