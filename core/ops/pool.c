@@ -2,7 +2,8 @@
  * ceil_mode=False (and count_include_pad=True for the average).
  *
  * Max: forward keeps, per output, the flat index (within its (n, c) plane) of the first maximum of
- * its window in row-major order (a NaN counts as the maximum, as in PyTorch); backward adds dy to
+ * its window in row-major order (a NaN counts as the maximum, as in PyTorch, the last NaN when
+ * several); backward adds dy to
  * that pixel. With padding <= kernel/2 every window holds at least one pixel.
  * Average: y = window sum / (KH*KW), padding counted as zeros; backward spreads dy / (KH*KW).
  * One (n, c) plane per task in both directions: bit-identical for any thread count. */
@@ -99,32 +100,66 @@ static mg_tensor *pool(mg_ctx *ctx, mg_tensor *x, const mg_pool2d_opts *opts, bo
     const float *X = x->data;
     float *Y = y->data;
     const float inv = 1.0f / (float)(g.kh * g.kw);
+    const bool fast2x2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
 #pragma omp parallel for schedule(static) if (y->numel * g.kh * g.kw > 32768)
     for (int64_t p = 0; p < g.planes; p++) {
         const float *xp = X + p * HW;
-        for (int64_t oh = 0; oh < g.OH; oh++)
-            for (int64_t ow = 0; ow < g.OW; ow++) {
-                int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
-                int64_t i0 = h0 < 0 ? 0 : h0, i1 = h0 + g.kh < g.H ? h0 + g.kh : g.H;
-                int64_t j0 = w0 < 0 ? 0 : w0, j1 = w0 + g.kw < g.W ? w0 + g.kw : g.W;
-                int64_t o = p * OHW + oh * g.OW + ow;
-                if (is_max) {
-                    float best = -INFINITY;
-                    int32_t at = -1;
-                    for (int64_t i = i0; i < i1; i++)
-                        for (int64_t j = j0; j < j1; j++) {
-                            float v = xp[i * g.W + j];
-                            if (at < 0 || v > best || (isnan(v) && !isnan(best))) best = v, at = (int32_t)(i * g.W + j);
-                        }
-                    Y[o] = best;
-                    arg[o] = at;
-                } else {
-                    float s = 0.0f;
-                    for (int64_t i = i0; i < i1; i++)
-                        for (int64_t j = j0; j < j1; j++) s += xp[i * g.W + j];
-                    Y[o] = s * inv;
+        float *yp = Y + p * OHW;
+        int32_t *ap = is_max ? arg + p * OHW : NULL;
+        if (is_max && fast2x2) {
+            for (int64_t oh = 0; oh < g.OH; oh++) {
+                const float *r0 = xp + 2 * oh * g.W, *r1 = r0 + g.W;
+                float *yr = yp + oh * g.OW;
+                int32_t *ar = ap + oh * g.OW;
+                const int32_t base = (int32_t)(2 * oh * g.W), w = (int32_t)g.W;
+                for (int64_t ow = 0; ow < g.OW; ow++) {
+                    float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+                    int32_t ia = base + 2 * (int32_t)ow;
+                    bool tb = (b > a) | (b != b);
+                    float m = tb ? b : a;
+                    int32_t im = tb ? ia + 1 : ia;
+                    bool tc = (c > m) | (c != c);
+                    m = tc ? c : m, im = tc ? ia + w : im;
+                    bool td = (d > m) | (d != d);
+                    m = td ? d : m, im = td ? ia + w + 1 : im;
+                    yr[ow] = m;
+                    ar[ow] = im;
                 }
             }
+            continue;
+        }
+        for (int64_t oh = 0; oh < g.OH; oh++) {
+            const int64_t h0 = oh * g.sh - g.ph;
+            const int64_t i0 = h0 < 0 ? 0 : h0, i1 = h0 + g.kh < g.H ? h0 + g.kh : g.H;
+            for (int64_t ow = 0; ow < g.OW; ow++) {
+                const int64_t w0 = ow * g.sw - g.pw;
+                const int64_t j0 = w0 < 0 ? 0 : w0, j1 = w0 + g.kw < g.W ? w0 + g.kw : g.W;
+                if (is_max) {
+                    /* the first maximum in row-major order; a NaN wins (the last one). Selects
+                     * rather than branches: the comparisons of random data are unpredictable. */
+                    int32_t at = (int32_t)(i0 * g.W + j0);
+                    float best = xp[at];
+                    for (int64_t i = i0; i < i1; i++) {
+                        const float *r = xp + i * g.W;
+                        for (int64_t j = j0; j < j1; j++) {
+                            float v = r[j];
+                            bool take = (v > best) | (v != v);
+                            best = take ? v : best;
+                            at = take ? (int32_t)(i * g.W + j) : at;
+                        }
+                    }
+                    yp[oh * g.OW + ow] = best;
+                    ap[oh * g.OW + ow] = (int32_t)at;
+                } else {
+                    float sum = 0.0f;
+                    for (int64_t i = i0; i < i1; i++) {
+                        const float *r = xp + i * g.W;
+                        for (int64_t j = j0; j < j1; j++) sum += r[j];
+                    }
+                    yp[oh * g.OW + ow] = sum * inv;
+                }
+            }
+        }
     }
     mg_node *n = mg_op_record(ctx, def, y, 1, (mg_tensor *[]){x});
     if (n) n->saved[0] = arg, n->saved[1] = gs;
