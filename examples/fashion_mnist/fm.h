@@ -4,6 +4,8 @@
 #define FM_H
 
 #include "minigrad/base.h"
+#include "minigrad/layer.h"
+#include "minigrad/params.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,5 +42,23 @@ void fm_set_free(fm_set *s);
 
 /* True when both splits' files exist in dir. */
 bool fm_present(const char *dir);
+
+/* ---- the model (model.c) ----
+ * conv 1->32 3x3 pad 1, relu, maxpool 2; conv 32->64 3x3 pad 1, relu, maxpool 2;
+ * linear 3136->128, relu, linear 128->10. Parameters conv1.weight (32,1,3,3), conv1.bias,
+ * conv2.weight (64,32,3,3), conv2.bias, fc1.weight (3136,128: minigrad's linear stores [in, out]),
+ * fc1.bias, fc2.weight (128,10), fc2.bias. */
+typedef struct fm_model {
+    mg_params *params;
+    mg_layer *conv1, *conv2, *fc1, *fc2;
+} fm_model;
+
+/* Declares the layers (allocate m->params with mg_params_alloc before use). */
+mg_status fm_model_make(fm_model *m);
+void fm_model_free(fm_model *m);
+/* x (B,1,28,28) -> logits (B,10) */
+mg_tensor *fm_forward(fm_model *m, mg_ctx *ctx, mg_tensor *x);
+/* The examples idx[0..B) of s as x (B,1,28,28), pixels scaled to [0, 1], and int32 targets (B). */
+void fm_batch(mg_ctx *ctx, const fm_set *s, const int64_t *idx, int64_t B, mg_tensor **x, mg_tensor **y);
 
 #endif

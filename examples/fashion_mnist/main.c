@@ -23,52 +23,6 @@
 
 static const char PROG[] = "fashion_mnist";
 
-typedef struct fm_model {
-    mg_params *params;
-    mg_layer *conv1, *conv2, *fc1, *fc2;
-} fm_model;
-
-static mg_status fm_model_make(fm_model *m) {
-    memset(m, 0, sizeof *m);
-    m->params = mg_params_new();
-    if (!m->params) return mg_set_error(MG_ERR_NOMEM, "cannot allocate the parameter store");
-    m->conv1 = mg_conv2d_new(m->params, "conv1",
-                             &(mg_conv2d_cfg){.in = 1, .out = 32, .kernel = {3, 3}, .padding = {1, 1}, .bias = true});
-    m->conv2 = mg_conv2d_new(m->params, "conv2",
-                             &(mg_conv2d_cfg){.in = 32, .out = 64, .kernel = {3, 3}, .padding = {1, 1}, .bias = true});
-    m->fc1 = mg_linear_new(m->params, "fc1", &(mg_linear_cfg){.in = 64 * 7 * 7, .out = 128, .bias = true});
-    m->fc2 = mg_linear_new(m->params, "fc2", &(mg_linear_cfg){.in = 128, .out = FM_CLASSES, .bias = true});
-    return m->conv1 && m->conv2 && m->fc1 && m->fc2 ? MG_OK : MG_ERR_INVALID;
-}
-
-static void fm_model_free(fm_model *m) {
-    mg_layer_free(m->conv1), mg_layer_free(m->conv2), mg_layer_free(m->fc1), mg_layer_free(m->fc2);
-    mg_params_free(m->params);
-}
-
-/* x (B,1,28,28) -> logits (B,10) */
-static mg_tensor *fm_forward(fm_model *m, mg_ctx *ctx, mg_tensor *x) {
-    const mg_pool2d_opts pool = {{2, 2}, {0, 0}, {0, 0}};
-    mg_tensor *h = mg_max_pool2d(ctx, mg_relu(ctx, mg_layer_forward(m->conv1, ctx, x, NULL)), &pool);
-    h = mg_max_pool2d(ctx, mg_relu(ctx, mg_layer_forward(m->conv2, ctx, h, NULL)), &pool);
-    h = mg_reshape(ctx, h, 2, (int64_t[]){x->shape[0], 64 * 7 * 7});
-    h = mg_relu(ctx, mg_layer_forward(m->fc1, ctx, h, NULL));
-    return mg_layer_forward(m->fc2, ctx, h, NULL);
-}
-
-/* The batch of examples idx[0..B) of s as x (B,1,28,28) in [0, 1] and targets (B). */
-static void fm_batch(mg_ctx *ctx, const fm_set *s, const int64_t *idx, int64_t B, mg_tensor **x, mg_tensor **y) {
-    *x = mg_tensor_new(ctx, MG_F32, 4, (int64_t[]){B, 1, FM_SIDE, FM_SIDE});
-    *y = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){B});
-    if (!mg_ctx_ok(ctx)) return;
-    for (int64_t b = 0; b < B; b++) {
-        const uint8_t *src = s->images + idx[b] * FM_PIXELS;
-        float *dst = (*x)->data + b * FM_PIXELS;
-        for (int p = 0; p < FM_PIXELS; p++) dst[p] = (float)src[p] * (1.0f / 255.0f);
-        (*y)->i32[b] = s->labels[idx[b]];
-    }
-}
-
 /* Test accuracy; fills confusion[true][pred] and pred[i] when not NULL. */
 static double fm_evaluate(fm_model *m, mg_ctx *ctx, const fm_set *test, int64_t batch, int64_t *confusion,
                           uint8_t *pred) {
@@ -232,7 +186,8 @@ static int run(const fm_opts *o) {
     int64_t *perm = malloc((size_t)train.n * sizeof *perm);
     uint8_t *pred = malloc((size_t)test.n);
     double *acc = calloc((size_t)o->epochs, sizeof(double));
-    int64_t n_pts_cap = total / 10 + o->epochs + 2, n_pts = 0;
+    const int64_t stretch = steps_per_epoch >= 20 ? steps_per_epoch / 10 : 1; /* steps per loss point */
+    int64_t n_pts_cap = total / stretch + o->epochs + 2, n_pts = 0;
     double *loss_x = malloc(sizeof(double) * (size_t)n_pts_cap), *loss_y = malloc(sizeof(double) * (size_t)n_pts_cap);
     int rc = 0;
     if (!opt || !ctx || !perm || !pred || !acc || !loss_x || !loss_y) {
@@ -257,7 +212,6 @@ static int run(const fm_opts *o) {
     int64_t step = 0;
     double t_train = 0.0, stretch_loss = 0.0;
     int64_t stretch_n = 0, images_seen = 0;
-    const int64_t stretch = steps_per_epoch >= 20 ? steps_per_epoch / 10 : 1;
     for (int64_t e = 0; e < o->epochs && rc == 0; e++) {
         for (int64_t i = train.n - 1; i > 0; i--) { /* Fisher-Yates */
             int64_t j = (int64_t)mg_rng_below(&rng, (uint32_t)(i + 1)), t = perm[i];
