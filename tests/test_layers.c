@@ -420,6 +420,16 @@ START_TEST(conv_typed_constructors_match_config) {
     ck_assert_int_eq(y->shape[1], 5);
     ck_assert_int_eq(y->shape[2], 25);
     mg_ctx_free(ctx);
+    /* the wrong input is refused by the layer's name */
+    tu_trap trap;
+    ctx = tu_trapping_ctx(&trap, 0);
+    mg_layer_forward(ta, ctx, mg_zeros(ctx, 4, (int64_t[]){2, 3, 5, 5}), NULL);
+    ck_assert_str_eq(trap.msg, "layer 'c1' (conv2d): x(2,3,5,5): need float32 (N,C,H,W) with 4 channels");
+    mg_ctx_free(ctx);
+    ctx = tu_trapping_ctx(&trap, 0);
+    mg_layer_forward(ta1, ctx, mg_zeros(ctx, 4, (int64_t[]){2, 6, 5, 5}), NULL);
+    ck_assert_str_eq(trap.msg, "layer 'c2' (conv1d): x(2,6,5,5): need float32 (N,C,L) with 6 channels");
+    mg_ctx_free(ctx);
     mg_params *C = mg_params_new();
     ck_assert_ptr_null(mg_conv2d_new(C, "bad", &(mg_conv2d_cfg){.in = 3, .out = 4, .kernel = {3, 3}, .groups = 2}));
     ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (conv2d): groups = 2 must be >= 1 and divide in = 3 and out = 4"),
