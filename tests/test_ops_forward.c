@@ -1217,6 +1217,8 @@ static const char *const covered[] = {
     "mg_matmul", "mg_matmul_nt", "mg_add",       "mg_mul",           "mg_scale",         "mg_gelu",
     "mg_softmax", "mg_layernorm", "mg_embedding", "mg_cross_entropy", "mg_reshape",       "mg_split_heads",
     "mg_merge_heads", "mg_attention", "mg_rope", "mg_dropout",       "mg_sum",           "mg_mean",      "mg_linear",
+    /* forward tests in tests/test_ops_conv.c */
+    "mg_relu", "mg_conv2d", "mg_conv1d", "mg_max_pool2d", "mg_avg_pool2d",
 };
 
 START_TEST(every_op_has_a_forward_test) {
