@@ -235,6 +235,9 @@ typedef struct mg_train_progress {
     bool line_open;
     char *log_name; /* the log's path, for messages (owned; freed by close) */
     int log_err;    /* errno of the log's first failed write, 0 while every line went through */
+    /* What the speed counts when not per_step (set after opening): the line shows "<unit>/s" and
+     * the log names it "<unit>_per_s". NULL: tokens ("tok/s", "tokens_per_s"). */
+    const char *speed_unit;
 } mg_train_progress;
 
 /* A duration as the progress line shows it: "1h02m", "3m12s", "45s" (negative or non-finite: "0s").
