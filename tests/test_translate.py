@@ -43,6 +43,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 n_tests = 0
 failures = 0
+worst = [0.0]  # the largest |mg - torch| / (ATOL + RTOL |torch|) of the current model
 
 
 def report(ok, what):
@@ -234,6 +235,8 @@ def compare(name, got, want):
     if got.shape != want.shape:
         return f"{name}: shape {got.shape} vs PyTorch's {want.shape}"
     err = np.abs(got - want) - (ATOL + RTOL * np.abs(want))
+    if got.size:
+        worst[0] = max(worst[0], float((np.abs(got - want) / (ATOL + RTOL * np.abs(want))).max()))
     if got.size and (err > 0).any():
         i = int(np.argmax(err))
         return (f"{name}: element {i}: minigrad {got.reshape(-1)[i]:.8g} vs PyTorch {want.reshape(-1)[i]:.8g} "
@@ -268,7 +271,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="mg_translate_") as tmp:
         for kind in ("cnn", "lstm", "llama"):
             model, prefix, x, target, loss_fn = make_case(kind)
+            worst[0] = 0.0
             bad = check(kind, model, prefix, x, target, loss_fn, tmp)
+            print(f"# {kind}: the largest difference is {worst[0]:.3f} of the bound")
             for m in bad:
                 print(f"# {m}")
             report(not bad, f"{kind}: output, loss and {sum(1 for _ in model.parameters())} parameter gradients "
