@@ -15,6 +15,7 @@ Run by meson (suite python) as: test_translate.py PYTHON_DIR, with TRANSLATE_MOD
 program. Exit 77 (skipped) when numpy or torch is missing, naming which. The blocks between the
 translate-*:begin/end markers are shown in docs/pytorch.md.
 """
+import contextlib
 import json
 import math
 import os
@@ -166,6 +167,32 @@ class TransformerBlock(nn.Module):
 # translate-llama:end
 
 
+def apply_rope_meta(x, theta):  # Meta's Llama code: pairs (2i, 2i + 1) rotated as complex numbers
+    T, D = x.shape[-2], x.shape[-1]
+    freqs = 1.0 / theta ** (torch.arange(0, D, 2).float() / D)
+    rot = torch.polar(torch.ones(T, D // 2), torch.outer(torch.arange(T).float(), freqs))
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * rot).flatten(-2)
+
+
+@contextlib.contextmanager
+def rope_convention(fn):
+    """Runs the Attention above with another rotary function (its forward looks apply_rope up by name)."""
+    global apply_rope
+    saved, apply_rope = apply_rope, fn
+    try:
+        yield
+    finally:
+        apply_rope = saved
+
+
+def halves_to_pairs(dim, n_heads):
+    """Column order that turns Hugging Face's rotary layout of q (or k) into Meta's: in each head,
+    new column 2i is old column i and new column 2i + 1 is old column i + D/2."""
+    D = dim // n_heads
+    return [h * D + (j // 2 if j % 2 == 0 else D // 2 + j // 2) for h in range(n_heads) for j in range(D)]
+
+
 # ---- files ----
 
 def write_safetensors(path, tensors):
@@ -196,7 +223,7 @@ def minigrad_state(model, prefix):
 
 def make_case(kind):
     """(model, prefix of its names in the C program, input, target, loss function)."""
-    torch.manual_seed({"cnn": 1, "lstm": 2, "llama": 3}[kind])
+    torch.manual_seed({"cnn": 1, "lstm": 2, "llama": 3, "llama_meta": 4}[kind])
     if kind == "cnn":
         model = CNN()
         x = torch.randn(3, 1, 12, 12)
@@ -207,7 +234,7 @@ def make_case(kind):
         targets = torch.randint(0, 11, (2, 7))
         targets[1, -2:] = -100  # padding: PyTorch's default ignore_index
         return model, "", ids, targets, lstm_lm_loss
-    model = TransformerBlock(dim=16, n_heads=2, hidden_dim=40, norm_eps=1e-5, rope_theta=10000.0)
+    model = TransformerBlock(dim=16, n_heads=2, hidden_dim=40, norm_eps=1e-5, rope_theta=10000.0)  # llama, llama_meta
     with torch.no_grad():  # norm weights other than ones, so that their use is checked
         model.attention_norm.weight.uniform_(0.5, 1.5)
         model.ffn_norm.weight.uniform_(0.5, 1.5)
@@ -244,11 +271,16 @@ def compare(name, got, want):
     return None
 
 
-def check(kind, model, prefix, x, target, loss_fn, tmp, weights=None):
-    """Runs both sides; returns the list of mismatches (empty when they agree)."""
-    out, loss, xg = run_torch(model, x, target, loss_fn)
+def check(kind, model, prefix, x, target, loss_fn, tmp, weights=None, rope=None, columns=None):
+    """Runs both sides (the PyTorch model with rotary function rope when given); returns the list
+    of mismatches (empty when they agree). columns: {name: order} reorders those (in, out) weights'
+    columns, in the file and in the gradients compared."""
+    with rope_convention(rope or apply_rope):
+        out, loss, xg = run_torch(model, x, target, loss_fn)
     path_in, path_out = os.path.join(tmp, f"{kind}-in.safetensors"), os.path.join(tmp, f"{kind}-out.safetensors")
     state = weights if weights is not None else minigrad_state(model, prefix)
+    columns = columns or {}
+    state = {k: (v[:, columns[k]] if k in columns else v) for k, v in state.items()}
     write_safetensors(path_in, {**state, "input": x.float(), "target": target.float()})
     r = run_c(kind, path_in, path_out)
     if r.returncode != 0:
@@ -259,7 +291,8 @@ def check(kind, model, prefix, x, target, loss_fn, tmp, weights=None):
         want["grad.input"] = xg.grad
     transposed = linear_weights(model, prefix)
     for k, p in model.named_parameters():
-        want[f"grad.{prefix}{k}"] = p.grad.t() if prefix + k in transposed else p.grad
+        g = p.grad.t() if prefix + k in transposed else p.grad
+        want[f"grad.{prefix}{k}"] = g[:, columns[prefix + k]] if prefix + k in columns else g
     bad = [f"{k}: missing from the program's output" for k in want if k not in got]
     bad += [f"{k}: in the program's output but not PyTorch's" for k in got if k not in want]
     bad += [m for k in want if k in got for m in [compare(k, got[k], want[k].numpy())] if m]
@@ -278,6 +311,25 @@ def main():
                 print(f"# {m}")
             report(not bad, f"{kind}: output, loss and {sum(1 for _ in model.parameters())} parameter gradients "
                             f"match PyTorch {torch.__version__}")
+
+        # Meta's rotary convention (interleaved pairs) runs on mg_rope directly ...
+        model, prefix, x, target, loss_fn = make_case("llama_meta")
+        worst[0] = 0.0
+        bad = check("llama_meta", model, prefix, x, target, loss_fn, tmp, rope=apply_rope_meta)
+        print(f"# llama_meta: the largest difference is {worst[0]:.3f} of the bound")
+        for m in bad:
+            print(f"# {m}")
+        report(not bad, "llama with Meta's rotary pairs: mg_rope as it is matches PyTorch")
+        # ... and so does Hugging Face's once the q and k columns of wq and wk are reordered.
+        model, prefix, x, target, loss_fn = make_case("llama")
+        order = halves_to_pairs(16, 2)
+        worst[0] = 0.0
+        bad = check("llama_meta", model, prefix, x, target, loss_fn, tmp,
+                    columns={"blk.attention.wq.weight": order, "blk.attention.wk.weight": order})
+        print(f"# llama, weights reordered: the largest difference is {worst[0]:.3f} of the bound")
+        for m in bad:
+            print(f"# {m}")
+        report(not bad, "llama with Hugging Face's rotary halves: wq and wk columns reordered, then mg_rope as it is")
 
         # The comparison is not blind: one weight changed by 1e-3 in the file the program reads.
         model, prefix, x, target, loss_fn = make_case("llama")

@@ -1,7 +1,8 @@
 /* translate_models MODEL IN.safetensors OUT.safetensors (built for tests only; driven by
  * tests/test_translate.py)
  *
- * Builds MODEL (cnn, lstm or llama, translate_models.h), loads every parameter and the tensors
+ * Builds MODEL (translate_models.h: cnn, lstm, llama with Hugging Face's rotary pairs or
+ * llama_meta with Meta's), loads every parameter and the tensors
  * "input" and "target" from IN (strictly: a missing, extra or misshapen tensor is an error naming
  * it), runs forward, the model's loss and backward, and writes to OUT: "output", "loss" (0-d),
  * "grad.input" (models with a float input) and "grad.<name>" for every parameter. Token ids and
@@ -43,18 +44,21 @@ static int32_t *to_i32(const float *v, int64_t n, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 || (strcmp(argv[1], "cnn") && strcmp(argv[1], "lstm") && strcmp(argv[1], "llama"))) {
-        fprintf(stderr, "usage: translate_models cnn|lstm|llama IN.safetensors OUT.safetensors\n");
+    if (argc != 4 || (strcmp(argv[1], "cnn") && strcmp(argv[1], "lstm") && strcmp(argv[1], "llama") &&
+                      strcmp(argv[1], "llama_meta"))) {
+        fprintf(stderr, "usage: translate_models cnn|lstm|llama|llama_meta IN.safetensors OUT.safetensors\n");
         return 2;
     }
     const char *kind = argv[1];
+    tr_llama_cfg llama_cfg = LLAMA;
+    llama_cfg.meta_rope = !strcmp(kind, "llama_meta");
     mg_params *P = mg_params_new();
     tr_cnn cnn = {0};
     tr_lstm_lm lstm = {0};
     tr_llama_block llama = {0};
     bool ok = !strcmp(kind, "cnn")    ? tr_cnn_init(&cnn, P)
               : !strcmp(kind, "lstm") ? tr_lstm_lm_init(&lstm, P, LSTM_VOCAB, LSTM_EMB, LSTM_HIDDEN)
-                                      : tr_llama_block_init(&llama, P, "blk", &LLAMA);
+                                      : tr_llama_block_init(&llama, P, "blk", &llama_cfg);
     mg_rng rng = mg_rng_make(1);
     if (!ok || mg_params_alloc(P, &rng) != MG_OK) return fail(kind);
 

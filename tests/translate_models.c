@@ -100,9 +100,13 @@ static mg_tensor *tr_llama_attention(tr_llama_block *b, mg_ctx *ctx, mg_tensor *
     q = mg_transpose(ctx, mg_reshape(ctx, q, 4, (int64_t[]){B, T, H, D}), 1, 2);
     k = mg_transpose(ctx, mg_reshape(ctx, k, 4, (int64_t[]){B, T, H, D}), 1, 2);
     v = mg_transpose(ctx, mg_reshape(ctx, v, 4, (int64_t[]){B, T, H, D}), 1, 2);
-    mg_tensor *perm = mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){D}, b->rope_perm);
-    q = mg_rope(ctx, mg_index_select(ctx, q, -1, perm), 0, b->cfg.rope_theta);
-    k = mg_rope(ctx, mg_index_select(ctx, k, -1, perm), 0, b->cfg.rope_theta);
+    if (!b->cfg.meta_rope) { /* Hugging Face's halves: reorder them into mg_rope's pairs */
+        mg_tensor *perm = mg_tensor_wrap(ctx, MG_I32, 1, (int64_t[]){D}, b->rope_perm);
+        q = mg_index_select(ctx, q, -1, perm);
+        k = mg_index_select(ctx, k, -1, perm);
+    }
+    q = mg_rope(ctx, q, 0, b->cfg.rope_theta);
+    k = mg_rope(ctx, k, 0, b->cfg.rope_theta);
     /* softmax(q k^T / sqrt(D) + causal mask) v */
     mg_tensor *y = mg_attention(ctx, q, k, v, &(mg_attn_opts){.causal = true});
     y = mg_reshape(ctx, mg_transpose(ctx, y, 1, 2), 3, (int64_t[]){B, T, H * D});

@@ -37,6 +37,7 @@ void tr_lstm_lm_free(tr_lstm_lm *m);
 typedef struct tr_llama_cfg {
     int64_t dim, n_heads, hidden_dim;
     float norm_eps, rope_theta;
+    bool meta_rope; /* rotary pairs (2i, 2i+1) as Meta's Llama code; false: (i, i + D/2) as Hugging Face's */
 } tr_llama_cfg;
 
 typedef struct tr_llama_block {
