@@ -8,8 +8,10 @@ built with seeded random weights; its state_dict (nn.Linear weights transposed t
 them, runs forward, the loss and backward, and writes its output, loss and every gradient; both
 are compared, float32 against float32, elementwise within |mg - torch| <= ATOL + RTOL |torch| with
 RTOL 1e-4 and ATOL 1e-5 (the gradients hold values near zero, where only an absolute bound
-makes sense). Then the comparison must catch a weight changed by 1e-3 in one place, and the
-program must refuse a file with a weight missing, naming it.
+makes sense). The Llama block is also run with Meta's rotary convention (interleaved pairs, on
+mg_rope directly) and with Hugging Face's once the q and k columns of wq and wk are reordered at
+load time. Then the comparison must catch a weight changed by 1e-3 in one place, and the program
+must refuse a file with a weight missing, naming it.
 
 Run by meson (suite python) as: test_translate.py PYTHON_DIR, with TRANSLATE_MODELS set to the
 program. Exit 77 (skipped) when numpy or torch is missing, naming which. The blocks between the
