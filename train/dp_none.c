@@ -1,0 +1,41 @@
+/* Data parallelism without MPI (dp.h): one rank; nothing is ever sent. */
+#include "dp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mg_status dp_init(int *rank, int *nranks) {
+    *rank = 0, *nranks = 1;
+    return MG_OK;
+}
+const char *dp_library(void) { return "none"; }
+double dp_take_wait(void) { return 0; }
+mg_status dp_allgather_f64(const double *in, double *out, int n) {
+    memcpy(out, in, (size_t)n * sizeof *in);
+    return MG_OK;
+}
+mg_status dp_max_i64(int64_t *x) {
+    (void)x;
+    return MG_OK;
+}
+mg_status dp_bcast(void *buf, int64_t bytes, int root) {
+    (void)buf, (void)bytes, (void)root;
+    return MG_OK;
+}
+mg_status dp_sum(const dp_layout *L, float *x) {
+    (void)L, (void)x;
+    return MG_OK;
+}
+mg_status dp_reduce_scatter(const dp_layout *L, float *x) {
+    (void)L, (void)x;
+    return MG_OK;
+}
+mg_status dp_allgather(const dp_layout *L, float *x) {
+    (void)L, (void)x;
+    return MG_OK;
+}
+void dp_abort(const char *msg) {
+    fprintf(stderr, "%s\n", msg);
+    exit(1);
+}
