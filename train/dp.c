@@ -96,10 +96,10 @@ mg_status dp_allgather_f64(const double *in, double *out, int n) {
     return MG_OK;
 }
 
-mg_status dp_max_i64(int64_t *x) {
+mg_status dp_max_i64(int64_t *x, int n) {
     if (g_size == 1) return MG_OK;
     double t = MPI_Wtime();
-    MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     g_wait += MPI_Wtime() - t;
     return MG_OK;
 }
@@ -167,6 +167,25 @@ mg_status dp_allgather(const dp_layout *L, float *x) {
     if (g_size == 1) return MG_OK;
     double t = MPI_Wtime();
     for (int b = 0; b < L->nbuckets; b++) bucket_allgather(L, b, x);
+    g_wait += MPI_Wtime() - t;
+    return MG_OK;
+}
+
+mg_status dp_gather(const dp_layout *L, const float *mine, float *full, int root) {
+    if (g_size == 1) return MG_OK;
+    double t = MPI_Wtime();
+    int n = L->nranks, *counts = g_counts, *displs = counts + n;
+    int64_t st = 0;
+    for (int b = 0; b < L->nbuckets; b++) {
+        int64_t b0 = (int64_t)b * L->bucket, lo, hi;
+        for (int r = 0; r < n; r++) {
+            dp_slice(L, b, r, &lo, &hi);
+            counts[r] = (int)(hi - lo), displs[r] = (int)(lo - b0);
+        }
+        MPI_Gatherv(mine + st, counts[g_rank], MPI_FLOAT, g_rank == root ? full + b0 : NULL, counts, displs,
+                    MPI_FLOAT, root, MPI_COMM_WORLD);
+        st += counts[g_rank];
+    }
     g_wait += MPI_Wtime() - t;
     return MG_OK;
 }

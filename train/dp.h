@@ -42,8 +42,11 @@ double dp_take_wait(void);
 
 /* Every rank sends n doubles; out receives nranks * n, rank r's at out[r * n]. */
 mg_status dp_allgather_f64(const double *in, double *out, int n);
-/* The largest of every rank's x. */
-mg_status dp_max_i64(int64_t *x);
+/* x[i] becomes the largest of every rank's x[i], i < n. */
+mg_status dp_max_i64(int64_t *x, int n);
+/* Rank root receives every rank's slices into full (a slab); mine: this rank's slices, one after
+ * the other in bucket order. full is only used on root. */
+mg_status dp_gather(const dp_layout *L, const float *mine, float *full, int root);
 /* bytes of buf from root to every rank. */
 mg_status dp_bcast(void *buf, int64_t bytes, int root);
 
