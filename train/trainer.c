@@ -686,8 +686,8 @@ static mg_status dp_fail(const dp_run *d, int64_t code, mg_status mine, const ch
     dp_bcast(msg, sizeof msg, who);
     if (who == d->rank)
         return mg_set_error(mine != MG_OK ? mine : MG_ERR_INVALID, "rank %d of %d: %s", d->rank, d->nranks, msg);
-    return mg_set_error(MG_ERR_INVALID, "%s: step %lld: rank %d of %d failed, so every rank stopped: %s", prog,
-                        (long long)step, who, d->nranks, msg);
+    (void)prog, (void)step; /* msg names them */
+    return mg_set_error(MG_ERR_INVALID, "rank %d of %d failed, so every rank stopped: %s", who, d->nranks, msg);
 }
 
 /* Every rank's status after a part of the step: MG_OK when all went through, else every rank
@@ -732,7 +732,8 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         dp.nrows = m->batch_rows * (dp.rank + 1) / dp.nranks - dp.row0;
     }
     dp.L = dp_layout_make(mg_params_slab_size(m->params), dp.nranks, DP_BUCKET);
-    dp.zero1 = multi && cfg->zero1;
+    const char *z = getenv("MINIGRAD_TRAIN_ZERO1");
+    dp.zero1 = multi && (cfg->zero1 || (z && strcmp(z, "1") == 0));
     if (multi && !dp.split && lead)
         mg_log(MG_LOG_WARN, "%s: the model has no loss_rows: each of the %d ranks trains on the whole batch (no "
                "speed-up)", prog, dp.nranks);

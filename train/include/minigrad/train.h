@@ -92,7 +92,9 @@
  * rank draws from its own stream, seeded each step from the trainer's dropout stream and the rank.
  * A model without loss_rows is trained whole on every rank (the same result, no speed-up).
  * With cfg.zero1 each rank keeps AdamW's moments of its part of the parameters only, updates
- * that part and the parts are gathered (the same weights bit for bit as without it).
+ * that part and the parts are gathered (the same weights bit for bit as without it); rank 0 holds
+ * the whole moments only while it writes a checkpoint, every rank while it resumes.
+ * MINIGRAD_TRAIN_ZERO1=1 in the environment turns it on for a program that does not set it.
  * Rank 0 alone prints the progress line, writes the log (with "ranks" and "comm_s", the seconds
  * the step waited in collectives), the loss curve and the checkpoints: one pair for the job, the
  * same files as a single process writes, so a single process or another number of ranks resumes
