@@ -8,8 +8,8 @@
 #include <string.h>
 
 static int g_rank = 0, g_size = 1;
-static bool g_ready, g_started_here;
-static double g_wait;
+static bool g_ready, g_started_here, g_threads = true;
+static double g_wait, g_busy; /* seconds in collectives: the caller's, dp_bucket's */
 static float *g_recv; /* all-to-all receive buffer: nranks slices of the largest bucket */
 static size_t g_recv_cap;
 static int *g_counts; /* 4 x nranks: send counts and offsets, receive counts and offsets */
@@ -55,7 +55,13 @@ mg_status dp_init(int *rank, int *nranks) {
                 return mg_set_error(MG_ERR_IO, "train: MPI_Init_thread failed");
             inited = 1;
             g_started_here = true;
+            g_threads = provided >= MPI_THREAD_SERIALIZED;
             atexit(finalize_at_exit);
+        }
+        if (inited && !g_started_here) {
+            int level = MPI_THREAD_SINGLE;
+            MPI_Query_thread(&level);
+            g_threads = level >= MPI_THREAD_SERIALIZED;
         }
         if (inited) {
             MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -69,6 +75,8 @@ mg_status dp_init(int *rank, int *nranks) {
     return MG_OK;
 }
 
+bool dp_threads_ok(void) { return g_threads; }
+
 const char *dp_library(void) {
     static char name[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
@@ -79,10 +87,11 @@ const char *dp_library(void) {
     return name;
 }
 
-double dp_take_wait(void) {
-    double w = g_wait;
-    g_wait = 0;
-    return w;
+double dp_take_wait(double *main) {
+    double b = g_busy;
+    if (main) *main = g_wait;
+    g_wait = g_busy = 0;
+    return b;
 }
 
 mg_status dp_allgather_f64(const double *in, double *out, int n) {
@@ -198,6 +207,15 @@ mg_status dp_sum(const dp_layout *L, float *x) {
     for (int b = 0; b < L->nbuckets && st == MG_OK; b++)
         if ((st = bucket_reduce_scatter(L, b, x)) == MG_OK) bucket_allgather(L, b, x);
     g_wait += MPI_Wtime() - t;
+    return st;
+}
+
+mg_status dp_bucket(const dp_layout *L, int b, float *x, bool zero1) {
+    if (g_size == 1) return MG_OK;
+    double t = MPI_Wtime();
+    mg_status st = bucket_reduce_scatter(L, b, x);
+    if (st == MG_OK && !zero1) bucket_allgather(L, b, x);
+    g_busy += MPI_Wtime() - t;
     return st;
 }
 

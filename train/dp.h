@@ -33,12 +33,16 @@ typedef struct dp_layout {
 /* This process's rank and the number of ranks: MPI is started on the first call when the process
  * was launched by mpirun/mpiexec (an MPI program started on its own is one rank). */
 mg_status dp_init(int *rank, int *nranks);
+/* Whether another thread may call the collectives while this one does not (MPI gave at least
+ * MPI_THREAD_SERIALIZED). */
+bool dp_threads_ok(void);
 /* The MPI library's name and version, or "none". */
 const char *dp_library(void);
 
-/* Seconds spent inside collectives since the last call (the time this rank waited on the others
- * and on the network), and resets the count. */
-double dp_take_wait(void);
+/* Seconds spent inside collectives since the last call, and resets the count: *main (may be NULL)
+ * those of the calling thread's collectives, the return value those of dp_bucket_* (the
+ * communication thread's). */
+double dp_take_wait(double *main);
 
 /* Every rank sends n doubles; out receives nranks * n, rank r's at out[r * n]. */
 mg_status dp_allgather_f64(const double *in, double *out, int n);
@@ -62,6 +66,9 @@ mg_status dp_sum(const dp_layout *L, float *x);
 /* Reduce-scatter: afterwards this rank's slices of x hold the rank-ordered sums (the rest of x is
  * left as it was). */
 mg_status dp_reduce_scatter(const dp_layout *L, float *x);
+/* One bucket of dp_sum (zero1 false) or of dp_reduce_scatter (true), for a thread that sends
+ * buckets as backward finishes them. */
+mg_status dp_bucket(const dp_layout *L, int b, float *x, bool zero1);
 /* Allgather: every rank's slices of x, from their owners, to every rank. */
 mg_status dp_allgather(const dp_layout *L, float *x);
 

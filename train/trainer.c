@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -524,7 +525,7 @@ int mg_train_ranks(void) {
     return dp_init(&r, &n) == MG_OK ? n : 1;
 }
 
-#define DP_BUCKET ((int64_t)1 << 22) /* floats per bucket of the gradient exchange (16 MiB) */
+#define DP_BUCKET ((int64_t)1 << 18) /* floats per bucket of the gradient exchange (1 MiB) */
 
 /* A part of the slab this rank updates under ZeRO-1: slab [lo, hi) of one parameter, whose
  * moments are at [st, st + hi - lo) of the rank's own arrays. */
@@ -701,6 +702,177 @@ static mg_status dp_agree(const dp_run *d, mg_status mine, bool *flag, const cha
     return x[0] ? dp_fail(d, x[0], mine, prog, step) : MG_OK;
 }
 
+/* ---- overlap: gradients sent bucket by bucket while backward runs ----
+ * A communication thread takes the buckets in a fixed order, the last of the slab first (the
+ * last layers' gradients are finished first), each as soon as backward has passed the last node
+ * that reads one of its parameters (mg_ctx_set_backward_hook); it calls blocking collectives
+ * (Open MPI does not progress non-blocking ones in the background). Every rank sends the same
+ * buckets in the same order, so the reduction is the same as without overlap, bit for bit. */
+typedef struct {
+    const dp_layout *L;
+    float *grad;
+    const float *slab;
+    int np;
+    int64_t *off, *len; /* the parameters by slab offset */
+    int *uses;          /* nodes of the tape still to pass that read the parameter */
+    int *pending;       /* per bucket: its parameters with uses left */
+    bool *ready;
+    const mg_node *loss_node;
+    bool started, zero1;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool have_thread, active, quit;
+    int next; /* the bucket the thread sends next (counting down), -1: all sent */
+    mg_status st;
+} overlap;
+
+static void *ov_thread(void *arg) {
+    overlap *o = arg;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (!o->quit && !(o->active && o->next >= 0 && o->ready[o->next])) pthread_cond_wait(&o->cv, &o->mu);
+        if (o->quit) break;
+        int b = o->next;
+        pthread_mutex_unlock(&o->mu);
+        mg_status st = dp_bucket(o->L, b, o->grad, o->zero1);
+        pthread_mutex_lock(&o->mu);
+        if (st != MG_OK && o->st == MG_OK) o->st = st;
+        if (--o->next < 0) {
+            o->active = false;
+            pthread_cond_broadcast(&o->cv);
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+/* The parameter whose slab data t is (a leaf), or -1. */
+static int ov_param(const overlap *o, const mg_tensor *t) {
+    if (!t || t->node || !t->data || (const float *)t->data < o->slab) return -1;
+    int64_t at = (const float *)t->data - o->slab;
+    int lo = 0, hi = o->np - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (at < o->off[mid]) hi = mid - 1;
+        else if (at >= o->off[mid] + (o->len[mid] > 0 ? o->len[mid] : 1)) lo = mid + 1;
+        else return mid;
+    }
+    return -1;
+}
+
+static void ov_mark(overlap *o, int b) {
+    pthread_mutex_lock(&o->mu);
+    o->ready[b] = true;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void ov_hook(mg_ctx *ctx, const mg_node *n, void *user) {
+    (void)ctx;
+    overlap *o = user;
+    if (!o->started && n != o->loss_node) return; /* nodes recorded after the loss */
+    o->started = true;
+    for (int i = 0; i < n->n_in; i++) {
+        int k = ov_param(o, n->in[i]);
+        if (k < 0 || o->uses[k] <= 0 || --o->uses[k] > 0) continue;
+        int b0 = (int)(o->off[k] / o->L->bucket), b1 = (int)((o->off[k] + (o->len[k] ? o->len[k] - 1 : 0)) / o->L->bucket);
+        for (int b = b0; b <= b1 && b < o->L->nbuckets; b++)
+            if (--o->pending[b] == 0) ov_mark(o, b);
+    }
+}
+
+static int cmp_i64_pair(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static mg_status ov_setup(overlap *o, const dp_layout *L, mg_params *P, bool zero1) {
+    memset(o, 0, sizeof *o);
+    o->L = L, o->grad = mg_params_grad(P), o->slab = mg_params_data(P), o->np = mg_params_len(P), o->zero1 = zero1;
+    int np = o->np > 0 ? o->np : 1, nb = L->nbuckets > 0 ? L->nbuckets : 1;
+    int64_t *pairs = malloc((size_t)np * 2 * sizeof *pairs);
+    o->off = malloc((size_t)np * sizeof *o->off);
+    o->len = malloc((size_t)np * sizeof *o->len);
+    o->uses = malloc((size_t)np * sizeof *o->uses);
+    o->pending = malloc((size_t)nb * sizeof *o->pending);
+    o->ready = malloc((size_t)nb * sizeof *o->ready);
+    if (!pairs || !o->off || !o->len || !o->uses || !o->pending || !o->ready) {
+        free(pairs);
+        return mg_set_error(MG_ERR_NOMEM, "train: out of memory");
+    }
+    for (int k = 0; k < o->np; k++)
+        pairs[2 * k] = mg_params_offset(P, k), pairs[2 * k + 1] = mg_params_at(P, k)->numel;
+    qsort(pairs, (size_t)o->np, 2 * sizeof *pairs, cmp_i64_pair);
+    for (int k = 0; k < o->np; k++) o->off[k] = pairs[2 * k], o->len[k] = pairs[2 * k + 1];
+    free(pairs);
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->next = -1;
+    if (pthread_create(&o->th, NULL, ov_thread, o) != 0)
+        return mg_set_error(MG_ERR_NOMEM, "train: cannot start the communication thread");
+    o->have_thread = true;
+    return MG_OK;
+}
+
+/* Before backward (the gradients zeroed): what the tape from loss reads. loss NULL: this rank has
+ * nothing to add (its step failed): every bucket goes as it is. */
+static void ov_begin(overlap *o, mg_ctx *ctx, const mg_tensor *loss) {
+    for (int k = 0; k < o->np; k++) o->uses[k] = 0;
+    o->loss_node = loss ? loss->node : NULL;
+    o->started = false;
+    for (const mg_node *n = o->loss_node; n; n = n->prev)
+        for (int i = 0; i < n->n_in; i++) {
+            int k = ov_param(o, n->in[i]);
+            if (k >= 0) o->uses[k]++;
+        }
+    for (int b = 0; b < o->L->nbuckets; b++) o->pending[b] = 0;
+    for (int k = 0; k < o->np; k++)
+        if (o->uses[k] > 0) {
+            int b0 = (int)(o->off[k] / o->L->bucket), b1 = (int)((o->off[k] + (o->len[k] ? o->len[k] - 1 : 0)) / o->L->bucket);
+            for (int b = b0; b <= b1 && b < o->L->nbuckets; b++) o->pending[b]++;
+        }
+    pthread_mutex_lock(&o->mu);
+    for (int b = 0; b < o->L->nbuckets; b++) o->ready[b] = o->pending[b] == 0;
+    o->st = MG_OK;
+    o->next = o->L->nbuckets - 1;
+    o->active = o->next >= 0;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    mg_ctx_set_backward_hook(ctx, loss ? ov_hook : NULL, o);
+}
+
+/* After backward: every bucket is final; waits until all are sent. *waited: the seconds that took. */
+static mg_status ov_end(overlap *o, mg_ctx *ctx, double *waited) {
+    mg_ctx_set_backward_hook(ctx, NULL, NULL);
+    double t = mg_time();
+    pthread_mutex_lock(&o->mu);
+    for (int b = 0; b < o->L->nbuckets; b++) o->ready[b] = true;
+    pthread_cond_broadcast(&o->cv);
+    while (o->active) pthread_cond_wait(&o->cv, &o->mu);
+    mg_status st = o->st;
+    pthread_mutex_unlock(&o->mu);
+    *waited = mg_time() - t;
+    return st;
+}
+
+static void ov_free(overlap *o) {
+    if (o->have_thread) {
+        pthread_mutex_lock(&o->mu);
+        o->quit = true;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->th, NULL);
+        pthread_mutex_destroy(&o->mu);
+        pthread_cond_destroy(&o->cv);
+    }
+    free(o->off);
+    free(o->len);
+    free(o->uses);
+    free(o->pending);
+    free(o->ready);
+}
+
 /* Testing aid: MINIGRAD_TRAIN_KILL=R:S kills rank R (SIGKILL) at the start of step S. */
 static void kill_point(int rank, int64_t step) {
     const char *v = getenv("MINIGRAD_TRAIN_KILL");
@@ -734,6 +906,14 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     dp.L = dp_layout_make(mg_params_slab_size(m->params), dp.nranks, DP_BUCKET);
     const char *z = getenv("MINIGRAD_TRAIN_ZERO1");
     dp.zero1 = multi && (cfg->zero1 || (z && strcmp(z, "1") == 0));
+    overlap ov;
+    memset(&ov, 0, sizeof ov);
+    const char *ov_env = getenv("MINIGRAD_TRAIN_OVERLAP"); /* 0: the buckets go after backward */
+    bool use_ov = dp.split && dp_threads_ok() && !(ov_env && strcmp(ov_env, "0") == 0);
+    if (use_ov && (st = ov_setup(&ov, &dp.L, m->params, dp.zero1)) != MG_OK) {
+        ov_free(&ov);
+        return st;
+    }
     if (multi && !dp.split && lead)
         mg_log(MG_LOG_WARN, "%s: the model has no loss_rows: each of the %d ranks trains on the whole batch (no "
                "speed-up)", prog, dp.nranks);
@@ -745,6 +925,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         if (st == MG_OK && lead) st = recover(files, cfg->resume, prog);
         if ((st = dp_agree(&dp, st, NULL, prog, 0)) != MG_OK) {
             free(files);
+            ov_free(&ov);
             return st;
         }
     }
@@ -806,8 +987,11 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     int64_t last_good = cfg->resume ? step : -1, first = step, n_saves = 0;
     bool had_val = false; /* a finite validation loss was seen: a NaN one later means divergence */
     for (int64_t i = 0; i < h.nv; i++) had_val |= isfinite(h.val[i]) != 0;
-    dp_take_wait();
+    dp_take_wait(NULL);
+    double comm_busy_total = 0;
     while (step < cfg->steps) {
+        bool begun = false; /* the gradient buckets of this step are under way */
+        double waited = 0;
         double t0 = mg_time();
         mg_ctx_reset(ctx);
         if (multi) kill_point(dp.rank, step + 1);
@@ -833,14 +1017,20 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                                   prog, (long long)step + 1, (long long)loss->numel);
             if (st == MG_OK && mg_ctx_ok(ctx)) {
                 mg_params_zero_grad(P);
+                if (use_ov) ov_begin(&ov, ctx, loss), begun = true;
                 mg_backward(ctx, loss);
             }
             if (st == MG_OK && !mg_ctx_ok(ctx))
                 st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: %s", prog, (long long)step + 1, mg_ctx_error(ctx));
         }
         float lv = st == MG_OK ? loss->data[0] : 0.0f;
+        if (use_ov) { /* the buckets backward did not send: all of them when this rank's step failed */
+            if (!begun) mg_params_zero_grad(P), ov_begin(&ov, ctx, NULL);
+            if (ov_end(&ov, ctx, &waited) != MG_OK) dp_abort(mg_last_error());
+        }
         if (multi) {
-            /* every rank's status and loss share, then the gradients, summed in rank order */
+            /* every rank's status and loss share, then the gradients (already sent with overlap),
+             * summed in rank order */
             double mine[2] = {st != MG_OK ? (double)(dp.nranks - dp.rank) : 0.0, (double)lv}, all[2 * 1024];
             double *every = dp.nranks <= 1024 ? all : malloc((size_t)dp.nranks * 2 * sizeof *every);
             if (!every) dp_abort("train: out of memory exchanging the step's status");
@@ -857,7 +1047,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                 st = dp_fail(&dp, code, st, prog, step + 1);
                 break;
             }
-            if (dp.split) st = dp.zero1 ? dp_reduce_scatter(&dp.L, mg_params_grad(P)) : dp_sum(&dp.L, mg_params_grad(P));
+            if (dp.split && !use_ov) st = dp.zero1 ? dp_reduce_scatter(&dp.L, mg_params_grad(P)) : dp_sum(&dp.L, mg_params_grad(P));
             if (st != MG_OK) dp_abort(mg_last_error());
         } else if (st != MG_OK) {
             break;
@@ -912,9 +1102,10 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                 hist_push_val(&h, step, val), res->val_loss = val, had_val = true;
             }
         }
-        double comm = dp_take_wait();
-        comm_total += comm;
-        prog_line.comm_s = comm;
+        double comm = 0, busy = dp_take_wait(&comm);
+        comm += waited; /* what this step waited: its own collectives and the buckets still under way */
+        comm_total += comm, comm_busy_total += busy;
+        prog_line.comm_s = comm, prog_line.comm_busy_s = busy;
         if (st == MG_OK && (st = mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0,
                                                         norm, val)) != MG_OK)
             mg_wrap_error(st, "%s: step %lld", prog, (long long)step);
@@ -969,6 +1160,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     res->tokens_per_s = m->tokens_per_step > 0 ? (double)m->tokens_per_step * res->steps_per_s : 0;
     res->peak_arena = mg_ctx_peak_bytes(ctx);
     res->comm_s = res->steps_run > 0 ? comm_total / (double)res->steps_run : 0;
+    res->comm_busy_s = res->steps_run > 0 ? comm_busy_total / (double)res->steps_run : 0;
     if (cfg->plot_path && h.n > 0 && lead) {
         mg_status ps = h.nomem ? mg_set_error(MG_ERR_NOMEM, "out of memory keeping the loss history")
                                : train_plot_curve(cfg->plot_path, cfg->plot_title ? cfg->plot_title : prog,
@@ -985,6 +1177,7 @@ done:
     mg_ctx_free(ctx);
     mg_optim_free(opt);
     dp_run_free(&dp);
+    ov_free(&ov);
     return st;
 }
 

@@ -95,8 +95,13 @@
  * that part and the parts are gathered (the same weights bit for bit as without it); rank 0 holds
  * the whole moments only while it writes a checkpoint, every rank while it resumes.
  * MINIGRAD_TRAIN_ZERO1=1 in the environment turns it on for a program that does not set it.
- * Rank 0 alone prints the progress line, writes the log (with "ranks" and "comm_s", the seconds
- * the step waited in collectives), the loss curve and the checkpoints: one pair for the job, the
+ * The gradients go in buckets as backward finishes them (the last layers' first), on a thread of
+ * their own with blocking collectives, so the exchange hides behind the rest of backward
+ * (MINIGRAD_TRAIN_OVERLAP=0 in the environment sends them after backward instead, for comparison;
+ * the sums are the same bit for bit).
+ * Rank 0 alone prints the progress line, writes the log (with "ranks", "comm_s", the seconds the
+ * step waited on communication, and "comm_busy_s", the seconds its gradients were under way), the
+ * loss curve and the checkpoints: one pair for the job, the
  * same files as a single process writes, so a single process or another number of ranks resumes
  * it (every rank reads it: the path must be on a file system every rank sees). Ranks other than 0
  * print nothing on stdout (the library sets their stdout to /dev/null when it is loaded;
@@ -240,7 +245,9 @@ typedef struct mg_train_result {
     double steps_per_s;
     size_t peak_arena;    /* bytes of step activations at the peak */
     int ranks;            /* processes that trained together (1 without MPI) */
-    double comm_s;        /* seconds per step this rank waited in collectives (mean over the call) */
+    double comm_s;        /* seconds per step this rank waited on communication (mean over the call) */
+    double comm_busy_s;   /* seconds per step its communication thread spent sending gradients, mostly
+                             hidden behind backward */
 } mg_train_result;
 
 /* Runs (or resumes) training. MG_OK when the run reached cfg.steps or was stopped on purpose
@@ -278,8 +285,9 @@ typedef struct mg_train_progress {
     bool line_open;
     char *log_name; /* the log's path, for messages (owned; freed by close) */
     int log_err;    /* errno of the log's first failed write, 0 while every line went through */
-    int ranks;      /* > 1: each log line also has "ranks" and "comm_s" (set after opening) */
-    double comm_s;  /* the seconds the step waited in collectives, for the next line */
+    int ranks;      /* > 1: each log line also has "ranks", "comm_s" and "comm_busy_s" (set after opening) */
+    double comm_s;  /* the seconds the step waited on communication, for the next line */
+    double comm_busy_s; /* the seconds the gradients were under way (behind backward, mostly) */
 } mg_train_progress;
 
 /* A duration as the progress line shows it: "1h02m", "3m12s", "45s" (negative or non-finite: "0s").
