@@ -17,10 +17,15 @@ if [ "$sanitize" != none ]; then
   echo "1..0 # SKIP mpi: sanitized build ($sanitize): LeakSanitizer reports Open MPI's own allocations"; exit 0
 fi
 launch=(mpirun -np 2)
+ompi=false
 if mpirun --version 2>&1 | grep -q "Open MPI"; then
+  ompi=true
   launch+=(--oversubscribe)
   [ "$(id -u)" -eq 0 ] && launch+=(--allow-run-as-root)
 fi
+# mpirun -x VAR=VALUE for Open MPI (which passes on to other hosts only what it is told); MPICH passes
+# the whole environment on (the callers export the variable too)
+with_env() { if $ompi; then echo "-x $1"; fi; }
 work=$(mktemp -d)
 trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$work"' EXIT
 cd "$work"
@@ -54,7 +59,8 @@ run1 --out one && run2 --out two && d=$(compare one/log.jsonl two/log.jsonl) && 
 run2 --out two_again && cmp -s two/model.safetensors two_again/model.safetensors &&
   cmp -s two/model.state.safetensors two_again/model.state.safetensors &&
   ok "two 2-rank runs are bit-identical (weights and training state)" || fail "2-rank runs differ" "$(tail -5 out.txt)"
-MINIGRAD_TRAIN_ZERO1=1 "${launch[@]}" -x MINIGRAD_TRAIN_ZERO1 "$textgen" "${args[@]}" --out zero >>out.txt 2>&1 &&
+# shellcheck disable=SC2046
+(export MINIGRAD_TRAIN_ZERO1=1; "${launch[@]}" $(with_env MINIGRAD_TRAIN_ZERO1=1) "$textgen" "${args[@]}" --out zero >>out.txt 2>&1) &&
   cmp -s two/model.safetensors zero/model.safetensors && cmp -s two/model.state.safetensors zero/model.state.safetensors &&
   ok "ZeRO-1 (sharded AdamW moments) gives the same checkpoint bit for bit" || fail "ZeRO-1 differs" "$(tail -5 out.txt)"
 run2 --out r22 --stop-after 10 && run2 --out r22 --resume && cmp -s two/model.safetensors r22/model.safetensors &&
@@ -66,7 +72,8 @@ run2 --out r21 --stop-after 10 && run1 --out r21 --resume && d=$(compare one/log
 run1 --out r12 --stop-after 10 && run2 --out r12 --resume && d=$(compare one/log.jsonl r12/log.jsonl) && within "$d" &&
   ok "a 1-process checkpoint resumed with 2 ranks (max relative loss difference $d)" ||
   fail "1 -> 2 resume" "difference ${d:-none}" "$(tail -5 out.txt)"
-"${launch[@]}" -x MINIGRAD_TRAIN_KILL=1:13 "$textgen" "${args[@]}" --out killed >killed.txt 2>&1
+# shellcheck disable=SC2046
+(export MINIGRAD_TRAIN_KILL=1:13; "${launch[@]}" $(with_env MINIGRAD_TRAIN_KILL=1:13) "$textgen" "${args[@]}" --out killed >killed.txt 2>&1)
 rc=$?
 if [ $rc -ne 0 ] && grep -q "rank 1" killed.txt && grep -qi "signal 9\|killed" killed.txt &&
    "$textgen" "${args[@]}" --out killed --resume >resumed.txt 2>&1 && grep -q "resumed at step 10" resumed.txt &&

@@ -141,7 +141,7 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
     if (!m->params || !mg_params_allocated(m->params))
         return mg_set_error(MG_ERR_INVALID, "%s: model.params must be an allocated parameter store", prog);
     if (!m->loss && !m->loss_rows)
-        return mg_set_error(MG_ERR_INVALID, "%s: model.loss (or model.loss_rows) is required", prog);
+        return mg_set_error(MG_ERR_INVALID, "%s: model.loss is required (or model.loss_rows)", prog);
     if (m->batch_rows < 0 || (m->loss_rows && m->batch_rows < 1))
         return mg_set_error(MG_ERR_INVALID, "%s: model.batch_rows must be at least 1 with model.loss_rows, got %lld",
                             prog, (long long)m->batch_rows);

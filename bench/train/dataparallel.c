@@ -146,9 +146,9 @@ int bt_dp_driver(const char *self, const char *config, int ranks, int steps, int
     snprintf(cmds[0], sizeof cmds[0], "OMP_WAIT_POLICY=passive '%s' --dp-worker %s %d %d", self, config, ranks, steps);
     for (int v = 1; v < 3; v++)
         snprintf(cmds[v], sizeof cmds[v],
-                 "OMP_WAIT_POLICY=passive MINIGRAD_TRAIN_OVERLAP=%d mpirun -np %d%s%s -x OMP_WAIT_POLICY -x "
-                 "MINIGRAD_TRAIN_OVERLAP '%s' --dp-worker %s 1 %d",
-                 v == 1 ? 1 : 0, ranks, ompi ? " --oversubscribe" : "", root, self, config, steps);
+                 "OMP_WAIT_POLICY=passive MINIGRAD_TRAIN_OVERLAP=%d mpirun -np %d%s%s%s '%s' --dp-worker %s 1 %d",
+                 v == 1 ? 1 : 0, ranks, ompi ? " --oversubscribe" : "", root,
+                 ompi ? " -x OMP_WAIT_POLICY -x MINIGRAD_TRAIN_OVERLAP" : "", self, config, steps);
     double ms[3][64], comm[3][64], busy[3][64];
     int n[3] = {0, 0, 0};
     if (rounds > 64) rounds = 64;
