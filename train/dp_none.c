@@ -5,8 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Started by mpirun/mpiexec with several processes, this build (no MPI) would train once per
+ * process, all writing the same files: refused. */
 mg_status dp_init(int *rank, int *nranks) {
     *rank = 0, *nranks = 1;
+    const char *keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = getenv(keys[i]);
+        if (v && atoi(v) > 1)
+            return mg_set_error(MG_ERR_INVALID, "train: started by mpirun as one of %d processes, but this minigrad "
+                                "was built without MPI (-Dmpi; Debian libopenmpi-dev): each process would train "
+                                "alone on the same files. Run it without mpirun, or rebuild with MPI", atoi(v));
+    }
     return MG_OK;
 }
 bool dp_threads_ok(void) { return true; }
