@@ -158,7 +158,7 @@ extern "C" {
 /* Generators a model may list for exact resume (the trainer's dropout stream comes on top). */
 #define MG_TRAIN_MAX_RNGS 8
 
-/* What the trainer needs to know of a model. Only params and loss are required. */
+/* What the trainer needs to know of a model. Only params and loss (or loss_rows) are required. */
 typedef struct mg_train_model {
     mg_params *params; /* what AdamW updates and the checkpoints hold (allocated) */
     void *user;        /* handed to every callback */
