@@ -106,10 +106,12 @@
  * it (every rank reads it: the path must be on a file system every rank sees). Ranks other than 0
  * print nothing on stdout (the library sets their stdout to /dev/null when it is loaded;
  * MINIGRAD_MPI_STDOUT=all keeps it). A failure on one rank (its batch, its loss, out of memory)
- * stops every rank at that step with MG_ERR status naming the rank and its message; a rank that
- * dies (killed, a crash) ends the job through mpirun, which names the rank and the signal. The
- * last committed checkpoint stays whole in both cases. Testing aid: MINIGRAD_TRAIN_KILL=R:S kills
- * rank R (SIGKILL) at the start of step S.
+ * stops every rank at that step: each returns an error whose message names the failing rank and
+ * its cause ("rank 1 of 2 failed, so every rank stopped: ..."); a rank that dies (killed, a crash)
+ * or fails before mg_train_run ends the job through mpirun, which names the rank and the signal or
+ * exit status. The last committed checkpoint stays whole in every case. A build without MPI
+ * started by mpirun as several processes refuses to train. Testing aid: MINIGRAD_TRAIN_KILL=R:S
+ * kills rank R (SIGKILL) at the start of step S.
  *
  * A model that is not a GPT, in outline (README.md has it whole; the library's test suite compiles
  * and runs that copy): a 2-layer MLP with fresh points every step and a validation set.
