@@ -25,6 +25,8 @@ struct mg_ctx {
     int64_t tape_len;
     mg_error_handler on_error;
     void *on_error_user;
+    mg_backward_hook on_node; /* mg_ctx_set_backward_hook */
+    void *on_node_user;
     bool failed;
     char error[1024];
     int scope_depth; /* may exceed MG_SCOPE_DEPTH_MAX: the labels past it are not kept */
@@ -147,6 +149,11 @@ static void default_handler(mg_ctx *ctx, const char *msg, void *user) {
 void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user) {
     ctx->on_error = fn;
     ctx->on_error_user = user;
+}
+
+void mg_ctx_set_backward_hook(mg_ctx *ctx, mg_backward_hook fn, void *user) {
+    ctx->on_node = fn;
+    ctx->on_node_user = user;
 }
 
 const char *mg_ctx_error(const mg_ctx *ctx) { return ctx->failed ? ctx->error : NULL; }
@@ -415,7 +422,10 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
     g[0] = 1.0f;
     ctx->in_backward = true;
     for (mg_node *n = ctx->tape; n && !ctx->failed; n = n->prev) {
-        if (!n->out->grad) continue; /* nothing flowed back into this node */
+        if (!n->out->grad) { /* nothing flowed back into this node */
+            if (ctx->on_node) ctx->on_node(ctx, n, ctx->on_node_user);
+            continue;
+        }
         if (!n->op->backward) {
             int k = 0;
             while (k < n->n_in && !(n->in[k] && mg_requires_grad(n->in[k]))) k++;
@@ -425,6 +435,7 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
         }
         n->op->backward(ctx, n);
         retire_grad(ctx, n->out);
+        if (ctx->on_node) ctx->on_node(ctx, n, ctx->on_node_user);
     }
     ctx->in_backward = false;
 }

@@ -49,6 +49,7 @@ static void usage(FILE *f) {
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
             "                   [--pytorch-wait-policy passive|active|env]\n"
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
+            "       bench_train --data-parallel [CONFIG [RANKS [STEPS [ROUNDS]]]]   (textgen 2 12 3; needs mpirun)\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about 13)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 3 music)\n"
@@ -350,6 +351,15 @@ static int worker_main(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--worker")) return worker_main(argc, argv);
+    if (argc == 5 && !strcmp(argv[1], "--dp-worker")) return bt_dp_worker(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc > 1 && !strcmp(argv[1], "--data-parallel")) { /* [CONFIG [RANKS [STEPS [ROUNDS]]]] */
+        char self[4096];
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0) return 1;
+        self[k] = 0;
+        return bt_dp_driver(self, argc > 2 ? argv[2] : "textgen", argc > 3 ? atoi(argv[3]) : 2,
+                            argc > 4 ? atoi(argv[4]) : 12, argc > 5 ? atoi(argv[5]) : 3);
+    }
     signal(SIGPIPE, SIG_IGN); /* a dead worker shows as a failed write, not as our death */
     bench_stdout_begin();
 

@@ -53,6 +53,10 @@ const char *bt_peak_kind(void);
 /* ---- worker.c: the minigrad worker (mode "train" or "gen"); returns the exit status. ---- */
 int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t seed);
 
+/* ---- dataparallel.c: --data-parallel (the driver) and --dp-worker (one process or rank) ---- */
+int bt_dp_worker(const char *config, int threads, int steps);
+int bt_dp_driver(const char *self, const char *config, int ranks, int steps, int rounds);
+
 /* ---- proc.c: a child process spoken to over its stdin / stdout ---- */
 typedef struct cJSON cJSON;
 typedef struct bt_proc {

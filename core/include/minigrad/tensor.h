@@ -124,6 +124,13 @@ MG_API bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
 MG_API void mg_backward(mg_ctx *ctx, mg_tensor *loss);
 MG_API void mg_retain_grad(mg_tensor *t);
 
+/* Called by mg_backward after each node of the tape, in the order backward visits them (a node
+ * nothing flowed back into included): once the last node that reads a parameter has been passed,
+ * that parameter's gradient is final. For work that overlaps the rest of backward (the trainer
+ * sends finished gradients meanwhile). NULL removes it. */
+typedef void (*mg_backward_hook)(mg_ctx *ctx, const mg_node *node, void *user);
+MG_API void mg_ctx_set_backward_hook(mg_ctx *ctx, mg_backward_hook fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif
