@@ -11,6 +11,7 @@ mg_status mg_builtin_layers_init(const mg_plugin_host *host) {
         /* norm and dropout layers */
         &mg_layer_rms_norm,     &mg_layer_dropout_vt,
         &mg_layer_lstm,         &mg_layer_gru,
+        &mg_layer_conv1d,       &mg_layer_conv2d,
     };
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
         mg_status s = host->register_layer(host, builtins[i]);

@@ -32,6 +32,7 @@ extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segme
 extern const mg_layer_vtable mg_layer_rms_norm, mg_layer_dropout_vt; /* mg_layer_dropout is the helper above */
 /* Recurrent layers (rnn.c). */
 extern const mg_layer_vtable mg_layer_lstm, mg_layer_gru;
+extern const mg_layer_vtable mg_layer_conv1d, mg_layer_conv2d;
 
 /* Fills a vtable's ABI header: abi_version and struct_size. */
 #define MG_LAYER_VT_HEADER .abi_version = MG_LAYER_ABI_VERSION, .struct_size = sizeof(mg_layer_vtable)

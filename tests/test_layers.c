@@ -71,6 +71,11 @@ static const lcase cases[] = {
     {"lstm no bias", "lstm", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
     {"gru 2 layers", "gru", "input_size=3,hidden_size=4,num_layers=2", NULL, NULL, 3, {2, 3, 3}, 0, 0, false, COMPOSITE},
     {"gru no bias", "gru", "input_size=2,hidden_size=3,bias=false", NULL, NULL, 3, {1, 4, 2}, 0, 0, false, COMPOSITE},
+    {"conv2d stride 2 pad 1 groups 2", "conv2d", "in=4,out=6,kernel=3,stride=2,padding=1,groups=2", NULL, NULL, 4,
+     {2, 4, 5, 6}, 0, 0, false, SINGLE},
+    {"conv2d 1x1 no bias", "conv2d", "in=3,out=2,kernel=1,bias=false", NULL, NULL, 4, {1, 3, 2, 3}, 0, 0, false, SINGLE},
+    {"conv1d causal dilation 2", "conv1d", "in=3,out=4,kernel=3,dilation=2,causal=true", NULL, NULL, 3, {2, 3, 7}, 0, 0,
+     false, SINGLE},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -449,6 +454,73 @@ START_TEST(typed_constructor_matches_config) {
 }
 END_TEST
 
+/* conv1d / conv2d: the typed constructors and the string config give PyTorch's parameter names
+ * and shapes and the same values; bad fields are refused by name. */
+START_TEST(conv_typed_constructors_match_config) {
+    mg_params *A = mg_params_new(), *B = mg_params_new();
+    mg_layer *ta = mg_conv2d_new(A, "c1", &(mg_conv2d_cfg){.in = 4, .out = 6, .kernel = {3, 3}, .padding = {1, 1},
+                                                          .groups = 2, .bias = true});
+    ck_assert_msg(ta, "%s", mg_last_error());
+    mg_layer *ta1 = mg_conv1d_new(A, "c2", &(mg_conv1d_cfg){.in = 6, .out = 5, .kernel = 4, .causal = true, .bias = true});
+    ck_assert_msg(ta1, "%s", mg_last_error());
+    mg_layer *tb = NULL, *tb1 = NULL;
+    ck_assert_msg(make_layer("conv2d", "c1", "in=4,out=6,kernel=3,padding=1,groups=2", B, &tb) == MG_OK, "%s",
+                  mg_last_error());
+    ck_assert_msg(make_layer("conv1d", "c2", "in=6,out=5,kernel=4,causal=true", B, &tb1) == MG_OK, "%s", mg_last_error());
+    mg_rng ra = mg_rng_make(5), rb = mg_rng_make(5);
+    ck_assert(mg_params_alloc(A, &ra) == MG_OK && mg_params_alloc(B, &rb) == MG_OK);
+    ck_assert_int_eq(mg_params_len(A), 4);
+    ck_assert_int_eq(mg_params_len(B), 4);
+    static const char *const names[] = {"c1.weight", "c1.bias", "c2.weight", "c2.bias"};
+    static const int64_t shapes[4][4] = {{6, 2, 3, 3}, {6}, {5, 6, 4}, {5}};
+    static const int ndims[] = {4, 1, 3, 1};
+    for (int i = 0; i < 4; i++) {
+        mg_tensor *pa = mg_params_find(A, names[i]), *pb = mg_params_find(B, names[i]);
+        ck_assert_msg(pa && pb, "%s missing", names[i]);
+        ck_assert_int_eq(pa->ndim, ndims[i]);
+        for (int d = 0; d < ndims[i]; d++) ck_assert_int_eq(pa->shape[d], shapes[i][d]);
+        ck_assert(mg_same_shape(pa, pb));
+        ck_assert_mem_eq(pa->data, pb->data, (size_t)pa->numel * sizeof(float));
+        /* PyTorch's bound 1/sqrt(fan_in): 1/sqrt(2*9) for c1, 1/sqrt(6*4) for c2 */
+        double bound = i < 2 ? 1.0 / sqrt(18.0) : 1.0 / sqrt(24.0);
+        for (int64_t j = 0; j < pa->numel; j++) ck_assert(fabs(pa->data[j]) <= bound + 1e-7);
+    }
+    /* forward: (2,4,5,5) -> (2,6,5,5) -> as (2,6,25) through the causal conv1d -> (2,5,25) */
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *x = mg_zeros(ctx, 4, (int64_t[]){2, 4, 5, 5});
+    mg_tensor *y = mg_layer_forward(ta, ctx, x, NULL);
+    y = mg_layer_forward(ta1, ctx, mg_reshape(ctx, y, 3, (int64_t[]){2, 6, 25}), NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    ck_assert_int_eq(y->shape[1], 5);
+    ck_assert_int_eq(y->shape[2], 25);
+    mg_ctx_free(ctx);
+    /* the wrong input is refused by the layer's name */
+    tu_trap trap;
+    ctx = tu_trapping_ctx(&trap, 0);
+    mg_layer_forward(ta, ctx, mg_zeros(ctx, 4, (int64_t[]){2, 3, 5, 5}), NULL);
+    ck_assert_str_eq(trap.msg, "layer 'c1' (conv2d): x(2,3,5,5): need float32 (N,C,H,W) with 4 channels");
+    mg_ctx_free(ctx);
+    ctx = tu_trapping_ctx(&trap, 0);
+    mg_layer_forward(ta1, ctx, mg_zeros(ctx, 4, (int64_t[]){2, 6, 5, 5}), NULL);
+    ck_assert_str_eq(trap.msg, "layer 'c2' (conv1d): x(2,6,5,5): need float32 (N,C,L) with 6 channels");
+    mg_ctx_free(ctx);
+    mg_params *C = mg_params_new();
+    ck_assert_ptr_null(mg_conv2d_new(C, "bad", &(mg_conv2d_cfg){.in = 3, .out = 4, .kernel = {3, 3}, .groups = 2}));
+    ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (conv2d): groups = 2 must be >= 1 and divide in = 3 and out = 4"),
+                  "%s", mg_last_error());
+    ck_assert_ptr_null(mg_conv2d_new(C, "bad", &(mg_conv2d_cfg){.in = 3, .out = 4}));
+    ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (conv2d): kernel = 0 must be in [1,"), "%s", mg_last_error());
+    ck_assert_ptr_null(mg_conv1d_new(C, "bad", &(mg_conv1d_cfg){.in = 3, .out = 4, .kernel = 3, .padding = 1, .causal = true}));
+    ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (conv1d): causal pads on the left itself: padding must be 0, got 1"),
+                  "%s", mg_last_error());
+    ck_assert_ptr_null(mg_conv1d_new(C, "bad", &(mg_conv1d_cfg){.in = 3, .out = 4, .kernel = 3, .stride = -1}));
+    ck_assert_msg(strstr(mg_last_error(), "layer 'bad' (conv1d): stride = -1 must be in [0,"), "%s", mg_last_error());
+    ck_assert_int_eq(mg_params_len(C), 0);
+    mg_layer_free(ta), mg_layer_free(tb), mg_layer_free(ta1), mg_layer_free(tb1);
+    mg_params_free(A), mg_params_free(B), mg_params_free(C);
+}
+END_TEST
+
 static Suite *layers_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("layers");
@@ -466,6 +538,7 @@ static Suite *layers_suite(void) {
     tcase_add_test(tr, summary_table);
     tcase_add_test(tr, sinusoidal_values);
     tcase_add_test(tr, typed_constructor_matches_config);
+    tcase_add_test(tr, conv_typed_constructors_match_config);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -1346,6 +1346,8 @@ static const char *const covered[] = {
     "mg_rms_norm", /* layers helper */
     /* recurrent-cell ops: their forward tests are in test_ops_seq.c */
     "mg_sigmoid", "mg_tanh", "mg_narrow", "mg_cat",
+    /* forward tests in tests/test_ops_conv.c */
+    "mg_relu", "mg_conv2d", "mg_conv1d", "mg_max_pool2d", "mg_avg_pool2d",
 };
 
 START_TEST(every_op_has_a_forward_test) {

@@ -150,6 +150,25 @@ static mg_tensor *f_sigmoid(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g;
 static mg_tensor *f_tanh(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_tanh(c, x[0]); }
 static mg_tensor *f_narrow(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_narrow(c, x[0], g->iarg[0], g->iarg[1], g->iarg[2]); }
 static mg_tensor *f_cat(mg_ctx *c, mg_tensor **x, const gcase *g) { return mg_cat(c, x, g->n_in, g->iarg[0]); }
+/* conv / pool / relu: iarg = stride, padding, dilation, groups (conv; both axes alike) or kernel,
+ * stride, padding (pools); farg[0] != 0: conv1d causal. A third input is the bias. */
+static mg_tensor *f_relu(mg_ctx *c, mg_tensor **x, const gcase *g) { (void)g; return mg_relu(c, x[0]); }
+static mg_tensor *f_conv2d(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_conv2d_opts o = {{g->iarg[0], g->iarg[0]}, {g->iarg[1], g->iarg[1]}, {g->iarg[2], g->iarg[2]}, g->iarg[3]};
+    return mg_conv2d(c, x[0], x[1], g->n_in > 2 ? x[2] : NULL, &o);
+}
+static mg_tensor *f_conv1d(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_conv1d_opts o = {g->iarg[0], g->iarg[1], g->iarg[2], g->iarg[3], g->farg[0] != 0.0f};
+    return mg_conv1d(c, x[0], x[1], g->n_in > 2 ? x[2] : NULL, &o);
+}
+static mg_tensor *f_max_pool2d(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_pool2d_opts o = {{g->iarg[0], g->iarg[0]}, {g->iarg[1], g->iarg[1]}, {g->iarg[2], g->iarg[2]}};
+    return mg_max_pool2d(c, x[0], &o);
+}
+static mg_tensor *f_avg_pool2d(mg_ctx *c, mg_tensor **x, const gcase *g) {
+    mg_pool2d_opts o = {{g->iarg[0], g->iarg[0]}, {g->iarg[1], g->iarg[1]}, {g->iarg[2], g->iarg[2]}};
+    return mg_avg_pool2d(c, x[0], &o);
+}
 
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
@@ -304,6 +323,24 @@ static const gcase cases[] = {
      1e-2f, .iarg = {1}},
     {"cat four along dim -1", "mg_cat", f_cat, 4, {F(S2(3, 2)), F(S2(3, 1)), F(S2(3, 5)), F(S2(3, 2))}, 1e-2f, 1e-3f,
      1e-2f, .iarg = {-1}},
+    /* relu and max pooling have kinks: a small step keeps every perturbation on one side of them */
+    {"relu", "mg_relu", f_relu, 1, {F(S3(2, 3, 11))}, 1e-3f, 1e-3f, 1e-2f},
+    {"conv2d pad 1 + bias, non-square", "mg_conv2d", f_conv2d, 3, {F(S4(2, 3, 5, 6)), F(S4(4, 3, 3, 2)), F(S1(4))},
+     1e-2f, 1e-3f, 1e-2f, .iarg = {1, 1, 1, 1}},
+    {"conv2d stride 2, dilation 2, groups 2, pad 2", "mg_conv2d", f_conv2d, 3,
+     {F(S4(1, 4, 7, 6)), F(S4(6, 2, 2, 3)), F(S1(6))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {2, 2, 2, 2}},
+    {"conv2d 1x1 no bias, size-1 dims", "mg_conv2d", f_conv2d, 2, {F(S4(3, 1, 1, 1)), F(S4(2, 1, 1, 1))}, 1e-2f,
+     1e-3f, 1e-2f},
+    {"conv1d stride 2 pad 1 + bias", "mg_conv1d", f_conv1d, 3, {F(S3(2, 3, 9)), F(S3(4, 3, 3)), F(S1(4))}, 1e-2f,
+     1e-3f, 1e-2f, .iarg = {2, 1, 1, 1}},
+    {"conv1d causal dilation 2 groups 3", "mg_conv1d", f_conv1d, 3, {F(S3(1, 3, 7)), F(S3(6, 1, 3)), F(S1(6))},
+     1e-2f, 1e-3f, 1e-2f, .iarg = {1, 0, 2, 3}, .farg = {1.0f}},
+    {"max_pool2d 2x2", "mg_max_pool2d", f_max_pool2d, 1, {F(S4(2, 3, 5, 7))}, 1e-3f, 1e-3f, 1e-2f, .iarg = {2, 0, 0}},
+    {"max_pool2d 3x3 stride 2 pad 1", "mg_max_pool2d", f_max_pool2d, 1, {F(S4(1, 2, 6, 5))}, 1e-3f, 1e-3f, 1e-2f,
+     .iarg = {3, 2, 1}},
+    {"avg_pool2d 2x2", "mg_avg_pool2d", f_avg_pool2d, 1, {F(S4(2, 3, 5, 7))}, 1e-2f, 1e-3f, 1e-2f, .iarg = {2, 0, 0}},
+    {"avg_pool2d 3x3 stride 1 pad 1", "mg_avg_pool2d", f_avg_pool2d, 1, {F(S4(1, 2, 4, 5))}, 1e-2f, 1e-3f, 1e-2f,
+     .iarg = {3, 1, 1}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

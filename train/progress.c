@@ -81,8 +81,9 @@ mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss,
          * the line is cut off again, so the log holds whole lines only. */
         char line[2048];
         size_t n = 0;
-        n += (size_t)snprintf(line + n, sizeof line - n, "{\"step\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"%s\": %.*f",
-                              (long long)step, (double)loss, (double)lr, p->per_step ? "steps_per_s" : "tokens_per_s",
+        n += (size_t)snprintf(line + n, sizeof line - n, "{\"step\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"%s%s\": %.*f",
+                              (long long)step, (double)loss, (double)lr,
+                              p->per_step ? "steps" : p->speed_unit ? p->speed_unit : "tokens", "_per_s",
                               p->per_step ? 4 : 1, speed);
         if (!isnan(gnorm) && n < sizeof line)
             n += (size_t)snprintf(line + n, sizeof line - n, ", \"grad_norm\": %.6g", (double)gnorm);
@@ -121,7 +122,7 @@ mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss,
     if (p->per_step)
         snprintf(sbuf, sizeof sbuf, "%.2f steps/s", speed);
     else
-        snprintf(sbuf, sizeof sbuf, "%.0f tok/s", speed);
+        snprintf(sbuf, sizeof sbuf, "%.0f %s/s", speed, p->speed_unit ? p->speed_unit : "tok");
     if (p->tty) {
         if (now - p->last_print < 0.1 && step != p->total && isnan(val)) return MG_OK;
         p->last_print = now;

@@ -213,6 +213,50 @@ MG_API mg_tensor *mg_narrow(mg_ctx *ctx, mg_tensor *x, int64_t dim, int64_t star
  * n >= 1 (more inputs than a node holds is fine). dim may be negative, counted from the end of
  * xs[0]'s dims. A size-0 input along dim contributes nothing. */
 MG_API mg_tensor *mg_cat(mg_ctx *ctx, mg_tensor *const *xs, int n, int64_t dim);
+/* ---- convolution, pooling and ReLU (NCHW / NCL, as PyTorch) ---- */
+
+/* max(x, 0) elementwise, any shape. The gradient at x == 0 is 0 (as PyTorch). */
+MG_API mg_tensor *mg_relu(mg_ctx *ctx, mg_tensor *x);
+
+/* Options of mg_conv2d. Zero fields take PyTorch's defaults: stride 1, padding 0, dilation 1,
+ * groups 1; opts may be NULL for all defaults. Index 0 is the height, 1 the width. */
+typedef struct mg_conv2d_opts {
+    int64_t stride[2], padding[2], dilation[2];
+    int64_t groups;
+} mg_conv2d_opts;
+
+/* 2-d convolution (cross-correlation, as F.conv2d): x (N,C,H,W), weight (O,C/groups,KH,KW), bias (O)
+ * or NULL -> (N,O,OH,OW), OH = (H + 2 padding - dilation (KH-1) - 1) / stride + 1 (rounded down),
+ * likewise OW. Zero padding. Input channels and output channels split into `groups` independent
+ * groups (O divisible by groups). Unlike PyTorch, x must be batched (4-d) and padding is a number
+ * per side, never "same". Deterministic for any thread count. Arena use: the input unfolded,
+ * C*KH*KW * N*OH*OW floats, kept for backward. */
+MG_API mg_tensor *mg_conv2d(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias, const mg_conv2d_opts *opts);
+
+/* Options of mg_conv1d. Zero fields: stride 1, padding 0, dilation 1, groups 1; opts may be NULL.
+ * causal: pads (k-1)*dilation zeros on the left only (padding must then be 0), so output t sees
+ * inputs up to t (with stride 1 the output has x's length). */
+typedef struct mg_conv1d_opts {
+    int64_t stride, padding, dilation, groups;
+    bool causal;
+} mg_conv1d_opts;
+
+/* 1-d convolution (as F.conv1d): x (N,C,L), weight (O,C/groups,K), bias (O) or NULL -> (N,O,OL),
+ * OL = (L + 2 padding - dilation (K-1) - 1) / stride + 1. x must be batched (3-d). */
+MG_API mg_tensor *mg_conv1d(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias, const mg_conv1d_opts *opts);
+
+/* Options of the 2-d pools: kernel is required (>= 1); stride 0 means the kernel size (PyTorch's
+ * default); padding (default 0) must be at most half the kernel, as in PyTorch. */
+typedef struct mg_pool2d_opts {
+    int64_t kernel[2], stride[2], padding[2];
+} mg_pool2d_opts;
+
+/* Max / average over KHxKW windows: x (N,C,H,W) -> (N,C,OH,OW), OH = (H + 2 padding - KH) / stride + 1
+ * (rounded down: PyTorch's ceil_mode=False). Max pooling pads with -infinity and sends the gradient
+ * to the first maximum of each window (row-major); average pooling pads with zeros and divides by
+ * KH*KW (PyTorch's count_include_pad=True). x must be batched (4-d). */
+MG_API mg_tensor *mg_max_pool2d(mg_ctx *ctx, mg_tensor *x, const mg_pool2d_opts *opts);
+MG_API mg_tensor *mg_avg_pool2d(mg_ctx *ctx, mg_tensor *x, const mg_pool2d_opts *opts);
 
 /* ---- the op table (for introspection and the gradient-check coverage test) ---- */
 typedef struct mg_op_def mg_op_def;

@@ -74,6 +74,39 @@ typedef struct mg_dropout_cfg {
 } mg_dropout_cfg;
 MG_API mg_layer *mg_dropout_new(mg_params *params, const char *name, const mg_dropout_cfg *cfg);
 
+/* conv2d: PyTorch's nn.Conv2d over mg_conv2d (minigrad/ops.h): x (N,in,H,W) -> (N,out,OH,OW).
+ * Parameters "weight" (out, in/groups, kernel[0], kernel[1]) and, with bias, "bias" (out), shaped
+ * as PyTorch's. Index 0 of each pair is the height, 1 the width. */
+typedef struct mg_conv2d_cfg {
+    int64_t in, out;             /* required, >= 1, both divisible by groups */
+    int64_t kernel[2];           /* required, >= 1 */
+    int64_t stride[2];           /* 0: 1 */
+    int64_t padding[2];          /* zeros on each side; 0: none */
+    int64_t dilation[2];         /* 0: 1 */
+    int64_t groups;              /* 0: 1 */
+    bool bias;                   /* add a bias (false when left zero) */
+    const mg_init *weight_init;  /* NULL: PyTorch's uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+                                    fan_in = in/groups * kernel[0] * kernel[1] */
+    const mg_init *bias_init;    /* NULL: the same uniform when the weight's is uniform, else zeros */
+} mg_conv2d_cfg;
+MG_API mg_layer *mg_conv2d_new(mg_params *params, const char *name, const mg_conv2d_cfg *cfg);
+
+/* conv1d: PyTorch's nn.Conv1d over mg_conv1d: x (N,in,L) -> (N,out,OL). Parameters "weight"
+ * (out, in/groups, kernel) and, with bias, "bias" (out). */
+typedef struct mg_conv1d_cfg {
+    int64_t in, out;             /* required, >= 1, both divisible by groups */
+    int64_t kernel;              /* required, >= 1 */
+    int64_t stride;              /* 0: 1 */
+    int64_t padding;             /* zeros on each side; 0: none (must be 0 with causal) */
+    int64_t dilation;            /* 0: 1 */
+    int64_t groups;              /* 0: 1 */
+    bool causal;                 /* pad (kernel-1)*dilation on the left only */
+    bool bias;                   /* add a bias (false when left zero) */
+    const mg_init *weight_init;  /* NULL: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kernel */
+    const mg_init *bias_init;    /* NULL: the same uniform when the weight's is uniform, else zeros */
+} mg_conv1d_cfg;
+MG_API mg_layer *mg_conv1d_new(mg_params *params, const char *name, const mg_conv1d_cfg *cfg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -290,6 +290,9 @@ typedef struct mg_train_progress {
     int ranks;      /* > 1: each log line also has "ranks", "comm_s" and "comm_busy_s" (set after opening) */
     double comm_s;  /* the seconds the step waited on communication, for the next line */
     double comm_busy_s; /* the seconds the gradients were under way (behind backward, mostly) */
+    /* What the speed counts when not per_step (set after opening): the line shows "<unit>/s" and
+     * the log names it "<unit>_per_s". NULL: tokens ("tok/s", "tokens_per_s"). */
+    const char *speed_unit;
 } mg_train_progress;
 
 /* A duration as the progress line shows it: "1h02m", "3m12s", "45s" (negative or non-finite: "0s").

@@ -1,0 +1,171 @@
+/* bench_fashion_mnist: training speed of the fashion_mnist example's CNN, minigrad against PyTorch
+ * (examples/fashion_mnist/fashion_mnist_pytorch.py --steps), in one run.
+ *
+ *   bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH]
+ *
+ * Each round times N training steps (forward, loss, backward, Adam) of minigrad in this process,
+ * then N of PyTorch in a child process, so that load from the rest of the machine falls on both
+ * alike; two untimed steps come first in each. It prints each round's median step time, the
+ * median over the rounds, images/s = batch / median, and the ratio minigrad / PyTorch. The data
+ * are the first 4,096 training images when the Debian package dataset-fashion-mnist is installed,
+ * else random images (the speed does not depend on the values). The CPU is named from lscpu;
+ * on an Intel CPU PyTorch runs with OPENBLAS_CORETYPE=SKYLAKEX (its fastest path there). */
+#include "bench_util.h"
+#include "fm.h"
+#include "minigrad/minigrad.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef BENCH_FM_PYTORCH_SCRIPT
+#define BENCH_FM_PYTORCH_SCRIPT "examples/fashion_mnist/fashion_mnist_pytorch.py"
+#endif
+
+enum { MAX_ROUNDS = 64, MAX_STEPS = 100000 };
+
+static void cpu_name(char *buf, size_t n, bool *intel) {
+    snprintf(buf, n, "unknown CPU");
+    *intel = false;
+    FILE *p = popen("lscpu 2>/dev/null", "r");
+    if (!p) return;
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        char *v = strchr(line, ':');
+        if (!v) continue;
+        v++;
+        while (*v == ' ') v++;
+        v[strcspn(v, "\n")] = 0;
+        if (!strncmp(line, "Model name:", 11)) snprintf(buf, n, "%s", v);
+        if (!strncmp(line, "Vendor ID:", 10) && strstr(v, "GenuineIntel")) *intel = true;
+    }
+    pclose(p);
+}
+
+static double parse_arg(const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    double d = v ? strtod(v, &end) : NAN;
+    if (!v || *end || !(d >= lo && d <= hi) || d != floor(d)) {
+        fprintf(stderr, "bench_fashion_mnist: %s: '%s' is not a whole number in %.0f..%.0f\n", flag, v ? v : "", lo, hi);
+        exit(2);
+    }
+    return d;
+}
+
+/* Median ms/step of N minigrad steps (after two untimed ones). */
+static double minigrad_round(fm_model *m, mg_optim *opt, mg_ctx *ctx, const fm_set *data, int64_t batch, int steps,
+                             double *times) {
+    int64_t *idx = malloc((size_t)batch * sizeof *idx);
+    if (!idx) return NAN;
+    for (int s = -2; s < steps; s++) {
+        int64_t i0 = ((int64_t)(s + 2) * batch) % (data->n - batch + 1);
+        for (int64_t b = 0; b < batch; b++) idx[b] = i0 + b;
+        double t0 = mg_time();
+        mg_ctx_reset(ctx);
+        mg_tensor *x, *y;
+        fm_batch(ctx, data, idx, batch, &x, &y);
+        mg_params_zero_grad(m->params);
+        mg_backward(ctx, mg_cross_entropy(ctx, fm_forward(m, ctx, x), y, -1));
+        mg_optim_step(opt, 1e-3f);
+        if (s >= 0) times[s] = mg_time() - t0;
+        if (!mg_ctx_ok(ctx)) {
+            fprintf(stderr, "bench_fashion_mnist: %s\n", mg_ctx_error(ctx));
+            exit(1);
+        }
+    }
+    free(idx);
+    return 1000.0 * bench_median(times, steps);
+}
+
+/* Median ms/step PyTorch reports, or NAN when it could not run. */
+static double pytorch_round(const char *python, const char *env, int threads, int64_t batch, int steps) {
+    char cmd[4096], line[512];
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --steps %d --threads %d --batch %lld 2>&1", env, python,
+             BENCH_FM_PYTORCH_SCRIPT, steps, threads, (long long)batch);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NAN;
+    double ms = NAN;
+    while (fgets(line, sizeof line, p)) {
+        const char *m = strstr(line, "median ");
+        if (m) ms = atof(m + 7);
+        else fputs(line, stderr); /* an error from the script */
+    }
+    int st = pclose(p);
+    return st == 0 ? ms : NAN;
+}
+
+int main(int argc, char **argv) {
+    int steps = 20, rounds = 3, threads = 2;
+    int64_t batch = 128;
+    const char *python = "/usr/bin/python3";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--steps")) steps = (int)parse_arg(a, v, 1, MAX_STEPS), i++;
+        else if (!strcmp(a, "--rounds")) rounds = (int)parse_arg(a, v, 1, MAX_ROUNDS), i++;
+        else if (!strcmp(a, "--threads")) threads = (int)parse_arg(a, v, 1, 1024), i++;
+        else if (!strcmp(a, "--batch")) batch = (int64_t)parse_arg(a, v, 1, 4096), i++;
+        else if (!strcmp(a, "--python") && v) python = v, i++;
+        else {
+            fprintf(stderr, "usage: bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH]\n");
+            return strcmp(a, "--help") ? 2 : 0;
+        }
+    }
+    char cpu[256];
+    bool intel;
+    cpu_name(cpu, sizeof cpu, &intel);
+    const char *env = intel ? "OPENBLAS_CORETYPE=SKYLAKEX" : "";
+    mg_set_num_threads(threads);
+    fm_set data = {0};
+    bool real = fm_present(FM_DEFAULT_DIR) && fm_load(FM_DEFAULT_DIR, "train", 4096, &data) == MG_OK;
+    if (!real) {
+        data.n = 4096;
+        data.images = malloc((size_t)data.n * FM_PIXELS);
+        data.labels = malloc((size_t)data.n);
+        if (!data.images || !data.labels) return 1;
+        mg_rng r = mg_rng_make(3);
+        for (int64_t i = 0; i < data.n * FM_PIXELS; i++) data.images[i] = (uint8_t)mg_rng_below(&r, 256);
+        for (int64_t i = 0; i < data.n; i++) data.labels[i] = (uint8_t)mg_rng_below(&r, FM_CLASSES);
+    }
+    if (batch > data.n) batch = data.n;
+    fm_model m;
+    mg_rng rng = mg_rng_make(1);
+    mg_adamw_cfg ac = mg_adamw_defaults();
+    ac.weight_decay = 0.0f;
+    mg_optim *opt = NULL;
+    mg_ctx *ctx = mg_ctx_new(0);
+    if (fm_model_make(&m) != MG_OK || mg_params_alloc(m.params, &rng) != MG_OK || !(opt = mg_adamw_new(m.params, ac)) ||
+        !ctx) {
+        fprintf(stderr, "bench_fashion_mnist: %s\n", mg_last_error());
+        return 1;
+    }
+    printf("fashion_mnist CNN training, batch %lld, %d threads, %d rounds of %d steps; %s data\n", (long long)batch,
+           threads, rounds, steps, real ? "Fashion-MNIST" : "random");
+    printf("CPU: %s%s\n", cpu, intel ? " (PyTorch with OPENBLAS_CORETYPE=SKYLAKEX)" : "");
+    double *times = malloc(sizeof(double) * (size_t)steps), mg_ms[MAX_ROUNDS], pt_ms[MAX_ROUNDS];
+    int n_pt = 0;
+    for (int r = 0; r < rounds; r++) {
+        mg_ms[r] = minigrad_round(&m, opt, ctx, &data, batch, steps, times);
+        double p = pytorch_round(python, env, threads, batch, steps);
+        if (!isnan(p)) pt_ms[n_pt++] = p;
+        printf("round %d: minigrad %.2f ms/step (%.0f images/s), PyTorch %s", r + 1, mg_ms[r], (double)batch * 1000.0 / mg_ms[r],
+               isnan(p) ? "did not run\n" : "");
+        if (!isnan(p)) printf("%.2f ms/step (%.0f images/s)\n", p, (double)batch * 1000.0 / p);
+        fflush(stdout);
+    }
+    double mg_med = bench_median(mg_ms, rounds);
+    printf("minigrad: median %.2f ms/step, %.0f images/s\n", mg_med, (double)batch * 1000.0 / mg_med);
+    if (n_pt) {
+        double pt_med = bench_median(pt_ms, n_pt);
+        printf("PyTorch:  median %.2f ms/step, %.0f images/s\n", pt_med, (double)batch * 1000.0 / pt_med);
+        printf("ratio minigrad / PyTorch images/s: %.2f\n", pt_med / mg_med);
+    } else {
+        printf("PyTorch: not measured (%s with torch is needed)\n", python);
+    }
+    free(times);
+    mg_ctx_free(ctx);
+    mg_optim_free(opt);
+    fm_model_free(&m);
+    fm_set_free(&data);
+    return 0;
+}

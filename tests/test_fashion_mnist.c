@@ -1,0 +1,211 @@
+/* examples/fashion_mnist on synthetic data, so it always runs: tiny gzip-compressed IDX files
+ * written here with zlib load back exactly; a missing, truncated, corrupt or malformed file is
+ * refused with a message naming it (and, when missing, the Debian package to install); and the
+ * program trains for one epoch on them and writes its checkpoint and figures.
+ * (The real dataset: tests/test_fashion_mnist_data.c.) */
+#include "test_util.h"
+#include "fm.h"
+
+#include <zlib.h>
+
+enum { N_IMG = 40 };
+
+static void be32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v; }
+
+/* An IDX file: header for `ndim` dims then n payload bytes, gzip-compressed (raw when !gz). */
+static void write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *payload, size_t n, bool gz) {
+    uint8_t hdr[16];
+    be32(hdr, 0x800u | (uint32_t)ndim);
+    for (int d = 0; d < ndim; d++) be32(hdr + 4 + 4 * d, dims[d]);
+    if (!gz) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(hdr, 1, (size_t)(4 + 4 * ndim), f);
+        fwrite(payload, 1, n, f);
+        ck_assert_int_eq(fclose(f), 0);
+        return;
+    }
+    gzFile f = gzopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(gzwrite(f, hdr, (unsigned)(4 + 4 * ndim)), 4 + 4 * ndim);
+    if (n) ck_assert_int_eq(gzwrite(f, payload, (unsigned)n), (int)n);
+    ck_assert_int_eq(gzclose(f), Z_OK);
+}
+
+static uint8_t images[N_IMG * FM_PIXELS], labels[N_IMG];
+
+/* A learnable toy: class c is a bright horizontal bar at rows 2c+4..2c+6, plus noise. */
+static void make_split(const char *dir, const char *which, int n) {
+    mg_rng r = mg_rng_make(7);
+    for (int i = 0; i < n; i++) {
+        labels[i] = (uint8_t)(i % FM_CLASSES);
+        for (int p = 0; p < FM_PIXELS; p++) {
+            int row = p / FM_SIDE;
+            images[i * FM_PIXELS + p] = (uint8_t)((row >= 2 * labels[i] + 4 && row < 2 * labels[i] + 7 ? 200 : 0) +
+                                                  mg_rng_below(&r, 50));
+        }
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte.gz", dir, which);
+    write_idx(p, 3, (uint32_t[]){(uint32_t)n, FM_SIDE, FM_SIDE}, images, (size_t)n * FM_PIXELS, true);
+    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte.gz", dir, which);
+    write_idx(p, 1, (uint32_t[]){(uint32_t)n}, labels, (size_t)n, true);
+}
+
+START_TEST(synthetic_files_load_exactly) {
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_load");
+    make_split(dir, "train", N_IMG);
+    make_split(dir, "t10k", N_IMG);
+    ck_assert(fm_present(dir));
+    fm_set s;
+    ck_assert_msg(fm_load(dir, "train", 0, &s) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(s.n, N_IMG);
+    ck_assert_mem_eq(s.images, images, sizeof images);
+    ck_assert_mem_eq(s.labels, labels, sizeof labels);
+    fm_set_free(&s);
+    ck_assert_msg(fm_load(dir, "t10k", 7, &s) == MG_OK, "%s", mg_last_error()); /* --limit */
+    ck_assert_int_eq(s.n, 7);
+    ck_assert_mem_eq(s.images, images, 7 * FM_PIXELS);
+    fm_set_free(&s);
+    /* a plain (uncompressed) IDX file reads the same */
+    write_idx(tu_path_in(dir, "train-labels-idx1-ubyte.gz"), 1, (uint32_t[]){N_IMG}, labels, N_IMG, false);
+    ck_assert_msg(fm_load(dir, "train", 0, &s) == MG_OK, "%s", mg_last_error());
+    ck_assert_mem_eq(s.labels, labels, sizeof labels);
+    fm_set_free(&s);
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
+/* Each broken file and the start of the message it must give (after the path). */
+START_TEST(bad_files_are_refused_by_name) {
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_bad");
+    make_split(dir, "t10k", N_IMG);
+    const char *img = tu_path_in(dir, "t10k-images-idx3-ubyte.gz");
+    char imgp[600], labp[600], want[2048];
+    snprintf(imgp, sizeof imgp, "%s", img);
+    snprintf(labp, sizeof labp, "%s", tu_path_in(dir, "t10k-labels-idx1-ubyte.gz"));
+    fm_set s;
+
+    /* missing: names the package and the apt-get command */
+    ck_assert(!fm_present(dir));
+    ck_assert_int_eq(fm_load(dir, "train", 0, &s), MG_ERR_IO);
+    snprintf(want, sizeof want,
+             "%s/train-images-idx3-ubyte.gz not found: install the Debian package dataset-fashion-mnist (sudo apt-get "
+             "install dataset-fashion-mnist) or pass --data DIR",
+             dir);
+    ck_assert_str_eq(mg_last_error(), want);
+    ck_assert_ptr_null(s.images);
+
+    /* truncated payload: the header promises 40 images, 30 are there */
+    write_idx(imgp, 3, (uint32_t[]){N_IMG, FM_SIDE, FM_SIDE}, images, 30 * FM_PIXELS, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: truncated: %d bytes of images expected, the file holds %d", imgp, N_IMG * FM_PIXELS,
+             30 * FM_PIXELS);
+    ck_assert_str_eq(mg_last_error(), want);
+
+    /* a gzip stream cut short, and one with its compressed bytes damaged */
+    write_idx(imgp, 3, (uint32_t[]){N_IMG, FM_SIDE, FM_SIDE}, images, sizeof images, true);
+    size_t n;
+    char *gz = tu_read_file(imgp, &n);
+    tu_write_bytes(imgp, gz, n / 2);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: truncated", imgp);
+    ck_assert_msg(strncmp(mg_last_error(), want, strlen(want)) == 0, "%s", mg_last_error());
+    for (size_t i = 20; i < n - 8; i += 7) gz[i] = (char)(gz[i] ^ 0x5a);
+    tu_write_bytes(imgp, gz, n);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: ", imgp);
+    ck_assert_msg(strncmp(mg_last_error(), want, strlen(want)) == 0 && strstr(mg_last_error(), "zlib: "), "%s",
+                  mg_last_error());
+    free(gz);
+
+    /* wrong magic (a labels file where images belong) */
+    write_idx(imgp, 1, (uint32_t[]){N_IMG}, labels, N_IMG, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: not an IDX file of unsigned bytes with 3 dims (magic 0x00000801, want 0x00000803)",
+             imgp);
+    ck_assert_str_eq(mg_last_error(), want);
+
+    /* images of another size */
+    write_idx(imgp, 3, (uint32_t[]){2, 32, 32}, images, 2 * 32 * 32, true);
+    write_idx(labp, 1, (uint32_t[]){2}, labels, 2, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: images are 32x32, the model needs 28x28", imgp);
+    ck_assert_str_eq(mg_last_error(), want);
+
+    /* counts that differ, a label that is no class, an absurd size */
+    write_idx(imgp, 3, (uint32_t[]){3, FM_SIDE, FM_SIDE}, images, 3 * FM_PIXELS, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s holds 3 images but %s holds 2 labels", imgp, labp);
+    ck_assert_str_eq(mg_last_error(), want);
+    write_idx(labp, 1, (uint32_t[]){3}, (const uint8_t[]){1, 10, 2}, 3, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: label 10 at index 1 is not a class 0..9", labp);
+    ck_assert_str_eq(mg_last_error(), want);
+    write_idx(imgp, 3, (uint32_t[]){3, 100000, FM_SIDE}, images, 16, true);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: dim 1 is 100000, too large for Fashion-MNIST", imgp);
+    ck_assert_str_eq(mg_last_error(), want);
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
+START_TEST(program_trains_on_synthetic_data) {
+    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
+    tu_find_program(&p);
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_prog");
+    make_split(dir, "train", N_IMG);
+    make_split(dir, "t10k", N_IMG);
+    char args[2048];
+    snprintf(args, sizeof args, "--data '%s' --out '%s/out' --epochs 2 --batch 8 --limit 32 --threads 2 --eval-batch 7",
+             dir, dir);
+    int rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, p.err);
+    ck_assert_msg(strstr(p.out, "32 training and 32 test images"), "%s", p.out);
+    ck_assert_msg(strstr(p.out, "epoch 2: test accuracy"), "%s", p.out);
+    ck_assert_msg(strstr(p.out, "images/s"), "%s", p.out);
+    ck_assert_msg(strstr(p.out, "confusion matrix (rows: true class, columns: predicted)"), "%s", p.out);
+    static const char *const outs[] = {"out/model.safetensors", "out/curves.png", "out/misclassified.png",
+                                       "out/confusion.png", "out/train.jsonl"};
+    for (int i = 0; i < 5; i++) {
+        struct stat st;
+        ck_assert_msg(stat(tu_path_in(dir, outs[i]), &st) == 0 && st.st_size > 0, "%s not written", outs[i]);
+    }
+    /* the checkpoint holds PyTorch's names and shapes */
+    mg_st_file *f = NULL;
+    ck_assert_msg(mg_safetensors_open(tu_path_in(dir, "out/model.safetensors"), &f) == MG_OK, "%s", mg_last_error());
+    int k = mg_st_find(f, "conv2.weight");
+    ck_assert_int_ge(k, 0);
+    const mg_st_tensor_info *ti = mg_st_info(f, k);
+    ck_assert_int_eq(ti->ndim, 4);
+    ck_assert_int_eq(ti->shape[0], 64);
+    ck_assert_int_eq(ti->shape[1], 32);
+    mg_st_close(f);
+    /* missing data: exit 1 naming the package */
+    snprintf(args, sizeof args, "--data '%s/nowhere' --out '%s/out2'", dir, dir);
+    rc = tu_run_in(&p, dir, "", args);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(p.err, "fashion_mnist: ") && strstr(p.err, "sudo apt-get install dataset-fashion-mnist"), "%s",
+                  p.err);
+    /* a bad flag */
+    rc = tu_run_in(&p, dir, "", "--epochs 0");
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(p.err, "--epochs"), "%s", p.err);
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
+static Suite *fm_suite(void) {
+    Suite *s = suite_create("fashion_mnist");
+    TCase *tc = tcase_create("synthetic");
+    tcase_add_test(tc, synthetic_files_load_exactly);
+    tcase_add_test(tc, bad_files_are_refused_by_name);
+    tcase_add_test(tc, program_trains_on_synthetic_data);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(fm_suite)
