@@ -21,6 +21,7 @@ static inline int64_t bg_a_index(int64_t r, int64_t p) {
 #endif
 }
 
+#ifndef BG_PACK_UNUSED /* a unit with packing of its own keeps only the helpers */
 static void BG_NAME(pack_a)(bool ta, const mg_bf16 *A, int64_t lda, int64_t m, int64_t kc,
                             uint32_t *dst) {
     const int64_t kp = bg_pairs(kc), full = kc / 2;
@@ -74,3 +75,4 @@ static void BG_NAME(pack_b)(bool tb, const mg_bf16 *B, int64_t ldb, int64_t kc, 
         }
     }
 }
+#endif

@@ -147,7 +147,8 @@ static bool bf16_cpu_has(mg_bf16_path p) {
         return g;
     }
     case MG_BF16_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512bf16");
     case MG_BF16_EMULATED:
         return true;
     }
