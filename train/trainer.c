@@ -526,6 +526,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     mg_params *P = m->params;
     mg_optim *opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
     mg_ctx *ctx = mg_ctx_new(0);
+    if (ctx) mg_ctx_set_precision(ctx, cfg->precision);
     history h = {0};
     mg_rng dropout = mg_rng_make(cfg->seed ^ 0xD50F0D50F0ULL);
     mg_train_progress prog_line = {0};

@@ -8,6 +8,7 @@
  *   NT: dA += dC @ B,    dB += dC^T @ A
  * When B is shared, A's leading dims fold into M (one GEMM over all rows), so dB sums over the
  * batch inside a single GEMM whose K is the row count: deterministic for any thread count.
+ * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below).
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -48,6 +49,38 @@ static bool mm_check(mg_ctx *ctx, const char *op, bool nt, const mg_tensor *a, c
     return true;
 }
 
+/* ---- bf16 precision, shared B: rows = batch*M rows of A in one product ---- */
+
+static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_tensor *b,
+                            const mm_dims *d, float *c, const mg_bf16 **ab, const mg_bf16 **bb) {
+    *ab = mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16");
+    *bb = mg_bf16_operand(ctx, b, "mg_matmul: b in bf16");
+    if (!*ab || !*bb) return false;
+    mg_bgemm(false, nt, d->batch * d->M, d->N, d->K, *ab, d->K, *bb, nt ? d->K : d->N, false, c, d->N);
+    return true;
+}
+
+static void mm_bf16_backward(mg_ctx *ctx, mg_node *n, bool nt) {
+    mg_tensor *a = n->in[0], *b = n->in[1];
+    const int64_t rows = n->i[0] * n->i[1], N = n->i[2], K = n->i[3];
+    const mg_bf16 *ab = n->saved[0], *bb = n->saved[1];
+    const mg_bf16 *dcb = mg_bf16_copy(ctx, n->out->grad, rows * N, "mg_matmul backward: dC in bf16");
+    if (!dcb) return;
+    if (mg_requires_grad(a)) {
+        float *da = mg_grad(ctx, a);
+        if (!da) return;
+        mg_bgemm(false, !nt, rows, K, N, dcb, N, bb, nt ? K : N, true, da, K);
+    }
+    if (mg_requires_grad(b)) {
+        float *db = mg_grad(ctx, b);
+        if (!db) return;
+        if (!nt)
+            mg_bgemm(true, false, K, N, rows, ab, K, dcb, N, true, db, N);
+        else
+            mg_bgemm(true, false, N, K, rows, dcb, N, ab, K, true, db, K);
+    }
+}
+
 static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tensor *a, mg_tensor *b) {
     MG_BAIL_IF_FAILED(ctx);
     mm_dims d;
@@ -58,17 +91,25 @@ static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tens
     mg_tensor *c = mg_op_output(ctx, def->name, a->ndim, shape);
     if (!mg_ctx_ok(ctx)) return c;
     int64_t ldb = nt ? d.K : d.N;
-    if (d.shared)
+    const mg_bf16 *ab = NULL, *bb = NULL;
+    if (d.shared && mg_use_bf16(ctx)) {
+        if (!mm_bf16_forward(ctx, nt, a, b, &d, c->data, &ab, &bb)) return c;
+    } else if (d.shared)
         mg_sgemm(false, nt, d.batch * d.M, d.N, d.K, 1.0f, a->data, d.K, b->data, ldb, 0.0f, c->data, d.N);
     else
         mg_sgemm_batched(d.batch, false, nt, d.M, d.N, d.K, 1.0f, a->data, d.K, d.M * d.K, b->data, ldb,
                          d.K * d.N, 0.0f, c->data, d.N, d.M * d.N);
     mg_node *n = mg_op_record(ctx, def, c, 2, (mg_tensor *[]){a, b});
     if (n) n->i[0] = d.batch, n->i[1] = d.M, n->i[2] = d.N, n->i[3] = d.K;
+    if (n) n->saved[0] = (void *)ab, n->saved[1] = (void *)bb;
     return c;
 }
 
 static void mm_backward(mg_ctx *ctx, mg_node *n, bool nt) {
+    if (n->saved[0]) {
+        mm_bf16_backward(ctx, n, nt);
+        return;
+    }
     mg_tensor *a = n->in[0], *b = n->in[1];
     const float *dc = n->out->grad;
     int64_t batch = n->i[0], M = n->i[1], N = n->i[2], K = n->i[3];

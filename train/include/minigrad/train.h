@@ -185,6 +185,7 @@ typedef struct mg_train_cfg {
     bool catch_sigint;       /* Ctrl-C saves and stops (see Signals above) */
     float max_weight;        /* a weight beyond this in magnitude after an update is divergence
                                 (0: no bound; non-finite weights always are) */
+    mg_precision precision;  /* of the training steps' products (mg_ctx_set_precision); fp32 default */
 } mg_train_cfg;
 
 /* steps 1000, warmup 100, lr 1e-3 -> 1e-4, weight decay 0.1, betas (0.9, 0.95), eps 1e-8,
