@@ -211,7 +211,7 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
         r->valid = sd[i].up && sd[i].n > 0;
         stop_worker(&sd[i]);
         if (r->valid)
-            printf("  %-13s %-7s %dt train: %8.1f ms/step  %9.0f tokens/s  (%d steps)\n", bt_impl_name[impls[i]],
+            printf("  %-8s %-7s %dt train: %8.1f ms/step  %9.0f tokens/s  (%d steps)\n", bt_impl_name[impls[i]],
                    c->name, threads, 1e3 * r->seconds, r->tokens_per_s, r->n);
     }
     if (o->bf16) {
