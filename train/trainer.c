@@ -938,6 +938,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                (long long)n_trainable, (long long)n_all, (long long)(n_all - n_trainable));
     mg_optim *opt = NULL;
     mg_ctx *ctx = mg_ctx_new(0);
+    if (ctx) mg_ctx_set_precision(ctx, cfg->precision);
     history h = {0};
     mg_rng dropout = mg_rng_make(cfg->seed ^ 0xD50F0D50F0ULL);
     mg_train_progress prog_line = {0};

@@ -228,6 +228,7 @@ typedef struct mg_train_cfg {
                                 (0: no bound; non-finite weights always are) */
     bool zero1;              /* data parallel: shard AdamW's moments over the ranks (ZeRO stage 1;
                                 see "Data parallel"); ignored by a single process */
+    mg_precision precision;  /* of the training steps' products (mg_ctx_set_precision); fp32 default */
 } mg_train_cfg;
 
 /* steps 1000, warmup 100, lr 1e-3 -> 1e-4, weight decay 0.1, betas (0.9, 0.95), eps 1e-8,
