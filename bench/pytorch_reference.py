@@ -264,7 +264,11 @@ def worker(args):
                 x, y = batches[step % len(batches)]
                 t0 = time.perf_counter()
                 opt.zero_grad()
-                l = model(x, y)
+                if args.precision == "bf16":
+                    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                        l = model(x, y)
+                else:
+                    l = model(x, y)
                 l.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
@@ -405,6 +409,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--peak-gflops", help="measured FMA peak per thread count, e.g. 250,500 (for MFU)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="bf16: the forward pass under torch.autocast('cpu', torch.bfloat16)")
     ap.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "env"],
                     help="OMP_WAIT_POLICY for PyTorch's OpenMP threads when threads > 1 (default passive: "
                          "see the module docstring; 'env' keeps the environment's)")

@@ -1,5 +1,7 @@
 /* The step context: arena, tape, error state, and mg_backward. */
 #include "minigrad/op.h"
+#include "minigrad/kernels.h"
+#include "ops/internal.h" /* mg_bf16_copy, mg_bf16_operand */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +27,8 @@ struct mg_ctx {
     int64_t tape_len;
     mg_error_handler on_error;
     void *on_error_user;
+    mg_backward_hook on_node; /* mg_ctx_set_backward_hook */
+    void *on_node_user;
     bool failed;
     char error[1024];
     int scope_depth; /* may exceed MG_SCOPE_DEPTH_MAX: the labels past it are not kept */
@@ -39,6 +43,14 @@ struct mg_ctx {
         float *p;
         size_t bytes;
     } spare[256];
+    mg_precision precision;
+    /* bf16 copies of the parameters used this step (mg_bf16_param), cleared at reset */
+    int n_bf16;
+    struct bf16_copy {
+        const mg_tensor *t;
+        const float *data;
+        mg_bf16 *bf;
+    } bf16[256];
 };
 
 enum { ALIGN = 64 };
@@ -117,6 +129,42 @@ void mg_ctx_reset(mg_ctx *ctx) {
     ctx->tape = NULL;
     ctx->tape_len = 0;
     ctx->n_spare = 0;
+    ctx->n_bf16 = 0;
+}
+
+void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision) {
+    ctx->precision = precision == MG_PRECISION_BF16 ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
+    ctx->n_bf16 = 0;
+}
+
+mg_precision mg_ctx_precision(const mg_ctx *ctx) { return ctx->precision; }
+
+const char *mg_precision_name(mg_precision precision) {
+    return precision == MG_PRECISION_BF16 ? "bf16" : precision == MG_PRECISION_FP32 ? "fp32" : "unknown";
+}
+
+bool mg_precision_parse(const char *name, mg_precision *out) {
+    if (!name) return false;
+    if (!strcmp(name, "fp32") || !strcmp(name, "float32")) *out = MG_PRECISION_FP32;
+    else if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) *out = MG_PRECISION_BF16;
+    else return false;
+    return true;
+}
+
+mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what) {
+    mg_bf16 *d = mg_ctx_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(mg_bf16), what);
+    if (d) mg_f32_to_bf16(n, src, d);
+    return d;
+}
+
+const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what) {
+    if (!(t->flags & MG_PARAM)) return mg_bf16_copy(ctx, t->data, t->numel, what);
+    for (int i = 0; i < ctx->n_bf16; i++)
+        if (ctx->bf16[i].t == t && ctx->bf16[i].data == t->data) return ctx->bf16[i].bf;
+    mg_bf16 *d = mg_bf16_copy(ctx, t->data, t->numel, what);
+    if (d && ctx->n_bf16 < (int)(sizeof ctx->bf16 / sizeof ctx->bf16[0]))
+        ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+    return d;
 }
 
 size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }
@@ -147,6 +195,11 @@ static void default_handler(mg_ctx *ctx, const char *msg, void *user) {
 void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user) {
     ctx->on_error = fn;
     ctx->on_error_user = user;
+}
+
+void mg_ctx_set_backward_hook(mg_ctx *ctx, mg_backward_hook fn, void *user) {
+    ctx->on_node = fn;
+    ctx->on_node_user = user;
 }
 
 const char *mg_ctx_error(const mg_ctx *ctx) { return ctx->failed ? ctx->error : NULL; }
@@ -415,7 +468,10 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
     g[0] = 1.0f;
     ctx->in_backward = true;
     for (mg_node *n = ctx->tape; n && !ctx->failed; n = n->prev) {
-        if (!n->out->grad) continue; /* nothing flowed back into this node */
+        if (!n->out->grad) { /* nothing flowed back into this node */
+            if (ctx->on_node) ctx->on_node(ctx, n, ctx->on_node_user);
+            continue;
+        }
         if (!n->op->backward) {
             int k = 0;
             while (k < n->n_in && !(n->in[k] && mg_requires_grad(n->in[k]))) k++;
@@ -425,6 +481,7 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
         }
         n->op->backward(ctx, n);
         retire_grad(ctx, n->out);
+        if (ctx->on_node) ctx->on_node(ctx, n, ctx->on_node_user);
     }
     ctx->in_backward = false;
 }

@@ -4,7 +4,7 @@
 #   examples/setup.sh BUILD_DIR [meson options...]
 set -euo pipefail
 
-PACKAGES=(build-essential meson ninja-build pkg-config check libstb-dev libcjson-dev bible-kjv midicsv)
+PACKAGES=(build-essential meson ninja-build pkg-config check libstb-dev libcjson-dev zlib1g-dev bible-kjv midicsv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,9 +4,11 @@
 #   avx2     no AVX-512: no EVEX-encoded instruction, no zmm, mask or upper-16 vector register
 #   generic  no AVX at all: no VEX or EVEX encoding, no ymm, zmm or mask register
 #   avx512   (a check on the checker) does contain EVEX instructions
+#   avx512bf16  contains VDPBF16PS
+#   amx      contains TDPBF16PS and no AVX-512 (the tile path's packing stays scalar)
 # and that every library has code in it, so an empty or failed disassembly cannot pass.
 # Speaks TAP, one case per library. Usage: test_isa_purity.sh CPU_FAMILY [PATH LIBRARY]...
-# where PATH is avx512, avx2 or generic, or absent for a library of a path the build left out (the
+# where PATH is avx512, avx2, generic, avx512bf16 or amx, or absent for a library of a path the build left out (the
 # compiler lacked its flags). objdump is found on PATH, or given as $OBJDUMP.
 
 cpu=$1
@@ -53,6 +55,8 @@ scan() {
             i = 1
             while (b[i] ~ /^(26|2e|36|3e|64|65|67)$/) i++
             op = $3
+            if (op ~ /^vdpbf16ps/) dp++
+            if (op ~ /^tdpbf16ps/) tdp++
             isevex = b[i] == "62" || op ~ /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])([^0-9]|$)|\{%k|\{z\}|\{1to/
             isvex = isevex || b[i] == "c4" || b[i] == "c5" || op ~ /%ymm/
             if (op ~ /%ymm/) wide++
@@ -61,7 +65,7 @@ scan() {
         }
         END {
             gsub(/[ \t]+/, " ", fe); gsub(/[ \t]+/, " ", fv)
-            printf "%d %d %d %d\t%s\t%s\n", insns, evex, vex, wide, fe, fv
+            printf "%d %d %d %d %d %d\t%s\t%s\n", insns, evex, vex, wide, dp + 0, tdp + 0, fe, fv
         }'
 }
 
@@ -82,8 +86,8 @@ while [ $# -ge 2 ]; do
     first_evex=$(printf '%s\n' "$out" | cut -f2)
     first_vex=$(printf '%s\n' "$out" | cut -f3)
     set -- $counts "$@"
-    insns=$1 evex=$2 vex=$3 wide=$4
-    shift 4
+    insns=$1 evex=$2 vex=$3 wide=$4 dp=$5 tdp=$6
+    shift 6
     if [ "$insns" -lt 100 ]; then
         notok "$name: only $insns instructions disassembled; the kernels are missing"
         continue
@@ -110,6 +114,22 @@ while [ $# -ge 2 ]; do
             notok "$name: no AVX-512 instruction found in $insns: the checker or the path is broken"
         else
             ok "$name: the checker sees its $evex AVX-512 instructions"
+        fi
+        ;;
+    avx512bf16)
+        if [ "$dp" -eq 0 ]; then
+            notok "$name: no vdpbf16ps in $insns instructions: not the AVX512-BF16 path"
+        else
+            ok "$name: $dp vdpbf16ps in $insns instructions"
+        fi
+        ;;
+    amx)
+        if [ "$tdp" -eq 0 ]; then
+            notok "$name: no tdpbf16ps in $insns instructions: not the AMX path"
+        elif [ "$evex" -ne 0 ]; then
+            notok "$name: $evex AVX-512 instructions, the first in $first_evex"
+        else
+            ok "$name: $tdp tdpbf16ps and no AVX-512 in $insns instructions"
         fi
         ;;
     *)

@@ -90,6 +90,9 @@ mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss,
         if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, ", \"elapsed_s\": %.3f", elapsed);
         if (!isnan(val) && n < sizeof line)
             n += (size_t)snprintf(line + n, sizeof line - n, ", \"val_loss\": %.6g", (double)val);
+        if (p->ranks > 1 && n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, ", \"ranks\": %d, \"comm_s\": %.6f, \"comm_busy_s\": %.6f",
+                                  p->ranks, p->comm_s, p->comm_busy_s);
         if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, "}\n");
         if (n >= sizeof line) { /* a line of 2 KiB holds any values: only a broken printf gets here */
             p->log_err = EOVERFLOW;

@@ -2,15 +2,18 @@
 #include "minigrad/train.h"
 
 #include "curve.h"
+#include "dp.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/op.h" /* mg_ctx_ok */
 #include "minigrad/optim.h"
+#include "minigrad/rowops.h" /* mg_adamw_update, for ZeRO-1 */
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +140,11 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
     if (!m || !c) return mg_set_error(MG_ERR_INVALID, "%s: mg_train_run needs a model and a configuration", prog);
     if (!m->params || !mg_params_allocated(m->params))
         return mg_set_error(MG_ERR_INVALID, "%s: model.params must be an allocated parameter store", prog);
-    if (!m->loss) return mg_set_error(MG_ERR_INVALID, "%s: model.loss is required", prog);
+    if (!m->loss && !m->loss_rows)
+        return mg_set_error(MG_ERR_INVALID, "%s: model.loss is required (or model.loss_rows)", prog);
+    if (m->batch_rows < 0 || (m->loss_rows && m->batch_rows < 1))
+        return mg_set_error(MG_ERR_INVALID, "%s: model.batch_rows must be at least 1 with model.loss_rows, got %lld",
+                            prog, (long long)m->batch_rows);
     if (m->n_meta < 0 || (m->n_meta > 0 && !m->meta))
         return mg_set_error(MG_ERR_INVALID, "%s: model.n_meta is %d but model.meta holds no entries", prog, m->n_meta);
     for (int i = 0; i < m->n_meta; i++) {
@@ -507,19 +514,419 @@ static void keep_ctx_error(mg_ctx *ctx, const char *msg, void *user) {
 
 /* ---- the loop ---- */
 
+/* ---- data parallelism (see "Data parallel" in train.h; the transport is dp.h's) ---- */
+
+int mg_train_rank(void) {
+    int r, n;
+    return dp_init(&r, &n) == MG_OK ? r : 0;
+}
+
+int mg_train_ranks(void) {
+    int r, n;
+    return dp_init(&r, &n) == MG_OK ? n : 1;
+}
+
+#define DP_BUCKET ((int64_t)1 << 18) /* floats per bucket of the gradient exchange (1 MiB) */
+
+/* A part of the slab this rank updates under ZeRO-1: slab [lo, hi) of one parameter, whose
+ * moments are at [st, st + hi - lo) of the rank's own arrays. */
+typedef struct {
+    int64_t lo, hi, st;
+    bool decay;
+} zseg;
+
+typedef struct {
+    int rank, nranks;
+    bool split;      /* each rank computes loss_rows on its rows (else the whole batch, replicated) */
+    int64_t row0, nrows;
+    dp_layout L;
+    bool zero1;
+    float *m, *v;    /* ZeRO-1: the moments of this rank's slices, in bucket order */
+    zseg *seg;
+    int nseg;
+    int64_t owned, t;
+    mg_adamw_cfg acfg;
+    double *part, *parts; /* ZeRO-1: squared-gradient sums per chunk, this rank's and everyone's */
+    int64_t nchunk;
+} dp_run;
+
+static void dp_run_free(dp_run *d) {
+    mg_aligned_free(d->m);
+    mg_aligned_free(d->v);
+    free(d->seg);
+    free(d->part);
+    free(d->parts);
+}
+
+/* ZeRO-1: this rank's slices cut at parameter boundaries, and its moments. */
+static mg_status zero1_setup(dp_run *d, const mg_params *P, const mg_train_cfg *cfg) {
+    const dp_layout *L = &d->L;
+    int np = mg_params_len(P), cap = 0;
+    int64_t st = 0, lo, hi;
+    for (int b = 0; b < L->nbuckets; b++) {
+        dp_slice(L, b, d->rank, &lo, &hi);
+        for (int k = 0; k < np && lo < hi; k++) {
+            const mg_tensor *t = mg_params_at(P, k);
+            int64_t off = mg_params_offset(P, k), a = off > lo ? off : lo;
+            int64_t z = off + t->numel < hi ? off + t->numel : hi;
+            if (a >= z || !mg_param_trainable(t)) continue; /* frozen parameters and buffers: no update */
+            if (d->nseg == cap) {
+                cap = cap ? 2 * cap : 64;
+                zseg *s = realloc(d->seg, (size_t)cap * sizeof *s);
+                if (!s) return mg_set_error(MG_ERR_NOMEM, "train: out of memory");
+                d->seg = s;
+            }
+            d->seg[d->nseg++] = (zseg){a, z, st + (a - lo), !(t->flags & MG_NO_DECAY)};
+        }
+        st += hi - lo;
+    }
+    d->owned = st;
+    size_t bytes = (size_t)(st > 0 ? st : 16) * sizeof(float);
+    d->nchunk = (L->n + DP_ALIGN - 1) / DP_ALIGN;
+    d->m = mg_aligned_alloc(bytes);
+    d->v = mg_aligned_alloc(bytes);
+    d->part = malloc((size_t)(d->nchunk + 1) * sizeof *d->part);
+    d->parts = malloc((size_t)(d->nchunk + 1) * (size_t)d->nranks * sizeof *d->parts);
+    if (!d->m || !d->v || !d->part || !d->parts)
+        return mg_set_error(MG_ERR_NOMEM, "train: out of memory for AdamW's moments of this rank's part");
+    memset(d->m, 0, bytes);
+    memset(d->v, 0, bytes);
+    d->acfg = (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};
+    return MG_OK;
+}
+
+/* Copies between a full slab (an optimizer's moment) and this rank's slices of it. */
+static void zero1_copy(const dp_run *d, float *full, float *mine, bool to_mine) {
+    int64_t st = 0, lo, hi;
+    for (int b = 0; b < d->L.nbuckets; b++) {
+        dp_slice(&d->L, b, d->rank, &lo, &hi);
+        if (to_mine)
+            memcpy(mine + st, full + lo, (size_t)(hi - lo) * sizeof *mine);
+        else
+            memcpy(full + lo, mine + st, (size_t)(hi - lo) * sizeof *mine);
+        st += hi - lo;
+    }
+}
+
+/* ZeRO-1: the global gradient norm from this rank's summed slices, then the clip, as
+ * mg_clip_grad_norm computes them: squares summed in double per chunk of DP_ALIGN floats (each
+ * chunk lies in one rank's slice), the chunks added in slab order. */
+static float zero1_clip(dp_run *d, mg_params *P, float max_norm) {
+    const float *g = mg_params_grad(P);
+    int64_t n = d->L.n, lo, hi;
+    memset(d->part, 0, (size_t)d->nchunk * sizeof *d->part);
+    for (int b = 0; b < d->L.nbuckets; b++) {
+        dp_slice(&d->L, b, d->rank, &lo, &hi);
+#pragma omp parallel for schedule(static)
+        for (int64_t c = lo / DP_ALIGN; c < (hi + DP_ALIGN - 1) / DP_ALIGN; c++) {
+            double s = 0.0;
+            int64_t i1 = (c + 1) * DP_ALIGN < n ? (c + 1) * DP_ALIGN : n;
+            for (int64_t i = c * DP_ALIGN; i < i1; i++) s += (double)g[i] * g[i];
+            d->part[c] = s;
+        }
+    }
+    dp_allgather_f64(d->part, d->parts, (int)d->nchunk);
+    double total = 0.0;
+    for (int64_t c = 0; c < d->nchunk; c++) {
+        int64_t a = c * DP_ALIGN, owner = 0;
+        for (int r = 0; r < d->nranks; r++) {
+            dp_slice(&d->L, (int)(a / d->L.bucket), r, &lo, &hi);
+            if (a >= lo && a < hi) owner = r;
+        }
+        total += d->parts[owner * d->nchunk + c];
+    }
+    double norm = sqrt(total);
+    if (max_norm > 0.0f && isfinite(norm) && norm > max_norm) {
+        float s = (float)(max_norm / norm), *gw = mg_params_grad(P);
+        for (int i = 0; i < d->nseg; i++)
+            for (int64_t k = d->seg[i].lo; k < d->seg[i].hi; k++) gw[k] *= s;
+    }
+    return (float)norm;
+}
+
+/* ZeRO-1: AdamW on this rank's part (mg_optim_step's arithmetic, element for element), then every
+ * rank's part to every rank. */
+static mg_status zero1_step(dp_run *d, mg_params *P, float lr) {
+    d->t++;
+    float bc1 = 1.0f - powf(d->acfg.beta1, (float)d->t), bc2 = 1.0f - powf(d->acfg.beta2, (float)d->t);
+    float *w = mg_params_data(P), *g = mg_params_grad(P);
+    for (int i = 0; i < d->nseg; i++) {
+        const zseg *s = &d->seg[i];
+        const mg_adamw_hyper h = {lr, d->acfg.beta1, d->acfg.beta2, d->acfg.eps,
+                                  s->decay ? d->acfg.weight_decay : 0.0f, bc1, bc2};
+        mg_adamw_update(s->hi - s->lo, w + s->lo, g + s->lo, d->m + s->st, d->v + s->st, &h);
+    }
+    return dp_allgather(&d->L, w);
+}
+
+/* ZeRO-1: a whole optimizer for saving (on root; NULL elsewhere): every rank's moments gathered. */
+static mg_status zero1_gather_opt(const dp_run *d, mg_params *P, mg_optim **out) {
+    mg_optim *o = NULL;
+    mg_status st = MG_OK;
+    int64_t fail = 0;
+    if (d->rank == 0 && !(o = mg_adamw_new(P, d->acfg))) fail = 1;
+    dp_max_i64(&fail, 1);
+    if (fail) {
+        mg_optim_free(o);
+        return d->rank == 0 ? MG_ERR_NOMEM : mg_set_error(MG_ERR_NOMEM, "rank 0 is out of memory for saving");
+    }
+    for (int slot = 0; slot < 2 && st == MG_OK; slot++) {
+        float *full = o ? mg_optim_state(o, slot) : NULL;
+        st = dp_gather(&d->L, slot ? d->v : d->m, full, 0);
+    }
+    if (o) mg_optim_set_steps(o, d->t);
+    *out = o;
+    return st;
+}
+
+/* After a failure on some rank: the lowest failing rank's message to every rank. code: the
+ * agreed code (nranks - the failing rank). Returns the status to end with. */
+static mg_status dp_fail(const dp_run *d, int64_t code, mg_status mine, const char *prog, int64_t step) {
+    int who = d->nranks - (int)code;
+    char msg[DP_MSG];
+    snprintf(msg, sizeof msg, "%s", who == d->rank ? mg_last_error() : "");
+    dp_bcast(msg, sizeof msg, who);
+    if (who == d->rank)
+        return mg_set_error(mine != MG_OK ? mine : MG_ERR_INVALID, "rank %d of %d: %s", d->rank, d->nranks, msg);
+    (void)prog, (void)step; /* msg names them */
+    return mg_set_error(MG_ERR_INVALID, "rank %d of %d failed, so every rank stopped: %s", who, d->nranks, msg);
+}
+
+/* Every rank's status after a part of the step: MG_OK when all went through, else every rank
+ * returns the failure of the lowest failing one. *flag (may be NULL) becomes the OR of every
+ * rank's. */
+static mg_status dp_agree(const dp_run *d, mg_status mine, bool *flag, const char *prog, int64_t step) {
+    if (d->nranks == 1) return mine;
+    int64_t x[2] = {mine != MG_OK ? d->nranks - d->rank : 0, flag && *flag};
+    dp_max_i64(x, 2);
+    if (flag) *flag = x[1] != 0;
+    return x[0] ? dp_fail(d, x[0], mine, prog, step) : MG_OK;
+}
+
+/* ---- overlap: gradients sent bucket by bucket while backward runs ----
+ * A communication thread takes the buckets in a fixed order, the last of the slab first (the
+ * last layers' gradients are finished first), each as soon as backward has passed the last node
+ * that reads one of its parameters (mg_ctx_set_backward_hook); it calls blocking collectives
+ * (Open MPI does not progress non-blocking ones in the background). Every rank sends the same
+ * buckets in the same order, so the reduction is the same as without overlap, bit for bit. */
+typedef struct {
+    const dp_layout *L;
+    float *grad;
+    const float *slab;
+    int np;
+    int64_t *off, *len; /* the parameters by slab offset */
+    int *uses;          /* nodes of the tape still to pass that read the parameter */
+    int *pending;       /* per bucket: its parameters with uses left */
+    bool *ready;
+    const mg_node *loss_node;
+    bool started, zero1;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool have_thread, active, quit;
+    int next; /* the bucket the thread sends next (counting down), -1: all sent */
+    mg_status st;
+} overlap;
+
+static void *ov_thread(void *arg) {
+    overlap *o = arg;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (!o->quit && !(o->active && o->next >= 0 && o->ready[o->next])) pthread_cond_wait(&o->cv, &o->mu);
+        if (o->quit) break;
+        int b = o->next;
+        pthread_mutex_unlock(&o->mu);
+        mg_status st = dp_bucket(o->L, b, o->grad, o->zero1);
+        pthread_mutex_lock(&o->mu);
+        if (st != MG_OK && o->st == MG_OK) o->st = st;
+        if (--o->next < 0) {
+            o->active = false;
+            pthread_cond_broadcast(&o->cv);
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+/* The parameter whose slab data t is (a leaf), or -1. */
+static int ov_param(const overlap *o, const mg_tensor *t) {
+    if (!t || t->node || !t->data || (const float *)t->data < o->slab) return -1;
+    int64_t at = (const float *)t->data - o->slab;
+    int lo = 0, hi = o->np - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (at < o->off[mid]) hi = mid - 1;
+        else if (at >= o->off[mid] + (o->len[mid] > 0 ? o->len[mid] : 1)) lo = mid + 1;
+        else return mid;
+    }
+    return -1;
+}
+
+static void ov_mark(overlap *o, int b) {
+    pthread_mutex_lock(&o->mu);
+    o->ready[b] = true;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void ov_hook(mg_ctx *ctx, const mg_node *n, void *user) {
+    (void)ctx;
+    overlap *o = user;
+    if (!o->started && n != o->loss_node) return; /* nodes recorded after the loss */
+    o->started = true;
+    for (int i = 0; i < n->n_in; i++) {
+        int k = ov_param(o, n->in[i]);
+        if (k < 0 || o->uses[k] <= 0 || --o->uses[k] > 0) continue;
+        int b0 = (int)(o->off[k] / o->L->bucket), b1 = (int)((o->off[k] + (o->len[k] ? o->len[k] - 1 : 0)) / o->L->bucket);
+        for (int b = b0; b <= b1 && b < o->L->nbuckets; b++)
+            if (--o->pending[b] == 0) ov_mark(o, b);
+    }
+}
+
+static int cmp_i64_pair(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static mg_status ov_setup(overlap *o, const dp_layout *L, mg_params *P, bool zero1) {
+    memset(o, 0, sizeof *o);
+    o->L = L, o->grad = mg_params_grad(P), o->slab = mg_params_data(P), o->np = mg_params_len(P), o->zero1 = zero1;
+    int np = o->np > 0 ? o->np : 1, nb = L->nbuckets > 0 ? L->nbuckets : 1;
+    int64_t *pairs = malloc((size_t)np * 2 * sizeof *pairs);
+    o->off = malloc((size_t)np * sizeof *o->off);
+    o->len = malloc((size_t)np * sizeof *o->len);
+    o->uses = malloc((size_t)np * sizeof *o->uses);
+    o->pending = malloc((size_t)nb * sizeof *o->pending);
+    o->ready = malloc((size_t)nb * sizeof *o->ready);
+    if (!pairs || !o->off || !o->len || !o->uses || !o->pending || !o->ready) {
+        free(pairs);
+        return mg_set_error(MG_ERR_NOMEM, "train: out of memory");
+    }
+    for (int k = 0; k < o->np; k++)
+        pairs[2 * k] = mg_params_offset(P, k), pairs[2 * k + 1] = mg_params_at(P, k)->numel;
+    qsort(pairs, (size_t)o->np, 2 * sizeof *pairs, cmp_i64_pair);
+    for (int k = 0; k < o->np; k++) o->off[k] = pairs[2 * k], o->len[k] = pairs[2 * k + 1];
+    free(pairs);
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->next = -1;
+    if (pthread_create(&o->th, NULL, ov_thread, o) != 0)
+        return mg_set_error(MG_ERR_NOMEM, "train: cannot start the communication thread");
+    o->have_thread = true;
+    return MG_OK;
+}
+
+/* Before backward (the gradients zeroed): what the tape from loss reads. loss NULL: this rank has
+ * nothing to add (its step failed): every bucket goes as it is. */
+static void ov_begin(overlap *o, mg_ctx *ctx, const mg_tensor *loss) {
+    for (int k = 0; k < o->np; k++) o->uses[k] = 0;
+    o->loss_node = loss ? loss->node : NULL;
+    o->started = false;
+    for (const mg_node *n = o->loss_node; n; n = n->prev)
+        for (int i = 0; i < n->n_in; i++) {
+            int k = ov_param(o, n->in[i]);
+            if (k >= 0) o->uses[k]++;
+        }
+    for (int b = 0; b < o->L->nbuckets; b++) o->pending[b] = 0;
+    for (int k = 0; k < o->np; k++)
+        if (o->uses[k] > 0) {
+            int b0 = (int)(o->off[k] / o->L->bucket), b1 = (int)((o->off[k] + (o->len[k] ? o->len[k] - 1 : 0)) / o->L->bucket);
+            for (int b = b0; b <= b1 && b < o->L->nbuckets; b++) o->pending[b]++;
+        }
+    pthread_mutex_lock(&o->mu);
+    for (int b = 0; b < o->L->nbuckets; b++) o->ready[b] = o->pending[b] == 0;
+    o->st = MG_OK;
+    o->next = o->L->nbuckets - 1;
+    o->active = o->next >= 0;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    mg_ctx_set_backward_hook(ctx, loss ? ov_hook : NULL, o);
+}
+
+/* After backward: every bucket is final; waits until all are sent. *waited: the seconds that took. */
+static mg_status ov_end(overlap *o, mg_ctx *ctx, double *waited) {
+    mg_ctx_set_backward_hook(ctx, NULL, NULL);
+    double t = mg_time();
+    pthread_mutex_lock(&o->mu);
+    for (int b = 0; b < o->L->nbuckets; b++) o->ready[b] = true;
+    pthread_cond_broadcast(&o->cv);
+    while (o->active) pthread_cond_wait(&o->cv, &o->mu);
+    mg_status st = o->st;
+    pthread_mutex_unlock(&o->mu);
+    *waited = mg_time() - t;
+    return st;
+}
+
+static void ov_free(overlap *o) {
+    if (o->have_thread) {
+        pthread_mutex_lock(&o->mu);
+        o->quit = true;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->th, NULL);
+        pthread_mutex_destroy(&o->mu);
+        pthread_cond_destroy(&o->cv);
+    }
+    free(o->off);
+    free(o->len);
+    free(o->uses);
+    free(o->pending);
+    free(o->ready);
+}
+
+/* Testing aid: MINIGRAD_TRAIN_KILL=R:S kills rank R (SIGKILL) at the start of step S. */
+static void kill_point(int rank, int64_t step) {
+    const char *v = getenv("MINIGRAD_TRAIN_KILL");
+    char *end;
+    if (!v) return;
+    long r = strtol(v, &end, 10);
+    if (*end == ':' && r == rank && strtoll(end + 1, NULL, 10) == step) raise(SIGKILL);
+}
+
 mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_train_result *res) {
     const char *prog = cfg && cfg->prog ? cfg->prog : "train";
     if (!res) return mg_set_error(MG_ERR_INVALID, "%s: mg_train_run needs a result to fill", prog);
     memset(res, 0, sizeof *res);
     res->loss = NAN;
     res->val_loss = NAN;
+    res->ranks = 1;
     mg_status st = check_args(m, cfg, prog);
     if (st != MG_OK) return st;
+    dp_run dp = {0};
+    if ((st = dp_init(&dp.rank, &dp.nranks)) != MG_OK) return st;
+    res->ranks = dp.nranks;
+    bool multi = dp.nranks > 1, lead = dp.rank == 0;
+    dp.split = multi && m->loss_rows && m->batch_rows > 0;
+    if (dp.split && m->batch_rows < dp.nranks)
+        return mg_set_error(MG_ERR_INVALID, "%s: a batch of %lld rows cannot be split over %d ranks (one row each at "
+                            "least): use a larger batch or fewer ranks", prog, (long long)m->batch_rows, dp.nranks);
+    if (dp.split) {
+        dp.row0 = m->batch_rows * dp.rank / dp.nranks;
+        dp.nrows = m->batch_rows * (dp.rank + 1) / dp.nranks - dp.row0;
+    }
+    dp.L = dp_layout_make(mg_params_slab_size(m->params), dp.nranks, DP_BUCKET);
+    const char *z = getenv("MINIGRAD_TRAIN_ZERO1");
+    dp.zero1 = multi && (cfg->zero1 || (z && strcmp(z, "1") == 0));
+    overlap ov;
+    memset(&ov, 0, sizeof ov);
+    const char *ov_env = getenv("MINIGRAD_TRAIN_OVERLAP"); /* 0: the buckets go after backward */
+    bool use_ov = dp.split && dp_threads_ok() && !(ov_env && strcmp(ov_env, "0") == 0);
+    if (use_ov && (st = ov_setup(&ov, &dp.L, m->params, dp.zero1)) != MG_OK) {
+        ov_free(&ov);
+        return st;
+    }
+    if (multi && !dp.split && lead)
+        mg_log(MG_LOG_WARN, "%s: the model has no loss_rows: each of the %d ranks trains on the whole batch (no "
+               "speed-up)", prog, dp.nranks);
     ckpt_files *files = NULL; /* only with a checkpoint path (resume needs one: check_args) */
     if (cfg->ckpt) {
-        if (!(files = malloc(sizeof *files))) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", prog);
-        if ((st = files_make(cfg->ckpt, files)) != MG_OK || (st = recover(files, cfg->resume, prog)) != MG_OK) {
+        if (!(files = malloc(sizeof *files))) st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", prog);
+        if (st == MG_OK) st = files_make(cfg->ckpt, files);
+        /* rank 0 puts the files in order; the others read them once it has */
+        if (st == MG_OK && lead) st = recover(files, cfg->resume, prog);
+        if ((st = dp_agree(&dp, st, NULL, prog, 0)) != MG_OK) {
             free(files);
+            ov_free(&ov);
             return st;
         }
     }
@@ -529,30 +936,55 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     if (n_trainable != n_all)
         mg_log(MG_LOG_INFO, "%s: %lld of %lld parameters trainable (%lld frozen or in buffers)", prog,
                (long long)n_trainable, (long long)n_all, (long long)(n_all - n_trainable));
-    mg_optim *opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
+    mg_optim *opt = NULL;
     mg_ctx *ctx = mg_ctx_new(0);
+    if (ctx) mg_ctx_set_precision(ctx, cfg->precision);
     history h = {0};
     mg_rng dropout = mg_rng_make(cfg->seed ^ 0xD50F0D50F0ULL);
     mg_train_progress prog_line = {0};
-    if (!opt || !ctx) {
-        st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory setting up training", prog);
-        goto done;
+    int64_t step = 0;
+    double comm_total = 0;
+    if (dp.zero1) {
+        st = zero1_setup(&dp, P, cfg);
+        /* the whole moments only while resuming */
+        if (st == MG_OK && cfg->resume) {
+            if (!(opt = mg_adamw_new(P, dp.acfg))) st = MG_ERR_NOMEM;
+            if (st == MG_OK && (st = restore_all(m, opt, files, &dropout, &h)) == MG_OK) {
+                zero1_copy(&dp, mg_optim_state(opt, 0), dp.m, true);
+                zero1_copy(&dp, mg_optim_state(opt, 1), dp.v, true);
+                dp.t = mg_optim_steps(opt);
+            }
+            mg_optim_free(opt);
+            opt = NULL;
+        }
+        if (!ctx && st == MG_OK) st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory setting up training", prog);
+    } else {
+        opt = mg_adamw_new(P, (mg_adamw_cfg){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay});
+        if (!opt || !ctx) st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory setting up training", prog);
+        if (st == MG_OK && cfg->resume) st = restore_all(m, opt, files, &dropout, &h);
     }
+    if ((st = dp_agree(&dp, st, NULL, prog, 0)) != MG_OK) goto done;
     mg_ctx_set_error_handler(ctx, keep_ctx_error, NULL);
-    if (cfg->resume && (st = restore_all(m, opt, files, &dropout, &h)) != MG_OK) goto done;
-    int64_t step = mg_optim_steps(opt);
+    step = dp.zero1 ? dp.t : mg_optim_steps(opt);
     res->step = step;
     if (step >= cfg->steps) {
-        mg_log(MG_LOG_INFO, "%s: the checkpoint is already at step %lld of %lld: nothing to do", prog,
-               (long long)step, (long long)cfg->steps);
+        if (lead)
+            mg_log(MG_LOG_INFO, "%s: the checkpoint is already at step %lld of %lld: nothing to do", prog,
+                   (long long)step, (long long)cfg->steps);
         goto done;
     }
-    if ((st = mg_train_progress_open(&prog_line, prog, cfg->steps, step, cfg->log_path, cfg->resume)) != MG_OK)
-        goto done;
-    prog_line.quiet = cfg->quiet;
+    /* rank 0 alone writes the log and prints */
+    st = mg_train_progress_open(&prog_line, prog, cfg->steps, step, lead ? cfg->log_path : NULL, cfg->resume);
+    if ((st = dp_agree(&dp, st, NULL, prog, step)) != MG_OK) goto done;
+    prog_line.quiet = cfg->quiet || !lead;
     prog_line.per_step = m->tokens_per_step == 0;
+    prog_line.ranks = dp.nranks;
     if (cfg->resume)
         mg_train_progress_note(&prog_line, "%s: resumed at step %lld from %s", prog, (long long)step, cfg->ckpt);
+    if (multi)
+        mg_train_progress_note(&prog_line, "%s: data parallel over %d ranks (%s)%s%s", prog, dp.nranks, dp_library(),
+                               dp.split ? "" : ", each on the whole batch",
+                               dp.zero1 ? ", AdamW's moments sharded (ZeRO-1)" : "");
 
     interrupted = 0;
     void (*old_handler)(int) = cfg->catch_sigint ? signal(SIGINT, on_sigint) : SIG_DFL;
@@ -561,33 +993,72 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     int64_t last_good = cfg->resume ? step : -1, first = step, n_saves = 0;
     bool had_val = false; /* a finite validation loss was seen: a NaN one later means divergence */
     for (int64_t i = 0; i < h.nv; i++) had_val |= isfinite(h.val[i]) != 0;
+    dp_take_wait(NULL);
+    double comm_busy_total = 0;
     while (step < cfg->steps) {
+        bool begun = false; /* the gradient buckets of this step are under way */
+        double waited = 0;
         double t0 = mg_time();
         mg_ctx_reset(ctx);
-        if (m->next_batch && (st = m->next_batch(m->user)) != MG_OK) {
+        if (multi) kill_point(dp.rank, step + 1);
+        /* this rank's part of the step: its failure is every rank's (dp_agree) */
+        if (m->next_batch && (st = m->next_batch(m->user)) != MG_OK)
             mg_wrap_error(st, "%s: step %lld: the next batch", prog, (long long)step + 1);
+        mg_tensor *loss = NULL;
+        if (st == MG_OK) {
+            mg_rng rank_dropout = mg_rng_make(0), *drop = &dropout;
+            if (dp.split) {
+                /* each rank its own stream; the trainer's advances the same on every rank */
+                rank_dropout = mg_rng_make(mg_rng_next(&dropout) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(dp.rank + 1)));
+                drop = &rank_dropout;
+                loss = m->loss_rows(m->user, ctx, drop, dp.row0, dp.nrows);
+            } else {
+                loss = m->loss ? m->loss(m->user, ctx, drop) : m->loss_rows(m->user, ctx, drop, 0, m->batch_rows);
+            }
+            if (mg_ctx_ok(ctx) && !loss)
+                st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: model.loss returned no tensor", prog,
+                                  (long long)step + 1);
+            else if (mg_ctx_ok(ctx) && (loss->dtype != MG_F32 || loss->numel != 1))
+                st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: model.loss must return one float, got %lld values",
+                                  prog, (long long)step + 1, (long long)loss->numel);
+            if (st == MG_OK && mg_ctx_ok(ctx)) {
+                mg_params_zero_grad(P);
+                if (use_ov) ov_begin(&ov, ctx, loss), begun = true;
+                mg_backward(ctx, loss);
+            }
+            if (st == MG_OK && !mg_ctx_ok(ctx))
+                st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: %s", prog, (long long)step + 1, mg_ctx_error(ctx));
+        }
+        float lv = st == MG_OK ? loss->data[0] : 0.0f;
+        if (use_ov) { /* the buckets backward did not send: all of them when this rank's step failed */
+            if (!begun) mg_params_zero_grad(P), ov_begin(&ov, ctx, NULL);
+            if (ov_end(&ov, ctx, &waited) != MG_OK) dp_abort(mg_last_error());
+        }
+        if (multi) {
+            /* every rank's status and loss share, then the gradients (already sent with overlap),
+             * summed in rank order */
+            double mine[2] = {st != MG_OK ? (double)(dp.nranks - dp.rank) : 0.0, (double)lv}, all[2 * 1024];
+            double *every = dp.nranks <= 1024 ? all : malloc((size_t)dp.nranks * 2 * sizeof *every);
+            if (!every) dp_abort("train: out of memory exchanging the step's status");
+            dp_allgather_f64(mine, every, 2);
+            int64_t code = 0;
+            for (int r = 0; r < dp.nranks; r++) code = every[2 * r] > (double)code ? (int64_t)every[2 * r] : code;
+            if (dp.split) {
+                float sum = (float)every[1];
+                for (int r = 1; r < dp.nranks; r++) sum += (float)every[2 * r + 1];
+                lv = sum;
+            }
+            if (every != all) free(every);
+            if (code) {
+                st = dp_fail(&dp, code, st, prog, step + 1);
+                break;
+            }
+            if (dp.split && !use_ov) st = dp.zero1 ? dp_reduce_scatter(&dp.L, mg_params_grad(P)) : dp_sum(&dp.L, mg_params_grad(P));
+            if (st != MG_OK) dp_abort(mg_last_error());
+        } else if (st != MG_OK) {
             break;
         }
-        mg_tensor *loss = m->loss(m->user, ctx, &dropout);
-        if (mg_ctx_ok(ctx) && !loss) {
-            st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: model.loss returned no tensor", prog, (long long)step + 1);
-            break;
-        }
-        if (mg_ctx_ok(ctx) && (loss->dtype != MG_F32 || loss->numel != 1)) {
-            st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: model.loss must return one float, got %lld values",
-                              prog, (long long)step + 1, (long long)loss->numel);
-            break;
-        }
-        if (mg_ctx_ok(ctx)) {
-            mg_params_zero_grad(P);
-            mg_backward(ctx, loss);
-        }
-        if (!mg_ctx_ok(ctx)) {
-            st = mg_set_error(MG_ERR_INVALID, "%s: step %lld: %s", prog, (long long)step + 1, mg_ctx_error(ctx));
-            break;
-        }
-        float lv = loss->data[0];
-        float norm = mg_clip_grad_norm(P, cfg->clip);
+        float norm = dp.zero1 && dp.split ? zero1_clip(&dp, P, cfg->clip) : mg_clip_grad_norm(P, cfg->clip);
         if (!isfinite(lv) || !isfinite(norm)) {
             res->diverged = true;
             char what[200];
@@ -597,7 +1068,10 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
             break;
         }
         float lr = mg_lr_schedule(step, cfg->warmup, cfg->steps, cfg->lr, cfg->lr_min);
-        mg_optim_step(opt, lr);
+        if (dp.zero1)
+            zero1_step(&dp, P, lr); /* (replicated, every rank has the whole gradient and updates its part) */
+        else
+            mg_optim_step(opt, lr);
         const char *bad_name;
         float bad_value;
         if (!weights_ok(P, cfg->max_weight, &bad_name, &bad_value)) {
@@ -619,32 +1093,49 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         float val = NAN;
         bool last = step == cfg->steps;
         if (m->eval && ((cfg->eval_every > 0 && step % cfg->eval_every == 0) || last)) {
+            /* every rank validates (the same weights, the same result): the model's generators stay alike */
             if ((st = m->eval(m->user, &val)) != MG_OK) {
                 mg_wrap_error(st, "%s: step %lld: validation", prog, (long long)step);
-                break;
-            }
-            if (isinf(val) || (isnan(val) && had_val)) {
+                if (!multi) break;
+            } else if (isinf(val) || (isnan(val) && had_val)) {
                 res->diverged = true;
                 char what[200];
                 snprintf(what, sizeof what, "the validation loss became %g after the update of step %lld", (double)val,
                          (long long)step);
                 st = diverged(cfg, prog, what, step, last_good);
+                if (!multi) break;
+            } else if (!isnan(val)) {
+                hist_push_val(&h, step, val), res->val_loss = val, had_val = true;
+            }
+        }
+        double comm = 0, busy = dp_take_wait(&comm);
+        comm += waited; /* what this step waited: its own collectives and the buckets still under way */
+        comm_total += comm, comm_busy_total += busy;
+        prog_line.comm_s = comm, prog_line.comm_busy_s = busy;
+        if (st == MG_OK && (st = mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0,
+                                                        norm, val)) != MG_OK)
+            mg_wrap_error(st, "%s: step %lld", prog, (long long)step);
+        bool stop_now = interrupted != 0;
+        if (multi) {
+            bool div = res->diverged;
+            if ((st = dp_agree(&dp, st, &stop_now, prog, step)) != MG_OK) {
+                res->diverged = div;
                 break;
             }
-            if (!isnan(val)) hist_push_val(&h, step, val), res->val_loss = val, had_val = true;
         }
-        if ((st = mg_train_progress_step(&prog_line, step, lv, lr, ema_dt > 0 ? per_step / ema_dt : 0, norm,
-                                         val)) != MG_OK) {
-            mg_wrap_error(st, "%s: step %lld", prog, (long long)step);
-            break;
-        }
+        if (st != MG_OK) break;
         bool pause = cfg->stop_after > 0 && step - first >= cfg->stop_after;
-        bool save = last || interrupted || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
+        bool save = last || stop_now || pause || (cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0);
         if (save && cfg->ckpt) {
-            if ((st = save_all(m, opt, files, &dropout, &h, ++n_saves)) != MG_OK) break;
+            mg_optim *whole = opt;
+            if (dp.zero1) st = zero1_gather_opt(&dp, P, &whole);
+            ++n_saves;
+            if (st == MG_OK && lead) st = save_all(m, whole, files, &dropout, &h, n_saves);
+            if (dp.zero1) mg_optim_free(whole);
+            if ((st = dp_agree(&dp, st, NULL, prog, step)) != MG_OK) break;
             last_good = step;
         }
-        if (interrupted) {
+        if (stop_now) {
             res->interrupted = true;
             if (cfg->ckpt)
                 mg_train_progress_note(&prog_line, "%s: interrupted: saved step %lld to %s (a resume continues from there)",
@@ -674,7 +1165,9 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     res->steps_per_s = ema_dt > 0 ? 1.0 / ema_dt : 0;
     res->tokens_per_s = m->tokens_per_step > 0 ? (double)m->tokens_per_step * res->steps_per_s : 0;
     res->peak_arena = mg_ctx_peak_bytes(ctx);
-    if (cfg->plot_path && h.n > 0) {
+    res->comm_s = res->steps_run > 0 ? comm_total / (double)res->steps_run : 0;
+    res->comm_busy_s = res->steps_run > 0 ? comm_busy_total / (double)res->steps_run : 0;
+    if (cfg->plot_path && h.n > 0 && lead) {
         mg_status ps = h.nomem ? mg_set_error(MG_ERR_NOMEM, "out of memory keeping the loss history")
                                : train_plot_curve(cfg->plot_path, cfg->plot_title ? cfg->plot_title : prog,
                                                   cfg->plot_ylabel, h.loss, h.n, h.val_step, h.val, h.nv);
@@ -689,6 +1182,8 @@ done:
     hist_free(&h);
     mg_ctx_free(ctx);
     mg_optim_free(opt);
+    dp_run_free(&dp);
+    ov_free(&ov);
     return st;
 }
 

@@ -11,7 +11,9 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -140,6 +142,67 @@ static inline bench_fma bench_fma_best(void) {
         return (bench_fma){"avx2 fma", 2.0 * 8 * 12, bench_fma_loop_avx2};
 #endif
     return (bench_fma){"scalar mul+add", 2.0 * BENCH_FMA_CHAINS, bench_fma_loop_scalar};
+}
+
+/* ---- bf16 peak: the same register loop for the bf16 path in use (mg_bf16_path_active) ----
+ * AVX512-BF16: 20 chains of VDPBF16PS (64 flops each: 16 lanes x 2 products x multiply-add).
+ * AMX: four independent 16 x 16 C tiles each fed TDPBF16PS from two A and two B tiles
+ * (16384 flops each), the tile configuration loaded by the loop on its own thread. The emulation
+ * has no peak of its own: it reports the float32 loop's. */
+#ifdef BENCH_FMA_X86
+__attribute__((target("avx512f,avx512bf16"))) static double bench_bf16_loop_avx512(long iters) {
+    __m512 acc[BENCH_FMA_CHAINS];
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);
+    for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = _mm512_set1_ps(1.0f + (float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 20
+        for (int i = 0; i < BENCH_FMA_CHAINS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    for (int i = 1; i < BENCH_FMA_CHAINS; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    return _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static double bench_bf16_loop_amx(long iters) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    static _Alignas(64) const uint16_t ones[16 * 32] = {0};
+    _Alignas(64) float out[16 * 16];
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+#endif
+
+/* The loop of the bf16 path `path` (an mg_bf16_path value). */
+static inline bench_fma bench_bf16_peak_loop(int path) {
+#ifdef BENCH_FMA_X86
+    if (path == 2) return (bench_fma){"amx tdpbf16ps", 4.0 * 16 * 16 * 32 * 2, bench_bf16_loop_amx};
+    if (path == 1)
+        return (bench_fma){"avx512 vdpbf16ps", 2.0 * 32 * BENCH_FMA_CHAINS, bench_bf16_loop_avx512};
+#endif
+    (void)path;
+    return bench_fma_best();
 }
 
 static volatile double bench_fma_sink;

@@ -11,6 +11,12 @@
  *
  *   bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]
  *              [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]
+ *              [--bf16 PATH|none] [--bf16-only]
+ *
+ * Then the same workloads in bf16 (mg_bgemm on operands converted beforehand, float32 results)
+ * against minigrad's float32 sgemm, alternating likewise: GFLOP/s, the fraction of the measured
+ * peak of the bf16 path in use (its own register loop: VDPBF16PS, or AMX tiles), and the
+ * bf16/float32 speed ratio. --bf16 forces a path (emulated, avx512bf16, amx) or skips the section.
  *
  * Alternating call by call is only fair if neither library's idle threads spin on the cores the
  * other is computing on: both spin for a while after a call by default, which halved OpenBLAS's
@@ -193,7 +199,86 @@ static double rel_diff(const float *x, const float *y, size_t n) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
-            "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n");
+            "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n"
+            "                  [--bf16 emulated|avx512bf16|amx|none] [--bf16-only]\n");
+}
+
+/* ---- bf16 ---- */
+
+static void run_bf16(const workload *w, const mg_bf16 *a, const mg_bf16 *b, const buffers *bf) {
+    for (int64_t i = 0; i < w->batch; i++)
+        mg_bgemm(w->ta, w->tb, w->m, w->n, w->k, a + i * bf->sa, bf->lda, b + i * bf->sb, bf->ldb,
+                 false, bf->c_ob + i * bf->sc, bf->ldc);
+}
+
+/* The bf16 section: every workload on the active bf16 path against float32 sgemm, alternating. */
+static void bf16_section(const workload *w, int nw, buffers *bf, size_t max_a, size_t max_b,
+                         const int *thread_counts, int nthr, int reps, FILE *json) {
+    const mg_bf16_path path = mg_bf16_path_active();
+    const bench_fma pk = bench_bf16_peak_loop((int)path);
+    double peak[2];
+    for (int t = 0; t < nthr; t++) peak[t] = measure_peak(&pk, thread_counts[t]);
+    printf("\nbf16: %s path; peak (%s register loop): %.1f GFLOP/s on 1 thread", mg_bf16_path_name(path),
+           pk.name, peak[0]);
+    if (nthr > 1) printf(", %.1f on %d threads", peak[1], thread_counts[1]);
+    printf("%s\n", path == MG_BF16_EMULATED ? " (float32's: the emulation has no bf16 unit)" : "");
+    mg_bf16 *a = mg_aligned_alloc(max_a * sizeof(mg_bf16)), *b = mg_aligned_alloc(max_b * sizeof(mg_bf16));
+    double *t16 = malloc((size_t)reps * sizeof(double)), *t32 = malloc((size_t)reps * sizeof(double));
+    if (!a || !b || !t16 || !t32) {
+        fprintf(stderr, "bench_gemm: out of memory for the bf16 operands\n");
+        exit(1);
+    }
+    mg_f32_to_bf16((int64_t)max_a, bf->a, a);
+    mg_f32_to_bf16((int64_t)max_b, bf->b, b);
+    printf("%-28s %-3s %3s  %9s %6s  %9s  %6s\n", "shape", "op", "thr", "bf16", "%peak", "fp32",
+           "bf16/fp32");
+    for (int i = 0; i < nw; i++) {
+        const workload *wl = &w[i];
+        bf->lda = wl->ta ? wl->m : wl->k;
+        bf->ldb = wl->tb ? wl->k : wl->n;
+        bf->ldc = wl->n;
+        bf->sa = wl->m * wl->k;
+        bf->sb = wl->k * wl->n;
+        bf->sc = wl->m * wl->n;
+        const double flops = 2.0 * (double)wl->batch * (double)wl->m * (double)wl->n * (double)wl->k;
+        for (int t = 0; t < nthr; t++) {
+            const int th = thread_counts[t];
+            mg_set_num_threads(th);
+            run_bf16(wl, a, b, bf);
+            run_minigrad(wl, bf);
+            for (int r = 0; r < reps; r++)
+                for (int s = 0; s < 2; s++) {
+                    const bool b_turn = (s == 0) == (r % 2 == 0);
+                    const double t0 = bench_clock(th);
+                    if (b_turn)
+                        run_bf16(wl, a, b, bf);
+                    else
+                        run_minigrad(wl, bf);
+                    (b_turn ? t16 : t32)[r] = bench_clock(th) - t0;
+                }
+            const double g16 = flops / bench_median(t16, reps) / 1e9;
+            const double g32 = flops / bench_median(t32, reps) / 1e9;
+            printf("%-28s %-3s %3d  %9.1f %5.1f%%  %9.1f  %6.2f\n", wl->shape, wl->op, th, g16,
+                   100.0 * g16 / peak[t], g32, g16 / g32);
+            fflush(stdout);
+            const double d = rel_diff(bf->c_ob, bf->c_mg, (size_t)(wl->batch * wl->m * wl->n));
+            if (d > 0.05) printf("  warning: bf16 and float32 differ by %.2e (relative)\n", d);
+            if (json)
+                fprintf(json,
+                        "{\"bench\":\"gemm\",\"shape\":\"%s\",\"op\":\"%s\",\"batch\":%lld,"
+                        "\"m\":%lld,\"n\":%lld,\"k\":%lld,\"threads\":%d,\"impl\":\"minigrad-bf16\","
+                        "\"isa\":\"%s\",\"gflops\":%.2f,\"peak_gflops\":%.2f,"
+                        "\"fraction_of_peak\":%.4f,\"fp32_gflops\":%.2f,\"ratio_vs_fp32\":%.4f,"
+                        "\"median_s\":%.6f,\"reps\":%d,\"clock\":\"%s\"}\n",
+                        wl->shape, wl->op, (long long)wl->batch, (long long)wl->m, (long long)wl->n,
+                        (long long)wl->k, th, mg_bf16_path_name(path), g16, peak[t], g16 / peak[t],
+                        g32, g16 / g32, flops / g16 / 1e9, reps, use_cpu_clock ? "cpu" : "wall");
+        }
+    }
+    free(t16);
+    free(t32);
+    mg_aligned_free(a);
+    mg_aligned_free(b);
 }
 
 int main(int argc, char **argv) {
@@ -206,8 +291,8 @@ int main(int argc, char **argv) {
     }
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0); /* before dlopen: OpenBLAS workers sleep at once */
     bench_stdout_begin();
-    bool quick = false, use_openblas = true;
-    const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL;
+    bool quick = false, use_openblas = true, bf16_only = false;
+    const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL, *bf16_name = NULL;
     int reps = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -223,6 +308,10 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--isa") && has_value)
             isa_name = argv[++i];
+        else if (!strcmp(a, "--bf16") && has_value)
+            bf16_name = argv[++i];
+        else if (!strcmp(a, "--bf16-only"))
+            bf16_only = true;
         else if (!strcmp(a, "--openblas-core") && has_value)
             ob_core = argv[++i];
         else if (!strcmp(a, "--clock") && has_value && !strcmp(argv[i + 1], "cpu")) {
@@ -260,6 +349,22 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    const bool bf16 = !bf16_name || strcmp(bf16_name, "none") != 0;
+    if (bf16_name && bf16) {
+        int p = -1;
+        for (int q = MG_BF16_EMULATED; q <= MG_BF16_AMX; q++)
+            if (!strcmp(bf16_name, mg_bf16_path_name((mg_bf16_path)q))) p = q;
+        if (p < 0 || !mg_bf16_path_force((mg_bf16_path)p)) {
+            fprintf(stderr, "bench_gemm: --bf16 %s: not a bf16 path this CPU and build support "
+                            "(best: %s)\n", bf16_name, mg_bf16_path_name(mg_bf16_path_detected()));
+            return 2;
+        }
+    }
+    if (bf16_only && !bf16) {
+        fprintf(stderr, "bench_gemm: --bf16-only with --bf16 none measures nothing\n");
+        return 2;
+    }
+    if (bf16_only) use_openblas = false;
     FILE *json = NULL;
     if (json_path && !(json = fopen(json_path, "w"))) {
         fprintf(stderr, "bench_gemm: cannot write %s\n", json_path);
@@ -336,7 +441,7 @@ int main(int argc, char **argv) {
     double *t_mg = malloc((size_t)reps * sizeof(double)),
            *t_ob = malloc((size_t)reps * sizeof(double));
     int low_ratio = 0;
-    for (int i = 0; i < nw; i++) {
+    for (int i = 0; i < (bf16_only ? 0 : nw); i++) {
         const workload *wl = &w[i];
         bf.lda = wl->ta ? wl->m : wl->k;
         bf.ldb = wl->tb ? wl->k : wl->n;
@@ -401,6 +506,7 @@ int main(int argc, char **argv) {
         }
     }
     if (have_ob) printf("\n%d of %d measurements below 90%% of OpenBLAS\n", low_ratio, nw * nthr);
+    if (bf16) bf16_section(w, nw, &bf, max_a, max_b, thread_counts, nthr, reps, json);
     free(t_mg);
     free(t_ob);
     mg_aligned_free(bf.a);

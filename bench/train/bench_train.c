@@ -26,7 +26,7 @@
 #endif
 
 typedef struct options {
-    bool quick, pytorch;
+    bool quick, pytorch, bf16, no_gen;
     const char *json, *png, *python, *script, *blas_core, *wait_policy, *report;
     bool configs[8];
     int threads[8], n_threads;
@@ -47,8 +47,9 @@ static void usage(FILE *f) {
             "usage: bench_train [--quick] [--configs textgen,music] [--threads 1,all] [--json FILE] [--png FILE]\n"
             "                   [--steps N] [--warmup N] [--gen-runs N] [--gen-tokens N] [--seed N]\n"
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
-            "                   [--pytorch-wait-policy passive|active|env]\n"
+            "                   [--pytorch-wait-policy passive|active|env] [--bf16] [--no-gen]\n"
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
+            "       bench_train --data-parallel [CONFIG [RANKS [STEPS [ROUNDS]]]]   (textgen 2 12 3; needs mpirun)\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about 13)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen, 3 music)\n"
@@ -56,6 +57,9 @@ static void usage(FILE *f) {
             "  --gen-runs N    rounds of timed generation runs (default 9 textgen, 2 music; the cheap cached\n"
             "                  runs are timed 3 times a round for music)\n"
             "  --gen-tokens N  new tokens per generation run (default: fill textgen's context, 112; music 512)\n"
+            "  --bf16          training also in bf16: minigrad --precision bf16 and PyTorch bf16 autocast,\n"
+            "                  alternating with the float32 runs, with the speed ratios of one run\n"
+            "  --no-gen        training only, no generation runs\n"
             "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
             "                  (and redraw its --png)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
@@ -92,19 +96,20 @@ static void sample_peak(bt_report *rep, int threads) {
 
 static bool start_worker(side *sd, const options *o, int impl, const char *mode, const bt_config *c, int threads) {
     char name[64], thr[16], seed[32];
-    snprintf(name, sizeof name, "%s %s %s %dt", impl == BT_MINIGRAD ? "minigrad" : "pytorch", mode, c->name, threads);
+    snprintf(name, sizeof name, "%s %s %s %dt", bt_impl_name[impl], mode, c->name, threads);
+    char *prec = impl >= BT_MINIGRAD_BF16 ? "bf16" : "fp32";
     snprintf(thr, sizeof thr, "%d", threads);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     memset(sd, 0, sizeof *sd);
-    if (impl == BT_MINIGRAD) {
+    if (impl % 2 == BT_MINIGRAD) {
         char *argv[] = {"/proc/self/exe", "--worker", (char *)mode, "--config", (char *)c->name,
-                        "--threads", thr, "--seed", seed, NULL};
+                        "--threads", thr, "--seed", seed, "--precision", prec, NULL};
         sd->up = bt_proc_start(&sd->p, name, argv);
     } else {
         char *argv[] = {(char *)o->python, (char *)o->script, "--worker", (char *)mode, "--config",
                         (char *)c->name, "--threads", thr, "--seed", seed, "--openblas-core",
                         (char *)(o->blas_core ? o->blas_core : "default"), "--omp-wait-policy",
-                        (char *)(o->wait_policy ? o->wait_policy : "passive"), NULL};
+                        (char *)(o->wait_policy ? o->wait_policy : "passive"), "--precision", prec, NULL};
         sd->up = bt_proc_start(&sd->p, name, argv);
     }
     return sd->up;
@@ -157,14 +162,14 @@ static double gen_run(side *sd, int64_t n, bool cache, int reps) {
 static void finish(side *sd, bt_result *r) {
     r->n_params = (int64_t)bt_json_num(sd->p.hello, "n_params");
     r->base_rss_mb = bt_json_num(sd->p.hello, "base_rss_mb");
-    if (r->impl == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(sd->p.hello, "isa", ""));
+    if (r->impl % 2 == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(sd->p.hello, "isa", ""));
     else
         snprintf(r->backend, sizeof r->backend, "%.15s%s%.15s", bt_json_str(sd->p.hello, "openblas_core", ""),
                  *bt_json_str(sd->p.hello, "omp_wait_policy", "") ? "/" : "", bt_json_str(sd->p.hello, "omp_wait_policy", ""));
     cJSON *m = sd->up ? bt_proc_ask(&sd->p, "mem") : NULL;
     if (m) {
         r->peak_rss_mb = bt_json_num(m, "peak_rss_mb");
-        if (r->impl == BT_MINIGRAD) r->arena_peak_mb = bt_json_num(m, "arena_peak_mb"), r->state_mb = bt_json_num(m, "state_mb");
+        if (r->impl % 2 == BT_MINIGRAD) r->arena_peak_mb = bt_json_num(m, "arena_peak_mb"), r->state_mb = bt_json_num(m, "state_mb");
     }
     cJSON_Delete(m);
 }
@@ -181,10 +186,12 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
      * three is one of the steady ones. Music's three steps each make one round (a PyTorch step
      * costs 10-14 s); textgen's twelve are four rounds of three, alternating. */
     const int per_round = big ? (steps < 3 ? steps : 3) : steps >= 12 ? 3 : 2;
-    const int n_impl = rep->have_pytorch ? 2 : 1;
-    side sd[2];
+    int impls[BT_N_IMPL], n_impl = 0;
+    for (int q = 0; q < BT_N_IMPL; q++)
+        if ((q % 2 == BT_MINIGRAD || rep->have_pytorch) && (q < BT_MINIGRAD_BF16 || o->bf16)) impls[n_impl++] = q;
+    side sd[BT_N_IMPL];
     memset(sd, 0, sizeof sd);
-    for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, i, "train", c, threads);
+    for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, impls[i], "train", c, threads);
     for (int i = 0; i < n_impl; i++) train_round(&sd[i], warm, false);
     /* Rounds alternate which implementation goes first. */
     for (int done = 0, round = 0; done < steps; round++) {
@@ -196,7 +203,7 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     for (int i = 0; i < n_impl; i++) {
         bt_result *r = bt_report_add(rep);
         if (!r) break;
-        r->cfg = c, r->threads = threads, r->impl = i;
+        r->cfg = c, r->threads = threads, r->impl = impls[i];
         if (sd[i].p.hello) finish(&sd[i], r);
         r->n = sd[i].n;
         r->seconds = bench_median(sd[i].s, sd[i].n); /* sorts: s[0] is the fastest */
@@ -205,8 +212,17 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
         r->valid = sd[i].up && sd[i].n > 0;
         stop_worker(&sd[i]);
         if (r->valid)
-            printf("  %-8s %-7s %dt train: %8.1f ms/step  %9.0f tokens/s  (%d steps)\n", i ? "pytorch" : "minigrad",
+            printf("  %-8s %-7s %dt train: %8.1f ms/step  %9.0f tokens/s  (%d steps)\n", bt_impl_name[impls[i]],
                    c->name, threads, 1e3 * r->seconds, r->tokens_per_s, r->n);
+    }
+    if (o->bf16) {
+        double t[BT_N_IMPL];
+        for (int q = 0; q < BT_N_IMPL; q++) {
+            const bt_result *r = bt_report_find(rep, false, false, c->name, threads, q);
+            t[q] = r && r->valid ? r->tokens_per_s : NAN;
+        }
+        printf("  %-13s %-7s %dt bf16 tokens/s over: minigrad fp32 %.2fx, pytorch fp32 %.2fx, pytorch bf16 %.2fx\n",
+               bt_impl_name[BT_MINIGRAD_BF16], c->name, threads, t[2] / t[0], t[2] / t[1], t[2] / t[3]);
     }
     fflush(stdout);
 }
@@ -332,6 +348,7 @@ static bool parse_int(const char *opt, const char *v, int lo, int *out) {
 static int worker_main(int argc, char **argv) {
     const char *mode = NULL, *config = NULL;
     int threads = 0;
+    bool bf16 = false;
     unsigned long long seed = 1234;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--worker")) mode = argv[i + 1];
@@ -339,17 +356,27 @@ static int worker_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && !bench_int_flag("bench_train worker", "--threads", argv[i + 1], 1, 1024, &threads))
             return 2;
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--precision")) bf16 = !strcmp(argv[i + 1], "bf16");
     }
     const bt_config *c = config ? bt_config_find(config) : NULL;
     if (!mode || !c || threads < 1) {
         printf("{\"error\":\"worker: need --worker train|gen --config NAME --threads N\"}\n");
         return 2;
     }
-    return bt_worker_main(mode, c, threads, seed);
+    return bt_worker_main(mode, c, threads, seed, bf16);
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--worker")) return worker_main(argc, argv);
+    if (argc == 5 && !strcmp(argv[1], "--dp-worker")) return bt_dp_worker(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc > 1 && !strcmp(argv[1], "--data-parallel")) { /* [CONFIG [RANKS [STEPS [ROUNDS]]]] */
+        char self[4096];
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0) return 1;
+        self[k] = 0;
+        return bt_dp_driver(self, argc > 2 ? argv[2] : "textgen", argc > 3 ? atoi(argv[3]) : 2,
+                            argc > 4 ? atoi(argv[4]) : 12, argc > 5 ? atoi(argv[5]) : 3);
+    }
     signal(SIGPIPE, SIG_IGN); /* a dead worker shows as a failed write, not as our death */
     bench_stdout_begin();
 
@@ -365,6 +392,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--quick")) o.quick = true, takes = false;
         else if (!strcmp(a, "--no-pytorch")) o.pytorch = false, takes = false;
+        else if (!strcmp(a, "--bf16")) o.bf16 = true, takes = false;
+        else if (!strcmp(a, "--no-gen")) o.no_gen = true, takes = false;
         else if (!v) ok = false;
         else if (!strcmp(a, "--json")) o.json = v;
         else if (!strcmp(a, "--png")) o.png = v;
@@ -436,7 +465,7 @@ int main(int argc, char **argv) {
         if (!o.configs[ci]) continue;
         for (int t = 0; t < o.n_threads; t++) {
             measure_train(&rep, &o, &bt_configs[ci], o.threads[t]);
-            measure_gen(&rep, &o, &bt_configs[ci], o.threads[t]);
+            if (!o.no_gen) measure_gen(&rep, &o, &bt_configs[ci], o.threads[t]);
         }
     }
 

@@ -51,7 +51,11 @@ double bt_measure_peak(int threads, int reps, double seconds);
 const char *bt_peak_kind(void);
 
 /* ---- worker.c: the minigrad worker (mode "train" or "gen"); returns the exit status. ---- */
-int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t seed);
+int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t seed, bool bf16);
+
+/* ---- dataparallel.c: --data-parallel (the driver) and --dp-worker (one process or rank) ---- */
+int bt_dp_worker(const char *config, int threads, int steps);
+int bt_dp_driver(const char *self, const char *config, int ranks, int steps, int rounds);
 
 /* ---- proc.c: a child process spoken to over its stdin / stdout ---- */
 typedef struct cJSON cJSON;
@@ -74,7 +78,9 @@ void bt_proc_close(bt_proc *p);
 int bt_run_quiet(char *const argv[]);
 
 /* ---- report.c: results, the terminal table, JSON lines, the PNG ---- */
-enum { BT_MINIGRAD = 0, BT_PYTORCH = 1 };
+/* bf16: minigrad with --precision bf16, PyTorch under torch.autocast("cpu", torch.bfloat16) */
+enum { BT_MINIGRAD = 0, BT_PYTORCH = 1, BT_MINIGRAD_BF16 = 2, BT_PYTORCH_BF16 = 3, BT_N_IMPL = 4 };
+extern const char *const bt_impl_name[BT_N_IMPL];
 
 typedef struct bt_result {
     bool valid;

@@ -13,7 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const impl_name[2] = {"minigrad", "pytorch"};
+const char *const bt_impl_name[BT_N_IMPL] = {"minigrad", "pytorch", "minigrad-bf16", "pytorch-bf16"};
+#define impl_name bt_impl_name
 
 bt_result *bt_report_add(bt_report *rep) {
     if (rep->n == rep->cap) {
@@ -352,7 +353,8 @@ bool bt_report_load(bt_report *rep, const char *path) {
         const int threads = j ? (int)bt_json_num(j, "threads") : 0;
         const bool gen = bench && !strcmp(bench, "gen");
         if (!bench || (!gen && strcmp(bench, "train")) || !c || !impl ||
-            (strcmp(impl, "minigrad") && strcmp(impl, "pytorch")) || threads < 1) {
+            (strcmp(impl, "minigrad") && strcmp(impl, "pytorch") && strcmp(impl, "minigrad-bf16") &&
+             strcmp(impl, "pytorch-bf16")) || threads < 1) {
             fprintf(stderr, "bench_train: %s:%ld: not a bench_train record (bench train|gen, a known config, "
                             "impl minigrad|pytorch, threads >= 1)\n", path, lineno);
             ok = false;
@@ -362,7 +364,9 @@ bool bt_report_load(bt_report *rep, const char *path) {
                 ok = false;
             } else {
                 r->valid = true, r->gen = gen, r->cfg = c, r->threads = threads;
-                r->impl = strcmp(impl, "pytorch") == 0 ? BT_PYTORCH : BT_MINIGRAD;
+                r->impl = BT_MINIGRAD;
+                for (int q = 0; q < BT_N_IMPL; q++)
+                    if (!strcmp(impl, bt_impl_name[q])) r->impl = q;
                 r->cache = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "cache"));
                 r->new_tokens = gen ? (int64_t)bt_json_num(j, "new_tokens") : 0;
                 r->n = (int)bt_json_num(j, gen ? "runs" : "steps");

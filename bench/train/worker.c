@@ -114,7 +114,7 @@ static void generate(worker *w, long n, bool cache) {
     free(out);
 }
 
-int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t seed) {
+int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t seed, bool bf16) {
     const bool train = strcmp(mode, "train") == 0;
     if (!train && strcmp(mode, "gen") != 0) {
         reply_error("unknown worker mode '%s' (train or gen)", mode);
@@ -145,6 +145,7 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
             return 1;
         }
         mg_ctx_set_error_handler(w.ctx, on_ctx_error, &w);
+        if (bf16) mg_ctx_set_precision(w.ctx, MG_PRECISION_BF16);
         for (int64_t i = 0; i < N_BATCHES * BT; i++) {
             w.ids[i] = (int32_t)mg_rng_below(&rng, (uint32_t)c->V);
             w.tgt[i] = (int32_t)mg_rng_below(&rng, (uint32_t)c->V);
@@ -155,9 +156,12 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
     mg_params *P = mg_gpt_params(w.g);
     /* values, gradients and (training) the two AdamW moments: one slab each */
     const double state_mb = (double)mg_params_slab_size(P) * sizeof(float) * (train ? 4 : 1) / 1048576.0;
+    char isa[48];
+    snprintf(isa, sizeof isa, "%s%s%s", mg_isa_name(mg_isa_active()), bf16 ? " bf16 " : "",
+             bf16 ? mg_bf16_path_name(mg_bf16_path_active()) : "");
     printf("{\"ready\":true,\"impl\":\"minigrad\",\"n_params\":%lld,\"base_rss_mb\":%.3f,\"threads\":%d,"
            "\"isa\":\"%s\",\"state_mb\":%.3f}\n",
-           (long long)mg_params_numel(P), base_rss, used, mg_isa_name(mg_isa_active()), state_mb);
+           (long long)mg_params_numel(P), base_rss, used, isa, state_mb);
     fflush(stdout);
 
     char line[256];

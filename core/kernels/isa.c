@@ -104,3 +104,125 @@ const mgk_attention_impl *mgk_attention_active(void) {
     switch (mg_isa_active()) { MGK_ISAS(ATTENTION_CASE) }
     return mgk_attention_generic();
 }
+
+/* ---- bf16 paths ----
+ * Chosen apart from the float32 path: AMX where CPUID reports AMX-TILE and AMX-BF16, the OS
+ * enables the tile state in XCR0 and Linux grants it to this process (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XTILEDATA, asked once); else AVX512-BF16 where __builtin_cpu_supports
+ * says so; else the emulation. */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define MGK_ARCH_REQ_XCOMP_PERM 0x1023
+#define MGK_XFEATURE_XTILEDATA 18
+#endif
+
+static bool amx_granted(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 24)) || !(d & (1u << 22))) return false; /* AMX-TILE, AMX-BF16 */
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false; /* XTILECFG and XTILEDATA enabled */
+#if defined(__linux__) && defined(__x86_64__)
+    return syscall(SYS_arch_prctl, MGK_ARCH_REQ_XCOMP_PERM, MGK_XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
+
+static bool bf16_cpu_has(mg_bf16_path p) {
+    __builtin_cpu_init();
+    switch (p) {
+    case MG_BF16_AMX: {
+        static atomic_int granted = -1; /* asked of the kernel once per process */
+        int g = atomic_load(&granted);
+        if (g < 0) {
+            g = amx_granted();
+            atomic_store(&granted, g);
+        }
+        return g;
+    }
+    case MG_BF16_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512bf16");
+    case MG_BF16_EMULATED:
+        return true;
+    }
+    return false;
+}
+#else
+static bool bf16_cpu_has(mg_bf16_path p) {
+    return p == MG_BF16_EMULATED;
+}
+#endif
+
+static const mgk_bgemm_impl *bgemm_impl(mg_bf16_path p) {
+    switch (p) {
+    case MG_BF16_AMX:
+        return mgk_bgemm_amx();
+    case MG_BF16_AVX512:
+        return mgk_bgemm_avx512bf16();
+    case MG_BF16_EMULATED:
+        return mgk_bgemm_emulated();
+    }
+    return NULL;
+}
+
+static bool bf16_usable(mg_bf16_path p) {
+    return bgemm_impl(p) && bf16_cpu_has(p);
+}
+
+mg_bf16_path mg_bf16_path_detected(void) {
+    if (bf16_usable(MG_BF16_AMX)) return MG_BF16_AMX;
+    if (bf16_usable(MG_BF16_AVX512)) return MG_BF16_AVX512;
+    return MG_BF16_EMULATED;
+}
+
+static atomic_int active_bf16 = -1;
+
+mg_bf16_path mg_bf16_path_active(void) {
+    int a = atomic_load_explicit(&active_bf16, memory_order_relaxed);
+    if (a < 0) {
+        a = (int)mg_bf16_path_detected();
+        atomic_store_explicit(&active_bf16, a, memory_order_relaxed);
+    }
+    return (mg_bf16_path)a;
+}
+
+bool mg_bf16_path_force(mg_bf16_path p) {
+    if ((int)p < (int)MG_BF16_EMULATED || (int)p > (int)MG_BF16_AMX || !bf16_usable(p)) return false;
+    atomic_store_explicit(&active_bf16, (int)p, memory_order_relaxed);
+    return true;
+}
+
+bool mg_bf16_path_available(mg_bf16_path p) {
+    return (int)p >= (int)MG_BF16_EMULATED && (int)p <= (int)MG_BF16_AMX && bf16_usable(p);
+}
+
+bool mg_bf16_path_compiled(mg_bf16_path p) {
+    return (int)p >= (int)MG_BF16_EMULATED && (int)p <= (int)MG_BF16_AMX && bgemm_impl(p);
+}
+
+const char *mg_bf16_path_name(mg_bf16_path p) {
+    switch (p) {
+    case MG_BF16_EMULATED:
+        return "emulated";
+    case MG_BF16_AVX512:
+        return "avx512bf16";
+    case MG_BF16_AMX:
+        return "amx";
+    }
+    return "unknown";
+}
+
+const mgk_bgemm_impl *mgk_bgemm_for(int64_t M) {
+    const mg_bf16_path p = mg_bf16_path_active();
+    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && bf16_usable(MG_BF16_AVX512))
+        return mgk_bgemm_avx512bf16();
+    const mgk_bgemm_impl *im = bgemm_impl(p);
+    return im ? im : mgk_bgemm_emulated();
+}

@@ -5,6 +5,7 @@
 #define MG_KERNELS_ISA_H
 
 #include "attention_internal.h"
+#include "bgemm_internal.h"
 #include "gemm_internal.h"
 #include "rowops_internal.h"
 
@@ -24,5 +25,11 @@ MGK_ISAS(MGK_GETTERS)
 const mg_gemm_impl *mgk_gemm_active(void);
 const mgk_rowops_impl *mgk_rowops_active(void);
 const mgk_attention_impl *mgk_attention_active(void);
+
+/* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except
+ * that AMX hands products of fewer than MGK_AMX_MIN_M rows (a tile has 16) to AVX512-BF16 when the
+ * CPU has it. */
+#define MGK_AMX_MIN_M 16
+const mgk_bgemm_impl *mgk_bgemm_for(int64_t M);
 
 #endif

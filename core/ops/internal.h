@@ -38,4 +38,17 @@ static inline void mg_acc(float *restrict dst, const float *restrict src, int64_
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+/* ---- bf16 precision (mg_ctx_set_precision; ctx.c) ---- */
+
+#include "minigrad/kernels.h"
+
+static inline bool mg_use_bf16(const mg_ctx *ctx) {
+    return mg_ctx_precision(ctx) == MG_PRECISION_BF16;
+}
+/* n floats rounded to bf16 in the arena; NULL (error raised naming `what`) on exhaustion. */
+mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what);
+/* t's data in bf16: a parameter's copy is made once per step (until mg_ctx_reset) and shared by
+ * every product that reads it; other tensors are converted on each call. */
+const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what);
+
 #endif

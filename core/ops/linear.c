@@ -7,6 +7,10 @@
  *   dx += dy @ W^T,  dW += x^T @ dy (all rows of x folded into one GEMM whose K is the row count),
  *   db += sum over rows of dy (fixed chunks, mg_sum_rows)
  * Every piece is bit-identical for any thread count.
+ *
+ * In bf16 precision (mg_ctx_set_precision) the products run on bf16 copies: x rounded once in
+ * forward and kept (in the node) for dW, W's per-step copy, dy rounded once in backward for both
+ * of its products; the bias, the sums and the gradients stay float32.
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -16,15 +20,31 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *dy = n->out->grad;
     const int64_t M = n->i[0], K = n->i[1], N = n->i[2];
-    if (mg_requires_grad(x)) {
-        float *dx = mg_grad(ctx, x);
-        if (!dx) return;
-        mg_sgemm(false, true, M, K, N, 1.0f, dy, N, w->data, N, 1.0f, dx, K);
-    }
-    if (mg_requires_grad(w)) {
-        float *dw = mg_grad(ctx, w);
-        if (!dw) return;
-        mg_sgemm(true, false, K, N, M, 1.0f, x->data, K, dy, N, 1.0f, dw, N);
+    if (n->saved[0]) { /* bf16: saved[0] x, saved[1] W */
+        const mg_bf16 *xb = n->saved[0], *wb = n->saved[1];
+        const mg_bf16 *dyb = mg_bf16_copy(ctx, dy, M * N, "mg_linear backward: dy in bf16");
+        if (!dyb) return;
+        if (mg_requires_grad(x)) {
+            float *dx = mg_grad(ctx, x);
+            if (!dx) return;
+            mg_bgemm(false, true, M, K, N, dyb, N, wb, N, true, dx, K);
+        }
+        if (mg_requires_grad(w)) {
+            float *dw = mg_grad(ctx, w);
+            if (!dw) return;
+            mg_bgemm(true, false, K, N, M, xb, K, dyb, N, true, dw, N);
+        }
+    } else {
+        if (mg_requires_grad(x)) {
+            float *dx = mg_grad(ctx, x);
+            if (!dx) return;
+            mg_sgemm(false, true, M, K, N, 1.0f, dy, N, w->data, N, 1.0f, dx, K);
+        }
+        if (mg_requires_grad(w)) {
+            float *dw = mg_grad(ctx, w);
+            if (!dw) return;
+            mg_sgemm(true, false, K, N, M, 1.0f, x->data, K, dy, N, 1.0f, dw, N);
+        }
     }
     if (b && mg_requires_grad(b)) {
         float *db = mg_grad(ctx, b);
@@ -62,8 +82,15 @@ mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
 #pragma omp parallel for schedule(static) if (M * N > 65536)
         for (int64_t r = 0; r < M; r++) memcpy(Y + r * N, B, (size_t)N * sizeof(float));
     }
-    mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
+    const mg_bf16 *xb = NULL, *wb = NULL;
+    if (mg_use_bf16(ctx)) {
+        xb = mg_bf16_copy(ctx, x->data, M * K, "mg_linear: x in bf16");
+        wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
+        if (!xb || !wb) return y;
+        mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
+    } else
+        mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
     mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
-    if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N;
+    if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N, n->saved[0] = (void *)xb, n->saved[1] = (void *)wb;
     return y;
 }

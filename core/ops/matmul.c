@@ -14,6 +14,7 @@
  * operand taking stride 0. In backward a broadcast operand's gradient sums its products in batch
  * order (a shared output of mg_sgemm_batched accumulates in order, and the outer indices run one
  * after another): deterministic too.
+ * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below).
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -121,6 +122,38 @@ static void mm_offsets(const mm_dims *d, int64_t u, int64_t *off_a, int64_t *off
     }
 }
 
+/* ---- bf16 precision, shared B: rows = batch*M rows of A in one product ---- */
+
+static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_tensor *b,
+                            const mm_dims *d, float *c, const mg_bf16 **ab, const mg_bf16 **bb) {
+    *ab = mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16");
+    *bb = mg_bf16_operand(ctx, b, "mg_matmul: b in bf16");
+    if (!*ab || !*bb) return false;
+    mg_bgemm(false, nt, d->batch * d->M, d->N, d->K, *ab, d->K, *bb, nt ? d->K : d->N, false, c, d->N);
+    return true;
+}
+
+static void mm_bf16_backward(mg_ctx *ctx, mg_node *n, bool nt) {
+    mg_tensor *a = n->in[0], *b = n->in[1];
+    const int64_t rows = n->i[0] * n->i[1], N = n->i[2], K = n->i[3];
+    const mg_bf16 *ab = n->saved[0], *bb = n->saved[1];
+    const mg_bf16 *dcb = mg_bf16_copy(ctx, n->out->grad, rows * N, "mg_matmul backward: dC in bf16");
+    if (!dcb) return;
+    if (mg_requires_grad(a)) {
+        float *da = mg_grad(ctx, a);
+        if (!da) return;
+        mg_bgemm(false, !nt, rows, K, N, dcb, N, bb, nt ? K : N, true, da, K);
+    }
+    if (mg_requires_grad(b)) {
+        float *db = mg_grad(ctx, b);
+        if (!db) return;
+        if (!nt)
+            mg_bgemm(true, false, K, N, rows, ab, K, dcb, N, true, db, N);
+        else
+            mg_bgemm(true, false, N, K, rows, dcb, N, ab, K, true, db, K);
+    }
+}
+
 static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tensor *a, mg_tensor *b) {
     MG_BAIL_IF_FAILED(ctx);
     mm_dims d;
@@ -128,7 +161,10 @@ static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tens
     mg_tensor *c = mg_op_output(ctx, def->name, d.ndim, d.shape);
     if (!mg_ctx_ok(ctx)) return c;
     int64_t ldb = nt ? d.K : d.N;
-    if (d.mode == MM_SHARED)
+    const mg_bf16 *ab = NULL, *bb = NULL;
+    if (d.mode == MM_SHARED && mg_use_bf16(ctx)) {
+        if (!mm_bf16_forward(ctx, nt, a, b, &d, c->data, &ab, &bb)) return c;
+    } else if (d.mode == MM_SHARED)
         mg_sgemm(false, nt, d.batch * d.M, d.N, d.K, 1.0f, a->data, d.K, b->data, ldb, 0.0f, c->data, d.N);
     else if (d.mode == MM_SAME)
         mg_sgemm_batched(d.batch, false, nt, d.M, d.N, d.K, 1.0f, a->data, d.K, d.M * d.K, b->data, ldb,
@@ -144,6 +180,7 @@ static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tens
     }
     mg_node *n = mg_op_record(ctx, def, c, 2, (mg_tensor *[]){a, b});
     if (n) n->i[0] = d.batch, n->i[1] = d.M, n->i[2] = d.N, n->i[3] = d.K;
+    if (n) n->saved[0] = (void *)ab, n->saved[1] = (void *)bb;
     return c;
 }
 
@@ -172,6 +209,10 @@ static void mm_backward_bcast(mg_ctx *ctx, mg_node *n, bool nt, const mm_dims *d
 }
 
 static void mm_backward(mg_ctx *ctx, mg_node *n, bool nt) {
+    if (n->saved[0]) {
+        mm_bf16_backward(ctx, n, nt);
+        return;
+    }
     mg_tensor *a = n->in[0], *b = n->in[1];
     const float *dc = n->out->grad;
     const mm_dims d = mm_plan(nt, a, b);

@@ -53,6 +53,9 @@ int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t) {
     ROW_S("log", log, "JSON-lines log, one object per step (default OUT/log.jsonl)");
     ROW_I("sample-tokens", sample_tokens, 0, EX_MAX_GEN_TOKENS, h->sample_tokens);
     ROW_F("temperature", temperature, 0, 100, "temperature of that sample");
+    ROW_S("precision", precision,
+          "fp32 (default) or bf16: mixed precision, bf16 products with float32 weights, gradients "
+          "and optimizer state");
     return n;
 }
 
@@ -63,6 +66,8 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
         fprintf(stderr, "%s: --lr must be positive\n", prog);
         return false;
     }
+    mg_precision p;
+    if (!ex_precision_from(prog, o->precision, &p)) return false;
     int64_t tokens;
     if (mg_ckd_mul_i64(&tokens, o->batch, o->block) || tokens > max_batch_tokens) {
         fprintf(stderr, "%s: --batch %lld x --block-size %lld is too large (at most %lld tokens a step)\n", prog,
@@ -70,6 +75,13 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
         return false;
     }
     return true;
+}
+
+bool ex_precision_from(const char *prog, const char *name, mg_precision *p) {
+    *p = MG_PRECISION_FP32;
+    if (!name || mg_precision_parse(name, p)) return true;
+    fprintf(stderr, "%s: --precision '%s': expected fp32 or bf16\n", prog, name);
+    return false;
 }
 
 mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
@@ -214,6 +226,9 @@ mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, co
     tc.log_path = f->log;
     tc.plot_path = f->plot, tc.plot_ylabel = "loss (nats/token)", tc.resume = o->resume;
     tc.stop_after = o->stop_after, tc.prog = prog;
+    mg_precision p = MG_PRECISION_FP32;
+    if (o->precision) mg_precision_parse(o->precision, &p); /* checked by ex_train_check */
+    tc.precision = p;
     return tc;
 }
 

@@ -17,6 +17,7 @@
 
 typedef struct ex_train_opts {
     const char *data, *out, *log, *pos, *pos_opts;
+    const char *precision; /* --precision fp32|bf16 (NULL: fp32) */
     int64_t steps, batch, block, n_embd, n_layer, n_head, warmup, eval_every, eval_windows,
         ckpt_every;
     int64_t seed, threads, sample_tokens, stop_after;
@@ -36,7 +37,7 @@ typedef struct ex_train_help {
 int ex_train_rows_model(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
 
 /* Appends --eval-every, --eval-windows, --ckpt-every, --stop-after, --seed, --threads, --log,
- * --sample-tokens, --temperature (room for 9); returns how many. */
+ * --sample-tokens, --temperature, --precision (room for 10); returns how many. */
 int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
 
 /* The checks of the options once they are all known (given, defaults, or remembered by the
@@ -50,6 +51,9 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
 /* The model config from the options (vocab_size, block_size, n_embd, n_layer, n_head, dropout,
  * pos, pos_opts), checked by the library, whose message names the key; `what` names the source in
  * it ("textgen train options"). */
+/* --precision's value (NULL: fp32) into *p; false with "PROG: --precision ..." printed if unknown. */
+bool ex_precision_from(const char *prog, const char *name, mg_precision *p);
+
 mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
                                 mg_gpt_config *cfg);
 

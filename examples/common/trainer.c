@@ -28,6 +28,25 @@ static mg_tensor *lm_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
     return mg_gpt_loss(m->g, ctx, ids, targets, &args);
 }
 
+/* Rows [row0, row0 + nrows) of the batch: their mean loss times their share of the batch's
+ * counted targets (those that are not -1), so the shares of all ranks add up to the batch's mean. */
+static mg_tensor *lm_loss_rows(void *user, mg_ctx *ctx, mg_rng *dropout, int64_t row0, int64_t nrows) {
+    lm *m = user;
+    int64_t T = m->task->T, B = m->task->B, all = 0, mine = 0;
+    for (int64_t i = 0; i < B * T; i++) {
+        bool counted = m->targets[i] >= 0;
+        all += counted;
+        mine += counted && i >= row0 * T && i < (row0 + nrows) * T;
+    }
+    int64_t shape[2] = {nrows, T};
+    mg_tensor *ids = mg_tensor_wrap(ctx, MG_I32, 2, shape, m->ids + row0 * T);
+    mg_tensor *targets = mg_tensor_wrap(ctx, MG_I32, 2, shape, m->targets + row0 * T);
+    mg_fwd args = {.train = mg_gpt_cfg(m->g)->dropout > 0, .rng = dropout};
+    mg_tensor *loss = mg_gpt_loss(m->g, ctx, ids, targets, &args);
+    if (!loss || mine == all) return loss;
+    return mg_scale(ctx, loss, all > 0 ? (float)((double)mine / (double)all) : 0.0f);
+}
+
 static mg_status lm_eval(void *user, float *val) {
     lm *m = user;
     *val = m->task->eval(m->task->user, m->g);
@@ -60,6 +79,8 @@ mg_status ex_lm_train(mg_gpt *g, const mg_train_cfg *cfg, const ex_lm_task *task
                                 .user = &m,
                                 .next_batch = lm_batch,
                                 .loss = lm_loss,
+                                .loss_rows = lm_loss_rows,
+                                .batch_rows = task->B,
                                 .eval = task->eval ? lm_eval : NULL,
                                 .save = lm_save,
                                 .load = lm_load,

@@ -108,7 +108,7 @@ static mg_status read_tokens(const char *path, int64_t B, int64_t T, int64_t voc
 }
 
 static int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *tokens = NULL, *dump = NULL;
+    const char *ckpt = NULL, *tokens = NULL, *dump = NULL, *precision = NULL;
     int64_t B = 0, T = 0, threads = 0;
     const ex_opt opts[] = {
         EX_STR_OPT("ckpt", &ckpt, "checkpoint (safetensors)"),
@@ -117,12 +117,18 @@ static int cmd_eval(int argc, char **argv) {
         EX_INT_OPT("seq", &T, 1, 1 << 24, "sequence length T (required)"),
         EX_STR_OPT("dump-grads", &dump, "write d(loss)/d(param) for every parameter to this safetensors file"),
         EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all)"),
+        EX_STR_OPT("precision", &precision, "fp32 (default) or bf16: the products in bfloat16 (docs/bf16.md)"),
     };
     ex_parse_result r = ex_parse("gpt eval", "gpt eval --ckpt FILE --tokens FILE --batch B --seq T [--dump-grads FILE]",
-                                 argc, argv, opts, 6, NULL, 0, NULL);
+                                 argc, argv, opts, 7, NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
     if (!ckpt || !tokens || B < 1 || T < 1) {
         fprintf(stderr, "gpt eval: --ckpt, --tokens, --batch >= 1 and --seq >= 1 are required (see --help)\n");
+        return 2;
+    }
+    mg_precision prec = MG_PRECISION_FP32;
+    if (precision && !mg_precision_parse(precision, &prec)) {
+        fprintf(stderr, "gpt eval: --precision '%s': expected fp32 or bf16\n", precision);
         return 2;
     }
     /* B * (T + 1) tokens of 2 bytes, and B * T int32 twice: keep every product far from overflow
@@ -145,6 +151,7 @@ static int cmd_eval(int argc, char **argv) {
     mg_ctx *ctx = mg_ctx_new(0);
     mg_ctx_set_error_handler(ctx, on_ctx_error, NULL);
     mg_ctx_set_grad_enabled(ctx, dump != NULL);
+    mg_ctx_set_precision(ctx, prec);
     mg_tensor *loss = mg_gpt_loss(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, x),
                                   mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){B, T}, y), NULL);
     int rc = 0;

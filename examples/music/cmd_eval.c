@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cmd_model.h"
 #include "commands.h"
+#include "gpt_opts.h" /* ex_precision_from */
 
 #include "minigrad/checkpoint.h"
 
@@ -13,6 +14,7 @@
 
 int music_cmd_eval(int argc, char **argv) {
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
+    const char *precision = NULL;
     int64_t windows = -1, batch = 1, threads = 0, pieces = -1;
     const ex_opt table[] = {
         EX_STR_OPT("ckpt", &ckpt, "checkpoint written by music train"),
@@ -22,10 +24,13 @@ int music_cmd_eval(int argc, char **argv) {
                    "validation windows to score (default: the run's --eval-windows; 0: all)"),
         EX_INT_OPT("batch", &batch, 1, EX_MAX_BATCH, "windows per forward pass"),
         EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
+        EX_STR_OPT("precision", &precision, "fp32 (default) or bf16: the products in bfloat16"),
     };
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--data DIR] [options]", argc - 1, argv + 1,
                                   table, (int)(sizeof table / sizeof table[0]), NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    mg_precision prec;
+    if (!ex_precision_from(PROG, precision, &prec)) return 2;
     mg_set_num_threads((int)threads);
 
     mg_gpt *g;
@@ -60,6 +65,7 @@ int music_cmd_eval(int argc, char **argv) {
     if (music_val_windows(&d, T, (size_t)windows, &w) != MG_OK ||
         ex_evaluator_init(&e, batch, T) != MG_OK)
         goto out;
+    mg_ctx_set_precision(e.ctx, prec);
     double nats, t0 = mg_time();
     int64_t tokens;
     if (music_eval_windows(&e, g, &d, &w, &nats, &tokens) != MG_OK) goto out;

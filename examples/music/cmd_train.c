@@ -253,6 +253,7 @@ int music_cmd_train(int argc, char **argv) {
                     .meta = meta,
                     .n_meta = nm};
     mg_train_cfg tc = ex_train_cfg_from(&o.c, &files, "music");
+    mg_ctx_set_precision(j.eval.ctx, tc.precision);
 
     char b1[32], b2[32], b3[32];
     int64_t n_params = mg_params_numel(mg_gpt_params(g));

@@ -32,7 +32,7 @@ static const char *prog = "posenc";
 /* ---- options ---- */
 
 typedef struct {
-    const char *tasks, *schemes, *seeds, *lengths, *out, *plugin_path;
+    const char *tasks, *schemes, *seeds, *lengths, *out, *plugin_path, *precision;
     int64_t steps, batch, eval_every, threads, jobs, eval_n;
     bool list;
 } options;
@@ -357,11 +357,15 @@ int main(int argc, char **argv) {
                    "one and this program's (MINIGRAD_PLUGIN_PATH is searched first either way)"),
         EX_INT_OPT("eval-n", &o.eval_n, 0, POSENC_N_TRAIN,
                    "evaluate on the first N sequences of each set only (0: all, as the spec says)"),
+        EX_STR_OPT("precision", &o.precision, "fp32 (default) or bf16: the products in bfloat16 (docs/bf16.md)"),
         EX_FLAG_OPT("list-schemes", &o.list, "list the positional schemes found and where they come from, then exit"),
     };
     ex_parse_result pr = ex_parse(prog, "[options]", argc - 1, argv + 1, opts,
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    mg_precision precision = MG_PRECISION_FP32;
+    if (o.precision && !mg_precision_parse(o.precision, &precision))
+        return usage_error("--precision '%s': expected fp32 or bf16", o.precision);
 
     posenc_catalog catalog, *cat = &catalog;
     if (posenc_catalog_discover(cat, o.plugin_path) != MG_OK) {
@@ -428,6 +432,7 @@ int main(int argc, char **argv) {
                 c->n_lengths = n_lengths;
                 for (int i = 0; i < n_lengths; i++) c->lengths[i] = (int)lengths[i];
                 c->threads = per_run;
+                c->precision = precision;
             }
     printf("%s: %d task%s x %d scheme%s x %d seed%s = %d runs of %lld steps of %lld, %d at a time "
            "with %d thread%s each -> %s/\n",

@@ -196,6 +196,7 @@ typedef struct posenc_run_cfg {
     int eval_n; /* 0: the full sets (the spec); > 0: the first eval_n sequences of each (quick runs)
                  */
     int threads; /* kernel threads for this run (0: leave as is) */
+    mg_precision precision; /* of the run's products (training and evaluation); fp32 default */
 } posenc_run_cfg;
 
 /* The spec's run: 1500 steps of 32, val every 250, lr 1e-3, lengths 48 and 64, full sets. */

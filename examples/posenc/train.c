@@ -263,7 +263,8 @@ mg_status posenc_run(const posenc_run_cfg *cfg, posenc_cache *cache, posenc_step
     mg_status st = check_cfg(cfg);
     if (st == MG_OK && cfg->threads > 0) mg_set_num_threads(cfg->threads);
     run_state s = {.res = res, .eval_n = cfg->eval_n};
-    if (st == MG_OK && !(s.ctx = posenc_ctx_new()))
+    if (st == MG_OK && (s.ctx = posenc_ctx_new())) mg_ctx_set_precision(s.ctx, cfg->precision);
+    if (st == MG_OK && !s.ctx)
         st = mg_set_error(MG_ERR_NOMEM, "posenc_run: out of memory");
     if (st == MG_OK) st = train_and_eval(&s, cache, fn, user);
     free(s.idx);

@@ -1,6 +1,7 @@
 /* textgen eval: the loss of a checkpoint over every character of a split, in nats and bits. */
 #include "cli.h"
 #include "commands.h"
+#include "gpt_opts.h" /* ex_precision_from */
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 int textgen_cmd_eval(int argc, char **argv) {
     const char *ckpt = TEXTGEN_DEFAULT_CKPT, *data = NULL, *split = "val";
+    const char *precision = NULL;
     int64_t batch = 16, threads = 0, max_file_mib = TG_MAX_FILE_MIB;
     const ex_opt table[] = {
         EX_STR_OPT("ckpt", &ckpt, "checkpoint written by textgen train"),
@@ -18,6 +20,7 @@ int textgen_cmd_eval(int argc, char **argv) {
         EX_STR_OPT("split", &split, "val (the last 10%), train (the first 90%) or all"),
         EX_INT_OPT("batch", &batch, 1, EX_MAX_BATCH, "windows per forward pass"),
         EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
+        EX_STR_OPT("precision", &precision, "fp32 (default) or bf16: the products in bfloat16"),
         EX_INT_OPT("max-file-mib", &max_file_mib, 1, TG_MAX_FILE_MIB_LIMIT,
                    "largest text file read, in MiB (a bigger one is an error)"),
     };
@@ -26,6 +29,8 @@ int textgen_cmd_eval(int argc, char **argv) {
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--data FILE] [--split val|train|all] [FILE...]", argc - 1,
                                   argv + 1, table, (int)(sizeof table / sizeof table[0]), files, 63, &n_files);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    mg_precision prec;
+    if (!ex_precision_from(PROG, precision, &prec)) return 2;
     if (strcmp(split, "val") && strcmp(split, "train") && strcmp(split, "all")) {
         fprintf(stderr, PROG ": --split must be val, train or all, got '%s'\n", split);
         return 2;
@@ -70,6 +75,7 @@ int textgen_cmd_eval(int argc, char **argv) {
     }
     int64_t last;
     if (tg_cover_windows(&w, n, T, &last) != MG_OK || ex_evaluator_init(&e, batch, T) != MG_OK) goto out;
+    mg_ctx_set_precision(e.ctx, prec);
     tg_loss sum = {0};
     double t0 = mg_time();
     if (tg_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;

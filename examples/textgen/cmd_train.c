@@ -233,6 +233,7 @@ int textgen_cmd_train(int argc, char **argv) {
     ex_lm_task task = {.user = &j, .B = o.c.batch, .T = o.c.block, .next_batch = next_batch, .eval = validate,
                     .rngs = {&j.rng}, .rng_names = {"data"}, .n_rngs = 1, .meta = meta, .n_meta = nm};
     mg_train_cfg tc = ex_train_cfg_from(&o.c, &rf, "textgen");
+    mg_ctx_set_precision(j.eval.ctx, tc.precision);
     char title[600];
     snprintf(title, sizeof title, "textgen: %s, %lld x %lld GPT, context %lld", label, (long long)cfg.n_layer,
              (long long)cfg.n_embd, (long long)cfg.block_size);

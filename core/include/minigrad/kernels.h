@@ -104,6 +104,47 @@ MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float 
                       float *dv, void *ws, size_t ws_bytes);
 /* ==== end of fused attention ==================================================================== */
 
+
+/* ==== bfloat16 (core/kernels/bgemm.c) ============================================================ *
+ * bf16: the top 16 bits of a float32 (sign, 8 exponent bits, 7 fraction bits), stored as uint16_t.
+ * Conversion from float32 rounds to nearest, ties to even; NaN stays NaN (quiet), infinities stay.
+ *
+ * The bf16 products have their own run-time paths, chosen from the CPU's features apart from the
+ * float32 path (mg_isa): Intel AMX tiles (TDPBF16PS, Sapphire Rapids and later, once Linux grants
+ * the tile state), AVX512-BF16 (VDPBF16PS, AMD Zen 4/5, Intel Cooper Lake and later), or a portable
+ * emulation of the AVX512-BF16 arithmetic on any CPU. Every path accumulates in float32 the way
+ * its instruction does: per output element, pairs of products k = 2p, 2p + 1 are added onto the
+ * float32 sum one fused multiply-add at a time (AVX512-BF16 and the emulation: 2p + 1 first; AMX:
+ * 2p first), in increasing p, with denormal inputs read as zero and denormal sums flushed to zero,
+ * rounding to nearest even. The order depends on K only, so the result is bit-identical whatever
+ * the thread count; paths differ from each other only in the order of each pair. */
+typedef uint16_t mg_bf16;
+
+typedef enum mg_bf16_path {
+    MG_BF16_EMULATED = 0, /* portable C, the AVX512-BF16 arithmetic exactly */
+    MG_BF16_AVX512 = 1,   /* AVX512-BF16: VDPBF16PS */
+    MG_BF16_AMX = 2       /* AMX-BF16: TDPBF16PS on 16 x 32 tiles */
+} mg_bf16_path;
+
+MG_API mg_bf16_path mg_bf16_path_detected(void); /* fastest path this CPU and build offer */
+MG_API mg_bf16_path mg_bf16_path_active(void);   /* path in use now */
+MG_API const char *mg_bf16_path_name(mg_bf16_path path); /* "emulated", "avx512bf16", "amx" */
+
+MG_API mg_bf16 mg_f32_to_bf16_1(float x);
+MG_API float mg_bf16_to_f32_1(mg_bf16 x);
+/* n values, round to nearest even; split among the OpenMP threads when long. */
+MG_API void mg_f32_to_bf16(int64_t n, const float *src, mg_bf16 *dst);
+MG_API void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst);
+
+/* C = op(A) @ op(B), or C += op(A) @ op(B) when accumulate (the float32 sum of each element then
+ * starts from C's value, read as zero if denormal), with op(A) M x K and op(B) K x N in bf16 as in
+ * mg_sgemm (trans_a: A stored K x M; trans_b: B stored N x K) and C float32. Packed, cache-blocked,
+ * split over output tiles among the OpenMP threads. */
+MG_API void mg_bgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
+                     int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate, float *C,
+                     int64_t ldc);
+/* ==== end of bfloat16 ============================================================================ */
+
 #ifdef __cplusplus
 }
 #endif

@@ -78,6 +78,23 @@ MG_API int64_t mg_ctx_tape_len(const mg_ctx *ctx);
 MG_API bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled);
 MG_API bool mg_ctx_grad_enabled(const mg_ctx *ctx);
 
+/* Arithmetic precision of the products (mg_linear, and mg_matmul / mg_matmul_nt with a 2-D second
+ * operand) run in this context. MG_PRECISION_FP32 (the default) is float32 throughout.
+ * MG_PRECISION_BF16 is mixed precision: the products' inputs, weights and activations alike, are
+ * rounded to bfloat16 (to nearest even) and multiplied on the CPU's bf16 units (mg_bgemm,
+ * minigrad/kernels.h) with float32 accumulation; parameters, gradients, optimizer state,
+ * normalisation, softmax and the loss stay float32, and no loss scaling is needed (bf16 has
+ * float32's exponent range). A parameter (MG_PARAM) is converted once, at its first use after
+ * mg_ctx_reset, and that copy is reused until the next reset: update parameters only between a
+ * step's backward and the reset, as the training loops do. Results are bit-identical for any
+ * thread count in both precisions. */
+typedef enum mg_precision { MG_PRECISION_FP32 = 0, MG_PRECISION_BF16 = 1 } mg_precision;
+MG_API void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision);
+MG_API mg_precision mg_ctx_precision(const mg_ctx *ctx);
+/* "fp32", "bf16"; mg_precision_parse accepts those and sets *out, else returns false. */
+MG_API const char *mg_precision_name(mg_precision precision);
+MG_API bool mg_precision_parse(const char *name, mg_precision *out);
+
 typedef void (*mg_error_handler)(mg_ctx *ctx, const char *msg, void *user);
 /* NULL restores the default (print to stderr, abort). */
 MG_API void mg_ctx_set_error_handler(mg_ctx *ctx, mg_error_handler fn, void *user);
@@ -123,6 +140,13 @@ MG_API bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
  * activation. Call mg_retain_grad on an op output before backward to read its gradient after. */
 MG_API void mg_backward(mg_ctx *ctx, mg_tensor *loss);
 MG_API void mg_retain_grad(mg_tensor *t);
+
+/* Called by mg_backward after each node of the tape, in the order backward visits them (a node
+ * nothing flowed back into included): once the last node that reads a parameter has been passed,
+ * that parameter's gradient is final. For work that overlaps the rest of backward (the trainer
+ * sends finished gradients meanwhile). NULL removes it. */
+typedef void (*mg_backward_hook)(mg_ctx *ctx, const mg_node *node, void *user);
+MG_API void mg_ctx_set_backward_hook(mg_ctx *ctx, mg_backward_hook fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,22 @@ MG_API void mg_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 MG_API void mg_sgemm_set_reference(bool on);
 MG_API bool mg_sgemm_get_reference(void);
 
+/* ---- bf16 GEMM (kernels.h) -------------------------------------------------------------------- */
+
+/* Forces a bf16 path; false, changing nothing, if the CPU or the build lacks it. */
+MG_API bool mg_bf16_path_force(mg_bf16_path path);
+/* Whether the CPU and the build offer the path (AMX: also granted by the OS), without forcing it. */
+MG_API bool mg_bf16_path_available(mg_bf16_path path);
+/* Whether this build holds the path's kernels (the compiler had its flags), whatever the CPU. */
+MG_API bool mg_bf16_path_compiled(mg_bf16_path path);
+
+/* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product in the
+ * path's pair order, FTZ sums. Equal to the path's result (zeros may differ in sign where padding
+ * adds a +0 product). */
+MG_API void mg_bgemm_ref(mg_bf16_path path, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb,
+                         bool accumulate, float *C, int64_t ldc);
+
 /* ---- fused attention (kernels.h) ------------------------------------------------------------- */
 
 /* The straightforward version that materialises the probabilities p (B,H,Tq,Tk) in forward and

@@ -73,6 +73,7 @@ typedef struct mg_dropout_cfg {
     float p; /* in [0, 1) */
 } mg_dropout_cfg;
 MG_API mg_layer *mg_dropout_new(mg_params *params, const char *name, const mg_dropout_cfg *cfg);
+
 /* conv2d: PyTorch's nn.Conv2d over mg_conv2d (minigrad/ops.h): x (N,in,H,W) -> (N,out,OH,OW).
  * Parameters "weight" (out, in/groups, kernel[0], kernel[1]) and, with bias, "bias" (out), shaped
  * as PyTorch's. Index 0 of each pair is the height, 1 the width. */

@@ -80,6 +80,39 @@
  *
  * Ownership: everything passed in is borrowed for the call; nothing outlives mg_train_run.
  *
+ * Data parallel (a build with MPI, -Dmpi; the program started by mpirun/mpiexec -np N): the N
+ * processes (ranks) train one model together, with no change to the program. MPI is started by
+ * the first mg_train_run (and finished at exit); a program started without mpirun is one rank.
+ * Every rank builds the same global batch (next_batch, so the data generators stay the same on
+ * every rank); rank r computes model.loss_rows on its rows, [r B / N, (r + 1) B / N) of the B =
+ * model.batch_rows rows, and backward. The gradients are summed over the ranks in a fixed order
+ * (rank 0 + rank 1 + ... for every element, whatever the MPI library), then every rank clips and
+ * takes the same AdamW step: one step per global batch, as a single process with the same batch
+ * takes, to float32 rounding, and a run with N ranks repeats bit for bit. Dropout: with N > 1 each
+ * rank draws from its own stream, seeded each step from the trainer's dropout stream and the rank.
+ * A model without loss_rows is trained whole on every rank (the same result, no speed-up).
+ * With cfg.zero1 each rank keeps AdamW's moments of its part of the parameters only, updates
+ * that part and the parts are gathered (the same weights bit for bit as without it); rank 0 holds
+ * the whole moments only while it writes a checkpoint, every rank while it resumes.
+ * MINIGRAD_TRAIN_ZERO1=1 in the environment turns it on for a program that does not set it.
+ * The gradients go in buckets as backward finishes them (the last layers' first), on a thread of
+ * their own with blocking collectives, so the exchange hides behind the rest of backward
+ * (MINIGRAD_TRAIN_OVERLAP=0 in the environment sends them after backward instead, for comparison;
+ * the sums are the same bit for bit).
+ * Rank 0 alone prints the progress line, writes the log (with "ranks", "comm_s", the seconds the
+ * step waited on communication, and "comm_busy_s", the seconds its gradients were under way), the
+ * loss curve and the checkpoints: one pair for the job, the
+ * same files as a single process writes, so a single process or another number of ranks resumes
+ * it (every rank reads it: the path must be on a file system every rank sees). Ranks other than 0
+ * print nothing on stdout (the library sets their stdout to /dev/null when it is loaded;
+ * MINIGRAD_MPI_STDOUT=all keeps it). A failure on one rank (its batch, its loss, out of memory)
+ * stops every rank at that step: each returns an error whose message names the failing rank and
+ * its cause ("rank 1 of 2 failed, so every rank stopped: ..."); a rank that dies (killed, a crash)
+ * or fails before mg_train_run ends the job through mpirun, which names the rank and the signal or
+ * exit status. The last committed checkpoint stays whole in every case. A build without MPI
+ * started by mpirun as several processes refuses to train. Testing aid: MINIGRAD_TRAIN_KILL=R:S
+ * kills rank R (SIGKILL) at the start of step S.
+ *
  * A model that is not a GPT, in outline (README.md has it whole; the library's test suite compiles
  * and runs that copy): a 2-layer MLP with fresh points every step and a validation set.
  *
@@ -127,7 +160,7 @@ extern "C" {
 /* Generators a model may list for exact resume (the trainer's dropout stream comes on top). */
 #define MG_TRAIN_MAX_RNGS 8
 
-/* What the trainer needs to know of a model. Only params and loss are required. */
+/* What the trainer needs to know of a model. Only params and loss (or loss_rows) are required. */
 typedef struct mg_train_model {
     mg_params *params; /* what AdamW updates and the checkpoints hold (allocated) */
     void *user;        /* handed to every callback */
@@ -160,6 +193,14 @@ typedef struct mg_train_model {
     /* Tokens (or samples) per step for the speed in the progress line and the log; 0: the speed
      * is given in steps per second. */
     int64_t tokens_per_step;
+    /* Data parallelism (see "Data parallel" below). batch_rows: the rows (samples) of every
+     * global batch. loss_rows: the share of rows [row0, row0 + nrows) of the current batch in its
+     * loss, built on ctx: the shares of the parts of any split of the batch add up to what loss
+     * would return for the whole of it (for a mean over the batch: the part's mean times its share
+     * of the batch). With both set the trainer splits every batch over the ranks; a single process
+     * calls loss (or loss_rows(0, batch_rows) when loss is NULL). */
+    int64_t batch_rows;
+    mg_tensor *(*loss_rows)(void *user, mg_ctx *ctx, mg_rng *dropout, int64_t row0, int64_t nrows);
 } mg_train_model;
 
 typedef struct mg_train_cfg {
@@ -185,6 +226,9 @@ typedef struct mg_train_cfg {
     bool catch_sigint;       /* Ctrl-C saves and stops (see Signals above) */
     float max_weight;        /* a weight beyond this in magnitude after an update is divergence
                                 (0: no bound; non-finite weights always are) */
+    bool zero1;              /* data parallel: shard AdamW's moments over the ranks (ZeRO stage 1;
+                                see "Data parallel"); ignored by a single process */
+    mg_precision precision;  /* of the training steps' products (mg_ctx_set_precision); fp32 default */
 } mg_train_cfg;
 
 /* steps 1000, warmup 100, lr 1e-3 -> 1e-4, weight decay 0.1, betas (0.9, 0.95), eps 1e-8,
@@ -203,12 +247,21 @@ typedef struct mg_train_result {
     double tokens_per_s;  /* recent speed (0 when model.tokens_per_step is 0) */
     double steps_per_s;
     size_t peak_arena;    /* bytes of step activations at the peak */
+    int ranks;            /* processes that trained together (1 without MPI) */
+    double comm_s;        /* seconds per step this rank waited on communication (mean over the call) */
+    double comm_busy_s;   /* seconds per step its communication thread spent sending gradients, mostly
+                             hidden behind backward */
 } mg_train_result;
 
 /* Runs (or resumes) training. MG_OK when the run reached cfg.steps or was stopped on purpose
  * (stop_after, Ctrl-C) after saving; otherwise an error status with mg_last_error, divergence
  * included. res is filled either way. */
 MG_API mg_status mg_train_run(const mg_train_model *model, const mg_train_cfg *cfg, mg_train_result *res);
+
+/* This process's rank and the number of ranks training together (0 and 1 without MPI, or when
+ * the program was not started by mpirun/mpiexec). Starts MPI in a launched process. */
+MG_API int mg_train_rank(void);
+MG_API int mg_train_ranks(void);
 
 /* The state file beside weights path ckpt: "dir/name.safetensors" -> "dir/name.state.safetensors",
  * anything else gets ".state.safetensors" appended. MG_ERR_INVALID if it does not fit in n. */
@@ -235,6 +288,9 @@ typedef struct mg_train_progress {
     bool line_open;
     char *log_name; /* the log's path, for messages (owned; freed by close) */
     int log_err;    /* errno of the log's first failed write, 0 while every line went through */
+    int ranks;      /* > 1: each log line also has "ranks", "comm_s" and "comm_busy_s" (set after opening) */
+    double comm_s;  /* the seconds the step waited on communication, for the next line */
+    double comm_busy_s; /* the seconds the gradients were under way (behind backward, mostly) */
     /* What the speed counts when not per_step (set after opening): the line shows "<unit>/s" and
      * the log names it "<unit>_per_s". NULL: tokens ("tok/s", "tokens_per_s"). */
     const char *speed_unit;

@@ -1,0 +1,240 @@
+/* bf16 GEMM driver: conversions, cache blocking, the split of the output among threads, per-thread
+ * workspace, and the reference that emulates the instructions' rounding. The path's kernels
+ * (bgemm_emulated.c, bgemm_avx512bf16.c, bgemm_amx.c; isa.c chooses) pack panels and run the
+ * micro-kernels (bgemm_internal.h).
+ *
+ * Loop nest per thread, over its own rectangle of C, as in the float32 driver (gemm.c):
+ *   for each mc rows: for each K slice: pack A (mc x kc); for each nc columns: pack B, micro-kernels
+ * Bit-identical for any thread count: the K slices depend on K and the path only, each element of C
+ * is owned by one thread, and its float32 chain over the pairs runs in increasing order, a slice
+ * after the first continuing from the value left in C.
+ */
+#include "bgemm_internal.h"
+#include "isa.h"
+#include "threads.h"
+#include "minigrad/base.h"
+#include "minigrad/testing.h" /* mg_bgemm_ref: exported, not installed */
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- conversions ---- */
+
+mg_bf16 mg_f32_to_bf16_1(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (mg_bf16)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (carries into the exponent) */
+    return (mg_bf16)(u >> 16);
+}
+
+float mg_bf16_to_f32_1(mg_bf16 x) {
+    const uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#define CONVERT_PARALLEL_MIN (1 << 16)
+
+void mg_f32_to_bf16(int64_t n, const float *src, mg_bf16 *dst) {
+#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        dst[i] = (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    }
+}
+
+void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst) {
+#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
+
+/* ---- reference ---- */
+
+/* The instructions' arithmetic on plain floats: bf16 inputs with a zero exponent read as zero
+ * (DAZ), each product added with fmaf (one rounding, to nearest even), the sum flushed to zero when
+ * denormal (FTZ). Pairs beyond K are zeros, as the kernels pad them. */
+static float ref_daz(float x) {
+    return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x;
+}
+
+void mg_bgemm_ref(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                  const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                  float *C, int64_t ldc) {
+    const bool even_first = path == MG_BF16_AMX; /* TDPBF16PS: k = 2p first; VDPBF16PS: 2p + 1 */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float s = accumulate ? ref_daz(C[i * ldc + j]) : 0.0f;
+            for (int64_t p = 0; 2 * p < K; p++)
+                for (int h = 0; h < 2; h++) {
+                    const int64_t k = 2 * p + (even_first ? h : 1 - h);
+                    float a = 0.0f, b = 0.0f;
+                    if (k < K) {
+                        a = ref_daz(mg_bf16_to_f32_1(ta ? A[k * lda + i] : A[i * lda + k]));
+                        b = ref_daz(mg_bf16_to_f32_1(tb ? B[j * ldb + k] : B[k * ldb + j]));
+                    }
+                    s = ref_daz(fmaf(a, b, s));
+                }
+            C[i * ldc + j] = s;
+        }
+}
+
+/* ---- per-thread workspace ---- */
+
+static _Thread_local uint32_t *ws_buf;
+static _Thread_local size_t ws_words;
+static pthread_key_t ws_key;
+static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
+static bool ws_key_ok;
+
+static void ws_key_make(void) {
+    ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0;
+}
+
+static uint32_t *workspace(size_t words) {
+    if (words > ws_words) {
+        pthread_once(&ws_key_once, ws_key_make);
+        mg_aligned_free(ws_buf);
+        ws_buf = mg_aligned_alloc(words * sizeof(uint32_t));
+        ws_words = ws_buf ? words : 0;
+        if (ws_key_ok) pthread_setspecific(ws_key, ws_buf);
+    }
+    return ws_buf;
+}
+
+static int64_t round_up(int64_t x, int64_t to) {
+    return (x + to - 1) / to * to;
+}
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+
+/* The K slice: the path's kc evened out over the slices and rounded up to its alignment, so only
+ * the last slice has padding. A function of K and the path only. */
+static int64_t k_slice(const mgk_bgemm_impl *im, int64_t K) {
+    const int64_t n = (K + im->kc - 1) / im->kc;
+    return round_up((K + n - 1) / n, im->kalign);
+}
+
+static int64_t pairs(const mgk_bgemm_impl *im, int64_t kc) {
+    return round_up(kc, im->kalign) / 2;
+}
+
+static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, int64_t i1,
+                        int64_t j0, int64_t j1, int64_t K, const mg_bf16 *A, int64_t lda,
+                        const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+    const int64_t kc = k_slice(im, K), kp = pairs(im, kc);
+    const int64_t mc = min64(round_up(im->mc, im->mr), round_up(i1 - i0, im->mr));
+    const int64_t nc = min64(round_up(im->nc, im->nr), round_up(j1 - j0, im->nr));
+    const size_t a_words = (size_t)(mc * kp), need = a_words + (size_t)(nc * kp);
+    uint32_t *abuf = workspace(need);
+    if (!abuf) {
+        mg_log(MG_LOG_WARN, "mg_bgemm: cannot allocate %zu bytes of packing workspace; using the "
+               "reference loops", need * sizeof(uint32_t));
+        for (int64_t i = i0; i < i1; i++)
+            mg_bgemm_ref(im->path, ta, tb, 1, j1 - j0, K, ta ? A + i : A + i * lda, lda,
+                         tb ? B + j0 * ldb : B + j0, ldb, accumulate, C + i * ldc + j0, ldc);
+        return;
+    }
+    uint32_t *bbuf = abuf + a_words;
+    for (int64_t i = i0; i < i1; i += mc) {
+        const int64_t mb = min64(mc, i1 - i);
+        for (int64_t p = 0; p < K; p += kc) {
+            const int64_t kb = min64(kc, K - p);
+            im->pack_a(ta, ta ? A + p * lda + i : A + i * lda + p, lda, mb, kb, abuf);
+            for (int64_t j = j0; j < j1; j += nc) {
+                const int64_t nb = min64(nc, j1 - j);
+                im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
+                im->block(mb, nb, pairs(im, kb), abuf, bbuf, accumulate || p > 0, C + i * ldc + j,
+                          ldc);
+            }
+        }
+    }
+}
+
+/* ---- splitting the output among threads ---- */
+
+#define MIN_FLOPS_PER_THREAD 4.0e6
+
+typedef struct plan {
+    int nt, tm, tn;
+} plan;
+
+static plan make_plan(const mgk_bgemm_impl *im, int max_threads, int64_t M, int64_t N, int64_t K) {
+    plan pl = {1, 1, 1};
+    int nt = threads_for(max_threads, 2.0 * (double)M * (double)N * (double)K, MIN_FLOPS_PER_THREAD);
+    const int64_t um = (M + im->mr - 1) / im->mr, un = (N + im->nr - 1) / im->nr;
+    if ((int64_t)nt > um * un) nt = (int)(um * un);
+    if (nt <= 1) return pl;
+    double best = 0.0;
+    for (int tm = nt; tm >= 1; tm--) {
+        if (nt % tm) continue;
+        const int tn = nt / tm;
+        if (tm > um || tn > un) continue;
+        const double rows = (double)min64(M, (um + tm - 1) / tm * im->mr);
+        const double cols = (double)min64(N, (un + tn - 1) / tn * im->nr);
+        const double cost = rows * cols + 32.0 * (rows + cols * (double)((int64_t)rows / im->mc + 1));
+        if (best == 0.0 || cost < best) {
+            best = cost;
+            pl.tm = tm;
+            pl.tn = tn;
+        }
+    }
+    pl.nt = pl.tm * pl.tn;
+    return pl;
+}
+
+static void run_part(const mgk_bgemm_impl *im, const plan *pl, int tid, bool ta, bool tb,
+                     int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                     const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+    const int a = tid / pl->tn, b = tid % pl->tn;
+    const int64_t um = (M + im->mr - 1) / im->mr, un = (N + im->nr - 1) / im->nr;
+    const int64_t i0 = min64(M, um * a / pl->tm * im->mr), i1 = min64(M, um * (a + 1) / pl->tm * im->mr);
+    const int64_t j0 = min64(N, un * b / pl->tn * im->nr), j1 = min64(N, un * (b + 1) / pl->tn * im->nr);
+    if (i0 < i1 && j0 < j1)
+        packed_rect(im, ta, tb, i0, i1, j0, j1, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+              const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    const mgk_bgemm_impl *im = mgk_bgemm_for(M);
+    const plan pl = make_plan(im, max_threads(), M, N, K);
+#ifdef _OPENMP
+    if (pl.nt > 1) {
+#pragma omp parallel num_threads(pl.nt)
+        {
+            const int got = omp_get_num_threads();
+            for (int t = omp_get_thread_num(); t < pl.nt; t += got)
+                run_part(im, &pl, t, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+        }
+        return;
+    }
+#endif
+    run_part(im, &pl, 0, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}

@@ -1,0 +1,117 @@
+/* bf16 GEMM on Intel AMX: TDPBF16PS multiplies a 16 x 32 bf16 tile of A by a 16-pair x 16-column
+ * tile of B (the VNNI pair layout) into a 16 x 16 float32 tile (per pair, the even product first,
+ * each a fused multiply-add, denormals flushed, round to nearest even). 2 x 2 blocking: the eight
+ * tile registers hold four C tiles (32 x 32 of C), two A tiles and two B tiles, so every tile load
+ * feeds two products. Built with -mamx-tile -mamx-bf16 (meson.build); without them the getter
+ * returns NULL. isa.c enters this path only after CPUID reports AMX-BF16 and Linux has granted the
+ * process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM); the tile configuration is loaded
+ * once per thread, on the thread's first block. */
+#include "minigrad/kernels.h"
+
+#define BG_MR 32
+#define BG_NR 32
+#define BG_KALIGN 32
+#define BG_A_TILED 1
+#define BG_NAME(x) x##_amx
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#include "bgemm_pack.h"
+
+#include <immintrin.h>
+
+/* Tile registers: 0-3 C (rows i0/i0+16 x columns j0/j0+16), 4-5 A, 6-7 B; each 16 rows x 64 bytes. */
+typedef struct tile_config {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static _Thread_local bool tiles_configured;
+
+static void configure_tiles(void) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+    tiles_configured = true;
+}
+
+/* One 32 x 32 block of C at c (ldc floats apart), the whole tile: the caller passes a stack tile
+ * where the block sticks out of C. */
+static inline void micro_amx(int64_t kp, const uint32_t *a, const uint32_t *b, bool acc, float *c,
+                             int64_t ldc) {
+    const size_t sc = (size_t)ldc * sizeof(float);
+    if (acc) {
+        _tile_loadd(0, c, sc);
+        _tile_loadd(1, c + 16, sc);
+        _tile_loadd(2, c + 16 * ldc, sc);
+        _tile_loadd(3, c + 16 * ldc + 16, sc);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int64_t p = 0; p < kp; p += 16) {
+        /* A: 32 rows x 16 pairs, two 16-row tiles of 64-byte rows; B: 16 pairs x 32 columns, two
+         * 16-column tiles in 128-byte rows. */
+        _tile_loadd(4, a + p * BG_MR, 64);
+        _tile_loadd(5, a + p * BG_MR + 16 * 16, 64);
+        _tile_loadd(6, b + p * BG_NR, BG_NR * 4);
+        _tile_loadd(7, b + p * BG_NR + 16, BG_NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, sc);
+    _tile_stored(1, c + 16, sc);
+    _tile_stored(2, c + 16 * ldc, sc);
+    _tile_stored(3, c + 16 * ldc + 16, sc);
+}
+
+static void block_amx(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
+                      bool acc, float *C, int64_t ldc) {
+    if (!tiles_configured) configure_tiles();
+    _Alignas(64) float tile[BG_MR][BG_NR];
+    for (int64_t i = 0; i < m; i += BG_MR) {
+        const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
+        for (int64_t j = 0; j < n; j += BG_NR) {
+            const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
+            float *c = C + i * ldc + j;
+            if (mm == BG_MR && nn == BG_NR) {
+                micro_amx(kp, pa + i * kp, pb + j * kp, acc, c, ldc);
+                continue;
+            }
+            for (int r = 0; r < BG_MR; r++)
+                for (int q = 0; q < BG_NR; q++) tile[r][q] = acc && r < mm && q < nn ? c[r * ldc + q] : 0.0f;
+            micro_amx(kp, pa + i * kp, pb + j * kp, true, &tile[0][0], BG_NR);
+            for (int r = 0; r < mm; r++) memcpy(c + r * ldc, tile[r], (size_t)nn * sizeof(float));
+        }
+    }
+}
+
+const mgk_bgemm_impl *mgk_bgemm_amx(void) {
+    static const mgk_bgemm_impl impl = {
+        .path = MG_BF16_AMX,
+        .mr = BG_MR,
+        .nr = BG_NR,
+        .kalign = BG_KALIGN,
+        .kc = 1024,
+        .mc = 1024,
+        .nc = 512,
+        .a_tiled = BG_A_TILED,
+        .pack_a = pack_a_amx,
+        .pack_b = pack_b_amx,
+        .block = block_amx,
+    };
+    return &impl;
+}
+#else
+const mgk_bgemm_impl *mgk_bgemm_amx(void) { return NULL; }
+#endif

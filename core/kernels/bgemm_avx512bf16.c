@@ -1,0 +1,183 @@
+/* bf16 GEMM on AVX512-BF16: VDPBF16PS adds the two products of a bf16 pair onto each float32 lane
+ * (the odd one first, each a fused multiply-add, denormals in and out flushed, round to nearest
+ * even). Micro-tile BG_MR rows x 32 columns: per pair p, two vectors of B (16 columns' pairs each)
+ * and one broadcast word of A per row feed 2 * BG_MR accumulators. Built with -mavx512bf16
+ * (meson.build); without it the getter returns NULL. */
+#include "minigrad/kernels.h"
+
+#define BG_MR 12
+#define BG_NR 32
+#define BG_KALIGN 2
+#define BG_A_TILED 0
+#define BG_NAME(x) x##_avx512bf16
+#define BG_PACK_UNUSED 1
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
+#include "bgemm_pack.h"
+
+#include <immintrin.h>
+
+/* ---- packing with vectors (the layouts and results of bgemm_pack.h's loops) ---- */
+
+static inline __mmask16 mask16(int64_t n) {
+    return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+}
+
+/* cnt <= 32 values of two rows s0, s1 (the k = 2p and 2p + 1 of each column) -> cnt pair words. */
+static inline void interleave_rows(const mg_bf16 *s0, const mg_bf16 *s1, int64_t cnt, uint32_t *d) {
+    const __mmask32 m = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1u);
+    const __m512i x0 = _mm512_maskz_loadu_epi16(m, s0), x1 = _mm512_maskz_loadu_epi16(m, s1);
+    _Alignas(64) static const uint16_t lo_idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38,
+                                                     7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44,
+                                                     13, 45, 14, 46, 15, 47};
+    const __m512i il = _mm512_load_si512(lo_idx), ih = _mm512_add_epi16(il, _mm512_set1_epi16(16));
+    _mm512_mask_storeu_epi32(d, mask16(cnt), _mm512_permutex2var_epi16(x0, il, x1));
+    if (cnt > 16) _mm512_mask_storeu_epi32(d + 16, mask16(cnt - 16), _mm512_permutex2var_epi16(x0, ih, x1));
+}
+
+/* 16 x 16 words in place: element j of r[i] becomes element i of r[j]. */
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* r[4g + c] now holds, in 128-bit lane l, column 4l + c of rows 4g .. 4g + 3 */
+    for (int c = 0; c < 4; c++) {
+        const __m512i a = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), b = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+        const __m512i e = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88), f = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+        t[c] = _mm512_shuffle_i32x4(a, e, 0x88);      /* column c */
+        t[8 + c] = _mm512_shuffle_i32x4(a, e, 0xdd);  /* column 8 + c */
+        t[4 + c] = _mm512_shuffle_i32x4(b, f, 0x88);  /* column 4 + c */
+        t[12 + c] = _mm512_shuffle_i32x4(b, f, 0xdd); /* column 12 + c */
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* rows (<= 16) runs of np (<= 16) pair words, run q at src + q*ld bf16 -> np outputs of `rows`
+ * words, output pp at dst + pp*ldd. */
+static inline void transpose_pairs(const mg_bf16 *src, int64_t ld, int rows, int np, uint32_t *dst,
+                                   int64_t ldd) {
+    __m512i r[16];
+    for (int q = 0; q < 16; q++)
+        r[q] = q < rows ? _mm512_maskz_loadu_epi32(mask16(np), src + q * ld) : _mm512_setzero_si512();
+    transpose16(r);
+    for (int pp = 0; pp < np; pp++) _mm512_mask_storeu_epi32(dst + pp * ldd, mask16(rows), r[pp]);
+}
+
+static void pack_a_vec(bool ta, const mg_bf16 *A, int64_t lda, int64_t m, int64_t kc, uint32_t *dst) {
+    const int64_t kp = bg_pairs(kc), full = kc / 2;
+    for (int64_t i = 0; i < m; i += BG_MR) {
+        uint32_t *d = dst + i * kp;
+        const int64_t mm = m - i < BG_MR ? m - i : BG_MR;
+        if (mm < BG_MR || full < kp) memset(d, 0, (size_t)(BG_MR * kp) * sizeof *d);
+        if (ta) {
+            for (int64_t p = 0; p < full; p++)
+                interleave_rows(A + 2 * p * lda + i, A + (2 * p + 1) * lda + i, mm, d + p * BG_MR);
+            if (kc & 1)
+                for (int64_t r = 0; r < mm; r++) d[full * BG_MR + r] = bg_pair(A[(kc - 1) * lda + i + r], 0);
+        } else {
+            for (int64_t p = 0; p < full; p += 16)
+                transpose_pairs(A + i * lda + 2 * p, lda, (int)mm, (int)(full - p < 16 ? full - p : 16),
+                                d + p * BG_MR, BG_MR);
+            if (kc & 1)
+                for (int64_t r = 0; r < mm; r++) d[full * BG_MR + r] = bg_pair(A[(i + r) * lda + kc - 1], 0);
+        }
+    }
+}
+
+static void pack_b_vec(bool tb, const mg_bf16 *B, int64_t ldb, int64_t kc, int64_t n, uint32_t *dst) {
+    const int64_t kp = bg_pairs(kc), full = kc / 2;
+    for (int64_t j = 0; j < n; j += BG_NR) {
+        uint32_t *d = dst + j * kp;
+        const int64_t nn = n - j < BG_NR ? n - j : BG_NR;
+        if (nn < BG_NR || full < kp) memset(d, 0, (size_t)(BG_NR * kp) * sizeof *d);
+        if (!tb) {
+            for (int64_t p = 0; p < full; p++)
+                interleave_rows(B + 2 * p * ldb + j, B + (2 * p + 1) * ldb + j, nn, d + p * BG_NR);
+            if (kc & 1)
+                for (int64_t c = 0; c < nn; c++) d[full * BG_NR + c] = bg_pair(B[(kc - 1) * ldb + j + c], 0);
+        } else {
+            for (int64_t cg = 0; cg < nn; cg += 16)
+                for (int64_t p = 0; p < full; p += 16)
+                    transpose_pairs(B + (j + cg) * ldb + 2 * p, ldb, (int)(nn - cg < 16 ? nn - cg : 16),
+                                    (int)(full - p < 16 ? full - p : 16), d + p * BG_NR + cg, BG_NR);
+            if (kc & 1)
+                for (int64_t c = 0; c < nn; c++) d[full * BG_NR + c] = bg_pair(B[(j + c) * ldb + kc - 1], 0);
+        }
+    }
+}
+
+/* C[0:mm, 0:nn] = (acc ? C : 0) + a-panel @ b-panel; the full tile is always computed (packing
+ * zero-pads), through a stack tile where it sticks out of C. */
+static inline __attribute__((always_inline)) void micro(int64_t kp, const uint32_t *restrict a,
+                                                        const uint32_t *restrict b, bool acc,
+                                                        float *restrict c, int64_t ldc, int mm,
+                                                        int nn) {
+    _Alignas(64) float tile[BG_MR][BG_NR];
+    const bool edge = mm < BG_MR || nn < BG_NR;
+    float *t = edge ? &tile[0][0] : c;
+    const int64_t ldt = edge ? BG_NR : ldc;
+    if (edge)
+        for (int i = 0; i < BG_MR; i++)
+            for (int j = 0; j < BG_NR; j++) tile[i][j] = acc && i < mm && j < nn ? c[i * ldc + j] : 0.0f;
+    __m512 s[BG_MR][2];
+    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+        s[i][0] = acc || edge ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
+        s[i][1] = acc || edge ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < kp; p++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+        _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
+            s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
+        }
+        a += BG_MR;
+        b += BG_NR;
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+        _mm512_storeu_ps(t + i * ldt, s[i][0]);
+        _mm512_storeu_ps(t + i * ldt + 16, s[i][1]);
+    }
+    if (edge)
+        for (int i = 0; i < mm; i++)
+            for (int j = 0; j < nn; j++) c[i * ldc + j] = tile[i][j];
+}
+
+static void block_avx512bf16(int64_t m, int64_t n, int64_t kp, const uint32_t *pa,
+                             const uint32_t *pb, bool acc, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < m; i += BG_MR) {
+        const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
+        for (int64_t j = 0; j < n; j += BG_NR) {
+            const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
+            micro(kp, pa + i * kp, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+        }
+    }
+}
+
+const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void) {
+    static const mgk_bgemm_impl impl = {
+        .path = MG_BF16_AVX512,
+        .mr = BG_MR,
+        .nr = BG_NR,
+        .kalign = BG_KALIGN,
+        .kc = 512,
+        .mc = 1536,
+        .nc = 256,
+        .a_tiled = BG_A_TILED,
+        .pack_a = pack_a_vec,
+        .pack_b = pack_b_vec,
+        .block = block_avx512bf16,
+    };
+    return &impl;
+}
+#else
+const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void) { return NULL; }
+#endif

@@ -1,0 +1,47 @@
+/* bgemm_internal.h: the contract between the bf16 GEMM driver (bgemm.c) and its per-path kernels
+ * (bgemm_emulated.c, bgemm_avx512bf16.c, bgemm_amx.c, each a static library of its own built with
+ * its path's flags only, see meson.build). The driver owns blocking, threading and workspace; a
+ * path packs panels and runs its micro-kernel over one packed block. A path's getter returns NULL
+ * when its unit was built without the path's instructions; isa.c picks the path at run time.
+ *
+ * Packed data are 32-bit words, each one pair of bf16: element k = 2p in the low half and
+ * k = 2p + 1 in the high half (the VNNI pair layout both VDPBF16PS and TDPBF16PS read). A slice of
+ * kc values of K packs into kp pairs, kc rounded up to the path's kalign (2, or 32 for AMX) and
+ * halved; the values past kc, rows past m and columns past n are zero.
+ *  - B block, kc x n: ceil(n/nr) panels of nr columns, panel q at dst + q*nr*kp, pair (p, c) at
+ *    [p*nr + c]. (For AMX each 16-pair step of two adjacent 16-column halves is one B tile each.)
+ *  - A block, m x kc: ceil(m/mr) panels of mr rows, panel at dst + panel*mr*kp, pair (r, p) at
+ *      a_tiled == 0: [p*mr + r]                                  (one broadcast word per row)
+ *      a_tiled == 1: [(p/16)*mr*16 + r*16 + p%16]                (AMX: 16-row x 16-pair tiles)
+ * Every output element is one float32 chain over p in increasing order whatever tile, block or
+ * thread it falls in; a K slice after the first continues the chain from the value in C.
+ */
+#ifndef MG_BGEMM_INTERNAL_H
+#define MG_BGEMM_INTERNAL_H
+
+#include "minigrad/kernels.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mgk_bgemm_impl {
+    mg_bf16_path path;
+    int mr, nr;     /* micro-tile: mr rows of A by nr columns of B */
+    int kalign;     /* a K slice other than the last is a multiple of this many values */
+    int kc, mc, nc; /* cache blocks in values of K, rows, columns */
+    int a_tiled;    /* A panel layout, see above */
+    /* op(A)[0:m, 0:kc] -> packed A block; A points at element (0, 0) of the block. */
+    void (*pack_a)(bool ta, const mg_bf16 *A, int64_t lda, int64_t m, int64_t kc, uint32_t *dst);
+    /* op(B)[0:kc, 0:n] -> packed B block. */
+    void (*pack_b)(bool tb, const mg_bf16 *B, int64_t ldb, int64_t kc, int64_t n, uint32_t *dst);
+    /* C[0:m, 0:n] = (acc ? C : 0) + pa @ pb, kp pairs deep. */
+    void (*block)(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
+                  bool acc, float *C, int64_t ldc);
+} mgk_bgemm_impl;
+
+/* The paths, in the order of mg_bf16_path. */
+const mgk_bgemm_impl *mgk_bgemm_emulated(void);
+const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void);
+const mgk_bgemm_impl *mgk_bgemm_amx(void);
+
+#endif

@@ -1,0 +1,256 @@
+/* bf16 kernels: the conversions, and mg_bgemm on every bf16 path against mg_bgemm_ref, the plain
+ * loops that emulate the instructions' rounding exactly: VDPBF16PS (AVX512-BF16) and TDPBF16PS
+ * (AMX) both read denormal inputs as zero, add each product of a pair onto the float32 sum with one
+ * rounding to nearest even, and flush a denormal sum to zero; VDPBF16PS adds the odd element of a
+ * pair first, TDPBF16PS the even one. The portable emulation follows VDPBF16PS. Comparisons are
+ * exact (==, NaN matching NaN): only the sign of a zero may differ, where padding adds a +0
+ * product. A path this machine lacks is reported skipped by name on stderr ("# NAME skipped:
+ * no AMX on this CPU"), its case left out of the suite. */
+#include "test_util.h"
+#include "minigrad/base.h"
+#include "minigrad/kernels.h"
+#include "minigrad/rng.h"
+#include "minigrad/testing.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+START_TEST(f32_to_bf16_rounds_to_nearest_even) {
+    ck_assert_uint_eq(mg_f32_to_bf16_1(1.0f), 0x3f80);
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x3f808000u)), 0x3f80); /* tie, even below */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x3f818000u)), 0x3f82); /* tie, even above */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x3f808001u)), 0x3f81); /* just above the tie */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x3f807fffu)), 0x3f80); /* just below */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x3fffffffu)), 0x4000); /* carry into the exponent */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x7f7fffffu)), 0x7f80); /* FLT_MAX rounds to inf */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(-INFINITY), 0xff80);
+    ck_assert_uint_eq(mg_f32_to_bf16_1(bits_f(0x00018000u)), 0x0002); /* denormals round too */
+    ck_assert_uint_eq(mg_f32_to_bf16_1(-0.0f), 0x8000);
+    const mg_bf16 nan = mg_f32_to_bf16_1(bits_f(0x7f800001u)); /* payload only in the low bits */
+    ck_assert(isnan(mg_bf16_to_f32_1(nan)));
+    ck_assert_float_eq(mg_bf16_to_f32_1(0xc040), -3.0f);
+    /* the array form agrees with the scalar one on every pattern of a stride */
+    enum { n = 1 << 17 };
+    float *x = malloc(n * sizeof *x);
+    mg_bf16 *y = malloc(n * sizeof *y);
+    float *z = malloc(n * sizeof *z);
+    ck_assert(x && y && z);
+    for (uint32_t i = 0; i < n; i++) x[i] = bits_f(i * 32749u + (i << 16) * 3u);
+    mg_f32_to_bf16(n, x, y);
+    for (uint32_t i = 0; i < n; i++) ck_assert_uint_eq(y[i], mg_f32_to_bf16_1(x[i]));
+    mg_bf16_to_f32(n, y, z);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, z + i, sizeof u);
+        ck_assert_uint_eq(u, (uint32_t)y[i] << 16);
+    }
+    free(x);
+    free(y);
+    free(z);
+}
+END_TEST
+
+/* Values of a training run's scale, with a sprinkling of zeros, denormals and tiny normals whose
+ * products underflow. */
+static mg_bf16 *bf_fill(size_t n, uint64_t seed) {
+    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    mg_rng r = mg_rng_make(seed);
+    for (size_t i = 0; i < n; i++) {
+        const float u = mg_rng_range(&r, 0.0f, 1.0f);
+        float v = mg_rng_range(&r, -2.0f, 2.0f);
+        if (u < 0.02f)
+            v = 0.0f;
+        else if (u < 0.04f)
+            v = v * 1e-39f; /* denormal: read as zero */
+        else if (u < 0.06f)
+            v = v * 2e-20f; /* normal, but its products with the like are denormal */
+        p[i] = mg_f32_to_bf16_1(v);
+    }
+    return p;
+}
+
+static bool same_value(float a, float b) {
+    return a == b || (isnan(a) && isnan(b));
+}
+
+/* One product on the active path against the path's reference; returns the result (malloc'ed). */
+static float *check_shape(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          bool acc, uint64_t seed) {
+    const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    const int64_t ra = ta ? K : M, rb = tb ? N : K;
+    mg_bf16 *A = bf_fill((size_t)(ra * lda), seed), *B = bf_fill((size_t)(rb * ldb), seed + 1);
+    float *C = malloc((size_t)(M * ldc) * sizeof *C), *R = malloc((size_t)(M * ldc) * sizeof *R);
+    ck_assert(C && R);
+    mg_rng r = mg_rng_make(seed + 2);
+    for (int64_t i = 0; i < M * ldc; i++) C[i] = R[i] = acc ? mg_rng_range(&r, -1.0f, 1.0f) : NAN;
+    if (acc && M * ldc > 3) C[3] = R[3] = 1e-39f; /* a denormal start reads as zero */
+    mg_bgemm(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+    mg_bgemm_ref(path, ta, tb, M, N, K, A, lda, B, ldb, acc, R, ldc);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            const float c = C[i * ldc + j], e = R[i * ldc + j];
+            ck_assert_msg(same_value(c, e),
+                          "%s ta=%d tb=%d M=%lld N=%lld K=%lld acc=%d: C[%lld,%lld] = %a, the "
+                          "reference %a",
+                          mg_bf16_path_name(path), ta, tb, (long long)M, (long long)N, (long long)K,
+                          acc, (long long)i, (long long)j, c, e);
+        }
+    free(A);
+    free(B);
+    free(R);
+    return C;
+}
+
+static const int64_t shapes[][3] = {{1, 1, 1},    {1, 5, 3},     {3, 5, 7},      {2, 31, 64},
+                                    {17, 33, 31}, {37, 45, 129}, {13, 70, 600},  {65, 97, 1100},
+                                    {33, 32, 32}, {48, 64, 1030}};
+
+static void path_matches_reference(mg_bf16_path path) {
+    ck_assert(mg_bf16_path_force(path));
+    ck_assert_int_eq(mg_bf16_path_active(), path);
+    uint64_t seed = 100;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 4; t++)
+            for (int acc = 0; acc < 2; acc++) {
+                if (acc && s % 2 && t % 2) continue; /* keep it short: most combinations */
+                free(check_shape(path, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                                 acc, seed += 3));
+            }
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+}
+
+START_TEST(bgemm_emulated_matches_reference) {
+    path_matches_reference(MG_BF16_EMULATED);
+}
+END_TEST
+
+START_TEST(bgemm_avx512bf16_matches_reference) {
+    path_matches_reference(MG_BF16_AVX512);
+}
+END_TEST
+
+START_TEST(bgemm_amx_matches_reference) {
+    path_matches_reference(MG_BF16_AMX);
+}
+END_TEST
+
+/* The emulation is VDPBF16PS's arithmetic: the two agree bit for bit on the same inputs. */
+START_TEST(bgemm_emulation_equals_avx512bf16) {
+    const int64_t M = 29, N = 75, K = 777;
+    mg_bf16 *A = bf_fill((size_t)(M * K), 7), *B = bf_fill((size_t)(K * N), 8);
+    float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
+    ck_assert(C1 && C2);
+    ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
+    mg_bgemm(false, false, M, N, K, A, K, B, N, false, C1, N);
+    ck_assert(mg_bf16_path_force(MG_BF16_AVX512));
+    mg_bgemm(false, false, M, N, K, A, K, B, N, false, C2, N);
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+    ck_assert_int_eq(memcmp(C1, C2, (size_t)(M * N) * sizeof *C1), 0);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+END_TEST
+
+/* Bit-identical whatever the thread count, on every path this machine has. */
+START_TEST(bgemm_same_bits_for_any_thread_count) {
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+    const int64_t M = 150, N = 190, K = 1300;
+    mg_bf16 *A = bf_fill((size_t)(M * K), 11), *B = bf_fill((size_t)(N * K), 12);
+    float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
+    ck_assert(C1 && C2);
+    int tested = 0;
+    for (int p = MG_BF16_EMULATED; p <= MG_BF16_AMX; p++) {
+        if (!mg_bf16_path_force((mg_bf16_path)p)) continue;
+        omp_set_num_threads(1);
+        mg_bgemm(false, true, M, N, K, A, K, B, K, false, C1, N);
+        for (int nt = 2; nt <= 5; nt += 3) {
+            omp_set_num_threads(nt);
+            mg_bgemm(false, true, M, N, K, A, K, B, K, false, C2, N);
+            ck_assert_msg(memcmp(C1, C2, (size_t)(M * N) * sizeof *C1) == 0, "%s: %d threads differ",
+                          mg_bf16_path_name((mg_bf16_path)p), nt);
+        }
+        tested++;
+    }
+    omp_set_num_threads(before);
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+    ck_assert_int_ge(tested, 1);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+#endif
+}
+END_TEST
+
+/* The kernels' float32 sums stay within the bound of K float32 additions of the float64 product
+ * of the same bf16 values, a check on the reference itself. */
+START_TEST(bgemm_close_to_float64) {
+    const int64_t M = 9, N = 21, K = 513;
+    mg_bf16 *A = bf_fill((size_t)(M * K), 21), *B = bf_fill((size_t)(K * N), 22);
+    float *C = malloc((size_t)(M * N) * sizeof *C);
+    ck_assert_ptr_nonnull(C);
+    mg_bgemm(false, false, M, N, K, A, K, B, N, false, C, N);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double e = 0.0, s = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                const double a = mg_bf16_to_f32_1(A[i * K + k]), b = mg_bf16_to_f32_1(B[k * N + j]);
+                e += a * b;
+                s += fabs(a * b);
+            }
+            ck_assert_msg(fabs(C[i * N + j] - e) <= (double)(K + 2) * FLT_EPSILON * s + 1e-30,
+                          "C[%lld,%lld] = %g, float64 %g", (long long)i, (long long)j, C[i * N + j], e);
+        }
+    free(A);
+    free(B);
+    free(C);
+}
+END_TEST
+
+static void add_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
+                          const char *why) {
+    if (mg_bf16_path_available(path))
+        tcase_add_test(tc, test);
+    else
+        fprintf(stderr, "# %s skipped: %s\n", name, why);
+}
+
+static void restore_path(void) {
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+}
+
+Suite *bf16_suite(void) {
+    Suite *s = suite_create("bf16");
+    TCase *tc = tcase_create("bf16");
+    tcase_set_timeout(tc, 240);
+    tcase_add_checked_fixture(tc, NULL, restore_path);
+    tcase_add_test(tc, f32_to_bf16_rounds_to_nearest_even);
+    tcase_add_test(tc, bgemm_emulated_matches_reference);
+    add_path_case(tc, MG_BF16_AVX512, bgemm_avx512bf16_matches_reference,
+                  "bgemm_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
+    add_path_case(tc, MG_BF16_AMX, bgemm_amx_matches_reference, "bgemm_amx_matches_reference",
+                  mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU" : "the build left the AMX path out");
+    add_path_case(tc, MG_BF16_AVX512, bgemm_emulation_equals_avx512bf16,
+                  "bgemm_emulation_equals_avx512bf16", "no AVX512-BF16 on this CPU");
+    tcase_add_test(tc, bgemm_same_bits_for_any_thread_count);
+    tcase_add_test(tc, bgemm_close_to_float64);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(bf16_suite)
