@@ -181,11 +181,11 @@ typedef struct fm_job {
     int64_t step;       /* batches made so far (the trainer's step once the batch is trained) */
     const int64_t *idx; /* the current batch: images idx[0..B) */
     int64_t B;
-    int64_t eval_batch, epochs;
+    int64_t eval_batch, epochs, seed;
     double *acc; /* test accuracy after each epoch (NAN: not measured by this run or its checkpoint) */
     double t_batch, t_train;
     int64_t images_seen;
-    char epoch_meta[32], acc_meta[64 * 1000 + 16];
+    char epoch_meta[32], acc_meta[64 * 1000 + 16], batch_meta[32], n_meta[32], seed_meta[32];
     char note[160]; /* the last epoch's accuracy line, printed once the trainer's progress line is out */
 } fm_job;
 
@@ -301,6 +301,24 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
         return mg_set_error(MG_ERR_FORMAT, "%s: no training step (metadata train.step): not a checkpoint of %s train",
                             ckpt, PROG);
     }
+    /* the batches of the rest of the run must be those of the saved one */
+    static const struct {
+        const char *key, *what, *flag;
+    } same[] = {{"fm.batch", "batch size", "--batch"},
+                {"fm.train_images", "number of training images", "--data and --limit"},
+                {"fm.seed", "seed", "--seed"}};
+    for (int i = 0; i < 3; i++) {
+        const char *v = mg_st_meta_get(f, same[i].key);
+        long long want = i == 0 ? (long long)j->batch : i == 1 ? (long long)j->train.n : (long long)j->seed;
+        if (v && strtoll(v, NULL, 10) != want) {
+            mg_set_error(MG_ERR_INVALID,
+                         "%s: the saved run's %s is %s (metadata %s), this one's %lld: resume with the same %s, or "
+                         "start a new run without --resume",
+                         ckpt, same[i].what, v, same[i].key, want, same[i].flag);
+            mg_st_close(f);
+            return MG_ERR_INVALID;
+        }
+    }
     for (int64_t e = 0; a && *a && e < j->epochs; e++) {
         j->acc[e] = strtod(a, &end) / 100.0;
         if (end == a) break;
@@ -312,11 +330,11 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
 
 static int run(const fm_opts *o) {
     if (o->threads) mg_set_num_threads((int)o->threads);
-    fm_job j = {.batch = o->batch, .eval_batch = o->eval_batch, .epochs = o->epochs};
+    fm_job j = {.batch = o->batch, .eval_batch = o->eval_batch, .epochs = o->epochs, .seed = o->seed};
     int rc = 0;
     double *losses = NULL, *loss_x = NULL, *loss_y = NULL;
     uint8_t *pred = NULL;
-    mg_st_meta meta[2];
+    mg_st_meta meta[5];
     if (fm_load(o->data, "train", o->limit, &j.train) != MG_OK || fm_load(o->data, "t10k", o->limit, &j.test) != MG_OK ||
         ex_mkdirs(o->out) != MG_OK) {
         rc = ex_fail(PROG);
@@ -351,6 +369,9 @@ static int run(const fm_opts *o) {
     fm_acc_meta(&j, j.step / j.spe < o->epochs ? j.step / j.spe : o->epochs);
     meta[0] = (mg_st_meta){"epoch", j.epoch_meta};
     meta[1] = (mg_st_meta){"fm.test_accuracy", j.acc_meta};
+    meta[2] = (mg_st_meta){"fm.batch", mg_meta_fmt_i64(j.batch_meta, o->batch)};
+    meta[3] = (mg_st_meta){"fm.train_images", mg_meta_fmt_i64(j.n_meta, j.train.n)};
+    meta[4] = (mg_st_meta){"fm.seed", mg_meta_fmt_i64(j.seed_meta, o->seed)};
     printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
            "%d threads\n",
            PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
@@ -358,7 +379,7 @@ static int run(const fm_opts *o) {
     fflush(stdout);
 
     mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,
-                            .batch_rows = o->batch, .eval = fm_eval, .on_step = fm_on_step, .meta = meta, .n_meta = 2,
+                            .batch_rows = o->batch, .eval = fm_eval, .on_step = fm_on_step, .meta = meta, .n_meta = 5,
                             .tokens_per_step = o->batch, .speed_unit = "images"};
     mg_train_cfg cfg = mg_train_defaults();
     /* Adam: a constant learning rate, no weight decay, no clipping */
