@@ -1,7 +1,8 @@
 /* examples/fashion_mnist on synthetic data, so it always runs: tiny gzip-compressed IDX files
  * written here with zlib load back exactly; a missing, truncated, corrupt or malformed file is
  * refused with a message naming it (and, when missing, the Debian package to install); and the
- * program trains for one epoch on them and writes its checkpoint and figures.
+ * program trains on them (2 epochs), writes its checkpoint and figures, and a run stopped mid-epoch
+ * and resumed ends bit for bit where it did.
  * (The real dataset: tests/test_fashion_mnist_data.c.) */
 #include "test_util.h"
 #include "fm.h"
@@ -184,6 +185,26 @@ START_TEST(program_trains_on_synthetic_data) {
     ck_assert_int_eq(ti->shape[0], 64);
     ck_assert_int_eq(ti->shape[1], 32);
     mg_st_close(f);
+    /* on the library trainer: stopped mid-epoch (step 3 of 4) and resumed, `train` spelt out, it
+     * ends bit for bit where the uninterrupted run did, test accuracies and all */
+    snprintf(args, sizeof args,
+             "train --data '%s' --out '%s/out3' --epochs 2 --batch 8 --limit 32 --threads 2 --eval-batch 7 "
+             "--stop-after 3",
+             dir, dir);
+    rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, p.err);
+    ck_assert_msg(strstr(p.out, "stopped at step 3 of 8"), "%s", p.out);
+    ck_assert_msg(!strstr(p.out, "epoch 1: test accuracy"), "%s", p.out);
+    snprintf(args, sizeof args, "train --data '%s' --out '%s/out3' --epochs 2 --batch 8 --limit 32 --threads 2 "
+             "--eval-batch 7 --resume", dir, dir);
+    rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, p.err);
+    ck_assert_msg(strstr(p.out, "resumed at step 3") && strstr(p.out, "epoch 2: test accuracy"), "%s", p.out);
+    size_t n1, n2;
+    char *w1 = tu_read_file(tu_path_in(dir, "out/model.safetensors"), &n1);
+    char *w2 = tu_read_file(tu_path_in(dir, "out3/model.safetensors"), &n2);
+    ck_assert_msg(n1 == n2 && memcmp(w1, w2, n1) == 0, "the resumed run's checkpoint differs");
+    free(w1), free(w2);
     /* missing data: exit 1 naming the package */
     snprintf(args, sizeof args, "--data '%s/nowhere' --out '%s/out2'", dir, dir);
     rc = tu_run_in(&p, dir, "", args);

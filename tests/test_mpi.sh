@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel training under mpirun (train.h, "Data parallel"), TAP:
-#   test_mpi.sh TEXTGEN MPI_TRAIN_PROG HAVE_MPI SANITIZE
+#   test_mpi.sh TEXTGEN MPI_TRAIN_PROG HAVE_MPI SANITIZE [CHARLSTM [FASHION_MNIST]]
 # On one machine, 2 ranks x 1 thread (mpirun -np 2 --oversubscribe): 20 steps of textgen give the
 # losses of 1 process with the same global batch (within 2e-5 relative: the float32 rounding of a
 # different summation order, plus the 6 digits of the log); two 2-rank runs are bit-identical, and
@@ -9,8 +9,12 @@
 # whole; a rank whose data fails stops every rank with its message. Skipped, saying why, where MPI
 # is not there (a build without it, no mpirun) and in the sanitized build (Open MPI's own
 # allocations at exit are reported as leaks by LeakSanitizer).
+# The other programs on the library trainer split the batch the same way: charlstm (a tiny corpus)
+# and fashion_mnist (synthetic IDX files, an epoch that ends in a short batch) give the losses of 1
+# process with 2 ranks, and fashion_mnist's 2-rank checkpoint resumes in 1 process; each is skipped
+# by name when the program is not built (an empty argument).
 set -u
-textgen=$1 prog=$2 have_mpi=$3 sanitize=$4
+textgen=$1 prog=$2 have_mpi=$3 sanitize=$4 charlstm=${5:-} fmnist=${6:-}
 if [ "$have_mpi" != true ]; then echo "1..0 # SKIP mpi: built without MPI (-Dmpi, libopenmpi-dev)"; exit 0; fi
 if ! command -v mpirun >/dev/null; then echo "1..0 # SKIP mpi: no mpirun (Debian package openmpi-bin)"; exit 0; fi
 if [ "$sanitize" != none ]; then
@@ -51,7 +55,7 @@ within() { [ "$1" != steps ] && awk -v r="$1" 'BEGIN { exit !(r <= 2e-5) }'; }
 run1() { "$textgen" "${args[@]}" "$@" >>out.txt 2>&1; }
 run2() { "${launch[@]}" "$textgen" "${args[@]}" "$@" >>out.txt 2>&1; }
 
-echo "1..8"
+echo "1..11"
 run1 --out one && run2 --out two && d=$(compare one/log.jsonl two/log.jsonl) && within "$d" &&
   grep -q '"ranks": 2, "comm_s"' two/log.jsonl &&
   ok "20 steps of textgen, 2 ranks x 1 thread = 1 process, same global batch (max relative loss difference $d)" ||
@@ -91,4 +95,45 @@ if [ $rc -ne 0 ] && grep -q "rank 1 of 2: mpi_train_prog: step 6: the next batch
   ok "a rank whose data fails at step 6 stops every rank with its rank and message; the step-4 checkpoint stays whole"
 else
   fail "failing rank" "status $rc" "$(tail -8 bad.txt)"
+fi
+
+# charlstm: 8 steps on a tiny corpus, 2 ranks x 1 thread against 1 process
+cl_args=(train --steps 8 --batch 6 --block-size 16 --embd 16 --hidden 32 --eval-every 4 --eval-windows 4
+         --ckpt-every 4 --sample-tokens 0 --threads 1 --warmup 0 --lr 1e-2)
+if [ -z "$charlstm" ]; then
+  n=$((n + 1)); echo "ok $n # SKIP charlstm: not built"
+else
+  for i in $(seq 1 60); do echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7 % 13)) times."; done >corpus.txt
+  "$charlstm" "${cl_args[@]}" --data corpus.txt --out cl_one >>out.txt 2>&1 &&
+    "${launch[@]}" "$charlstm" "${cl_args[@]}" --data corpus.txt --out cl_two >>out.txt 2>&1 &&
+    d=$(compare cl_one/log.jsonl cl_two/log.jsonl) && within "$d" && grep -q '"ranks": 2, "comm_s"' cl_two/log.jsonl &&
+    ok "8 steps of charlstm, 2 ranks x 1 thread = 1 process, same global batch (max relative loss difference $d)" ||
+    fail "charlstm: 2 ranks vs 1 process" "difference ${d:-none}" "$(tail -5 out.txt)"
+fi
+# fashion_mnist: 80 synthetic images (IDX files, gzip-compressed), --limit 72 and batch 16: epochs of 5
+# steps, the last of 8 images; 2 epochs
+if [ -z "$fmnist" ]; then
+  n=$((n + 1)); echo "ok $n # SKIP fashion_mnist: not built (zlib missing)"
+  n=$((n + 1)); echo "ok $n # SKIP fashion_mnist: not built (zlib missing)"
+else
+  mkdir -p fm_data
+  for split in train t10k; do
+    { printf '\x00\x00\x08\x03\x00\x00\x00\x50\x00\x00\x00\x1c\x00\x00\x00\x1c'
+      head -c $((80 * 784)) /dev/urandom; } | gzip -n >fm_data/$split-images-idx3-ubyte.gz
+    { printf '\x00\x00\x08\x01\x00\x00\x00\x50'
+      for i in $(seq 0 79); do printf "\\$(printf %03o $((i % 10)))"; done; } | gzip -n >fm_data/$split-labels-idx1-ubyte.gz
+  done
+  fm_args=(train --data fm_data --limit 72 --batch 16 --epochs 2 --threads 1 --eval-batch 40)
+  "$fmnist" "${fm_args[@]}" --out fm_one >>out.txt 2>&1 &&
+    "${launch[@]}" "$fmnist" "${fm_args[@]}" --out fm_two >fm_two.txt 2>&1 &&
+    d=$(compare fm_one/train.jsonl fm_two/train.jsonl) && within "$d" &&
+    [ "$(losses fm_one/train.jsonl | wc -l)" -eq 10 ] && grep -q '"ranks": 2, "comm_s"' fm_two/train.jsonl &&
+    grep -q "epoch 2: test accuracy" fm_two.txt && grep -q "confusion matrix" fm_two.txt && [ -s fm_two/curves.png ] &&
+    ok "10 steps of fashion_mnist, 2 ranks x 1 thread = 1 process, short batches too (max relative loss difference $d)" ||
+    fail "fashion_mnist: 2 ranks vs 1 process" "difference ${d:-none}" "$(tail -5 out.txt)" "$(tail -5 fm_two.txt 2>/dev/null)"
+  "${launch[@]}" "$fmnist" "${fm_args[@]}" --out fm_r21 --stop-after 7 >>out.txt 2>&1 &&
+    "$fmnist" "${fm_args[@]}" --out fm_r21 --resume >fm_r21.txt 2>&1 && d=$(compare fm_one/train.jsonl fm_r21/train.jsonl) &&
+    within "$d" && grep -q "resumed at step 7" fm_r21.txt && grep -q "epoch 2: test accuracy" fm_r21.txt &&
+    ok "fashion_mnist: a 2-rank run stopped at step 7 (mid-epoch) resumes in 1 process (max relative loss difference $d)" ||
+    fail "fashion_mnist: 2 -> 1 resume" "difference ${d:-none}" "$(tail -5 out.txt)" "$(tail -5 fm_r21.txt 2>/dev/null)"
 fi

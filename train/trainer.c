@@ -978,6 +978,7 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     if ((st = dp_agree(&dp, st, NULL, prog, step)) != MG_OK) goto done;
     prog_line.quiet = cfg->quiet || !lead;
     prog_line.per_step = m->tokens_per_step == 0;
+    prog_line.speed_unit = m->speed_unit;
     prog_line.ranks = dp.nranks;
     if (cfg->resume)
         mg_train_progress_note(&prog_line, "%s: resumed at step %lld from %s", prog, (long long)step, cfg->ckpt);

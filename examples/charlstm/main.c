@@ -90,6 +90,19 @@ static mg_tensor *train_loss(void *user, mg_ctx *ctx, mg_rng *dropout) {
     return cl_loss(&j->m, ctx, x, y);
 }
 
+/* Rows [row0, row0 + nrows) of the batch: their mean loss times their share of the batch (every
+ * target of a window counts), so the ranks' shares add up to the mean over the whole batch. */
+static mg_tensor *train_loss_rows(void *user, mg_ctx *ctx, mg_rng *dropout, int64_t row0, int64_t nrows) {
+    (void)dropout;
+    job *j = user;
+    int64_t shape[2] = {nrows, j->T};
+    mg_tensor *x = mg_tensor_wrap(ctx, MG_I32, 2, shape, j->ids + row0 * j->T);
+    mg_tensor *y = mg_tensor_wrap(ctx, MG_I32, 2, shape, j->targets + row0 * j->T);
+    mg_tensor *loss = cl_loss(&j->m, ctx, x, y);
+    if (!loss || nrows == j->B) return loss;
+    return mg_scale(ctx, loss, (float)((double)nrows / (double)j->B));
+}
+
 static mg_status validate(void *user, float *val_loss) {
     job *j = user;
     *val_loss = NAN;
@@ -294,6 +307,7 @@ static int cmd_train(int argc, char **argv) {
     nm += ex_settings_to_meta(&settings, CL_META_PREFIX, &o.c, extra, n_extra, meta + nm);
 
     mg_train_model model = {.params = j.m.P, .user = &j, .next_batch = next_batch, .loss = train_loss,
+                            .loss_rows = train_loss_rows, .batch_rows = j.B,
                             .eval = validate, .meta = meta, .n_meta = nm, .rngs = {&j.rng}, .rng_names = {"data"},
                             .n_rngs = 1, .tokens_per_step = j.B * j.T};
     mg_train_cfg tc = ex_train_cfg_from(&o.c, &rf, "charlstm");

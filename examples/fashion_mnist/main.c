@@ -3,8 +3,11 @@
  *   conv 1->32 3x3 pad 1, relu, maxpool 2; conv 32->64 3x3 pad 1, relu, maxpool 2;
  *   linear 3136->128, relu, linear 128->10; Adam (lr 1e-3), batch 128, pixels scaled to [0, 1].
  *
- * The same model, data and optimizer as fashion_mnist_pytorch.py beside it. Writes into --out: the
- * checkpoint model.safetensors (after every epoch), curves.png (training loss, test accuracy),
+ * The same model, data and optimizer as fashion_mnist_pytorch.py beside it. Trains with the library
+ * trainer (minigrad/train.h), so `mpirun -np N fashion_mnist train ...` splits every batch over N
+ * processes, and --stop-after / Ctrl-C then --resume continue a run exactly. Writes into --out: the
+ * checkpoint model.safetensors with its training state model.state.safetensors (after every
+ * epoch), curves.png (training loss, test accuracy),
  * misclassified.png (test images it got wrong, with true and predicted class), confusion.png, and
  * the JSON-lines log train.jsonl. Prints a progress line, the test accuracy after each epoch and
  * the confusion matrix at the end.
@@ -23,10 +26,11 @@
 
 static const char PROG[] = "fashion_mnist";
 
-/* Test accuracy; fills confusion[true][pred] and pred[i] when not NULL. */
+/* Test accuracy; sets *mean_loss (when not NULL) to the mean test cross-entropy and fills confusion[true][pred] and pred[i] when not NULL. */
 static double fm_evaluate(fm_model *m, mg_ctx *ctx, const fm_set *test, int64_t batch, int64_t *confusion,
-                          uint8_t *pred) {
+                          uint8_t *pred, double *mean_loss) {
     int64_t correct = 0;
+    double loss_sum = 0.0;
     int64_t *idx = malloc((size_t)batch * sizeof *idx);
     if (!idx) return NAN;
     if (confusion) memset(confusion, 0, sizeof(int64_t) * FM_CLASSES * FM_CLASSES);
@@ -38,7 +42,9 @@ static double fm_evaluate(fm_model *m, mg_ctx *ctx, const fm_set *test, int64_t 
         mg_tensor *x, *y;
         fm_batch(ctx, test, idx, B, &x, &y);
         mg_tensor *logits = fm_forward(m, ctx, x);
+        mg_tensor *loss = mean_loss ? mg_cross_entropy(ctx, logits, y, -1) : NULL;
         if (!mg_ctx_ok(ctx)) break;
+        if (loss) loss_sum += (double)loss->data[0] * (double)B;
         for (int64_t b = 0; b < B; b++) {
             const float *l = logits->data + b * FM_CLASSES;
             int best = 0;
@@ -51,6 +57,7 @@ static double fm_evaluate(fm_model *m, mg_ctx *ctx, const fm_set *test, int64_t 
     }
     mg_ctx_set_grad_enabled(ctx, prev);
     free(idx);
+    if (mean_loss) *mean_loss = loss_sum / (double)test->n;
     return mg_ctx_ok(ctx) ? (double)correct / (double)test->n : NAN;
 }
 
@@ -156,146 +163,294 @@ static mg_status fm_plot_confusion(const char *path, const int64_t *cm) {
 
 typedef struct fm_opts {
     const char *data, *out;
-    int64_t epochs, batch, limit, threads, seed, eval_batch;
+    int64_t epochs, batch, limit, threads, seed, eval_batch, stop_after;
     float lr;
+    bool resume;
 } fm_opts;
+
+/* A training run on the library trainer (minigrad/train.h): its batches, its loss on any rows of a
+ * batch (so the ranks of `mpirun -np N` share each batch), the test accuracy after each epoch. */
+typedef struct fm_job {
+    fm_model m;
+    fm_set train, test;
+    mg_ctx *ectx;       /* evaluation */
+    mg_rng shuffle;     /* shuffles each epoch, after drawing the initial weights */
+    int64_t *perm;      /* the order of the training images in epoch `shuffled - 1` */
+    int64_t shuffled;   /* epochs shuffled into perm */
+    int64_t batch, spe; /* batch size, steps per epoch */
+    int64_t step;       /* batches made so far (the trainer's step once the batch is trained) */
+    const int64_t *idx; /* the current batch: images idx[0..B) */
+    int64_t B;
+    int64_t eval_batch, epochs, seed;
+    double *acc; /* test accuracy after each epoch (NAN: not measured by this run or its checkpoint) */
+    double t_batch, t_train;
+    int64_t images_seen;
+    char epoch_meta[32], acc_meta[64 * 1000 + 16], batch_meta[32], n_meta[32], seed_meta[32];
+    char note[160]; /* the last epoch's accuracy line, printed once the trainer's progress line is out */
+} fm_job;
+
+static void fm_flush_note(fm_job *j) {
+    if (!j->note[0]) return;
+    /* on a terminal the trainer's live line is open: start a line of our own */
+    const char *notty = getenv("MINIGRAD_NO_TTY");
+    bool tty = isatty(fileno(stdout)) && !(notty && notty[0]);
+    printf("%s%s\n", tty ? "\r\033[K" : "", j->note);
+    fflush(stdout);
+    j->note[0] = 0;
+}
+
+/* Step j->step + 1's batch. The order of every epoch is a function of the seed alone (each epoch
+ * shuffles the previous one's order), so a resumed run replays the shuffles up to its epoch. */
+static mg_status fm_next_batch(void *user) {
+    fm_job *j = user;
+    fm_flush_note(j);
+    const int64_t e = j->step / j->spe, s = j->step % j->spe, n = j->train.n;
+    if (j->shuffled == 0)
+        for (int64_t i = 0; i < n; i++) j->perm[i] = i;
+    for (; j->shuffled <= e; j->shuffled++)
+        for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            int64_t k = (int64_t)mg_rng_below(&j->shuffle, (uint32_t)(i + 1)), t = j->perm[i];
+            j->perm[i] = j->perm[k], j->perm[k] = t;
+        }
+    const int64_t i0 = s * j->batch;
+    j->B = n - i0 < j->batch ? n - i0 : j->batch;
+    j->idx = j->perm + i0;
+    j->step++;
+    j->t_batch = mg_time();
+    return MG_OK;
+}
+
+/* Rows [row0, row0 + nrows) of the trainer's batch_rows (the batch size) map onto the same share
+ * of the current batch, which is shorter at the end of an epoch: their mean cross-entropy times
+ * their share of the batch, so the ranks' parts add up to the batch's mean loss. */
+static mg_tensor *fm_loss_rows(void *user, mg_ctx *ctx, mg_rng *dropout, int64_t row0, int64_t nrows) {
+    (void)dropout;
+    fm_job *j = user;
+    int64_t r0 = row0 * j->B / j->batch, r1 = (row0 + nrows) * j->B / j->batch;
+    float share = (float)((double)(r1 - r0) / (double)j->B);
+    if (r1 == r0) /* more ranks than images in this batch: a share of nothing, on one image */
+        r0 = r0 < j->B ? r0 : j->B - 1, r1 = r0 + 1, share = 0.0f;
+    mg_tensor *x, *y;
+    fm_batch(ctx, &j->train, j->idx + r0, r1 - r0, &x, &y);
+    if (!mg_ctx_ok(ctx)) return NULL;
+    mg_tensor *loss = mg_cross_entropy(ctx, fm_forward(&j->m, ctx, x), y, -1);
+    if (!loss || (r1 - r0 == j->B && share == 1.0f)) return loss;
+    return mg_scale(ctx, loss, share);
+}
+
+static void fm_on_step(void *user, int64_t step, float loss) {
+    (void)loss;
+    fm_job *j = user;
+    j->t_train += mg_time() - j->t_batch;
+    j->images_seen += j->B;
+    snprintf(j->epoch_meta, sizeof j->epoch_meta, "%lld", (long long)(step / j->spe));
+}
+
+/* The accuracies so far as the checkpoint keeps them: "91.52,92.03,..." ("nan" for an epoch not
+ * measured). */
+static void fm_acc_meta(fm_job *j, int64_t epochs_done) {
+    size_t off = 0;
+    j->acc_meta[0] = 0;
+    for (int64_t e = 0; e < epochs_done && off < sizeof j->acc_meta - 32; e++)
+        off += (size_t)snprintf(j->acc_meta + off, sizeof j->acc_meta - off, "%s%.4f", e ? "," : "", 100.0 * j->acc[e]);
+}
+
+/* After each epoch (the trainer's eval every steps-per-epoch steps): the test accuracy, printed
+ * after the step's progress line, and the test loss as the validation loss. */
+static mg_status fm_eval(void *user, float *val_loss) {
+    fm_job *j = user;
+    double t0 = mg_time(), loss = NAN;
+    int64_t e = j->step / j->spe;
+    double acc = fm_evaluate(&j->m, j->ectx, &j->test, j->eval_batch, NULL, NULL, &loss);
+    if (!isfinite(acc))
+        return mg_set_error(MG_ERR_INVALID, "evaluation failed: %s",
+                            mg_ctx_error(j->ectx) ? mg_ctx_error(j->ectx) : "out of memory");
+    if (e >= 1 && e <= j->epochs) j->acc[e - 1] = acc;
+    fm_acc_meta(j, e < j->epochs ? e : j->epochs);
+    *val_loss = (float)loss;
+    snprintf(j->note, sizeof j->note, "epoch %lld: test accuracy %.2f%% (training %.0f images/s, evaluation %.1fs)",
+             (long long)e, 100.0 * acc, j->t_train > 0 ? (double)j->images_seen / j->t_train : 0.0, mg_time() - t0);
+    return MG_OK;
+}
+
+/* The training loss of every step 1..total from the trainer's log (a step logged again after a
+ * resume: its later line); NAN where a step is missing. */
+static void fm_read_losses(const char *log_path, double *loss, int64_t total) {
+    for (int64_t i = 0; i < total; i++) loss[i] = NAN;
+    FILE *f = fopen(log_path, "r");
+    if (!f) return;
+    char line[1024];
+    long long step;
+    double v;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "{\"step\": %lld, \"loss\": %lf", &step, &v) == 2 && step >= 1 && step <= total)
+            loss[step - 1] = v;
+    fclose(f);
+}
+
+/* The accuracies a checkpoint recorded, and its step ("train.step"). */
+static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
+    mg_st_file *f = NULL;
+    mg_status st = mg_safetensors_open(ckpt, &f);
+    if (st != MG_OK) return mg_wrap_error(st, "cannot resume (start without --resume)");
+    const char *s = mg_st_meta_get(f, "train.step"), *a = mg_st_meta_get(f, "fm.test_accuracy");
+    char *end = NULL;
+    *step = s ? strtoll(s, &end, 10) : -1;
+    if (!s || *end || *step < 0) {
+        mg_st_close(f);
+        return mg_set_error(MG_ERR_FORMAT, "%s: no training step (metadata train.step): not a checkpoint of %s train",
+                            ckpt, PROG);
+    }
+    /* the batches of the rest of the run must be those of the saved one */
+    static const struct {
+        const char *key, *what, *flag;
+    } same[] = {{"fm.batch", "batch size", "--batch"},
+                {"fm.train_images", "number of training images", "--data and --limit"},
+                {"fm.seed", "seed", "--seed"}};
+    for (int i = 0; i < 3; i++) {
+        const char *v = mg_st_meta_get(f, same[i].key);
+        long long want = i == 0 ? (long long)j->batch : i == 1 ? (long long)j->train.n : (long long)j->seed;
+        if (v && strtoll(v, NULL, 10) != want) {
+            mg_set_error(MG_ERR_INVALID,
+                         "%s: the saved run's %s is %s (metadata %s), this one's %lld: resume with the same %s, or "
+                         "start a new run without --resume",
+                         ckpt, same[i].what, v, same[i].key, want, same[i].flag);
+            mg_st_close(f);
+            return MG_ERR_INVALID;
+        }
+    }
+    for (int64_t e = 0; a && *a && e < j->epochs; e++) {
+        j->acc[e] = strtod(a, &end) / 100.0;
+        if (end == a) break;
+        a = *end == ',' ? end + 1 : end;
+    }
+    mg_st_close(f);
+    return MG_OK;
+}
 
 static int run(const fm_opts *o) {
     if (o->threads) mg_set_num_threads((int)o->threads);
-    fm_set train = {0}, test = {0};
-    if (fm_load(o->data, "train", o->limit, &train) != MG_OK || fm_load(o->data, "t10k", o->limit, &test) != MG_OK) {
-        fm_set_free(&train);
-        return ex_fail(PROG);
-    }
-    if (ex_mkdirs(o->out) != MG_OK) {
-        fm_set_free(&train), fm_set_free(&test);
-        return ex_fail(PROG);
-    }
-    fm_model m;
-    mg_rng rng = mg_rng_make((uint64_t)o->seed);
-    if (fm_model_make(&m) != MG_OK || mg_params_alloc(m.params, &rng) != MG_OK) {
-        fm_model_free(&m);
-        fm_set_free(&train), fm_set_free(&test);
-        return ex_fail(PROG);
-    }
-    mg_adamw_cfg acfg = mg_adamw_defaults();
-    acfg.weight_decay = 0.0f; /* Adam */
-    mg_optim *opt = mg_adamw_new(m.params, acfg);
-    mg_ctx *ctx = mg_ctx_new(0);
-    const int64_t steps_per_epoch = (train.n + o->batch - 1) / o->batch, total = steps_per_epoch * o->epochs;
-    int64_t *perm = malloc((size_t)train.n * sizeof *perm);
-    uint8_t *pred = malloc((size_t)test.n);
-    double *acc = calloc((size_t)o->epochs, sizeof(double));
-    const int64_t stretch = steps_per_epoch >= 20 ? steps_per_epoch / 10 : 1; /* steps per loss point */
-    int64_t n_pts_cap = total / stretch + o->epochs + 2, n_pts = 0;
-    double *loss_x = malloc(sizeof(double) * (size_t)n_pts_cap), *loss_y = malloc(sizeof(double) * (size_t)n_pts_cap);
+    fm_job j = {.batch = o->batch, .eval_batch = o->eval_batch, .epochs = o->epochs, .seed = o->seed};
     int rc = 0;
-    if (!opt || !ctx || !perm || !pred || !acc || !loss_x || !loss_y) {
-        if (!mg_last_error()) mg_set_error(MG_ERR_NOMEM, "out of memory");
+    double *losses = NULL, *loss_x = NULL, *loss_y = NULL;
+    uint8_t *pred = NULL;
+    mg_st_meta meta[5];
+    if (fm_load(o->data, "train", o->limit, &j.train) != MG_OK || fm_load(o->data, "t10k", o->limit, &j.test) != MG_OK ||
+        ex_mkdirs(o->out) != MG_OK) {
         rc = ex_fail(PROG);
         goto done;
     }
-    printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
-           "%d threads\n",
-           PROG, (long long)train.n, (long long)test.n, o->data, (long long)mg_params_numel(m.params),
-           (long long)o->epochs, (long long)steps_per_epoch, (long long)o->batch, mg_get_num_threads());
+    mg_rng rng = mg_rng_make((uint64_t)o->seed);
+    if (fm_model_make(&j.m) != MG_OK || mg_params_alloc(j.m.params, &rng) != MG_OK) {
+        rc = ex_fail(PROG);
+        goto done;
+    }
+    j.shuffle = rng;
+    j.spe = (j.train.n + o->batch - 1) / o->batch;
+    const int64_t total = j.spe * o->epochs;
+    j.perm = malloc((size_t)j.train.n * sizeof *j.perm);
+    j.acc = malloc((size_t)o->epochs * sizeof *j.acc);
+    j.ectx = mg_ctx_new(0);
+    pred = malloc((size_t)j.test.n);
+    if (!j.perm || !j.acc || !j.ectx || !pred) {
+        mg_set_error(MG_ERR_NOMEM, "out of memory");
+        rc = ex_fail(PROG);
+        goto done;
+    }
+    for (int64_t e = 0; e < o->epochs; e++) j.acc[e] = NAN;
     char log_path[4096], ckpt[4096], png[4096];
     snprintf(log_path, sizeof log_path, "%s/train.jsonl", o->out);
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", o->out);
-    mg_train_progress prog;
-    if (mg_train_progress_open(&prog, PROG, total, 0, log_path, false) != MG_OK) {
+    if (o->resume && fm_read_ckpt(ckpt, &j, &j.step) != MG_OK) {
         rc = ex_fail(PROG);
         goto done;
     }
-    prog.speed_unit = "images";
-    for (int64_t i = 0; i < train.n; i++) perm[i] = i;
-    int64_t step = 0;
-    double t_train = 0.0, stretch_loss = 0.0;
-    int64_t stretch_n = 0, images_seen = 0;
-    for (int64_t e = 0; e < o->epochs && rc == 0; e++) {
-        for (int64_t i = train.n - 1; i > 0; i--) { /* Fisher-Yates */
-            int64_t j = (int64_t)mg_rng_below(&rng, (uint32_t)(i + 1)), t = perm[i];
-            perm[i] = perm[j], perm[j] = t;
-        }
-        for (int64_t s = 0; s < steps_per_epoch; s++) {
-            double t0 = mg_time();
-            int64_t i0 = s * o->batch, B = train.n - i0 < o->batch ? train.n - i0 : o->batch;
-            mg_ctx_reset(ctx);
-            mg_tensor *x, *y;
-            fm_batch(ctx, &train, perm + i0, B, &x, &y);
-            mg_params_zero_grad(m.params);
-            mg_tensor *loss = mg_cross_entropy(ctx, fm_forward(&m, ctx, x), y, -1);
-            mg_backward(ctx, loss);
-            if (!mg_ctx_ok(ctx)) {
-                mg_set_error(MG_ERR_INVALID, "%s", mg_ctx_error(ctx));
-                rc = ex_fail(PROG);
-                break;
-            }
-            float lv = loss->data[0];
-            if (!isfinite(lv)) {
-                mg_set_error(MG_ERR_NONFINITE, "the loss is %g at step %lld", (double)lv, (long long)step + 1);
-                rc = ex_fail(PROG);
-                break;
-            }
-            mg_optim_step(opt, o->lr);
-            double dt = mg_time() - t0;
-            t_train += dt;
-            images_seen += B;
-            step++;
-            stretch_loss += lv, stretch_n++;
-            if (stretch_n == stretch || s == steps_per_epoch - 1) {
-                if (n_pts < n_pts_cap) {
-                    loss_x[n_pts] = (double)step / (double)steps_per_epoch;
-                    loss_y[n_pts++] = stretch_loss / (double)stretch_n;
-                }
-                stretch_loss = 0.0, stretch_n = 0;
-            }
-            if (mg_train_progress_step(&prog, step, lv, o->lr, (double)images_seen / t_train, NAN, NAN) != MG_OK) {
-                rc = ex_fail(PROG);
-                break;
-            }
-        }
-        if (rc) break;
-        double t_eval = mg_time();
-        acc[e] = fm_evaluate(&m, ctx, &test, o->eval_batch, NULL, NULL);
-        if (!isfinite(acc[e])) {
-            mg_set_error(MG_ERR_INVALID, "evaluation failed: %s", mg_ctx_error(ctx) ? mg_ctx_error(ctx) : "out of memory");
-            rc = ex_fail(PROG);
-            break;
-        }
-        mg_train_progress_note(&prog, "epoch %lld: test accuracy %.2f%% (training %.0f images/s, evaluation %.1fs)",
-                               (long long)e + 1, 100.0 * acc[e], (double)images_seen / t_train, mg_time() - t_eval);
-        char eb[32];
-        mg_st_meta meta[] = {{"epoch", mg_meta_fmt_i64(eb, e + 1)}};
-        if (mg_checkpoint_save(ckpt, m.params, false, meta, 1) != MG_OK) {
-            rc = ex_fail(PROG);
-            break;
+    snprintf(j.epoch_meta, sizeof j.epoch_meta, "%lld", (long long)(j.step / j.spe));
+    fm_acc_meta(&j, j.step / j.spe < o->epochs ? j.step / j.spe : o->epochs);
+    meta[0] = (mg_st_meta){"epoch", j.epoch_meta};
+    meta[1] = (mg_st_meta){"fm.test_accuracy", j.acc_meta};
+    meta[2] = (mg_st_meta){"fm.batch", mg_meta_fmt_i64(j.batch_meta, o->batch)};
+    meta[3] = (mg_st_meta){"fm.train_images", mg_meta_fmt_i64(j.n_meta, j.train.n)};
+    meta[4] = (mg_st_meta){"fm.seed", mg_meta_fmt_i64(j.seed_meta, o->seed)};
+    printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
+           "%d threads\n",
+           PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
+           (long long)o->epochs, (long long)j.spe, (long long)o->batch, mg_get_num_threads());
+    fflush(stdout);
+
+    mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,
+                            .batch_rows = o->batch, .eval = fm_eval, .on_step = fm_on_step, .meta = meta, .n_meta = 5,
+                            .tokens_per_step = o->batch, .speed_unit = "images"};
+    mg_train_cfg cfg = mg_train_defaults();
+    /* Adam: a constant learning rate, no weight decay, no clipping */
+    cfg.steps = total, cfg.warmup = 0, cfg.lr = cfg.lr_min = o->lr, cfg.weight_decay = 0.0f;
+    mg_adamw_cfg adam = mg_adamw_defaults();
+    cfg.beta1 = adam.beta1, cfg.beta2 = adam.beta2, cfg.eps = adam.eps, cfg.clip = 0.0f;
+    cfg.eval_every = j.spe, cfg.ckpt_every = j.spe, cfg.stop_after = o->stop_after;
+    cfg.seed = (uint64_t)o->seed, cfg.ckpt = ckpt, cfg.resume = o->resume, cfg.log_path = log_path;
+    cfg.prog = PROG;
+    mg_train_result res;
+    mg_status tst = mg_train_run(&model, &cfg, &res);
+    fm_flush_note(&j);
+    if (tst != MG_OK) {
+        rc = ex_fail(PROG);
+        goto done;
+    }
+    if (res.stopped || res.interrupted) {
+        printf("%s: stopped at step %lld of %lld; --resume continues from %s\n", PROG, (long long)res.step,
+               (long long)total, ckpt);
+        goto done;
+    }
+    if (mg_train_rank() != 0) goto done; /* rank 0 alone writes the figures */
+    int64_t cm[FM_CLASSES * FM_CLASSES];
+    double final = fm_evaluate(&j.m, j.ectx, &j.test, o->eval_batch, cm, pred, NULL);
+    if (!isfinite(final)) {
+        mg_set_error(MG_ERR_INVALID, "evaluation failed: %s", mg_ctx_error(j.ectx) ? mg_ctx_error(j.ectx) : "out of memory");
+        rc = ex_fail(PROG);
+        goto done;
+    }
+    char dur[32];
+    if (res.steps_run > 0 && j.t_train > 0)
+        printf("test accuracy %.2f%% after %lld epochs; training %.0f images/s, %s of training\n", 100.0 * final,
+               (long long)o->epochs, (double)j.images_seen / j.t_train, mg_train_fmt_duration(j.t_train, dur, sizeof dur));
+    else
+        printf("test accuracy %.2f%% after %lld epochs\n", 100.0 * final, (long long)o->epochs);
+    fm_print_confusion(cm);
+    /* the loss curve: the mean loss of each stretch of steps, from the log (which covers resumed runs) */
+    const int64_t stretch = j.spe >= 20 ? j.spe / 10 : 1;
+    int64_t n_pts = 0;
+    losses = malloc(sizeof(double) * (size_t)total);
+    loss_x = malloc(sizeof(double) * (size_t)total), loss_y = malloc(sizeof(double) * (size_t)total);
+    if (!losses || !loss_x || !loss_y) {
+        mg_set_error(MG_ERR_NOMEM, "out of memory");
+        rc = ex_fail(PROG);
+        goto done;
+    }
+    fm_read_losses(log_path, losses, total);
+    double sum = 0.0;
+    int64_t k = 0;
+    for (int64_t s = 1; s <= total; s++) {
+        if (!isnan(losses[s - 1])) sum += losses[s - 1], k++;
+        if ((s % j.spe) % stretch == 0 || s % j.spe == 0) {
+            if (k > 0) loss_x[n_pts] = (double)s / (double)j.spe, loss_y[n_pts++] = sum / (double)k;
+            sum = 0.0, k = 0;
         }
     }
-    if (mg_train_progress_close(&prog) != MG_OK && rc == 0) rc = ex_fail(PROG);
-    if (rc) goto done;
-    int64_t cm[FM_CLASSES * FM_CLASSES];
-    double final = fm_evaluate(&m, ctx, &test, o->eval_batch, cm, pred);
-    char dur[32];
-    printf("test accuracy %.2f%% after %lld epochs; training %.0f images/s, %s of training\n", 100.0 * final,
-           (long long)o->epochs, (double)images_seen / t_train, mg_train_fmt_duration(t_train, dur, sizeof dur));
-    fm_print_confusion(cm);
     snprintf(png, sizeof png, "%s/confusion.png", o->out);
     mg_status st = fm_plot_confusion(png, cm);
-    if (st == MG_OK) st = fm_plot_curves(o->out, loss_x, loss_y, (int)n_pts, acc, (int)o->epochs);
+    if (st == MG_OK) st = fm_plot_curves(o->out, loss_x, loss_y, (int)n_pts, j.acc, (int)o->epochs);
     snprintf(png, sizeof png, "%s/misclassified.png", o->out);
-    if (st == MG_OK) st = fm_plot_misclassified(png, &test, pred);
+    if (st == MG_OK) st = fm_plot_misclassified(png, &j.test, pred);
     if (st != MG_OK) {
         rc = ex_fail(PROG);
         goto done;
     }
     printf("wrote %s, %s/curves.png, %s/misclassified.png, %s/confusion.png, %s\n", ckpt, o->out, o->out, o->out, log_path);
 done:
-    free(perm), free(pred), free(acc), free(loss_x), free(loss_y);
-    mg_ctx_free(ctx);
-    mg_optim_free(opt);
-    fm_model_free(&m);
-    fm_set_free(&train), fm_set_free(&test);
+    free(j.perm), free(j.acc), free(pred), free(losses), free(loss_x), free(loss_y);
+    mg_ctx_free(j.ectx);
+    fm_model_free(&j.m);
+    fm_set_free(&j.train), fm_set_free(&j.test);
     return rc;
 }
 
@@ -314,8 +469,13 @@ int main(int argc, char **argv) {
         EX_INT_OPT("threads", &o.threads, 0, EX_MAX_THREADS, "OpenMP threads (0: all cores)"),
         EX_INT_OPT("seed", &o.seed, 0, INT64_MAX, "initialisation and shuffling seed"),
         EX_INT_OPT("eval-batch", &o.eval_batch, 1, EX_MAX_BATCH, "batch size for the test set"),
+        EX_FLAG_OPT("resume", &o.resume, "continue the run saved in --out (the same data, batch and epochs)"),
+        EX_INT_OPT("stop-after", &o.stop_after, 0, INT64_MAX,
+                   "stop after this many steps, saving a checkpoint that --resume continues (0: run to the end)"),
     };
-    ex_parse_result pr = ex_parse(PROG, "fashion_mnist [options]", argc - 1, argv + 1, opts,
+    /* `fashion_mnist train [options]` is the same as `fashion_mnist [options]` */
+    if (argc > 1 && strcmp(argv[1], "train") == 0) argv++, argc--;
+    ex_parse_result pr = ex_parse(PROG, "fashion_mnist [train] [options]", argc - 1, argv + 1, opts,
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr == EX_PARSE_HELP) return ex_exit_status(PROG, 0);
     if (pr == EX_PARSE_ERROR) return 2;

@@ -201,6 +201,9 @@ typedef struct mg_train_model {
      * calls loss (or loss_rows(0, batch_rows) when loss is NULL). */
     int64_t batch_rows;
     mg_tensor *(*loss_rows)(void *user, mg_ctx *ctx, mg_rng *dropout, int64_t row0, int64_t nrows);
+    /* What tokens_per_step counts, for the progress line ("<unit>/s") and the log
+     * ("<unit>_per_s"); NULL: tokens. */
+    const char *speed_unit;
 } mg_train_model;
 
 typedef struct mg_train_cfg {
