@@ -28,9 +28,10 @@ typedef struct attn_saved {
     const mg_bf16 *qb, *kb, *vb; /* bf16: the operands rounded once in forward */
 } attn_saved;
 
-/* ---- bf16 precision ----------------------------------------------------------------------------
- * With mg_ctx_set_precision(ctx, MG_PRECISION_BF16) (and packed keys: not on a KV cache), the four
- * products of forward and backward run on mg_bgemm, one (batch, head) at a time:
+/* ---- bf16 products (mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS), testing.h) ------------------------
+ * Selected by that switch, with mg_ctx_set_precision(ctx, MG_PRECISION_BF16) and packed keys (not
+ * on a KV cache), the six products of forward and backward run on mg_bgemm, one (batch, head) at a
+ * time:
  *   S = bf16(Q) bf16(K)^T,  O = bf16(P) bf16(V),
  *   dV += bf16(P)^T bf16(dO),  dP = bf16(dO) bf16(V)^T,  dQ += bf16(dS') bf16(K),  dK += bf16(dS')^T bf16(Q)
  * with dS' = scale * P * (dP - rowsum(dP * P)). Everything between the products is float32 and
@@ -258,7 +259,7 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
     attn_saved *s = keep ? mg_ctx_alloc(ctx, sizeof *s, "mg_attention saved state") : NULL;
     if (s) *s = (attn_saved){.desc = a, .impl = mg_attn_get_impl(), .bias_b = bias_b, .bias_h = bias_h};
     const int64_t BH = a.B * a.H;
-    if (mg_use_bf16(ctx) && !o.kv_len) {
+    if (mg_use_bf16(ctx) && !o.kv_len && mg_attn_get_impl() == MG_ATTN_BF16_PRODUCTS) {
         if (!attn_bf16_forward(ctx, &a, q, k, v, out->data, s)) return mg_ctx_dummy(ctx);
     } else if ((s ? s->impl : mg_attn_get_impl()) == MG_ATTN_REFERENCE) {
         float *p = mg_ctx_alloc(ctx, (size_t)(BH * a.Tq * a.Tk) * 4, "mg_attention (reference) probabilities");
