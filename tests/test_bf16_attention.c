@@ -1,7 +1,7 @@
 /* mg_attention's bf16 products (mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS) in bf16 precision)
  * against a scalar reference that rounds exactly where the op does: Q, K, V, the probabilities, dO
- * and the scaled dL/dlogits to bf16 (round to nearest even), every product by mg_bgemm_ref (the plain-loop emulation of the path's instruction, tests/test_bf16.c
- * checks it), and the float32 steps between in the op's order: logits = scale * S, the bias
+ * and the scaled dL/dlogits to bf16 (round to nearest even), every product by mg_bgemm_ref (the
+ * plain-loop emulation of the path's instruction, tests/test_bf16.c checks it), and the float32 steps between in the op's order: logits = scale * S, the bias
  * callback, the bias tensor, the mask, max, expf, a left-to-right sum, times 1/sum; dP * P summed
  * left to right; the bias tensor's gradient summed over its broadcast batch in order. Comparisons
  * are exact (== : only a zero's sign may differ). Odd shapes, causal and not, offset queries, the
