@@ -1,13 +1,13 @@
-/* mg_attention's bf16 products (mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS) in bf16 precision)
- * against a scalar reference that rounds exactly where the op does: Q, K, V, the probabilities, dO
- * and the scaled dL/dlogits to bf16 (round to nearest even), every product by mg_bgemm_ref (the
- * plain-loop emulation of the path's instruction, tests/test_bf16.c checks it), and the float32 steps between in the op's order: logits = scale * S, the bias
- * callback, the bias tensor, the mask, max, expf, a left-to-right sum, times 1/sum; dP * P summed
- * left to right; the bias tensor's gradient summed over its broadcast batch in order. Comparisons
- * are exact (== : only a zero's sign may differ). Odd shapes, causal and not, offset queries, the
- * bias callback and a broadcast bias tensor with a gradient; every bf16 path the machine has (one
- * it lacks is reported skipped by name); 1, 2 and 3 threads give the same bits. The float32 path
- * is covered by tests/test_attention.c. */
+/* mg_attention's bf16 products (mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS) in bf16 precision) against
+ * a scalar reference that rounds exactly where the op does: Q, K, V, the probabilities, dO and the
+ * scaled dL/dlogits to bf16 (round to nearest even), every product by mg_bgemm_ref (the plain-loop
+ * emulation of the path's instruction, tests/test_bf16.c checks it), and the float32 steps between
+ * in the op's order: logits = scale * S, the bias callback, the bias tensor, the mask, max, expf,
+ * a left-to-right sum, times 1/sum; dP * P summed left to right; the bias tensor's gradient summed
+ * over its broadcast batch in order. Comparisons are exact (== : only a zero's sign may differ).
+ * Odd shapes, causal and not, offset queries, the bias callback and a broadcast bias tensor with a
+ * gradient; every bf16 path the machine has (one it lacks is reported skipped by name); 1, 2 and 3
+ * threads give the same bits. The float32 path is covered by tests/test_attention.c. */
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
 #include "minigrad/ops.h"
@@ -43,11 +43,12 @@ static const bcase cases[] = {
     {"long", 1, 1, 70, 131, 24, true, 61, false, true, 0},
 };
 
-static void slope_bias(const void *user, int64_t head, int64_t qpos, int64_t kpos0, int64_t n, float *logits) {
+static void slope_bias(const void *user, int64_t head, int64_t qpos, int64_t kpos0, int64_t n,
+                       float *logits) {
     (void)user;
-    for (int64_t c = 0; c < n; c++) logits[c] += -0.125f * (float)(head + 1) * (float)(qpos - kpos0 - c);
+    for (int64_t c = 0; c < n; c++)
+        logits[c] += -0.125f * (float)(head + 1) * (float)(qpos - kpos0 - c);
 }
-
 
 static mg_bf16 *to_bf(const float *x, int64_t n) {
     mg_bf16 *y = malloc((size_t)(n ? n : 1) * sizeof *y);
@@ -60,7 +61,9 @@ typedef struct result {
     float *o, *dq, *dk, *dv, *db;
 } result;
 
-static void result_free(result *r) { free(r->o), free(r->dq), free(r->dk), free(r->dv), free(r->db); }
+static void result_free(result *r) {
+    free(r->o), free(r->dq), free(r->dk), free(r->dv), free(r->db);
+}
 
 static float *copy_of(const float *x, int64_t n) {
     float *y = malloc((size_t)n * sizeof *y);
@@ -86,10 +89,12 @@ static result run_op(const bcase *c, float *const *x, const int64_t n[5]) {
     mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS);
     mg_ctx *ctx = mg_ctx_new(0);
     mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
-    const int64_t sq[4] = {c->B, c->H, c->Tq, c->D}, sk[4] = {c->B, c->H, c->Tk, c->D}, sb[3] = {c->H, c->Tq, c->Tk};
+    const int64_t sq[4] = {c->B, c->H, c->Tq, c->D}, sk[4] = {c->B, c->H, c->Tk, c->D},
+                  sb[3] = {c->H, c->Tq, c->Tk};
     mg_tensor *t[4];
     for (int i = 0; i < 4; i++) {
-        t[i] = i == 3 ? mg_tensor_new(ctx, MG_F32, 3, sb) : mg_tensor_new(ctx, MG_F32, 4, i ? sk : sq);
+        t[i] =
+            i == 3 ? mg_tensor_new(ctx, MG_F32, 3, sb) : mg_tensor_new(ctx, MG_F32, 4, i ? sk : sq);
         memcpy(t[i]->data, x[i], (size_t)n[i] * sizeof(float));
         mg_tensor_set_requires_grad(t[i], true);
     }
@@ -110,18 +115,22 @@ static result run_op(const bcase *c, float *const *x, const int64_t n[5]) {
 static result run_ref(mg_bf16_path path, const bcase *c, float *const *x, const int64_t n[5]) {
     const int64_t B = c->B, H = c->H, Tq = c->Tq, Tk = c->Tk, D = c->D, BH = B * H;
     const float scale = c->scale != 0.0f ? c->scale : 1.0f / sqrtf((float)D);
-    mg_bf16 *qb = to_bf(x[0], n[0]), *kb = to_bf(x[1], n[1]), *vb = to_bf(x[2], n[2]), *gb = to_bf(x[4], n[4]);
-    result r = {calloc((size_t)n[0], 4), calloc((size_t)n[0], 4), calloc((size_t)n[1], 4), calloc((size_t)n[2], 4),
-                c->bias_tensor ? calloc((size_t)n[3], 4) : NULL};
-    float *P = malloc((size_t)(Tq * Tk) * 4), *S = malloc((size_t)(Tq * Tk) * 4), *dsall = calloc((size_t)(BH * Tq * Tk), 4);
+    mg_bf16 *qb = to_bf(x[0], n[0]), *kb = to_bf(x[1], n[1]), *vb = to_bf(x[2], n[2]),
+            *gb = to_bf(x[4], n[4]);
+    result r = {calloc((size_t)n[0], 4), calloc((size_t)n[0], 4), calloc((size_t)n[1], 4),
+                calloc((size_t)n[2], 4), c->bias_tensor ? calloc((size_t)n[3], 4) : NULL};
+    float *P = malloc((size_t)(Tq * Tk) * 4), *S = malloc((size_t)(Tq * Tk) * 4),
+          *dsall = calloc((size_t)(BH * Tq * Tk), 4);
     mg_bf16 *pb = malloc((size_t)(Tq * Tk) * 2);
     ck_assert(r.o && r.dq && r.dk && r.dv && P && S && pb && dsall);
     for (int64_t bh = 0; bh < BH; bh++) {
         const int64_t h = bh % H;
-        mg_bgemm_ref(path, false, true, Tq, Tk, D, qb + bh * Tq * D, D, kb + bh * Tk * D, D, false, P, Tk);
+        mg_bgemm_ref(path, false, true, Tq, Tk, D, qb + bh * Tq * D, D, kb + bh * Tk * D, D, false,
+                     P, Tk);
         for (int64_t i = 0; i < Tq; i++) {
             float *row = P + i * Tk;
-            const int64_t qpos = c->q_pos0 + i, vis = c->causal ? (qpos + 1 < Tk ? qpos + 1 : Tk) : Tk;
+            const int64_t qpos = c->q_pos0 + i,
+                          vis = c->causal ? (qpos + 1 < Tk ? qpos + 1 : Tk) : Tk;
             for (int64_t j = 0; j < Tk; j++) row[j] = row[j] * scale;
             if (c->callback) slope_bias(NULL, h, qpos, 0, vis, row);
             if (c->bias_tensor)
@@ -137,9 +146,12 @@ static result run_ref(mg_bf16_path path, const bcase *c, float *const *x, const 
             for (int64_t j = 0; j < Tk; j++) row[j] = j < vis ? row[j] * inv : 0.0f;
         }
         for (int64_t e = 0; e < Tq * Tk; e++) pb[e] = mg_f32_to_bf16_1(P[e]);
-        mg_bgemm_ref(path, false, false, Tq, D, Tk, pb, Tk, vb + bh * Tk * D, D, false, r.o + bh * Tq * D, D);
-        mg_bgemm_ref(path, true, false, Tk, D, Tq, pb, Tk, gb + bh * Tq * D, D, true, r.dv + bh * Tk * D, D);
-        mg_bgemm_ref(path, false, true, Tq, Tk, D, gb + bh * Tq * D, D, vb + bh * Tk * D, D, false, S, Tk);
+        mg_bgemm_ref(path, false, false, Tq, D, Tk, pb, Tk, vb + bh * Tk * D, D, false,
+                     r.o + bh * Tq * D, D);
+        mg_bgemm_ref(path, true, false, Tk, D, Tq, pb, Tk, gb + bh * Tq * D, D, true,
+                     r.dv + bh * Tk * D, D);
+        mg_bgemm_ref(path, false, true, Tq, Tk, D, gb + bh * Tq * D, D, vb + bh * Tk * D, D, false,
+                     S, Tk);
         for (int64_t i = 0; i < Tq; i++) {
             float dot = 0.0f;
             for (int64_t j = 0; j < Tk; j++) dot = dot + S[i * Tk + j] * P[i * Tk + j];
@@ -149,8 +161,10 @@ static result run_ref(mg_bf16_path path, const bcase *c, float *const *x, const 
                 pb[i * Tk + j] = mg_f32_to_bf16_1(g * scale);
             }
         }
-        mg_bgemm_ref(path, false, false, Tq, D, Tk, pb, Tk, kb + bh * Tk * D, D, true, r.dq + bh * Tq * D, D);
-        mg_bgemm_ref(path, true, false, Tk, D, Tq, pb, Tk, qb + bh * Tq * D, D, true, r.dk + bh * Tk * D, D);
+        mg_bgemm_ref(path, false, false, Tq, D, Tk, pb, Tk, kb + bh * Tk * D, D, true,
+                     r.dq + bh * Tq * D, D);
+        mg_bgemm_ref(path, true, false, Tk, D, Tq, pb, Tk, qb + bh * Tq * D, D, true,
+                     r.dk + bh * Tk * D, D);
     }
     if (r.db)
         for (int64_t e = 0; e < n[3]; e++) {
@@ -163,15 +177,17 @@ static result run_ref(mg_bf16_path path, const bcase *c, float *const *x, const 
     return r;
 }
 
-static void expect_same(const char *path, const bcase *c, const char *what, const float *got, const float *want,
-                        int64_t n) {
+static void expect_same(const char *path, const bcase *c, const char *what, const float *got,
+                        const float *want, int64_t n) {
     if (!got && !want) return;
     for (int64_t i = 0; i < n; i++)
         ck_assert_msg(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
-                      "%s, %s: %s[%lld] = %a, the reference %a", path, c->name, what, (long long)i, got[i], want[i]);
+                      "%s, %s: %s[%lld] = %a, the reference %a", path, c->name, what, (long long)i,
+                      got[i], want[i]);
 }
 
-static void expect_result(const char *path, const bcase *c, const result *a, const result *b, const int64_t n[5]) {
+static void expect_result(const char *path, const bcase *c, const result *a, const result *b,
+                          const int64_t n[5]) {
     expect_same(path, c, "out", a->o, b->o, n[0]);
     expect_same(path, c, "dq", a->dq, b->dq, n[0]);
     expect_same(path, c, "dk", a->dk, b->dk, n[1]);
@@ -192,13 +208,19 @@ static void path_matches_reference(mg_bf16_path path) {
     }
 }
 
-START_TEST(attention_bf16_emulated_matches_reference) { path_matches_reference(MG_BF16_EMULATED); }
+START_TEST(attention_bf16_emulated_matches_reference) {
+    path_matches_reference(MG_BF16_EMULATED);
+}
 END_TEST
 
-START_TEST(attention_bf16_avx512bf16_matches_reference) { path_matches_reference(MG_BF16_AVX512); }
+START_TEST(attention_bf16_avx512bf16_matches_reference) {
+    path_matches_reference(MG_BF16_AVX512);
+}
 END_TEST
 
-START_TEST(attention_bf16_amx_matches_reference) { path_matches_reference(MG_BF16_AMX); }
+START_TEST(attention_bf16_amx_matches_reference) {
+    path_matches_reference(MG_BF16_AMX);
+}
 END_TEST
 
 /* Same bits for 1, 2 and 3 threads, on the active path. */
@@ -256,7 +278,8 @@ START_TEST(attention_bf16_close_to_fp32) {
 }
 END_TEST
 
-static void add_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name, const char *why) {
+static void add_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
+                          const char *why) {
     if (mg_bf16_path_available(path))
         tcase_add_test(tc, test);
     else
@@ -268,7 +291,8 @@ static void restore_path(void) {
     mg_attn_set_impl(MG_ATTN_FUSED);
 }
 
-/* Without the switch, bf16 precision keeps the fused float32 attention: the same bits as float32. */
+/* Without the switch, bf16 precision keeps the fused float32 attention: the same bits as float32.
+ */
 START_TEST(attention_bf16_precision_keeps_fused_by_default) {
     const bcase *c = &cases[4];
     float *x[5];
@@ -304,8 +328,10 @@ Suite *bf16_attention_suite(void) {
     tcase_add_test(tc, attention_bf16_emulated_matches_reference);
     add_path_case(tc, MG_BF16_AVX512, attention_bf16_avx512bf16_matches_reference,
                   "attention_bf16_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
-    add_path_case(tc, MG_BF16_AMX, attention_bf16_amx_matches_reference, "attention_bf16_amx_matches_reference",
-                  mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU" : "the build left the AMX path out");
+    add_path_case(tc, MG_BF16_AMX, attention_bf16_amx_matches_reference,
+                  "attention_bf16_amx_matches_reference",
+                  mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU"
+                                                     : "the build left the AMX path out");
     tcase_add_test(tc, attention_bf16_same_bits_for_any_thread_count);
     tcase_add_test(tc, attention_bf16_close_to_fp32);
     tcase_add_test(tc, attention_bf16_precision_keeps_fused_by_default);
