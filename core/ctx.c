@@ -44,7 +44,9 @@ struct mg_ctx {
         size_t bytes;
     } spare[256];
     mg_precision precision;
-    /* bf16 copies of the parameters used this step (mg_bf16_param), cleared at reset */
+    /* bf16 copies of the parameters used this step (mg_bf16_param), cleared at reset; with
+     * keep_bf16 they are malloc'ed instead and kept across resets */
+    bool keep_bf16;
     int n_bf16;
     struct bf16_copy {
         const mg_tensor *t;
@@ -101,8 +103,15 @@ mg_ctx *mg_ctx_new(size_t arena_bytes) {
     return ctx;
 }
 
+static void bf16_cache_clear(mg_ctx *ctx) {
+    if (ctx->keep_bf16)
+        for (int i = 0; i < ctx->n_bf16; i++) free(ctx->bf16[i].bf);
+    ctx->n_bf16 = 0;
+}
+
 void mg_ctx_free(mg_ctx *ctx) {
     if (!ctx) return;
+    bf16_cache_clear(ctx);
     blocks_free(ctx->blocks);
     free(ctx);
 }
@@ -129,12 +138,17 @@ void mg_ctx_reset(mg_ctx *ctx) {
     ctx->tape = NULL;
     ctx->tape_len = 0;
     ctx->n_spare = 0;
-    ctx->n_bf16 = 0;
+    if (!ctx->keep_bf16) ctx->n_bf16 = 0;
 }
 
 void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision) {
     ctx->precision = precision == MG_PRECISION_BF16 ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
-    ctx->n_bf16 = 0;
+    bf16_cache_clear(ctx);
+}
+
+void mg_ctx_keep_bf16_weights(mg_ctx *ctx, bool keep) {
+    bf16_cache_clear(ctx);
+    ctx->keep_bf16 = keep;
 }
 
 mg_precision mg_ctx_precision(const mg_ctx *ctx) { return ctx->precision; }
@@ -161,9 +175,17 @@ const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what
     if (!(t->flags & MG_PARAM)) return mg_bf16_copy(ctx, t->data, t->numel, what);
     for (int i = 0; i < ctx->n_bf16; i++)
         if (ctx->bf16[i].t == t && ctx->bf16[i].data == t->data) return ctx->bf16[i].bf;
+    const bool room = ctx->n_bf16 < (int)(sizeof ctx->bf16 / sizeof ctx->bf16[0]);
+    if (ctx->keep_bf16 && room) {
+        mg_bf16 *d = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(mg_bf16));
+        if (d) {
+            mg_f32_to_bf16(t->numel, t->data, d);
+            ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+            return d;
+        }
+    }
     mg_bf16 *d = mg_bf16_copy(ctx, t->data, t->numel, what);
-    if (d && ctx->n_bf16 < (int)(sizeof ctx->bf16 / sizeof ctx->bf16[0]))
-        ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+    if (d && room && !ctx->keep_bf16) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
     return d;
 }
 

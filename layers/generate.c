@@ -141,6 +141,10 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
     }
     mg_ctx_set_error_handler(ctx, on_ctx_error, &err);
     mg_ctx_set_grad_enabled(ctx, false);
+    if (opts->precision == MG_PRECISION_BF16) {
+        mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
+        mg_ctx_keep_bf16_weights(ctx, true);
+    }
     for (int64_t l = 0; l < L && slab; l++)
         kv[l] = (mg_kv_cache){slab + (2 * l) * H * cap * D, slab + (2 * l + 1) * H * cap * D, 1, H, cap, D, 0};
     memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);

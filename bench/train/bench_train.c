@@ -58,7 +58,8 @@ static void usage(FILE *f) {
             "                  runs are timed 3 times a round for music)\n"
             "  --gen-tokens N  new tokens per generation run (default: fill textgen's context, 112; music 512)\n"
             "  --bf16          training also in bf16: minigrad --precision bf16 and PyTorch bf16 autocast,\n"
-            "                  alternating with the float32 runs, with the speed ratios of one run\n"
+            "                  alternating with the float32 runs, with the speed ratios of one run; and\n"
+            "                  minigrad's cached generation with bf16 weights (impl minigrad-bf16)\n"
             "  --no-gen        training only, no generation runs\n"
             "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
             "                  (and redraw its --png)\n"
@@ -265,6 +266,16 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
             reps[i][k] = o->quick || !(want > 1.0) ? 1 : want < GEN_MAX_REPS ? (int)want : GEN_MAX_REPS;
         }
     }
+    /* With --bf16: minigrad's cached generation with bf16 weights (mg_gen_opts.precision), last in
+     * each round, as many runs per sample as float32's cached runs. */
+    side bs;
+    memset(&bs, 0, sizeof bs);
+    double *sb = o->bf16 ? calloc((size_t)(runs * cached_reps), sizeof(double)) : NULL;
+    int nsb = 0;
+    if (sb && start_worker(&bs, o, BT_MINIGRAD_BF16, "gen", c, threads)) {
+        gen_run(&bs, 4, true, 1);
+        gen_run(&bs, 4, true, 1);
+    }
     /* The judged pair first in each round (minigrad cached, PyTorch uncached), the other two after
      * it, with the leading implementation alternating. */
     for (int r = 0; r < runs; r++) {
@@ -277,7 +288,32 @@ static void measure_gen(bt_report *rep, const options *o, const bt_config *c, in
                 if (isfinite(t) && s[impl][cache]) s[impl][cache][ns[impl][cache]++] = t;
             }
         }
+        for (int k = 0; bs.up && k < cached_reps; k++) {
+            const double t = gen_run(&bs, n, true, reps[BT_MINIGRAD][1]);
+            if (isfinite(t)) sb[nsb++] = t;
+        }
     }
+    if (bs.up) {
+        bt_result *r = bt_report_add(rep);
+        if (r) {
+            r->gen = true, r->cache = true, r->cfg = c, r->threads = threads, r->impl = BT_MINIGRAD_BF16;
+            r->new_tokens = n;
+            finish(&bs, r);
+            r->arena_peak_mb = NAN;
+            r->n = nsb, r->reps = reps[BT_MINIGRAD][1];
+            r->seconds = bench_median(sb, nsb);
+            r->best_seconds = nsb > 0 ? sb[0] : NAN;
+            r->tokens_per_s = (double)n / r->seconds;
+            r->valid = nsb > 0;
+            if (r->valid)
+                printf("  %-8s %-7s %dt gen %-8s %8.2f ms/token %9.1f tokens/s  (%d samples of %d x %lld tokens; "
+                       "bf16 weights)\n",
+                       "minigrad-bf16", c->name, threads, "cache", 1e3 * r->seconds / (double)n, r->tokens_per_s,
+                       r->n, r->reps, (long long)n);
+        }
+        stop_worker(&bs);
+    }
+    free(sb);
     for (int i = 0; i < n_impl; i++) {
         for (int k = 1; k >= 0; k--) {
             bt_result *r = bt_report_add(rep);

@@ -24,6 +24,7 @@ typedef struct worker {
     int32_t *ids, *tgt; /* N_BATCHES batches of (B, T) */
     int32_t prompt[BT_PROMPT_LEN];
     int64_t step;
+    bool bf16; /* generation: mg_gen_opts.precision bf16 (bf16 weights, kept for the whole run) */
     char err[1024];
 } worker;
 
@@ -93,7 +94,8 @@ static void train_steps(worker *w, long k) {
 }
 
 static void generate(worker *w, long n, bool cache) {
-    mg_gen_opts o = {.max_new_tokens = n, .temperature = 0.0f, .no_cache = !cache};
+    mg_gen_opts o = {.max_new_tokens = n, .temperature = 0.0f, .no_cache = !cache,
+                     .precision = w->bf16 ? MG_PRECISION_BF16 : MG_PRECISION_FP32};
     int32_t *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
     int64_t made = 0;
     if (!out) {
@@ -122,7 +124,7 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
     }
     const int used = mg_set_num_threads(threads);
     const double base_rss = bt_rss_mb();
-    worker w = {.c = c};
+    worker w = {.c = c, .bf16 = bf16};
     mg_gpt_config gc = mg_gpt_config_default();
     gc.vocab_size = c->V, gc.block_size = c->T, gc.n_layer = c->L, gc.n_head = c->H, gc.n_embd = c->C;
     snprintf(gc.pos, sizeof gc.pos, "learned");

@@ -482,7 +482,8 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
 static atomic_int at_impl = MG_ATTN_FUSED;
 
 void mg_attn_set_impl(mg_attn_impl impl) {
-    atomic_store_explicit(&at_impl, impl == MG_ATTN_REFERENCE ? MG_ATTN_REFERENCE : MG_ATTN_FUSED,
+    atomic_store_explicit(&at_impl,
+                          impl == MG_ATTN_REFERENCE || impl == MG_ATTN_BF16_PRODUCTS ? impl : MG_ATTN_FUSED,
                           memory_order_relaxed);
 }
 

@@ -13,15 +13,136 @@
 #include "minigrad/kernels.h"
 #include "minigrad/testing.h" /* the reference twin and the switch between the two */
 
+#include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 typedef struct attn_saved {
     mg_attn_desc desc;
     mg_attn_impl impl;
     float *lse; /* fused: (B,H,Tq) */
-    float *p;   /* reference: (B,H,Tq,Tk) */
+    float *p;   /* reference and bf16: (B,H,Tq,Tk) */
     int64_t bias_b, bias_h; /* the bias tensor's batch and head sizes (1 where broadcast) */
+    const mg_bf16 *qb, *kb, *vb; /* bf16: the operands rounded once in forward */
 } attn_saved;
+
+/* ---- bf16 products (mg_attn_set_impl(MG_ATTN_BF16_PRODUCTS), testing.h) ------------------------
+ * Selected by that switch, with mg_ctx_set_precision(ctx, MG_PRECISION_BF16) and packed keys (not
+ * on a KV cache), the six products of forward and backward run on mg_bgemm, one (batch, head) at a
+ * time:
+ *   S = bf16(Q) bf16(K)^T,  O = bf16(P) bf16(V),
+ *   dV += bf16(P)^T bf16(dO),  dP = bf16(dO) bf16(V)^T,  dQ += bf16(dS') bf16(K),  dK += bf16(dS')^T bf16(Q)
+ * with dS' = scale * P * (dP - rowsum(dP * P)). Everything between the products is float32 and
+ * plain scalar code in a fixed order: logits = scale * S, the bias callback, the bias tensor, the
+ * mask, a softmax per row (max, expf, sum left to right, times 1/sum). The probabilities are kept
+ * for backward, (B,H,Tq,Tk) floats, as in the reference twin. Each (batch, head) writes only its
+ * own rows and mg_bgemm's sums depend on the shapes only, so results are bit-identical for any
+ * thread count. */
+
+static int attn_bf16_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int attn_bf16_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Row i of head bh: raw products -> probabilities, in place. */
+static void attn_bf16_softmax_row(const mg_attn_desc *a, int64_t bh, int64_t i, float *row) {
+    const int64_t Tk = a->Tk, H = a->H;
+    const int64_t visible = a->causal ? (a->q_pos0 + i + 1 < Tk ? a->q_pos0 + i + 1 : Tk) : Tk;
+    for (int64_t j = 0; j < Tk; j++) row[j] *= a->scale;
+    if (a->bias && visible > 0) a->bias(a->bias_user, bh % H, a->q_pos0 + i, 0, visible, row);
+    if (a->bias_data) {
+        const float *b = a->bias_data + (bh / H) * a->bias_bstride + (bh % H) * a->bias_hstride + i * Tk;
+        for (int64_t j = 0; j < visible; j++) row[j] += b[j];
+    }
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < visible; j++) mx = row[j] > mx ? row[j] : mx;
+    if (mx == -INFINITY) {
+        memset(row, 0, (size_t)Tk * sizeof(float));
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < visible; j++) sum += (row[j] = expf(row[j] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < visible; j++) row[j] *= inv;
+    for (int64_t j = visible; j < Tk; j++) row[j] = 0.0f;
+}
+
+static bool attn_bf16_forward(mg_ctx *ctx, const mg_attn_desc *a, const mg_tensor *q, const mg_tensor *k,
+                              const mg_tensor *v, float *o, attn_saved *s) {
+    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
+    const mg_bf16 *qb = mg_bf16_copy(ctx, q->data, q->numel, "mg_attention: q in bf16");
+    const mg_bf16 *kb = mg_bf16_copy(ctx, k->data, k->numel, "mg_attention: k in bf16");
+    const mg_bf16 *vb = mg_bf16_copy(ctx, v->data, v->numel, "mg_attention: v in bf16");
+    const int nt = attn_bf16_threads();
+    float *P = s ? mg_ctx_alloc(ctx, (size_t)(BH * Tq * Tk) * 4, "mg_attention (bf16) probabilities")
+                 : mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 4, "mg_attention (bf16) scratch");
+    mg_bf16 *pb = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) probabilities in bf16");
+    if (!mg_ctx_ok(ctx)) return false;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const int tid = attn_bf16_tid();
+        float *p = s ? P + bh * Tq * Tk : P + (size_t)tid * (size_t)(Tq * Tk);
+        mg_bf16 *pbh = pb + (size_t)tid * (size_t)(Tq * Tk);
+        mg_bgemm(false, true, Tq, Tk, D, qb + bh * Tq * D, D, kb + bh * Tk * D, D, false, p, Tk);
+        for (int64_t i = 0; i < Tq; i++) attn_bf16_softmax_row(a, bh, i, p + i * Tk);
+        mg_f32_to_bf16(Tq * Tk, p, pbh);
+        mg_bgemm(false, false, Tq, D, Tk, pbh, Tk, vb + bh * Tk * D, D, false, o + bh * Tq * D, D);
+    }
+    if (s) s->p = P, s->qb = qb, s->kb = kb, s->vb = vb;
+    return true;
+}
+
+static void attn_bf16_backward(mg_ctx *ctx, const mg_attn_desc *a, const attn_saved *s, const float *dO,
+                               float *dq, float *dk, float *dv) {
+    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
+    const int nt = attn_bf16_threads();
+    const mg_bf16 *dob = mg_bf16_copy(ctx, dO, BH * Tq * D, "mg_attention backward: dO in bf16");
+    float *ds = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 4, "mg_attention (bf16) backward scratch");
+    mg_bf16 *tb = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) backward bf16 scratch");
+    if (!mg_ctx_ok(ctx)) return;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const int tid = attn_bf16_tid();
+        const float *p = s->p + bh * Tq * Tk;
+        float *r = ds + (size_t)tid * (size_t)(Tq * Tk);
+        mg_bf16 *t = tb + (size_t)tid * (size_t)(Tq * Tk);
+        const mg_bf16 *go = dob + bh * Tq * D, *qs = s->qb + bh * Tq * D, *ks = s->kb + bh * Tk * D,
+                      *vs = s->vb + bh * Tk * D;
+        if (dv) {
+            mg_f32_to_bf16(Tq * Tk, p, t);
+            mg_bgemm(true, false, Tk, D, Tq, t, Tk, go, D, true, dv + bh * Tk * D, D);
+        }
+        if (!dq && !dk && !a->dbias) continue;
+        mg_bgemm(false, true, Tq, Tk, D, go, D, vs, D, false, r, Tk); /* dP */
+        for (int64_t i = 0; i < Tq; i++) {
+            float *ri = r + i * Tk;
+            const float *pr = p + i * Tk;
+            float dot = 0.0f;
+            for (int64_t j = 0; j < Tk; j++) dot += ri[j] * pr[j];
+            for (int64_t j = 0; j < Tk; j++) ri[j] = pr[j] * (ri[j] - dot);
+            if (a->dbias)
+                for (int64_t j = 0; j < Tk; j++) a->dbias[(bh * Tq + i) * Tk + j] += ri[j];
+            for (int64_t j = 0; j < Tk; j++) ri[j] *= a->scale;
+        }
+        if (!dq && !dk) continue;
+        mg_f32_to_bf16(Tq * Tk, r, t);
+        if (dq) mg_bgemm(false, false, Tq, D, Tk, t, Tk, ks, D, true, dq + bh * Tq * D, D);
+        if (dk) mg_bgemm(true, false, Tk, D, Tq, t, Tk, qs, D, true, dk + bh * Tk * D, D);
+    }
+}
 
 /* dS (B,H,Tq,Tk) summed into the bias gradient (bB,bH,Tq,Tk): b-major, then h, in order. */
 static void attention_reduce_dbias(const mg_attn_desc *a, const float *ds, int64_t bB, int64_t bH, float *g) {
@@ -53,7 +174,9 @@ static void attention_backward(mg_ctx *ctx, mg_node *n) {
         if (!d.dbias) return;
         if (!full) memset(d.dbias, 0, (size_t)(d.B * d.H * d.Tq * d.Tk) * 4);
     }
-    if (s->impl == MG_ATTN_REFERENCE) {
+    if (s->qb) {
+        attn_bf16_backward(ctx, &d, s, n->out->grad, dq, dk, dv);
+    } else if (s->impl == MG_ATTN_REFERENCE) {
         const size_t bytes = mg_attn_backward_ref_workspace(&d);
         void *ws = mg_ctx_alloc(ctx, bytes, "mg_attention (reference) backward scratch");
         if (!ws) return;
@@ -136,7 +259,9 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
     attn_saved *s = keep ? mg_ctx_alloc(ctx, sizeof *s, "mg_attention saved state") : NULL;
     if (s) *s = (attn_saved){.desc = a, .impl = mg_attn_get_impl(), .bias_b = bias_b, .bias_h = bias_h};
     const int64_t BH = a.B * a.H;
-    if ((s ? s->impl : mg_attn_get_impl()) == MG_ATTN_REFERENCE) {
+    if (mg_use_bf16(ctx) && !o.kv_len && mg_attn_get_impl() == MG_ATTN_BF16_PRODUCTS) {
+        if (!attn_bf16_forward(ctx, &a, q, k, v, out->data, s)) return mg_ctx_dummy(ctx);
+    } else if ((s ? s->impl : mg_attn_get_impl()) == MG_ATTN_REFERENCE) {
         float *p = mg_ctx_alloc(ctx, (size_t)(BH * a.Tq * a.Tk) * 4, "mg_attention (reference) probabilities");
         if (!p) return mg_ctx_dummy(ctx);
         mg_attn_forward_ref(&a, q->data, k->data, v->data, out->data, p);

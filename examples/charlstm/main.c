@@ -311,6 +311,7 @@ static int cmd_train(int argc, char **argv) {
                             .eval = validate, .meta = meta, .n_meta = nm, .rngs = {&j.rng}, .rng_names = {"data"},
                             .n_rngs = 1, .tokens_per_step = j.B * j.T};
     mg_train_cfg tc = ex_train_cfg_from(&o.c, &rf, "charlstm");
+    mg_ctx_set_precision(j.vctx, tc.precision); /* validation follows --precision */
     char title[600];
     snprintf(title, sizeof title, "charlstm: %s, LSTM %lld x %lld, embedding %lld, %lld-char windows", label,
              (long long)cfg.layers, (long long)cfg.hidden, (long long)cfg.embd, (long long)o.c.block);

@@ -176,7 +176,8 @@ mg_status music_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt,
                           .top_p = req->top_p,
                           .max_context = block,
                           .on_token = on_token,
-                          .user = &gs};
+                          .user = &gs,
+                          .precision = req->precision};
         int64_t k = 0;
         st = mg_gpt_generate(g, hist + start, len, &go, rng, hist + n, &k);
         n += k;

@@ -38,6 +38,7 @@ typedef struct music_gen_req {
     const char *mid, *png, *wav; /* outputs (png, wav may be NULL) */
     const char *title;           /* of the piano roll */
     bool quiet;                  /* no live progress line */
+    mg_precision precision;      /* of the products (mg_gen_opts.precision) */
 } music_gen_req;
 
 typedef struct music_gen_result {

@@ -33,7 +33,8 @@ int music_cmd_sample(int argc, char **argv) {
     int64_t tokens = 1024;
     ex_sample_opts so = {.temperature = 1.0f, .top_p = 1.0f, .seed = -1};
     bool quiet = false, no_png = false;
-    ex_opt table[13] = {
+    const char *precision = NULL;
+    ex_opt table[14] = {
         EX_STR_OPT("ckpt", &ckpt, "checkpoint written by music train"),
         EX_STR_OPT("prompt", &prompt, "MIDI file to continue (default: start a new piece)"),
         EX_INT_OPT("tokens", &tokens, 1, EX_MAX_GEN_TOKENS,
@@ -49,11 +50,15 @@ int music_cmd_sample(int argc, char **argv) {
         EX_STR_OPT("wav", &wav, "also render it to this WAV file with timidity (if installed)"),
         EX_FLAG_OPT("quiet", &quiet, "no live progress line"),
         EX_INT_OPT("threads", &so.threads, 0, EX_MAX_THREADS, "threads (0: all cores)"),
+        EX_STR_OPT("precision", &precision,
+                   "fp32 (default) or bf16: the products in bfloat16, the weights rounded once"),
     };
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) table[n++] = rest[i];
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt FILE.mid] [options]", argc - 1,
                                   argv + 1, table, n, NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    mg_precision prec;
+    if (!ex_precision_from(PROG, precision, &prec)) return 2;
     const char *bad = NULL;
     if (!bad && !out_mid[0]) bad = "--out must name a file";
     if (!bad && png && no_png) bad = "--png and --no-png contradict each other";
@@ -121,7 +126,8 @@ int music_cmd_sample(int argc, char **argv) {
                          .png = png,
                          .wav = wav,
                          .title = title,
-                         .quiet = quiet};
+                         .quiet = quiet,
+                         .precision = prec};
     music_gen_result res;
     if (music_generate(g, pt.v, (int64_t)pt.n, &req, &rng, &res) != MG_OK) goto out;
     printf("music: %lld tokens in %.2fs: %.1f tokens/s (seed %lld, temperature %g)%s\n",

@@ -13,7 +13,8 @@ int textgen_cmd_sample(int argc, char **argv) {
     const char *ckpt = TEXTGEN_DEFAULT_CKPT, *prompt = "";
     int64_t tokens = 500;
     ex_sample_opts so = {.temperature = 0.8f, .top_p = 1.0f, .seed = -1};
-    ex_opt table[8] = {
+    const char *precision = NULL;
+    ex_opt table[9] = {
         EX_STR_OPT("ckpt", &ckpt, "checkpoint written by textgen train"),
         EX_STR_OPT("prompt", &prompt, "text to continue (default: a newline)"),
         EX_INT_OPT("tokens", &tokens, 0, EX_MAX_GEN_TOKENS, "tokens (characters) to generate"),
@@ -23,9 +24,13 @@ int textgen_cmd_sample(int argc, char **argv) {
     table[n++] = (ex_opt)EX_INT_OPT("seed", &so.seed, -1, INT64_MAX,
                                     "random seed (-1: from the clock; the seed used is printed at the end)");
     table[n++] = (ex_opt)EX_INT_OPT("threads", &so.threads, 0, EX_MAX_THREADS, "threads (0: all cores)");
+    table[n++] = (ex_opt)EX_STR_OPT("precision", &precision,
+                                    "fp32 (default) or bf16: the products in bfloat16, the weights rounded once");
     ex_parse_result pr = ex_parse(PROG, "[--ckpt FILE] [--prompt TEXT] [options]", argc - 1, argv + 1, table, n, NULL,
                                   0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
+    mg_precision prec;
+    if (!ex_precision_from(PROG, precision, &prec)) return 2;
     mg_set_num_threads((int)so.threads);
     int64_t seed = ex_sample_seed(so.seed);
 
@@ -46,7 +51,7 @@ int textgen_cmd_sample(int argc, char **argv) {
     }
     mg_rng rng = mg_rng_make((uint64_t)seed);
     mg_gen_opts go = {.max_new_tokens = tokens, .temperature = so.temperature, .top_k = so.top_k, .top_p = so.top_p,
-                      .on_token = textgen_print_token, .user = &v};
+                      .on_token = textgen_print_token, .user = &v, .precision = prec};
     if (pl == 0) textgen_print_token(&v, 0, ids[0], NULL, 0);
     else fwrite(prompt, 1, pl, stdout);
     double t0 = mg_time();

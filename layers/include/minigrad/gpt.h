@@ -121,6 +121,10 @@ typedef struct mg_gen_opts {
                             the KV cache is tested against */
     mg_gen_token_fn on_token;
     void *user;
+    /* MG_PRECISION_BF16: the products run in bf16 (mg_ctx_set_precision), the weights rounded once
+     * per call and kept for every token (mg_ctx_keep_bf16_weights); attention over the KV cache
+     * stays float32. Default (0) float32. */
+    mg_precision precision;
 } mg_gen_opts;
 
 /* Generates up to max_new_tokens after `prompt` (n_prompt >= 1 tokens, each < vocab_size) with a
