@@ -500,12 +500,7 @@ out:
 
 /* ---- main ---- */
 
-typedef struct {
-    const char *name, *usage, *summary;
-    int (*run)(int argc, char **argv);
-} command;
-
-static const command commands[] = {
+static const ex_command commands[] = {
     {"train", "[--data FILE] [options] [FILE...]",
      "train an LSTM on text (default: the King James Bible), with a live progress line, checkpoints, a loss plot "
      "and a sample at the end; --resume continues a run",
@@ -518,23 +513,7 @@ static const command commands[] = {
      "the loss curves of training logs (charlstm's, textgen's) on one chart, against wall time or steps",
      cl_cmd_compare},
 };
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-static void help(FILE *out) {
-    fprintf(out, "usage: charlstm COMMAND [OPTIONS]    (charlstm COMMAND --help lists the options)\n\ncommands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
-}
 
 int main(int argc, char **argv) {
-    ex_stdout_begin();
-    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : ex_exit_status("charlstm", 0);
-    }
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, argv[1])) return ex_exit_status("charlstm", commands[i].run(argc - 1, argv + 1));
-    fprintf(stderr, "charlstm: unknown command '%s'\n\n", argv[1]);
-    help(stderr);
-    return 2;
+    return ex_command_main("charlstm", commands, (int)(sizeof commands / sizeof commands[0]), argc, argv);
 }
