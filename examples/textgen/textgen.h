@@ -79,9 +79,9 @@ mg_status tg_vocab_from_meta(tg_vocab *v, const char *tokenizer, const char *cha
                                   int64_t vocab_size, const char *origin);
 void tg_vocab_free(tg_vocab *v);
 /* The vocabulary of a training run: the one saved in `saved` (a checkpoint read from `ckpt`, for
- * --resume; a missing vocab_size is an error naming the key) or, when saved is NULL, the one built
- * from the corpus text[0, n) named `label`. Either way it must be of tokenizer `kind`: an error
- * names the checkpoint and both tokenizers. */
+ * --resume; a missing vocab_size reads as -1, an error naming the key) or, when saved is NULL, the
+ * one built from the corpus text[0, n) named `label`. Either way it must be of tokenizer `kind`: an
+ * error names the checkpoint and both tokenizers. */
 mg_status tg_vocab_for_run(tg_vocab *v, const mg_st_file *saved, const char *ckpt, tg_tokenizer_kind kind,
                            const char *text, size_t n, const char *label);
 
