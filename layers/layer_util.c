@@ -33,6 +33,22 @@ mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std,
     return mg_init_zeros();
 }
 
+bool mg_layer_check_last_dim(mg_layer *l, mg_ctx *ctx, const mg_tensor *x, const char *what, int64_t dim) {
+    if (x->dtype == MG_F32 && x->ndim >= 1 && x->shape[x->ndim - 1] == dim) return true;
+    mg_layer_fail(l, ctx, "x%s: need float32 with last dim %s%lld", MG_LSHAPE(x), what, (long long)dim);
+    return false;
+}
+
+mg_layernorm_cfg mg_layer_norm_keys(mg_config *cfg, double def_eps) {
+    mg_layernorm_cfg c = {0};
+    c.dim = mg_config_int(cfg, "dim", 0, 1, INT32_MAX);
+    c.eps = (float)mg_config_float(cfg, "eps", def_eps, 0.0, 1.0);
+    c.zero_eps = c.eps == 0.0f;
+    c.no_affine = !mg_config_bool(cfg, "affine", true);
+    c.frozen = mg_config_bool(cfg, "frozen", false);
+    return c;
+}
+
 mg_tensor *mg_layer_dropout(mg_layer *l, mg_ctx *ctx, mg_tensor *x, float p, const mg_fwd *args) {
     if (!args->train || p <= 0.0f) return x;
     if (!args->rng) {

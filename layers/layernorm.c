@@ -30,12 +30,7 @@ static mg_status layernorm_init(mg_layer *self, const void *cfgp, mg_params *par
 }
 
 static mg_status layernorm_create(mg_layer *self, mg_config *cfg, mg_params *params) {
-    mg_layernorm_cfg c = {0};
-    c.dim = mg_config_int(cfg, "dim", 0, 1, INT32_MAX);
-    c.eps = (float)mg_config_float(cfg, "eps", 1e-5, 0.0, 1.0);
-    c.zero_eps = c.eps == 0.0f;
-    c.no_affine = !mg_config_bool(cfg, "affine", true);
-    c.frozen = mg_config_bool(cfg, "frozen", false);
+    const mg_layernorm_cfg c = mg_layer_norm_keys(cfg, 1e-5);
     mg_status st = mg_config_status(cfg);
     if (st != MG_OK) return st;
     return layernorm_init(self, &c, params);
@@ -44,10 +39,7 @@ static mg_status layernorm_create(mg_layer *self, mg_config *cfg, mg_params *par
 static mg_tensor *layernorm_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     (void)args;
     layernorm *s = mg_layer_state(self);
-    if (x->dtype != MG_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != s->dim) {
-        mg_layer_fail(self, ctx, "x%s: need float32 with last dim %lld", MG_LSHAPE(x), (long long)s->dim);
-        return mg_ctx_dummy(ctx);
-    }
+    if (!mg_layer_check_last_dim(self, ctx, x, "", s->dim)) return mg_ctx_dummy(ctx);
     return mg_layernorm(ctx, x, s->w, s->b, s->eps);
 }
 

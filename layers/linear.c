@@ -57,10 +57,7 @@ static mg_status linear_create(mg_layer *self, mg_config *cfg, mg_params *params
 static mg_tensor *linear_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     (void)args;
     linear *s = mg_layer_state(self);
-    if (x->dtype != MG_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != s->in) {
-        mg_layer_fail(self, ctx, "x%s: need float32 with last dim in = %lld", MG_LSHAPE(x), (long long)s->in);
-        return mg_ctx_dummy(ctx);
-    }
+    if (!mg_layer_check_last_dim(self, ctx, x, "in = ", s->in)) return mg_ctx_dummy(ctx);
     return mg_linear(ctx, x, s->w, s->b); /* fused: no (...,out) intermediate nor its gradient */
 }
 

@@ -4,6 +4,7 @@
 #define MG_LAYERS_REGISTRY_INTERNAL_H
 
 #include "minigrad/layer.h"
+#include "minigrad/nn.h"
 #include "minigrad/op.h"
 #include "minigrad/plugin.h"
 
@@ -42,6 +43,14 @@ void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) __attribute__
 
 /* Initialiser chosen by the common keys init = normal|uniform|zeros, std, bound. */
 mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound);
+
+/* True when x is float32 with last dim `dim`; otherwise fails the layer with
+ * "x(shape): need float32 with last dim <what>dim" (what: "" or a name such as "in = "). */
+bool mg_layer_check_last_dim(mg_layer *l, mg_ctx *ctx, const mg_tensor *x, const char *what, int64_t dim);
+
+/* The keys of the norm layers (layernorm, rms_norm): dim (required), eps (default def_eps; an
+ * explicit 0 sets zero_eps), affine (default true), frozen (default false). */
+mg_layernorm_cfg mg_layer_norm_keys(mg_config *cfg, double def_eps);
 
 /* Dropout when training with p > 0 (raises if no rng is given); x itself otherwise. */
 mg_tensor *mg_layer_dropout(mg_layer *l, mg_ctx *ctx, mg_tensor *x, float p, const mg_fwd *args);

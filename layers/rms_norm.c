@@ -31,12 +31,9 @@ static mg_status rms_norm_init(mg_layer *self, const void *cfgp, mg_params *para
 }
 
 static mg_status rms_norm_create(mg_layer *self, mg_config *cfg, mg_params *params) {
-    mg_rms_norm_cfg c = {0};
-    c.dim = mg_config_int(cfg, "dim", 0, 1, INT32_MAX);
-    c.eps = (float)mg_config_float(cfg, "eps", RMS_EPS_DEFAULT, 0.0, 1.0);
-    c.zero_eps = c.eps == 0.0f;
-    c.no_affine = !mg_config_bool(cfg, "affine", true);
-    c.frozen = mg_config_bool(cfg, "frozen", false);
+    const mg_layernorm_cfg k = mg_layer_norm_keys(cfg, RMS_EPS_DEFAULT);
+    const mg_rms_norm_cfg c = {.dim = k.dim, .eps = k.eps, .zero_eps = k.zero_eps, .no_affine = k.no_affine,
+                               .frozen = k.frozen};
     mg_status st = mg_config_status(cfg);
     if (st != MG_OK) return st;
     return rms_norm_init(self, &c, params);
@@ -45,10 +42,7 @@ static mg_status rms_norm_create(mg_layer *self, mg_config *cfg, mg_params *para
 static mg_tensor *rms_norm_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     (void)args;
     rms_norm *s = mg_layer_state(self);
-    if (x->dtype != MG_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != s->dim) {
-        mg_layer_fail(self, ctx, "x%s: need float32 with last dim %lld", MG_LSHAPE(x), (long long)s->dim);
-        return mg_ctx_dummy(ctx);
-    }
+    if (!mg_layer_check_last_dim(self, ctx, x, "", s->dim)) return mg_ctx_dummy(ctx);
     return mg_rms_norm(ctx, x, s->w, s->eps);
 }
 

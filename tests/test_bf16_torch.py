@@ -22,30 +22,19 @@ import subprocess
 import sys
 import tempfile
 
-for module, package in (("numpy", "python3-numpy"), ("torch", "python3-torch")):
-    try:
-        __import__(module)
-    except ImportError:
-        print(f"SKIP: {sys.executable} cannot import {module} (Debian: apt-get install {package})")
-        sys.exit(77)
+import pycommon
+
+pycommon.require_numpy_torch()
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "python"))
-import minigrad_checkpoint as mc  # noqa: E402
+mc = pycommon.import_reader()
 
 GPT = os.environ["GPT"]
-n_tests = 0
-failures = 0
-
-
-def report(ok, what):
-    global n_tests, failures
-    n_tests += 1
-    failures += not ok
-    print(f"{'ok' if ok else 'not ok'} {n_tests} - {what}", flush=True)
+tap = pycommon.Tap()
+report = tap.report
 
 
 def run(cmd):
@@ -147,8 +136,7 @@ def main():
         report(sq_bf < sq_plain,
                f"the bf16 reference is closer than plain float64 (error norms {np.sqrt(sq_bf):.3e} "
                f"vs {np.sqrt(sq_plain):.3e})")
-    print(f"1..{n_tests}")
-    return 1 if failures else 0
+    return tap.finish()
 
 
 if __name__ == "__main__":

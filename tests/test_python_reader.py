@@ -21,33 +21,22 @@ import subprocess
 import sys
 import tempfile
 
-for module, package in (("numpy", "python3-numpy"), ("torch", "python3-torch")):
-    try:
-        __import__(module)
-    except ImportError:
-        print(f"SKIP: {sys.executable} cannot import {module} (Debian: apt-get install {package})")
-        sys.exit(77)
+import pycommon
+
+pycommon.require_numpy_torch()
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "python"))
-import minigrad_checkpoint as mc  # noqa: E402
+mc = pycommon.import_reader()
 
 TEXTGEN = os.environ["TEXTGEN"]
 GPT = os.environ["GPT"]
 TOL = 1e-4
 
-n_tests = 0
-failures = 0
-
-
-def report(ok, what):
-    global n_tests, failures
-    n_tests += 1
-    failures += not ok
-    print(f"{'ok' if ok else 'not ok'} {n_tests} - {what}", flush=True)
+tap = pycommon.Tap()
+report = tap.report
 
 
 def close(a, b):
@@ -283,8 +272,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="mg_python_reader_") as tmp:
         textgen_checks(tmp)
         gpt_tool_checks(tmp)
-    print(f"1..{n_tests}")
-    return 1 if failures else 0
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -26,34 +26,23 @@ import subprocess
 import sys
 import tempfile
 
-for module, package in (("numpy", "python3-numpy"), ("torch", "python3-torch")):
-    try:
-        __import__(module)
-    except ImportError:
-        print(f"SKIP: {sys.executable} cannot import {module} (Debian: apt-get install {package})")
-        sys.exit(77)
+import pycommon
+
+pycommon.require_numpy_torch()
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "python"))
-import minigrad_checkpoint as mc  # noqa: E402
+mc = pycommon.import_reader()
 
 PROG = os.environ["TRANSLATE_MODELS"]
 RTOL, ATOL = 1e-4, 1e-5
 
-n_tests = 0
-failures = 0
+tap = pycommon.Tap()
+report = tap.report
 worst = [0.0]  # the largest |mg - torch| / (ATOL + RTOL |torch|) of the current model
-
-
-def report(ok, what):
-    global n_tests, failures
-    n_tests += 1
-    failures += not ok
-    print(f"{'ok' if ok else 'not ok'} {n_tests} - {what}", flush=True)
 
 
 # ---- the PyTorch models ----
@@ -349,8 +338,7 @@ def main():
         r = run_c("llama", path, os.path.join(tmp, "missing-out.safetensors"))
         report(r.returncode == 1 and "blk.attention.wk.weight" in r.stderr,
                f"a missing weight is refused by name ({r.stderr.strip()[:120]})")
-    print(f"1..{n_tests}")
-    return 1 if failures else 0
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "bgemm_internal.h"
 #include "isa.h"
 #include "threads.h"
+#include "workspace.h"
 #include "minigrad/base.h"
 #include "minigrad/testing.h" /* mg_bgemm_ref: exported, not installed */
 
@@ -91,27 +92,10 @@ void mg_bgemm_ref(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int
         }
 }
 
-/* ---- per-thread workspace ---- */
-
-static _Thread_local uint32_t *ws_buf;
-static _Thread_local size_t ws_words;
-static pthread_key_t ws_key;
-static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
-static bool ws_key_ok;
-
-static void ws_key_make(void) {
-    ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0;
-}
+/* ---- per-thread workspace (workspace.h) ---- */
 
 static uint32_t *workspace(size_t words) {
-    if (words > ws_words) {
-        pthread_once(&ws_key_once, ws_key_make);
-        mg_aligned_free(ws_buf);
-        ws_buf = mg_aligned_alloc(words * sizeof(uint32_t));
-        ws_words = ws_buf ? words : 0;
-        if (ws_key_ok) pthread_setspecific(ws_key, ws_buf);
-    }
-    return ws_buf;
+    return thread_workspace(words * sizeof(uint32_t));
 }
 
 static int64_t round_up(int64_t x, int64_t to) {

@@ -15,6 +15,7 @@
 #include "gemm_internal.h"
 #include "isa.h"
 #include "threads.h"
+#include "workspace.h"
 #include "minigrad/base.h"
 #include "minigrad/rowops.h"
 #include "minigrad/testing.h" /* mg_sgemm_ref and the switch: exported, not installed */
@@ -50,30 +51,10 @@ void mg_sgemm_ref(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     ref_rect(ta, tb, 0, M, 0, N, K < 0 ? 0 : K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* ---- per-thread workspace ---- */
-
-/* Grown on demand and kept for the thread's lifetime, so steady-state training makes no allocation
- * here. OpenMP reuses its worker threads; when it retires one (the team shrinks), the key's
- * destructor frees that thread's buffer. */
-static _Thread_local float *ws_buf;
-static _Thread_local size_t ws_floats;
-static pthread_key_t ws_key;
-static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
-static bool ws_key_ok;
-
-static void ws_key_make(void) {
-    ws_key_ok = pthread_key_create(&ws_key, mg_aligned_free) == 0;
-}
+/* ---- per-thread workspace (workspace.h) ---- */
 
 static float *workspace(size_t floats) {
-    if (floats > ws_floats) {
-        pthread_once(&ws_key_once, ws_key_make);
-        mg_aligned_free(ws_buf);
-        ws_buf = mg_aligned_alloc(floats * sizeof(float));
-        ws_floats = ws_buf ? floats : 0;
-        if (ws_key_ok) pthread_setspecific(ws_key, ws_buf);
-    }
-    return ws_buf;
+    return thread_workspace(floats * sizeof(float));
 }
 
 static int64_t round_up(int64_t x, int64_t to) {

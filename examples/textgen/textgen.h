@@ -78,6 +78,12 @@ mg_status tg_vocab_build(tg_vocab *v, tg_tokenizer_kind kind, const char *text, 
 mg_status tg_vocab_from_meta(tg_vocab *v, const char *tokenizer, const char *chars,
                                   int64_t vocab_size, const char *origin);
 void tg_vocab_free(tg_vocab *v);
+/* The vocabulary of a training run: the one saved in `saved` (a checkpoint read from `ckpt`, for
+ * --resume; a missing vocab_size reads as -1, an error naming the key) or, when saved is NULL, the
+ * one built from the corpus text[0, n) named `label`. Either way it must be of tokenizer `kind`: an
+ * error names the checkpoint and both tokenizers. */
+mg_status tg_vocab_for_run(tg_vocab *v, const mg_st_file *saved, const char *ckpt, tg_tokenizer_kind kind,
+                           const char *text, size_t n, const char *label);
 
 /* The id of code point cp (char) or byte cp (byte), -1 if it has none. */
 int32_t tg_vocab_id(const tg_vocab *v, uint32_t cp);
@@ -126,6 +132,16 @@ char *tg_kjv_path(char *buf, size_t n);
  * the first file's base name, "+ N more" when there are several. */
 mg_status tg_read_corpus(const char *const *files, int n, int64_t max_file_mib, char **text, size_t *len,
                          char *label, size_t label_n);
+
+/* The inputs of a training command, checked: the file of --data (`data`, when not NULL) is put
+ * before the FILE arguments files[0, *n_files) (room for 64), and the --tokenizer value is parsed
+ * into *kind. Returns 0, or 2 after a message on stderr that starts with `prog`. */
+int tg_train_inputs(const char *prog, const char *data, const char **files, int *n_files, const char *tokenizer,
+                    tg_tokenizer_kind *kind);
+/* tg_read_corpus for a training run of program `prog`, which first says on stdout when it learns
+ * the default corpus (n is 0). */
+mg_status tg_read_train_text(const char *prog, const char *const *files, int n, int64_t max_file_mib, char **text,
+                             size_t *len, char *label, size_t label_n);
 
 /* ---- train / validation data ---- */
 

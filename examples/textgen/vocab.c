@@ -1,6 +1,8 @@
 /* The character-level and byte-level tokenizers, and strict UTF-8. */
 #include "textgen.h"
 
+#include "minigrad/safetensors.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,4 +255,20 @@ char *tg_decode(const tg_vocab *v, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++) off += (size_t)tg_decode_one(v, ids[i], s + off);
     s[off] = 0;
     return s;
+}
+
+mg_status tg_vocab_for_run(tg_vocab *v, const mg_st_file *saved, const char *ckpt, tg_tokenizer_kind kind,
+                           const char *text, size_t n, const char *label) {
+    mg_status st;
+    if (saved) {
+        const char *size = mg_st_meta_get(saved, "vocab_size");
+        st = tg_vocab_from_meta(v, mg_st_meta_get(saved, TG_META_TOKENIZER), mg_st_meta_get(saved, TG_META_CHARS),
+                                size ? strtoll(size, NULL, 10) : -1, ckpt);
+    } else {
+        st = tg_vocab_build(v, kind, text, n, label);
+    }
+    if (st == MG_OK && v->kind != kind)
+        st = mg_set_error(MG_ERR_INVALID, "%s: the run uses the %s tokenizer, not --tokenizer %s", ckpt,
+                          tg_tokenizer_name(v->kind), tg_tokenizer_name(kind));
+    return st;
 }
