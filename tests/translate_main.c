@@ -52,21 +52,35 @@ int main(int argc, char **argv) {
     const char *kind = argv[1];
     tr_llama_cfg llama_cfg = LLAMA;
     llama_cfg.meta_rope = !strcmp(kind, "llama_meta");
+    /* everything freed at the end, on every path */
+    int rc = 1, np = 0;
     mg_params *P = mg_params_new();
     tr_cnn cnn = {0};
     tr_lstm_lm lstm = {0};
     tr_llama_block llama = {0};
+    mg_st_file *f = NULL;
+    mg_st_dest *dest = NULL;
+    mg_ctx *ctx = NULL;
+    int32_t *ids = NULL, *cls = NULL;
+    mg_st_entry *e = NULL;
+    char **names = NULL;
+
     bool ok = !strcmp(kind, "cnn")    ? tr_cnn_init(&cnn, P)
               : !strcmp(kind, "lstm") ? tr_lstm_lm_init(&lstm, P, LSTM_VOCAB, LSTM_EMB, LSTM_HIDDEN)
                                       : tr_llama_block_init(&llama, P, "blk", &llama_cfg);
     mg_rng rng = mg_rng_make(1);
-    if (!ok || mg_params_alloc(P, &rng) != MG_OK) return fail(kind);
+    if (!ok || mg_params_alloc(P, &rng) != MG_OK) {
+        rc = fail(kind);
+        goto done;
+    }
 
     /* every parameter by its name, then input and target in the shapes the file gives */
-    mg_st_file *f;
-    if (mg_safetensors_open(argv[2], &f) != MG_OK) return fail("open");
-    const int np = mg_params_len(P);
-    mg_st_dest *dest = calloc((size_t)np + 2, sizeof *dest);
+    if (mg_safetensors_open(argv[2], &f) != MG_OK) {
+        rc = fail("open");
+        goto done;
+    }
+    np = mg_params_len(P);
+    if (!(dest = calloc((size_t)np + 2, sizeof *dest))) goto done;
     for (int i = 0; i < np; i++) {
         mg_tensor *t = mg_params_at(P, i);
         dest[i].name = t->name, dest[i].ndim = t->ndim, dest[i].data = t->data;
@@ -77,26 +91,28 @@ int main(int argc, char **argv) {
         int k = mg_st_find(f, extra[j]);
         if (k < 0) {
             fprintf(stderr, "translate_models: %s: no tensor '%s'\n", argv[2], extra[j]);
-            return 1;
+            goto done;
         }
         const mg_st_tensor_info *info = mg_st_info(f, k);
         mg_st_dest *d = &dest[np + j];
         d->name = extra[j], d->ndim = info->ndim, d->data = malloc(sizeof(float) * (size_t)(info->numel + 1));
         memcpy(d->shape, info->shape, sizeof d->shape);
+        if (!d->data) goto done;
     }
-    if (mg_st_load(f, dest, np + 2, 0) != MG_OK) return fail("load");
-    mg_st_close(f);
+    if (mg_st_load(f, dest, np + 2, 0) != MG_OK) {
+        rc = fail("load");
+        goto done;
+    }
     const mg_st_dest *in = &dest[np], *tg = &dest[np + 1];
     int64_t n_in = 1, n_tg = 1;
     for (int d = 0; d < in->ndim; d++) n_in *= in->shape[d];
     for (int d = 0; d < tg->ndim; d++) n_tg *= tg->shape[d];
 
-    mg_ctx *ctx = mg_ctx_new(0);
+    ctx = mg_ctx_new(0);
     mg_ctx_set_error_handler(ctx, on_error, NULL);
-    int32_t *ids = NULL, *cls = NULL;
     mg_tensor *x, *out, *loss;
     if (!strcmp(kind, "lstm")) {
-        if (!(ids = to_i32(in->data, n_in, "input")) || !(cls = to_i32(tg->data, n_tg, "target"))) return 1;
+        if (!(ids = to_i32(in->data, n_in, "input")) || !(cls = to_i32(tg->data, n_tg, "target"))) goto done;
         x = mg_tensor_wrap(ctx, MG_I32, in->ndim, in->shape, ids);
         out = tr_lstm_lm_forward(&lstm, ctx, x);
         loss = tr_lstm_lm_loss(ctx, out, mg_tensor_wrap(ctx, MG_I32, tg->ndim, tg->shape, cls));
@@ -104,7 +120,7 @@ int main(int argc, char **argv) {
         x = mg_tensor_wrap(ctx, MG_F32, in->ndim, in->shape, in->data);
         mg_tensor_set_requires_grad(x, true);
         if (!strcmp(kind, "cnn")) {
-            if (!(cls = to_i32(tg->data, n_tg, "target"))) return 1;
+            if (!(cls = to_i32(tg->data, n_tg, "target"))) goto done;
             out = tr_cnn_forward(&cnn, ctx, x);
             loss = tr_cnn_loss(ctx, out, mg_tensor_wrap(ctx, MG_I32, tg->ndim, tg->shape, cls));
         } else {
@@ -114,10 +130,11 @@ int main(int argc, char **argv) {
     }
     mg_params_zero_grad(P);
     mg_backward(ctx, loss);
-    if (mg_ctx_error(ctx)) return 1; /* on_error printed it */
+    if (mg_ctx_error(ctx)) goto done; /* on_error printed it */
 
-    mg_st_entry *e = calloc((size_t)np + 3, sizeof *e);
-    char **names = calloc((size_t)np, sizeof *names);
+    e = calloc((size_t)np + 3, sizeof *e);
+    names = calloc((size_t)np, sizeof *names);
+    if (!e || !names) goto done;
     int ne = 0;
     e[ne++] = (mg_st_entry){.name = "output", .ndim = out->ndim, .data = out->data};
     memcpy(e[0].shape, out->shape, sizeof out->shape);
@@ -129,18 +146,20 @@ int main(int argc, char **argv) {
     for (int i = 0; i < np; i++) {
         mg_tensor *t = mg_params_at(P, i);
         size_t len = strlen(t->name) + 6;
-        names[i] = malloc(len);
+        if (!(names[i] = malloc(len))) goto done;
         snprintf(names[i], len, "grad.%s", t->name);
         e[ne] = (mg_st_entry){.name = names[i], .ndim = t->ndim, .data = mg_params_grad(P) + mg_params_offset(P, i)};
         memcpy(e[ne++].shape, t->shape, sizeof t->shape);
     }
-    if (mg_safetensors_write(argv[3], e, ne, NULL, 0) != MG_OK) return fail("write");
+    rc = mg_safetensors_write(argv[3], e, ne, NULL, 0) == MG_OK ? 0 : fail("write");
 
-    for (int i = 0; i < np; i++) free(names[i]);
+done:
+    for (int i = 0; names && i < np; i++) free(names[i]);
     free(names), free(e), free(ids), free(cls);
-    free(dest[np].data), free(dest[np + 1].data), free(dest);
+    if (dest) free(dest[np].data), free(dest[np + 1].data), free(dest);
+    mg_st_close(f);
     mg_ctx_free(ctx);
     tr_cnn_free(&cnn), tr_lstm_lm_free(&lstm), tr_llama_block_free(&llama);
     mg_params_free(P);
-    return 0;
+    return rc;
 }

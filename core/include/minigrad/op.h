@@ -69,7 +69,11 @@ MG_API mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, 
 MG_API float *mg_grad(mg_ctx *ctx, mg_tensor *t);
 
 /* Rows of a tensor: product of all dims but the last. */
-static inline int64_t mg_rows(const mg_tensor *t) { return t->ndim ? t->numel / t->shape[t->ndim - 1] : 1; }
+static inline int64_t mg_rows(const mg_tensor *t) {
+    int64_t r = 1; /* the product, not numel / last dim: a last dim of 0 is allowed */
+    for (int i = 0; i < t->ndim - 1; i++) r *= t->shape[i];
+    return r;
+}
 static inline int64_t mg_cols(const mg_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
 
 /* dst[N] += sum over R rows of src[R][N], in a fixed chunked order (bit-identical for any thread
