@@ -222,14 +222,6 @@ START_TEST(bgemm_close_to_float64) {
 }
 END_TEST
 
-static void add_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
-                          const char *why) {
-    if (mg_bf16_path_available(path))
-        tcase_add_test(tc, test);
-    else
-        fprintf(stderr, "# %s skipped: %s\n", name, why);
-}
-
 static void restore_path(void) {
     ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
 }
@@ -241,11 +233,11 @@ Suite *bf16_suite(void) {
     tcase_add_checked_fixture(tc, NULL, restore_path);
     tcase_add_test(tc, f32_to_bf16_rounds_to_nearest_even);
     tcase_add_test(tc, bgemm_emulated_matches_reference);
-    add_path_case(tc, MG_BF16_AVX512, bgemm_avx512bf16_matches_reference,
+    tu_add_bf16_path_case(tc, MG_BF16_AVX512, bgemm_avx512bf16_matches_reference,
                   "bgemm_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
-    add_path_case(tc, MG_BF16_AMX, bgemm_amx_matches_reference, "bgemm_amx_matches_reference",
+    tu_add_bf16_path_case(tc, MG_BF16_AMX, bgemm_amx_matches_reference, "bgemm_amx_matches_reference",
                   mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU" : "the build left the AMX path out");
-    add_path_case(tc, MG_BF16_AVX512, bgemm_emulation_equals_avx512bf16,
+    tu_add_bf16_path_case(tc, MG_BF16_AVX512, bgemm_emulation_equals_avx512bf16,
                   "bgemm_emulation_equals_avx512bf16", "no AVX512-BF16 on this CPU");
     tcase_add_test(tc, bgemm_same_bits_for_any_thread_count);
     tcase_add_test(tc, bgemm_close_to_float64);

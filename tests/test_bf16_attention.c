@@ -278,14 +278,6 @@ START_TEST(attention_bf16_close_to_fp32) {
 }
 END_TEST
 
-static void add_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
-                          const char *why) {
-    if (mg_bf16_path_available(path))
-        tcase_add_test(tc, test);
-    else
-        fprintf(stderr, "# %s skipped: %s\n", name, why);
-}
-
 static void restore_path(void) {
     ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
     mg_attn_set_impl(MG_ATTN_FUSED);
@@ -326,9 +318,9 @@ Suite *bf16_attention_suite(void) {
     tcase_set_timeout(tc, 240);
     tcase_add_checked_fixture(tc, NULL, restore_path);
     tcase_add_test(tc, attention_bf16_emulated_matches_reference);
-    add_path_case(tc, MG_BF16_AVX512, attention_bf16_avx512bf16_matches_reference,
+    tu_add_bf16_path_case(tc, MG_BF16_AVX512, attention_bf16_avx512bf16_matches_reference,
                   "attention_bf16_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
-    add_path_case(tc, MG_BF16_AMX, attention_bf16_amx_matches_reference,
+    tu_add_bf16_path_case(tc, MG_BF16_AMX, attention_bf16_amx_matches_reference,
                   "attention_bf16_amx_matches_reference",
                   mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU"
                                                      : "the build left the AMX path out");

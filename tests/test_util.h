@@ -572,4 +572,13 @@ static inline int tu_count_entries(const char *dir, const char *part) {
     return n;
 }
 
+/* Adds test to tc when the machine has the bf16 path; otherwise reports it skipped by name. */
+static inline void tu_add_bf16_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
+                                         const char *why) {
+    if (mg_bf16_path_available(path))
+        tcase_add_test(tc, test);
+    else
+        fprintf(stderr, "# %s skipped: %s\n", name, why);
+}
+
 #endif
