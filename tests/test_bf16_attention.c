@@ -283,35 +283,6 @@ static void restore_path(void) {
     mg_attn_set_impl(MG_ATTN_FUSED);
 }
 
-/* Without the switch, bf16 precision keeps the fused float32 attention: the same bits as float32.
- */
-START_TEST(attention_bf16_precision_keeps_fused_by_default) {
-    const bcase *c = &cases[4];
-    float *x[5];
-    int64_t n[5];
-    inputs(c, 400, x, n);
-    float *out[2];
-    for (int p = 0; p < 2; p++) {
-        mg_attn_set_impl(MG_ATTN_FUSED);
-        mg_ctx *ctx = mg_ctx_new(0);
-        mg_ctx_set_precision(ctx, p ? MG_PRECISION_BF16 : MG_PRECISION_FP32);
-        const int64_t sq[4] = {c->B, c->H, c->Tq, c->D}, sk[4] = {c->B, c->H, c->Tk, c->D};
-        mg_tensor *t[3];
-        for (int i = 0; i < 3; i++) {
-            t[i] = mg_tensor_new(ctx, MG_F32, 4, i ? sk : sq);
-            memcpy(t[i]->data, x[i], (size_t)n[i] * sizeof(float));
-        }
-        mg_tensor *y = mg_attention(ctx, t[0], t[1], t[2], &(mg_attn_opts){.causal = true});
-        ck_assert(mg_ctx_ok(ctx));
-        out[p] = copy_of(y->data, n[0]);
-        mg_ctx_free(ctx);
-    }
-    ck_assert(memcmp(out[0], out[1], (size_t)n[0] * sizeof(float)) == 0);
-    free(out[0]), free(out[1]);
-    for (int j = 0; j < 5; j++) free(x[j]);
-}
-END_TEST
-
 Suite *bf16_attention_suite(void) {
     Suite *s = suite_create("bf16_attention");
     TCase *tc = tcase_create("bf16_attention");
@@ -326,7 +297,6 @@ Suite *bf16_attention_suite(void) {
                                                      : "the build left the AMX path out");
     tcase_add_test(tc, attention_bf16_same_bits_for_any_thread_count);
     tcase_add_test(tc, attention_bf16_close_to_fp32);
-    tcase_add_test(tc, attention_bf16_precision_keeps_fused_by_default);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,10 +3,11 @@
 `gpt eval --precision bf16 --dump-grads` gives minigrad's loss and the gradient of every parameter
 for one batch of a small causal GPT (2 layers, width 32, learned positions, tied head). The
 reference is the model of python/minigrad_checkpoint.py in float64 with every product that minigrad
-runs in bf16 (the Linear layers and the tied head) done the same way: its inputs, weights and
-activations, rounded to bf16 (float32 first, then to nearest even, as minigrad's float32 values are)
-and, in backward, the output gradient rounded too before both of its products; attention,
-LayerNorm, softmax and the loss stay float64. Tolerance, stated: for every parameter
+runs in bf16 done the same way: in the Linear layers and the tied head, inputs, weights and
+activations rounded to bf16 (float32 first, then to nearest even, as minigrad's float32 values are)
+and, in backward, the output gradient rounded too before both of its products; in attention, where
+minigrad's fused kernel has bf16 products on this CPU (`gpt eval` reports it), the kernel's
+roundings (BF16Attention below); LayerNorm, softmax and the loss stay float64. Tolerance, stated: for every parameter
 ||g_minigrad - g_ref|| <= 1e-3 ||g_ref||, and the loss within 1e-5 relative (seen: 6.5e-5 and
 1e-8; the float64 model without the rounding is 4e-2 away). The remaining
 difference is minigrad's float32 arithmetic between the products, whose values can round to the
@@ -66,7 +67,40 @@ class BF16Product(torch.autograd.Function):
         return da, dw
 
 
-def forward(model, ids, rounded):
+class BF16Attention(torch.autograd.Function):
+    """Causal attention as minigrad's fused kernel computes it with bf16 products, for sequences of
+    at most one key tile (64), where its running max is the row max: forward
+    O = bf16(exp(S - max)) bf16(V) / l with S = bf16(Q) bf16(K)^T scale and l the sum of the
+    unrounded exponentials; backward from P = exp(S - lse): dV = bf16(P)^T bf16(dO),
+    dP = bf16(dO) bf16(V)^T, dS = P (dP - rowsum(dO O)) scale, dQ = bf16(dS) bf16(K),
+    dK = bf16(dS)^T bf16(Q)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, mask):
+        qr, kr, vr = bf16(q), bf16(k), bf16(v)
+        s = (qr @ kr.transpose(-1, -2) * scale).masked_fill(mask, float("-inf"))
+        mx = s.amax(dim=-1, keepdim=True)
+        pu = torch.exp(s - mx)
+        l = pu.sum(dim=-1, keepdim=True)
+        o = (bf16(pu) @ vr) / l
+        ctx.save_for_backward(qr, kr, vr, s, mx + torch.log(l), o)
+        ctx.scale = scale
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        qr, kr, vr, s, lse, o = ctx.saved_tensors
+        p = torch.exp(s - lse)
+        dor = bf16(do)
+        dv = bf16(p).transpose(-1, -2) @ dor
+        dp = dor @ vr.transpose(-1, -2)
+        ds = p * (dp - (do * o).sum(dim=-1, keepdim=True)) * ctx.scale
+        dq = bf16(ds) @ kr
+        dk = bf16(ds).transpose(-1, -2) @ qr
+        return dq, dk, dv, None, None
+
+
+def forward(model, ids, rounded, bf16_attention=False):
     """mc.GPT.forward for a causal model with learned positions and a tied head, with the
     products through BF16Product when rounded."""
     c = model.config
@@ -81,8 +115,12 @@ def forward(model, ids, rounded):
         a = F.layer_norm(x, (C,), g("ln_1.weight"), g("ln_1.bias"), c.ln_eps)
         qkv = mm(a, g("attn.c_attn.weight")) + g("attn.c_attn.bias")
         q, k, v = (qkv[..., j * C:(j + 1) * C].reshape(B, T, H, D).transpose(1, 2) for j in range(3))
-        s = ((q @ k.transpose(-1, -2)) * c.attn_scale).masked_fill(mask, float("-inf"))
-        o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        if rounded and bf16_attention:
+            o = BF16Attention.apply(q, k, v, c.attn_scale, mask)
+        else:
+            s = ((q @ k.transpose(-1, -2)) * c.attn_scale).masked_fill(mask, float("-inf"))
+            o = torch.softmax(s, dim=-1) @ v
+        o = o.transpose(1, 2).reshape(B, T, C)
         x = x + mm(o, g("attn.c_proj.weight")) + g("attn.c_proj.bias")
         m = F.layer_norm(x, (C,), g("ln_2.weight"), g("ln_2.bias"), c.ln_eps)
         f = F.gelu(mm(m, g("mlp.c_fc.weight")) + g("mlp.c_fc.bias"), approximate="tanh")
@@ -105,6 +143,7 @@ def main():
         out = run([GPT, "eval", "--ckpt", ckpt, "--tokens", toks_path, "--batch", str(B), "--seq", str(T),
                    "--threads", "1", "--precision", "bf16", "--dump-grads", grads])
         loss_mg = float(out.split()[1])
+        bf16_attention = "attention products in bf16" in out
         g_mg = mc.read_checkpoint(grads).tensors
         x = torch.from_numpy(toks[:, :T].astype(np.int64))
         y = torch.from_numpy(toks[:, 1:].astype(np.int64))
@@ -117,7 +156,7 @@ def main():
             model = mc.GPT.from_checkpoint(ckpt, dtype=torch.float64)
             for _, p in model.checkpoint_parameters():
                 p.requires_grad_(True)
-            loss = F.cross_entropy(forward(model, x, rounded).reshape(-1, V), y.reshape(-1))
+            loss = F.cross_entropy(forward(model, x, rounded, bf16_attention).reshape(-1, V), y.reshape(-1))
             loss.backward()
             results[rounded] = (loss.item(), {n: p.grad.numpy() for n, p in model.checkpoint_parameters()})
 

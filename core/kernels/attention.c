@@ -60,7 +60,10 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     J->nkt = (a->Tk + AT_BC - 1) / AT_BC;
     J->dp = at_round_up(a->D, 16);
     J->pad = a->D % 16 != 0;
-    const int64_t D = a->D, dp = J->dp, pad = J->pad;
+    J->bf16 = a->bf16 && at_kv_stride(a) == a->Tk * a->D && mgk_attention_bf16_usable();
+    J->dw = (a->D + 1) / 2;
+    J->tkp = (a->Tk + 1) / 2;
+    const int64_t D = a->D, dp = J->dp, pad = J->pad, bf16 = J->bf16;
     size_t off = 0;
     at_fwd_layout *f = &J->fl;
     f->qt = at_take(&off, D * AT_BR);
@@ -71,13 +74,14 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     f->al = at_take(&off, AT_BR);
     f->vp = at_take(&off, pad ? AT_BC * dp : 0);
     f->tmp = at_take(&off, AT_BC);
+    f->pw = at_take(&off, bf16 ? AT_BC / 2 * AT_BR : 0);
     f->total = off;
     off = 0;
     at_qpack_layout *ql = &J->ql;
     ql->qt = at_take(&off, J->nqt * D * AT_BR);
     ql->dot = at_take(&off, J->nqt * D * AT_BR);
-    ql->qp = at_take(&off, pad ? J->nqt * AT_BR * dp : 0);
-    ql->dop = at_take(&off, pad ? J->nqt * AT_BR * dp : 0);
+    ql->qp = at_take(&off, pad || bf16 ? J->nqt * AT_BR * dp : 0);
+    ql->dop = at_take(&off, pad || bf16 ? J->nqt * AT_BR * dp : 0);
     ql->lse = at_take(&off, J->nqt * AT_BR);
     ql->di = at_take(&off, J->nqt * AT_BR);
     ql->total = off;
@@ -95,9 +99,39 @@ static void at_bwd_layout_for(at_job *J, int split) {
     b->dv = at_take(&off, AT_BC * dp);
     b->kp = at_take(&off, J->pad ? AT_BC * dp : 0);
     b->dq = at_take(&off, (split == 2 ? J->nqt * AT_BR : AT_BR) * dp);
+    b->pb = at_take(&off, J->bf16 ? AT_BC * AT_BR / 2 : 0);
     b->pack = off;
     if (split == 2) off += J->ql.total;
     b->total = off;
+}
+
+/* The bf16 kernels' keys and values, for all heads (at_job: kb, vb, kv, vv), in floats: forward
+ * reads kb and vv, backward all four. */
+static size_t at_kv_floats(const at_job *J, bool backward) {
+    if (!J->bf16) return 0;
+    const size_t rows = (size_t)at_round_up(J->BH * J->a->Tk * J->dw, 16);
+    const size_t pairs = (size_t)at_round_up(J->BH * J->tkp * J->dp, 16);
+    return (backward ? 2 : 1) * (rows + pairs);
+}
+
+/* Carves the bf16 operands from the front of ws and fills them, one head per item; returns what
+ * follows them. */
+static float *at_pack_kv(at_job *J, float *ws, bool backward, int nt) {
+    if (!J->bf16) return ws;
+    const size_t rows = (size_t)at_round_up(J->BH * J->a->Tk * J->dw, 16);
+    const size_t pairs = (size_t)at_round_up(J->BH * J->tkp * J->dp, 16);
+    J->kb = (uint32_t *)ws;
+    J->vv = (uint32_t *)(ws + rows);
+    ws += rows + pairs;
+    if (backward) {
+        J->vb = (uint32_t *)ws;
+        J->kv = (uint32_t *)(ws + rows);
+        ws += rows + pairs;
+    }
+    const at_job *cj = J;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && J->BH > 1)
+    for (int64_t bh = 0; bh < cj->BH; bh++) cj->impl->pack_kv(cj, bh);
+    return ws;
 }
 
 /* ---- drivers -------------------------------------------------------------------------------- */
@@ -129,7 +163,7 @@ static int at_tid(void) {
 size_t mg_attn_forward_workspace(const mg_attn_desc *a) {
     at_job J;
     at_job_init(&J, a);
-    return (size_t)at_threads() * J.fl.total * sizeof(float);
+    return ((size_t)at_threads() * J.fl.total + at_kv_floats(&J, false)) * sizeof(float);
 }
 
 void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
@@ -137,20 +171,20 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
-    J.impl = mgk_attention_active();
-    const size_t per = J.fl.total;
+    J.impl = J.bf16 ? mgk_attention_avx512bf16() : mgk_attention_active();
+    const size_t per = J.fl.total, kvf = at_kv_floats(&J, false);
     int nt = at_threads();
-    while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
-    if (per * sizeof(float) > ws_bytes || !ws) {
+    while (nt > 1 && ((size_t)nt * per + kvf) * sizeof(float) > ws_bytes) nt--;
+    if ((per + kvf) * sizeof(float) > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_forward: workspace of %zu bytes is too small (needs %zu)",
-               ws_bytes, per * sizeof(float));
+               ws_bytes, (per + kvf) * sizeof(float));
         return;
     }
     /* A decoding step (one query over a short cache) is a few microseconds of work, less than
      * waking a second thread costs: below about a million FLOPs per thread, use fewer. */
     const double flops = 4.0 * (double)a->B * (double)a->H * (double)a->Tq * (double)a->Tk * (double)a->D;
     nt = threads_for(nt, flops, 1.0e6);
-    float *base = ws;
+    float *base = at_pack_kv(&J, ws, false, nt);
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
     const bool causal = a->causal;
     /* Causal: the last query tiles see the most keys, so they go first. */
@@ -174,13 +208,14 @@ static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, con
         .bh = bh, .i0 = i0, .m = m, .j0 = j0, .nc = at_min(AT_BC, at_kend(a, i0, m) - j0),
         .kj = J->k + (bh * Tk + j0) * D, .vj = J->v + (bh * Tk + j0) * D, .kp = kp, .ldk = ldk,
         .qt = pk + J->ql.qt + qt * D * AT_BR, .dot = pk + J->ql.dot + qt * D * AT_BR,
-        .qp = J->pad ? pk + J->ql.qp + qt * AT_BR * dp : J->q + row0 * D,
-        .dop = J->pad ? pk + J->ql.dop + qt * AT_BR * dp : J->dO + row0 * D,
-        .ldq = J->pad ? dp : D,
+        .qp = J->pad || J->bf16 ? pk + J->ql.qp + qt * AT_BR * dp : J->q + row0 * D,
+        .dop = J->pad || J->bf16 ? pk + J->ql.dop + qt * AT_BR * dp : J->dO + row0 * D,
+        .ldq = J->pad || J->bf16 ? dp : D,
         .lse = pk + J->ql.lse + qt * AT_BR, .di = pk + J->ql.di + qt * AT_BR,
         .st = scratch + J->bl.st, .dpt = scratch + J->bl.dpt, .tmp = scratch + J->bl.tmp,
         .dq = dq, .dk = dk, .dv = dv,
         .db = db && a->dbias ? a->dbias + row0 * Tk + j0 : NULL,
+        .pb = J->bf16 ? (uint32_t *)(scratch + J->bl.pb) : NULL,
     };
     J->impl->bwd_pair(J, &p);
 }
@@ -322,7 +357,7 @@ static int at_choose_split(const mg_attn_desc *a, int nt) {
 static size_t at_bwd_floats(at_job *J, int split, int nt) {
     at_bwd_layout_for(J, split);
     const size_t shared = (split == 1 ? (size_t)J->BH * J->ql.total : 0);
-    return shared + (size_t)nt * J->bl.total;
+    return at_kv_floats(J, true) + shared + (size_t)nt * J->bl.total;
 }
 
 size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
@@ -341,7 +376,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
     J.dq = dq, J.dk = dk, J.dv = dv;
-    J.impl = mgk_attention_active();
+    J.impl = J.bf16 ? mgk_attention_avx512bf16() : mgk_attention_active();
     int nt = at_threads(), split = at_choose_split(a, nt);
     size_t need = at_bwd_floats(&J, split, nt) * sizeof(float);
     while (nt > 1 && need > ws_bytes) {
@@ -356,7 +391,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     }
     const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
     const bool causal = a->causal;
-    float *base = ws;
+    float *base = at_pack_kv(&J, ws, true, nt);
     if (split == 2) {
         /* Heads all cost the same, so a round-robin share is balanced, and each thread knows
          * which head comes next (for prefetching). */
@@ -485,6 +520,10 @@ void mg_attn_set_impl(mg_attn_impl impl) {
     atomic_store_explicit(&at_impl,
                           impl == MG_ATTN_REFERENCE || impl == MG_ATTN_BF16_PRODUCTS ? impl : MG_ATTN_FUSED,
                           memory_order_relaxed);
+}
+
+bool mg_attn_bf16_fused(void) {
+    return mgk_attention_bf16_usable();
 }
 
 mg_attn_impl mg_attn_get_impl(void) {

@@ -15,7 +15,11 @@
 #include <math.h>
 #include <string.h>
 
-#if MGK_HAVE_ISA
+#ifndef AT_BF16
+#define AT_BF16 0
+#endif
+
+#if MGK_HAVE_ISA && (!AT_BF16 || defined(__AVX512BF16__))
 
 #if AT_MR == 6
 #define AT_ROWS(X, nv) X(1, nv) X(2, nv) X(3, nv) X(4, nv) X(5, nv) X(6, nv)
@@ -76,6 +80,7 @@ static void MGK_FN(pack_tile)(const float *src, int64_t m, int64_t D, float *dst
     }
 }
 
+#if !AT_BF16
 /* C[0:mr, 0:nv*W] (= or +=) sum over k < K of A(r, k) * B[k][..], A(r, k) = A[r*ars + k*aks];
  * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free).
  * Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
@@ -203,6 +208,8 @@ static void MGK_FN(dots)(int64_t m, int64_t mp, int64_t nc, int64_t D, const flo
     }
 }
 
+#endif
+
 /* Raw products -> logits: scale, the bias callback on each query's visible keys, the bias rows,
  * the causal mask. */
 static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t i0, int64_t m,
@@ -235,6 +242,7 @@ static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t
         }
 }
 
+#if !AT_BF16
 /* Forward for query tile qt of head bh: online softmax over the visible key tiles. */
 static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
     const mg_attn_desc *a = J->a;
@@ -345,9 +353,13 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
 
 const mgk_attention_impl *MGK_FN(mgk_attention)(void) {
     static const mgk_attention_impl impl = {MGK_FN(fwd_item), MGK_FN(bwd_pair),
-                                            MGK_FN(pack_query_tile)};
+                                            MGK_FN(pack_query_tile), NULL};
     return &impl;
 }
+
+#else
+#include "attention_bf16_tmpl.h"
+#endif
 
 #else
 const mgk_attention_impl *MGK_FN(mgk_attention)(void) {

@@ -219,6 +219,10 @@ const char *mg_bf16_path_name(mg_bf16_path p) {
     return "unknown";
 }
 
+bool mgk_attention_bf16_usable(void) {
+    return mg_bf16_path_active() == MG_BF16_AVX512 && mgk_attention_avx512bf16() != NULL;
+}
+
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M) {
     const mg_bf16_path p = mg_bf16_path_active();
     if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && bf16_usable(MG_BF16_AVX512))

@@ -25,6 +25,11 @@ MGK_ISAS(MGK_GETTERS)
 const mg_gemm_impl *mgk_gemm_active(void);
 const mgk_rowops_impl *mgk_rowops_active(void);
 const mgk_attention_impl *mgk_attention_active(void);
+/* The fused attention kernels with bf16 products (attention_avx512bf16.c), NULL where the build
+ * lacks AVX512-BF16; and whether mg_attn_desc.bf16 takes them now (the active bf16 path is
+ * AVX512-BF16: on AMX CPUs VDPBF16PS is no faster than float32 FMA, so attention stays float32). */
+const mgk_attention_impl *mgk_attention_avx512bf16(void);
+bool mgk_attention_bf16_usable(void);
 
 /* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except
  * that AMX hands products of fewer than MGK_AMX_MIN_M rows (a tile has 16) to AVX512-BF16 when the

@@ -256,6 +256,7 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
     }
     mg_tensor *out = mg_op_output(ctx, op, 4, q->shape);
     if (!mg_ctx_ok(ctx)) return out;
+    a.bf16 = mg_use_bf16(ctx); /* products in bf16 where the fused kernel has them */
     attn_saved *s = keep ? mg_ctx_alloc(ctx, sizeof *s, "mg_attention saved state") : NULL;
     if (s) *s = (attn_saved){.desc = a, .impl = mg_attn_get_impl(), .bias_b = bias_b, .bias_h = bias_h};
     const int64_t BH = a.B * a.H;

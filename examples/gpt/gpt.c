@@ -159,6 +159,9 @@ static int cmd_eval(int argc, char **argv) {
         rc = 1;
     } else {
         printf("loss %#.9g\n", (double)loss->data[0]); /* '#': 9 digits even with trailing zeros */
+        if (prec == MG_PRECISION_BF16)
+            printf("precision bf16: products on %s, attention products in %s\n",
+                   mg_bf16_path_name(mg_bf16_path_active()), mg_attn_bf16_fused() ? "bf16" : "float32");
         if (!isfinite(loss->data[0])) {
             fprintf(stderr, "gpt eval: %s: the loss is %g: these weights give no finite loss on %s (diverged?)\n",
                     ckpt, (double)loss->data[0], tokens);

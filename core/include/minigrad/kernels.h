@@ -89,6 +89,11 @@ typedef struct mg_attn_desc {
      * element written by one item: no reduction across threads). Entries of keys a causal mask
      * hides get nothing. */
     float *dbias;
+    /* Products in bf16: Q, K, V, dO, the probabilities and dS rounded to bf16 (nearest even),
+     * every sum, the softmax and its gradient in float32. Taken where the active bf16 path is
+     * AVX512-BF16 (mg_bf16_path_active); elsewhere the float32 kernel runs, as if it were false.
+     * Results are then bit-identical for any thread count and backward split as in float32. */
+    bool bf16;
 } mg_attn_desc;
 
 /* Forward. lse may be NULL (inference: nothing for backward to keep). */
@@ -98,6 +103,10 @@ MG_API void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *
 
 /* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
  * are what mg_attn_forward produced for the same q, k, v. */
+/* Whether mg_attn_desc.bf16 (and so mg_attention in a bf16 context) runs its products in bf16 now:
+ * the build has the kernels and the active bf16 path is AVX512-BF16 (mg_bf16_path_active). */
+MG_API bool mg_attn_bf16_fused(void);
+
 MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
 MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,

@@ -71,9 +71,9 @@ MG_API void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const fl
 
 /* Which implementation mg_attention uses (default fused); backward follows its forward.
  * MG_ATTN_BF16_PRODUCTS: in bf16 precision (on packed keys), the six products on mg_bgemm with the
- * probabilities materialised (core/ops/attention.c); otherwise, and in float32, the fused kernel.
- * Not the default: on the machine it was measured on it ran slower than the fused float32 kernel
- * (docs/bf16.md). */
+ * probabilities materialised (core/ops/attention.c); otherwise, and in float32, the fused kernel
+ * (with bf16 products in bf16 precision where mg_attn_bf16_fused says so). A slower twin kept for
+ * its exact reference (docs/bf16.md). */
 typedef enum mg_attn_impl { MG_ATTN_FUSED = 0, MG_ATTN_REFERENCE = 1, MG_ATTN_BF16_PRODUCTS = 2 } mg_attn_impl;
 MG_API void mg_attn_set_impl(mg_attn_impl impl);
 MG_API mg_attn_impl mg_attn_get_impl(void);

@@ -1,0 +1,327 @@
+/* attention_bf16_tmpl.h: the tile kernels of fused attention with their products on VDPBF16PS
+ * (bf16 pairs multiplied and added onto float32 sums), included by attention_tmpl.h in a unit built
+ * with AVX512-BF16 (attention_avx512bf16.c), after the shared pieces (exp, pack_tile, logits).
+ *
+ * The algorithm and the tiles are the float32 kernel's; what changes is the operands of the
+ * products. A product over K runs over pairs of K: per pair, one broadcast 32-bit word of A (two
+ * bf16 values, the lower index in the low half) times a vector of 16 words of B, each holding the
+ * same pair for one output column. So A needs its pairs adjacent along K, and B its two rows of a
+ * pair interleaved column by column. Per product:
+ *
+ *   forward   S^T = K Q^T      A: key rows in bf16 (kb)         B: Q rows' words, transposed (qw)
+ *             O  += P V        A: P words, pairs of keys (pw)   B: V in key pairs (vv)
+ *   backward  S^T = K Q^T      as in forward
+ *             dV += P^T dO     A: P^T rows in bf16 (pb)         B: dO in query-row pairs (dov)
+ *             dP^T = V dO^T    A: value rows in bf16 (vb)       B: dO rows' words, transposed (dow)
+ *             dK += dS^T Q     A: dS^T rows in bf16 (pb)        B: Q in query-row pairs (qv)
+ *             dQ += dS K       A: dS words, pairs of keys       B: K in key pairs (kv)
+ *
+ * Keys and values are converted once per call and head (pack_kv), the query side once per query
+ * tile (pack_query_tile), P and dS once per tile pair. The softmax, the running max and sum (of
+ * the float32 probabilities), the output rescaling, D_i and dS = P (dP - D_i) scale stay float32.
+ * Padding (a query tile's rows past m, keys past the causal end or Tk, columns past D) is zero in
+ * at least one operand of every pair, so an odd count adds exact zeros. Sums still run over K in
+ * increasing pairs whatever the tile or thread: results are bit-identical for any thread count
+ * and either backward split. */
+
+typedef uint32_t at_word;
+
+static inline __m512i MGK_FN(bw_from)(mgk_v x) {
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+}
+
+/* 16 words, lane i = (bf16(lo[i]), bf16(hi[i])): the pairs of two rows, column by column. */
+static inline __m512i MGK_FN(bw_pair)(mgk_v lo, mgk_v hi) {
+    return _mm512_or_si512(MGK_FN(bw_from)(lo), _mm512_slli_epi32(MGK_FN(bw_from)(hi), 16));
+}
+
+/* A row of n floats -> ceil(n/2) words (the row in bf16, zero-padded to even). */
+static void MGK_FN(bw_row)(const float *x, int64_t n, at_word *dst) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const int64_t k = at_min(32, n - i);
+        const mgk_v lo = v_load_n(x + i, at_min(16, k)), hi = k > 16 ? v_load_n(x + i + 16, k - 16) : v_zero();
+        const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        const int64_t nw = (k + 1) / 2;
+        _mm512_mask_storeu_epi32(dst + i / 2, (__mmask16)((1u << nw) - 1u), w);
+    }
+}
+
+/* rows x D floats (row stride D; rows past `rows` up to `prows` read as zero) -> (prows/2) x dp
+ * words: word (p, d) = (x[2p][d], x[2p+1][d]), zero for d >= D. */
+static void MGK_FN(bw_row_pairs)(const float *x, int64_t rows, int64_t prows, int64_t D, int64_t dp,
+                                  at_word *dst) {
+    for (int64_t p = 0; 2 * p < prows; p++) {
+        const float *r0 = x + 2 * p * D, *r1 = r0 + D;
+        const bool h0 = 2 * p < rows, h1 = 2 * p + 1 < rows;
+        for (int64_t d = 0; d < dp; d += MGK_W) {
+            const int64_t n = at_max(0, at_min(MGK_W, D - d));
+            const mgk_v lo = h0 && n ? v_load_n(r0 + d, n) : v_zero();
+            const mgk_v hi = h1 && n ? v_load_n(r1 + d, n) : v_zero();
+            _mm512_storeu_si512(dst + p * dp + d, MGK_FN(bw_pair)(lo, hi));
+        }
+    }
+}
+
+/* rows x D floats -> the transposed words: dst[p * AT_BR + r] = (x[r][2p], x[r][2p+1]) for
+ * p < ceil(D/2), zero for r from rows up to a multiple of MGK_W. tmp: rows x dw words. */
+static void MGK_FN(bw_pack_tile)(const float *x, int64_t rows, int64_t D, at_word *tmp, at_word *dst) {
+    const int64_t dw = (D + 1) / 2;
+    for (int64_t r = 0; r < rows; r++) MGK_FN(bw_row)(x + r * D, D, tmp + r * dw);
+    /* words are moved, never computed on: pack_tile's float transposition keeps their bits */
+    MGK_FN(pack_tile)((const float *)tmp, rows, dw, (float *)dst);
+}
+
+/* C[0:mr, 0:nv*W] (= or +=) sum over pairs p < KP of A(r, p) . B[p][..] (VDPBF16PS), with the old
+ * C rows scaled by rs[r] first when rs. A(r, p) = A[r*ars + p*aks], words. */
+MGK_ALWAYS_INLINE void MGK_FN(bmk)(const int mr, const int nv, int64_t KP, const at_word *A,
+                                   int64_t ars, int64_t aks, const at_word *B, int64_t ldb, float *C,
+                                   int64_t ldc, bool acc, const float *rs) {
+    mgk_v c[AT_MR][AT_NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        const mgk_v s = v_set1(rs ? rs[r] : 1.0f);
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) {
+            c[r][v] = acc ? v_load(C + r * ldc + v * MGK_W) : v_zero();
+            if (rs) c[r][v] = v_mul(c[r][v], s);
+        }
+    }
+    for (int64_t k = 0; k < KP; k++) {
+        const at_word *b = B + k * ldb, *ak = A + k * aks;
+        __m512bh bv[AT_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + v * MGK_W);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)ak[r * ars]);
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) c[r][v] = _mm512_dpbf16_ps(c[r][v], av, bv[v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) v_store(C + r * ldc + v * MGK_W, c[r][v]);
+}
+
+static void MGK_FN(bmk_any)(int mr, int nv, int64_t KP, const at_word *A, int64_t ars, int64_t aks,
+                            const at_word *B, int64_t ldb, float *C, int64_t ldc, bool acc,
+                            const float *rs) {
+#define AT_BMK_CASE(MR_, NV_)                                                                      \
+    case (MR_)*8 + (NV_):                                                                          \
+        MGK_FN(bmk)(MR_, NV_, KP, A, ars, aks, B, ldb, C, ldc, acc, rs);                           \
+        return;
+    switch (mr * 8 + nv) { AT_MK_CASES(AT_BMK_CASE) }
+#undef AT_BMK_CASE
+}
+
+/* The float32 kernel's gemm_rs over KP pairs; band and off are in elements of K as there (row i
+ * sums k >= i + off, or k <= i + off), widened to whole pairs: the extra element of a pair has a
+ * zero operand. */
+static void MGK_FN(bgemm_rs)(int64_t m, int64_t n, int64_t KP, const at_word *A, int64_t ars,
+                             int64_t aks, const at_word *B, int64_t ldb, float *C, int64_t ldc,
+                             bool acc, const float *rs, int band, int64_t off) {
+    for (int64_t j = 0; j < n; j += AT_NV * MGK_W) {
+        const int64_t jend = j + at_min(AT_NV * MGK_W, n - j);
+        for (int64_t r = 0; r < m; r += AT_MR) {
+            const int mr = m - r < AT_MR ? (int)(m - r) : AT_MR;
+            int64_t k0 = 0, k1 = KP, j0 = j;
+            if (band == AT_K_FROM) k0 = at_max(0, at_min(KP, (r + off) >> 1));
+            if (band == AT_K_TO) k1 = at_max(0, at_min(KP, (r + mr + off + 1) >> 1));
+            if (band == AT_COLS_FROM) {
+                j0 = at_max(j, at_min(jend, (r + off) / MGK_W * MGK_W));
+                for (int i = 0; i < mr; i++)
+                    for (int64_t c = j; c < j0; c += MGK_W)
+                        v_store(C + (r + i) * ldc + c, v_zero());
+                if (j0 == jend) continue;
+            }
+            if (k1 < k0) k1 = k0;
+            MGK_FN(bmk_any)(mr, (int)((jend - j0) / MGK_W), k1 - k0, A + r * ars + k0 * aks, ars,
+                            aks, B + k0 * ldb + j0, ldb, C + r * ldc + j0, ldc, acc,
+                            rs ? rs + r : NULL);
+        }
+    }
+}
+
+static void MGK_FN(bgemm)(int64_t m, int64_t n, int64_t KP, const at_word *A, int64_t ars,
+                          int64_t aks, const at_word *B, int64_t ldb, float *C, int64_t ldc,
+                          bool acc, int band, int64_t off) {
+    MGK_FN(bgemm_rs)(m, n, KP, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
+}
+
+/* Head bh's keys and values into the job's bf16 operands. */
+static void MGK_FN(pack_kv)(const at_job *J, int64_t bh) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tk = a->Tk, dw = J->dw, dp = J->dp, tkp = J->tkp;
+    const float *k = J->k + bh * at_kv_stride(a), *v = J->v + bh * at_kv_stride(a);
+    if (J->kb)
+        for (int64_t r = 0; r < Tk; r++) MGK_FN(bw_row)(k + r * D, D, J->kb + (bh * Tk + r) * dw);
+    if (J->vb)
+        for (int64_t r = 0; r < Tk; r++) MGK_FN(bw_row)(v + r * D, D, J->vb + (bh * Tk + r) * dw);
+    if (J->kv) MGK_FN(bw_row_pairs)(k, Tk, 2 * tkp, D, dp, J->kv + bh * tkp * dp);
+    if (J->vv) MGK_FN(bw_row_pairs)(v, Tk, 2 * tkp, D, dp, J->vv + bh * tkp * dp);
+}
+
+/* The query side of tile qt of head bh, for backward: qt and dot hold the transposed words of Q
+ * and dO (dw x AT_BR), qp and dop their query-row pairs (AT_BR/2 x dp words), then lse and D_i
+ * as in float32. */
+static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, dp = J->dp, Dv = D / MGK_W * MGK_W;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), row0 = bh * Tq + i0;
+    const float *q = J->q + row0 * D, *dO = J->dO + row0 * D, *o = J->oin + row0 * D;
+    at_word *qv = (at_word *)(pk + J->ql.qp + qt * AT_BR * dp);
+    at_word *dov = (at_word *)(pk + J->ql.dop + qt * AT_BR * dp);
+    /* the row pairs' space serves as the scratch of the transposed words first */
+    MGK_FN(bw_pack_tile)(q, m, D, qv, (at_word *)(pk + J->ql.qt + qt * D * AT_BR));
+    MGK_FN(bw_pack_tile)(dO, m, D, dov, (at_word *)(pk + J->ql.dot + qt * D * AT_BR));
+    MGK_FN(bw_row_pairs)(q, m, AT_BR, D, dp, qv);
+    MGK_FN(bw_row_pairs)(dO, m, AT_BR, D, dp, dov);
+    float *lse = pk + J->ql.lse + qt * AT_BR, *di = pk + J->ql.di + qt * AT_BR;
+    for (int64_t r = 0; r < m; r++) {
+        const float l = J->lse_in[row0 + r];
+        lse[r] = l == -INFINITY ? INFINITY : l;
+        const float *x = dO + r * D, *y = o + r * D;
+        mgk_v acc = v_zero();
+        for (int64_t d = 0; d < Dv; d += MGK_W) acc = v_fma(v_load(x + d), v_load(y + d), acc);
+        float s = v_hsum(acc);
+        for (int64_t d = Dv; d < D; d++) s = fmaf(x[d], y[d], s); /* one rounding, as documented */
+        di[r] = s;
+    }
+    /* rows past m: an lse of +inf makes their probabilities 0 */
+    for (int64_t r = m; r < AT_BR; r++) lse[r] = INFINITY, di[r] = 0.0f;
+}
+
+/* st (keys x queries, float32, ld AT_BR) -> its rows c < nc in bf16 as words along the queries
+ * (pairs of query rows): dst[c * AT_BR/2 + p], for the first mp columns. */
+static void MGK_FN(bw_tile_rows)(const float *st, int64_t nc, int64_t mp, at_word *dst) {
+    for (int64_t c = 0; c < nc; c++) MGK_FN(bw_row)(st + c * AT_BR, mp, dst + c * (AT_BR / 2));
+}
+
+/* st's columns (queries) v .. v+W of keys c and c + 1 -> the words of pair c/2 (key pairs). */
+static inline void MGK_FN(bw_key_pairs)(const float *st, int64_t nc, int64_t mp, at_word *dst) {
+    for (int64_t c = 0; c < nc; c += 2)
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v hi = c + 1 < nc ? v_load(st + (c + 1) * AT_BR + v) : v_zero();
+            _mm512_storeu_si512(dst + (c / 2) * AT_BR + v, MGK_FN(bw_pair)(v_load(st + c * AT_BR + v), hi));
+        }
+}
+
+/* Forward for query tile qt of head bh (the float32 kernel's fwd_item, with bf16 products). */
+static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, Tk = a->Tk, DP = J->dp, dw = J->dw;
+    const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), mp = at_round_up(m, MGK_W);
+    const float *q = J->q + (bh * Tq + i0) * D;
+    const at_word *kb = J->kb + bh * Tk * dw, *vv = J->vv + bh * J->tkp * DP;
+    at_word *qw = (at_word *)(ws + J->fl.qt), *pw = (at_word *)(ws + J->fl.pw);
+    float *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m, *lv = ws + J->fl.l,
+          *al = ws + J->fl.al, *tmp = ws + J->fl.tmp;
+    MGK_FN(bw_pack_tile)(q, m, D, (at_word *)O, qw); /* O is free until the memset */
+    memset(O, 0, (size_t)(m * DP) * sizeof(float));
+    for (int64_t r = 0; r < mp; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
+    const int64_t kend = at_kend(a, i0, m);
+    for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
+        const int64_t nc = at_min(AT_BC, kend - j0);
+        const int64_t delta = j0 - a->q_pos0 - i0; /* key c visible to query r iff r >= c + delta */
+        const int band = a->causal ? AT_COLS_FROM : 0;
+        MGK_FN(bgemm)(nc, mp, dw, kb + j0 * dw, dw, 1, qw, AT_BR, st, AT_BR, false, band, delta);
+        MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            mgk_v mx = v_set1(-INFINITY);
+            for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR + v));
+            const mgk_v mo = v_load(mv + v), mn = v_max(mo, mx);
+            const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
+            const mgk_v alpha = MGK_FN(exp)(v_sub(mo, mu));
+            mgk_v sum = v_zero();
+            for (int64_t c = 0; c < nc; c += 2) {
+                const mgk_v p0 = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
+                sum = v_add(sum, p0);
+                mgk_v p1 = v_zero();
+                if (c + 1 < nc) {
+                    p1 = MGK_FN(exp)(v_sub(v_load(st + (c + 1) * AT_BR + v), mu));
+                    sum = v_add(sum, p1);
+                }
+                _mm512_storeu_si512(pw + (c / 2) * AT_BR + v, MGK_FN(bw_pair)(p0, p1));
+            }
+            v_store(lv + v, v_fma(v_load(lv + v), alpha, sum));
+            v_store(mv + v, mn);
+            v_store(al + v, alpha);
+        }
+        MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vv + (j0 / 2) * DP, DP, O, DP, true, al,
+                         band ? AT_K_TO : 0, -delta);
+    }
+    float *o = J->o + (bh * Tq + i0) * D;
+    for (int64_t r = 0; r < m; r++) {
+        const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int64_t d = 0; d < D; d++) o[r * D + d] = O[r * DP + d] * inv;
+        if (J->lse) J->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
+    }
+}
+
+/* One (query tile, key tile) pair of backward (the float32 kernel's bwd_pair, bf16 products). */
+static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
+    const mg_attn_desc *a = J->a;
+    const int64_t Tk = a->Tk, DP = J->dp, dw = J->dw;
+    const int64_t m = p->m, mp = at_round_up(m, MGK_W), nc = p->nc, mpairs = (m + 1) / 2;
+    const at_word *kb = J->kb + (p->bh * Tk + p->j0) * dw, *vb = J->vb + (p->bh * Tk + p->j0) * dw;
+    const at_word *kv = J->kv + (p->bh * J->tkp + p->j0 / 2) * DP;
+    const at_word *qw = (const at_word *)p->qt, *dow = (const at_word *)p->dot;
+    const at_word *qv = (const at_word *)p->qp, *dov = (const at_word *)p->dop;
+    float *st = p->st, *dpt = p->dpt;
+    at_word *pb = p->pb;
+    const int64_t delta = p->j0 - a->q_pos0 - p->i0;
+    const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
+    MGK_FN(bgemm)(nc, mp, dw, kb, dw, 1, qw, AT_BR, st, AT_BR, false, cols, delta);
+    MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
+    for (int64_t v = 0; v < mp; v += MGK_W) {
+        const mgk_v L = v_load(p->lse + v);
+        for (int64_t c = 0; c < nc; c++)
+            v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
+    }
+    if (p->dv) {
+        MGK_FN(bw_tile_rows)(st, nc, mp, pb);
+        MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, dov, DP, p->dv, DP, true, kfrom, delta);
+    }
+    if (!p->dk && !p->dq && !p->db) return;
+    MGK_FN(bgemm)(nc, mp, dw, vb, dw, 1, dow, AT_BR, dpt, AT_BR, false, cols, delta);
+    const mgk_v sc = v_set1(a->scale);
+    if (p->db) {
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(pv, v_sub(dp, Di)));
+            }
+        }
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < nc; c++) p->db[r * Tk + c] += st[c * AT_BR + r];
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t v = 0; v < mp; v += MGK_W)
+                v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
+    } else {
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
+            }
+        }
+    }
+    if (p->dk) {
+        MGK_FN(bw_tile_rows)(st, nc, mp, pb);
+        MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, qv, DP, p->dk, DP, true, kfrom, delta);
+    }
+    if (p->dq) {
+        at_word *sw = (at_word *)dpt; /* dP is spent */
+        MGK_FN(bw_key_pairs)(st, nc, mp, sw);
+        MGK_FN(bgemm)(m, DP, (nc + 1) / 2, sw, 1, AT_BR, kv, DP, p->dq, DP, true,
+                      a->causal ? AT_K_TO : 0, -delta);
+    }
+}
+
+const mgk_attention_impl *MGK_FN(mgk_attention)(void) {
+    static const mgk_attention_impl impl = {MGK_FN(fwd_item), MGK_FN(bwd_pair),
+                                            MGK_FN(pack_query_tile), MGK_FN(pack_kv)};
+    return &impl;
+}

@@ -1,0 +1,470 @@
+/* The fused attention kernels with bf16 products (mg_attn_desc.bf16, core/kernels/
+ * attention_bf16_tmpl.h) against a scalar reference that follows them step by step, so the
+ * comparison is exact (== : only a zero's sign may differ):
+ *  - tiles of 64 queries by 64 keys, key tiles in increasing order, only those a causal mask lets
+ *    some query of the tile see;
+ *  - every product by mg_bgemm_ref on the AVX512-BF16 path (VDPBF16PS: per element, pairs of
+ *    products in increasing order, DAZ inputs, FTZ sums), its operands rounded to bf16 to nearest
+ *    even, a denormal float read as zero as VCVTNEPS2BF16 does;
+ *  - forward: logits = scale * S, the bias callback, the bias rows, the mask; the online softmax
+ *    with the kernel's exponential (below), its running max and float32 sum, O rescaled by
+ *    exp(m_old - m_new) before each tile's P V; o = O * (1 / l), lse = m + logf(l);
+ *  - backward: P = exp(logits - lse), D_i = rowsum(dO * O) (16 lanes of fused multiply-adds, the
+ *    AVX-512 lane sum, then the tail), dS = P (dP - D_i) scale; dK and dV summed over query tiles
+ *    in order in a per-key-tile accumulator, dQ over key tiles in order, each then added to the
+ *    gradient.
+ * The kernels' exponential (x = n ln2 + r, a degree-7 polynomial, times 2^n) is written here in
+ * scalar code with the same operations, fmaf where the kernel fuses, and this file is compiled
+ * without contraction so nothing else fuses. Odd shapes (D not a multiple of 16 or of 2, Tq and
+ * Tk not multiples of 64 or of 2), several tiles, causal and not, offset queries, the bias
+ * callback and bias rows with dL/dlogits; both backward splits; 1, 2 and 3 threads. The op
+ * mg_attention takes these kernels in a bf16 context. On a CPU without AVX512-BF16 (or with the
+ * bf16 path forced elsewhere) the kernels are not used, and the cases say so by name. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#else
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "minigrad/base.h"
+#include "minigrad/kernels.h"
+#include "minigrad/ops.h"
+#include "minigrad/rng.h"
+#include "minigrad/tensor.h"
+#include "minigrad/testing.h"
+#include "test_util.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define TILE 64
+
+typedef struct fcase {
+    const char *name;
+    int64_t B, H, Tq, Tk, D;
+    bool causal;
+    int64_t q_pos0;
+    bool callback, bias_rows;
+    float scale;
+} fcase;
+
+static const fcase cases[] = {
+    {"full odd", 2, 3, 7, 13, 5, false, 0, false, false, 0},
+    {"causal odd", 1, 2, 19, 19, 12, true, 0, false, false, 0},
+    {"causal offset callback", 2, 1, 5, 23, 9, true, 18, true, false, 0.3f},
+    {"bias rows", 3, 2, 11, 17, 7, false, 0, false, true, 0},
+    {"two tiles causal", 1, 2, 150, 150, 33, true, 0, false, false, 0},
+    {"tiles full", 2, 1, 65, 129, 64, false, 0, true, true, 0},
+    {"long offset", 1, 1, 70, 131, 24, true, 61, false, true, 0},
+    {"causal D 64", 1, 3, 128, 128, 64, true, 0, false, false, 0},
+};
+
+static void slope_bias(const void *user, int64_t head, int64_t qpos, int64_t kpos0, int64_t n,
+                       float *logits) {
+    (void)user;
+    for (int64_t c = 0; c < n; c++)
+        logits[c] += -0.125f * (float)(head + 1) * (float)(qpos - kpos0 - c);
+}
+
+/* ---- the reference ------------------------------------------------------------------------ */
+
+static mg_bf16 bf(float x) { /* VCVTNEPS2BF16: denormals in read as zero, nearest even */
+    return mg_f32_to_bf16_1(fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x);
+}
+
+static float kexp(float x0) { /* the kernels' exponential, lane by lane */
+    const float x = fminf(88.5f, fmaxf(-120.0f, x0));
+    const float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    return scalbnf(p, (int)n);
+}
+
+static float row_dot(const float *x, const float *y, int64_t D) { /* D_i as the kernel sums it */
+    float acc[16] = {0};
+    const int64_t Dv = D / 16 * 16;
+    for (int64_t d = 0; d < Dv; d += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(x[d + l], y[d + l], acc[l]);
+    float h[8], s4[4];
+    for (int l = 0; l < 8; l++) h[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) s4[l] = h[l] + h[l + 4];
+    float s = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    for (int64_t d = Dv; d < D; d++) s = fmaf(x[d], y[d], s);
+    return s;
+}
+
+typedef struct fdata {
+    float *q, *k, *v, *bias, *dO;
+    int64_t nq, nk, nb;
+} fdata;
+
+typedef struct fres {
+    float *o, *lse, *dq, *dk, *dv, *db;
+} fres;
+
+static void fres_free(fres *r) {
+    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv), free(r->db);
+}
+
+static float *zeros(int64_t n) {
+    float *p = calloc((size_t)(n ? n : 1), sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static fres fres_new(const fcase *c, const fdata *x) {
+    return (fres){zeros(x->nq), zeros(c->B * c->H * c->Tq), zeros(x->nq), zeros(x->nk), zeros(x->nk),
+                  c->bias_rows ? zeros(x->nb) : NULL};
+}
+
+static float scale_of(const fcase *c) {
+    return c->scale != 0.0f ? c->scale : 1.0f / sqrtf((float)c->D);
+}
+
+static int64_t kend_of(const fcase *c, int64_t i0, int64_t m) {
+    if (!c->causal) return c->Tk;
+    const int64_t e = c->q_pos0 + i0 + m;
+    return e < 0 ? 0 : e < c->Tk ? e : c->Tk;
+}
+
+/* Logits of the tile (keys j0.. x queries i0..), S[ci * m + r]. */
+static void ref_logits(const fcase *c, const fdata *x, int64_t bh, int64_t i0, int64_t m,
+                       int64_t j0, int64_t nc, const mg_bf16 *qb, const mg_bf16 *kb, float *S) {
+    const int64_t D = c->D, Tq = c->Tq, Tk = c->Tk, h = bh % c->H;
+    mg_bgemm_ref(MG_BF16_AVX512, false, true, nc, m, D, kb + (bh * Tk + j0) * D, D,
+                 qb + (bh * Tq + i0) * D, D, false, S, m);
+    const float scale = scale_of(c);
+    for (int64_t e = 0; e < nc * m; e++) S[e] = S[e] * scale;
+    for (int64_t r = 0; r < m; r++) {
+        const int64_t qpos = c->q_pos0 + i0 + r;
+        int64_t n = nc;
+        if (c->causal) n = qpos + 1 - j0 < 0 ? 0 : qpos + 1 - j0 < nc ? qpos + 1 - j0 : nc;
+        if (c->callback && n > 0) {
+            float tmp[TILE];
+            for (int64_t ci = 0; ci < n; ci++) tmp[ci] = S[ci * m + r];
+            slope_bias(NULL, h, qpos, j0, n, tmp);
+            for (int64_t ci = 0; ci < n; ci++) S[ci * m + r] = tmp[ci];
+        }
+    }
+    if (c->bias_rows) {
+        const float *b = x->bias + (bh / c->H) * c->H * Tq * Tk + h * Tq * Tk + i0 * Tk + j0;
+        for (int64_t ci = 0; ci < nc; ci++)
+            for (int64_t r = 0; r < m; r++) S[ci * m + r] = S[ci * m + r] + b[r * Tk + ci];
+    }
+    if (c->causal)
+        for (int64_t ci = 0; ci < nc; ci++)
+            for (int64_t r = 0; r < m && r < j0 + ci - (c->q_pos0 + i0); r++) S[ci * m + r] = -INFINITY;
+}
+
+static void ref_run(const fcase *c, const fdata *x, fres *out) {
+    const int64_t B = c->B, H = c->H, Tq = c->Tq, Tk = c->Tk, D = c->D, BH = B * H;
+    mg_bf16 *qb = malloc((size_t)x->nq * 2), *kb = malloc((size_t)x->nk * 2),
+            *vb = malloc((size_t)x->nk * 2), *gb = malloc((size_t)x->nq * 2);
+    float *S = malloc(TILE * TILE * 4), *dP = malloc(TILE * TILE * 4), *O = malloc((size_t)(TILE * D) * 4),
+          *dq = malloc((size_t)(Tq * D) * 4), *dk = malloc((size_t)(TILE * D) * 4),
+          *dv = malloc((size_t)(TILE * D) * 4);
+    mg_bf16 *pb = malloc(TILE * TILE * 2), *pt = malloc(TILE * TILE * 2);
+    ck_assert(qb && kb && vb && gb && S && dP && O && dq && dk && dv && pb && pt);
+    for (int64_t i = 0; i < x->nq; i++) qb[i] = bf(x->q[i]), gb[i] = bf(x->dO[i]);
+    for (int64_t i = 0; i < x->nk; i++) kb[i] = bf(x->k[i]), vb[i] = bf(x->v[i]);
+    for (int64_t bh = 0; bh < BH; bh++) {
+        /* forward */
+        for (int64_t i0 = 0; i0 < Tq; i0 += TILE) {
+            const int64_t m = Tq - i0 < TILE ? Tq - i0 : TILE, kend = kend_of(c, i0, m);
+            float mv[TILE], lv[TILE];
+            for (int64_t r = 0; r < m; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
+            memset(O, 0, (size_t)(m * D) * 4);
+            for (int64_t j0 = 0; j0 < kend; j0 += TILE) {
+                const int64_t nc = kend - j0 < TILE ? kend - j0 : TILE;
+                ref_logits(c, x, bh, i0, m, j0, nc, qb, kb, S);
+                for (int64_t r = 0; r < m; r++) {
+                    float mx = -INFINITY;
+                    for (int64_t ci = 0; ci < nc; ci++) mx = fmaxf(mx, S[ci * m + r]);
+                    const float mn = fmaxf(mv[r], mx), mu = mn == -INFINITY ? 0.0f : mn;
+                    const float alpha = kexp(mv[r] - mu);
+                    float sum = 0.0f;
+                    for (int64_t ci = 0; ci < nc; ci++) {
+                        const float p = kexp(S[ci * m + r] - mu);
+                        sum = sum + p;
+                        pb[r * nc + ci] = bf(p);
+                    }
+                    lv[r] = fmaf(lv[r], alpha, sum);
+                    mv[r] = mn;
+                    for (int64_t d = 0; d < D; d++) O[r * D + d] = O[r * D + d] * alpha;
+                }
+                mg_bgemm_ref(MG_BF16_AVX512, false, false, m, D, nc, pb, nc, vb + (bh * Tk + j0) * D, D,
+                             true, O, D);
+            }
+            for (int64_t r = 0; r < m; r++) {
+                const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+                for (int64_t d = 0; d < D; d++) out->o[(bh * Tq + i0 + r) * D + d] = O[r * D + d] * inv;
+                out->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
+            }
+        }
+        /* backward */
+        memset(dq, 0, (size_t)(Tq * D) * 4);
+        for (int64_t j0 = 0; j0 < kend_of(c, 0, Tq); j0 += TILE) {
+            memset(dk, 0, (size_t)(TILE * D) * 4);
+            memset(dv, 0, (size_t)(TILE * D) * 4);
+            int64_t rows = 0;
+            for (int64_t i0 = 0; i0 < Tq; i0 += TILE) {
+                const int64_t m = Tq - i0 < TILE ? Tq - i0 : TILE, kend = kend_of(c, i0, m);
+                if (j0 >= kend) continue;
+                const int64_t nc = kend - j0 < TILE ? kend - j0 : TILE;
+                rows = nc > rows ? nc : rows;
+                ref_logits(c, x, bh, i0, m, j0, nc, qb, kb, S);
+                for (int64_t r = 0; r < m; r++) {
+                    const float l = out->lse[bh * Tq + i0 + r], L = l == -INFINITY ? INFINITY : l;
+                    for (int64_t ci = 0; ci < nc; ci++) S[ci * m + r] = kexp(S[ci * m + r] - L);
+                }
+                for (int64_t e = 0; e < nc * m; e++) pt[e] = bf(S[e]); /* P^T, nc x m */
+                mg_bgemm_ref(MG_BF16_AVX512, false, false, nc, D, m, pt, m, gb + (bh * Tq + i0) * D, D,
+                             true, dv, D);
+                mg_bgemm_ref(MG_BF16_AVX512, false, true, nc, m, D, vb + (bh * Tk + j0) * D, D,
+                             gb + (bh * Tq + i0) * D, D, false, dP, m);
+                const float scale = scale_of(c);
+                for (int64_t r = 0; r < m; r++) {
+                    const float *go = x->dO + (bh * Tq + i0 + r) * D;
+                    const float di = row_dot(go, out->o + (bh * Tq + i0 + r) * D, D);
+                    for (int64_t ci = 0; ci < nc; ci++) {
+                        const float g = S[ci * m + r] * (dP[ci * m + r] - di);
+                        if (out->db) out->db[((bh * Tq) + i0 + r) * Tk + j0 + ci] += g;
+                        S[ci * m + r] = g * scale;
+                    }
+                }
+                for (int64_t e = 0; e < nc * m; e++) pt[e] = bf(S[e]); /* dS^T, nc x m */
+                for (int64_t ci = 0; ci < nc; ci++)
+                    for (int64_t r = 0; r < m; r++) pb[r * nc + ci] = pt[ci * m + r]; /* dS, m x nc */
+                mg_bgemm_ref(MG_BF16_AVX512, false, false, nc, D, m, pt, m, qb + (bh * Tq + i0) * D, D,
+                             true, dk, D);
+                mg_bgemm_ref(MG_BF16_AVX512, false, false, m, D, nc, pb, nc, kb + (bh * Tk + j0) * D, D,
+                             true, dq + i0 * D, D);
+            }
+            for (int64_t e = 0; e < rows * D; e++) {
+                out->dk[(bh * Tk + j0) * D + e] += dk[e];
+                out->dv[(bh * Tk + j0) * D + e] += dv[e];
+            }
+        }
+        for (int64_t e = 0; e < Tq * D; e++) out->dq[bh * Tq * D + e] += dq[e];
+    }
+    free(qb), free(kb), free(vb), free(gb), free(S), free(dP), free(O), free(dq), free(dk), free(dv);
+    free(pb), free(pt);
+}
+
+/* ---- the kernels -------------------------------------------------------------------------- */
+
+static fdata data_new(const fcase *c, uint64_t seed) {
+    fdata x = {.nq = c->B * c->H * c->Tq * c->D, .nk = c->B * c->H * c->Tk * c->D,
+               .nb = c->B * c->H * c->Tq * c->Tk};
+    float **ps[5] = {&x.q, &x.k, &x.v, &x.bias, &x.dO};
+    const int64_t ns[5] = {x.nq, x.nk, x.nk, x.nb, x.nq};
+    mg_rng r = mg_rng_make(seed);
+    for (int i = 0; i < 5; i++) {
+        *ps[i] = malloc((size_t)ns[i] * sizeof(float));
+        ck_assert_ptr_nonnull(*ps[i]);
+        for (int64_t j = 0; j < ns[i]; j++) (*ps[i])[j] = mg_rng_normal(&r) * (i == 3 ? 0.5f : 1.0f);
+    }
+    return x;
+}
+
+static void data_free(fdata *x) {
+    free(x->q), free(x->k), free(x->v), free(x->bias), free(x->dO);
+}
+
+static mg_attn_desc desc_of(const fcase *c, const fdata *x, bool bf16, int split) {
+    mg_attn_desc a = {.B = c->B, .H = c->H, .Tq = c->Tq, .Tk = c->Tk, .D = c->D, .scale = scale_of(c),
+                      .causal = c->causal, .q_pos0 = c->q_pos0, .backward_split = split, .bf16 = bf16};
+    if (c->callback) a.bias = slope_bias;
+    if (c->bias_rows) {
+        a.bias_data = x->bias;
+        a.bias_hstride = c->Tq * c->Tk;
+        a.bias_bstride = c->H * c->Tq * c->Tk;
+    }
+    return a;
+}
+
+static fres kernel_run(const fcase *c, const fdata *x, bool bf16, int split) {
+    fres r = fres_new(c, x);
+    mg_attn_desc a = desc_of(c, x, bf16, split);
+    size_t bytes = mg_attn_forward_workspace(&a);
+    void *ws = malloc(bytes);
+    ck_assert_ptr_nonnull(ws);
+    mg_attn_forward(&a, x->q, x->k, x->v, r.o, r.lse, ws, bytes);
+    free(ws);
+    a.dbias = r.db;
+    bytes = mg_attn_backward_workspace(&a);
+    ws = malloc(bytes);
+    ck_assert_ptr_nonnull(ws);
+    mg_attn_backward(&a, x->q, x->k, x->v, r.o, r.lse, x->dO, r.dq, r.dk, r.dv, ws, bytes);
+    free(ws);
+    return r;
+}
+
+static void expect_same(const char *who, const fcase *c, const char *what, const float *got,
+                        const float *want, int64_t n) {
+    if (!got && !want) return;
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
+                      "%s, %s: %s[%lld] = %a, expected %a", who, c->name, what, (long long)i,
+                      (double)got[i], (double)want[i]);
+}
+
+static void expect_fres(const char *who, const fcase *c, const fdata *x, const fres *a, const fres *b) {
+    expect_same(who, c, "out", a->o, b->o, x->nq);
+    expect_same(who, c, "lse", a->lse, b->lse, c->B * c->H * c->Tq);
+    expect_same(who, c, "dq", a->dq, b->dq, x->nq);
+    expect_same(who, c, "dk", a->dk, b->dk, x->nk);
+    expect_same(who, c, "dv", a->dv, b->dv, x->nk);
+    expect_same(who, c, "dbias", a->db, b->db, x->nb);
+}
+
+#define NCASES (sizeof cases / sizeof cases[0])
+
+START_TEST(attention_bf16_fused_matches_reference) {
+    for (size_t i = 0; i < NCASES; i++) {
+        fdata x = data_new(&cases[i], 500 + i);
+        fres want = fres_new(&cases[i], &x);
+        ref_run(&cases[i], &x, &want);
+        for (int split = 1; split <= 2; split++) {
+            fres got = kernel_run(&cases[i], &x, true, split);
+            expect_fres(split == 1 ? "two-pass backward" : "per-head backward", &cases[i], &x, &got, &want);
+            fres_free(&got);
+        }
+        fres_free(&want);
+        data_free(&x);
+    }
+}
+END_TEST
+
+/* The reference is not float32 in disguise: the bf16 kernels differ from the float32 ones, and
+ * stay close to them (outputs within 3% of the largest, gradients within 5%). */
+START_TEST(attention_bf16_fused_differs_from_fp32_but_close) {
+    const fcase *c = &cases[4];
+    fdata x = data_new(c, 600);
+    fres b = kernel_run(c, &x, true, 0), f = kernel_run(c, &x, false, 0);
+    const float *bs[4] = {b.o, b.dq, b.dk, b.dv}, *fs[4] = {f.o, f.dq, f.dk, f.dv};
+    const int64_t ns[4] = {x.nq, x.nq, x.nk, x.nk};
+    const float bound[4] = {0.03f, 0.05f, 0.05f, 0.05f};
+    for (int t = 0; t < 4; t++) {
+        float big = 0.0f, worst = 0.0f;
+        for (int64_t i = 0; i < ns[t]; i++) big = fmaxf(big, fabsf(fs[t][i]));
+        for (int64_t i = 0; i < ns[t]; i++) worst = fmaxf(worst, fabsf(bs[t][i] - fs[t][i]));
+        ck_assert_msg(worst > 0.0f && worst <= bound[t] * big, "tensor %d: bf16 vs fp32 worst %g of %g",
+                      t, (double)worst, (double)big);
+    }
+    fres_free(&b), fres_free(&f);
+    data_free(&x);
+}
+END_TEST
+
+START_TEST(attention_bf16_fused_same_bits_for_any_thread_count) {
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    for (size_t i = 0; i < NCASES; i++) {
+        fdata x = data_new(&cases[i], 700 + i);
+        omp_set_num_threads(1);
+        fres one = kernel_run(&cases[i], &x, true, 0);
+        for (int t = 2; t <= 3; t++) {
+            omp_set_num_threads(t);
+            fres more = kernel_run(&cases[i], &x, true, 0);
+            expect_fres(t == 2 ? "2 threads" : "3 threads", &cases[i], &x, &more, &one);
+            fres_free(&more);
+        }
+        fres_free(&one);
+        data_free(&x);
+    }
+    omp_set_num_threads(saved);
+#else
+    ck_abort_msg("built without OpenMP: one thread only");
+#endif
+}
+END_TEST
+
+/* mg_attention in a bf16 context takes the bf16 kernels: its output and gradients are theirs. */
+START_TEST(attention_op_in_bf16_takes_the_fused_kernels) {
+    const fcase *c = &cases[6];
+    fdata x = data_new(c, 800);
+    fres want = kernel_run(c, &x, true, 0);
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
+    const int64_t sq[4] = {c->B, c->H, c->Tq, c->D}, sk[4] = {c->B, c->H, c->Tk, c->D},
+                  sb[4] = {c->B, c->H, c->Tq, c->Tk};
+    const float *src[4] = {x.q, x.k, x.v, x.bias};
+    const int64_t ns[4] = {x.nq, x.nk, x.nk, x.nb};
+    mg_tensor *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = mg_tensor_new(ctx, MG_F32, 4, i == 0 ? sq : i == 3 ? sb : sk);
+        memcpy(t[i]->data, src[i], (size_t)ns[i] * sizeof(float));
+        mg_tensor_set_requires_grad(t[i], true);
+    }
+    mg_attn_opts o = {.causal = c->causal, .q_pos0 = c->q_pos0, .bias_tensor = t[3]};
+    mg_tensor *y = mg_attention(ctx, t[0], t[1], t[2], &o);
+    mg_tensor *R = mg_tensor_new(ctx, MG_F32, 4, sq);
+    memcpy(R->data, x.dO, (size_t)x.nq * sizeof(float));
+    mg_backward(ctx, mg_sum(ctx, mg_mul(ctx, y, R)));
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+    expect_same("mg_attention", c, "out", y->data, want.o, x.nq);
+    expect_same("mg_attention", c, "dq", t[0]->grad, want.dq, x.nq);
+    expect_same("mg_attention", c, "dk", t[1]->grad, want.dk, x.nk);
+    expect_same("mg_attention", c, "dv", t[2]->grad, want.dv, x.nk);
+    expect_same("mg_attention", c, "dbias", t[3]->grad, want.db, x.nb);
+    mg_ctx_free(ctx);
+    fres_free(&want);
+    data_free(&x);
+}
+END_TEST
+
+/* With the bf16 path forced to the emulation, desc.bf16 runs the float32 kernels: same bits. */
+START_TEST(attention_bf16_other_paths_run_fp32) {
+    ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
+    ck_assert(!mg_attn_bf16_fused());
+    const fcase *c = &cases[5];
+    fdata x = data_new(c, 900);
+    fres b = kernel_run(c, &x, true, 0), f = kernel_run(c, &x, false, 0);
+    expect_fres("emulated path", c, &x, &b, &f);
+    fres_free(&b), fres_free(&f);
+    data_free(&x);
+}
+END_TEST
+
+static void restore_path(void) {
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+}
+
+Suite *bf16_attention_fused_suite(void) {
+    Suite *s = suite_create("bf16_attention_fused");
+    TCase *tc = tcase_create("bf16_attention_fused");
+    tcase_add_checked_fixture(tc, NULL, restore_path);
+    const char *why = mg_bf16_path_available(MG_BF16_AVX512) ? "the active bf16 path is not avx512bf16"
+                                                            : "no AVX512-BF16 on this CPU";
+    struct { const TTest *t; const char *name; } fused[] = {
+        {attention_bf16_fused_matches_reference, "attention_bf16_fused_matches_reference"},
+        {attention_bf16_fused_differs_from_fp32_but_close, "attention_bf16_fused_differs_from_fp32_but_close"},
+        {attention_bf16_fused_same_bits_for_any_thread_count, "attention_bf16_fused_same_bits_for_any_thread_count"},
+        {attention_op_in_bf16_takes_the_fused_kernels, "attention_op_in_bf16_takes_the_fused_kernels"},
+    };
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        if (mg_attn_bf16_fused())
+            tcase_add_test(tc, fused[i].t);
+        else
+            fprintf(stderr, "# %s skipped: %s\n", fused[i].name, why);
+    }
+    tcase_add_test(tc, attention_bf16_other_paths_run_fp32);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MG_TEST_MAIN(bf16_attention_fused_suite)
