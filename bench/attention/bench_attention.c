@@ -15,7 +15,10 @@
  * once untimed and then timed in alternation, call by call, swapping which goes first each round,
  * so that noise from the rest of the machine lands on both alike. Reported: the median
  * milliseconds of forward and of backward separately, GFLOP/s, and the speedup of fused over
- * reference at the same thread count.
+ * reference at the same thread count. Where the fused kernels have bf16 products on this CPU
+ * (mg_attn_bf16_fused), the train rows also time them ("fused bf16", mg_attn_desc.bf16) in the
+ * same alternation, with their speedup over the reference and a line with their speedup over the
+ * float32 fused kernels.
  *
  * FLOPs counted are the useful ones, the same for both implementations: 4*D per visible
  * (query, key) pair forward (Q K^T and P V, a multiply-add each), 8*D backward (dV, dP, dQ, dK; not
@@ -26,7 +29,7 @@
  *   bench_attention [--quick] [--reps N] [--config music|textgen] [--json FILE]
  *
  * --json writes one object per line per measurement: bench ("attention"), config, kind (train or
- * decode), impl ("minigrad fused" or "reference"), isa, threads, the shape (B, H, Tq, Tk, D),
+ * decode), impl ("minigrad fused", "reference" or "fused bf16"), isa, threads, the shape (B, H, Tq, Tk, D),
  * reps, fwd_ms, bwd_ms (null for decode), fwd_gflops, bwd_gflops (null for decode), gflops (train:
  * forward plus backward FLOPs over forward plus backward time; decode: the forward's), and on
  * fused rows speedup_fwd and speedup_bwd (reference ms / fused ms; bwd null for decode).
@@ -105,14 +108,18 @@ static void inputs_free(inputs *in) {
  * are made after mg_set_num_threads. */
 typedef struct impl_bufs {
     bool fused;
+    mg_attn_desc d; /* the shape's desc; .bf16 set for the bf16 kernels */
     float *o, *lse, *p, *dq, *dk, *dv; /* lse: fused only; p: reference only; d*: with backward */
     void *ws;
     size_t fwd_ws, bwd_ws;
 } impl_bufs;
 
-static impl_bufs bufs_make(const mg_attn_desc *a, bool fused, bool backward) {
+static impl_bufs bufs_make(const mg_attn_desc *shape, bool fused, bool bf16, bool backward) {
+    impl_bufs b = {.fused = fused, .d = *shape};
+    b.d.bf16 = bf16;
+    const mg_attn_desc *a = &b.d;
     const int64_t BH = a->B * a->H, nq = BH * a->Tq * a->D, nk = BH * a->Tk * a->D;
-    impl_bufs b = {.fused = fused, .o = alloc_floats(nq, NULL)};
+    b.o = alloc_floats(nq, NULL);
     if (fused) {
         b.lse = alloc_floats(BH * a->Tq, NULL);
         b.fwd_ws = mg_attn_forward_workspace(a);
@@ -138,7 +145,8 @@ static void bufs_free(impl_bufs *b) {
 
 /* ---- one call of each kind ------------------------------------------------------------------- */
 
-static void run_forward(const mg_attn_desc *a, const inputs *in, impl_bufs *b, bool backward) {
+static void run_forward(const inputs *in, impl_bufs *b, bool backward) {
+    const mg_attn_desc *a = &b->d;
     if (b->fused) /* decoding keeps nothing for a backward, so it passes no lse */
         mg_attn_forward(a, in->q, in->k, in->v, b->o, backward ? b->lse : NULL, b->ws, b->fwd_ws);
     else
@@ -146,7 +154,8 @@ static void run_forward(const mg_attn_desc *a, const inputs *in, impl_bufs *b, b
 }
 
 /* Accumulates into dq, dk, dv: repeated calls keep adding, which costs the same each time. */
-static void run_backward(const mg_attn_desc *a, const inputs *in, impl_bufs *b) {
+static void run_backward(const inputs *in, impl_bufs *b) {
+    const mg_attn_desc *a = &b->d;
     if (b->fused)
         mg_attn_backward(a, in->q, in->k, in->v, b->o, b->lse, in->dO, b->dq, b->dk, b->dv, b->ws,
                          b->bwd_ws);
@@ -156,12 +165,11 @@ static void run_backward(const mg_attn_desc *a, const inputs *in, impl_bufs *b) 
 }
 
 /* Forward (and backward) once; the seconds of each go to *fwd_s and *bwd_s. */
-static void run_timed(const mg_attn_desc *a, const inputs *in, impl_bufs *b, bool backward,
-                      double *fwd_s, double *bwd_s) {
+static void run_timed(const inputs *in, impl_bufs *b, bool backward, double *fwd_s, double *bwd_s) {
     const double t0 = mg_time();
-    run_forward(a, in, b, backward);
+    run_forward(in, b, backward);
     const double t1 = mg_time();
-    if (backward) run_backward(a, in, b);
+    if (backward) run_backward(in, b);
     *fwd_s = t1 - t0;
     *bwd_s = mg_time() - t1;
 }
@@ -184,20 +192,25 @@ typedef struct timing {
     double fwd_ms, bwd_ms; /* medians; bwd_ms NAN without backward */
 } timing;
 
-/* Times both implementations at the current thread count: t[0] fused, t[1] reference. */
-static void measure(const mg_attn_desc *a, const inputs *in, bool backward, int reps, timing t[2]) {
-    impl_bufs b[2] = {bufs_make(a, true, backward), bufs_make(a, false, backward)};
-    double *s = alloc_or_die(4 * (size_t)reps * sizeof(double)); /* fwd and bwd of each impl */
-    double *fwd[2] = {s, s + reps}, *bwd[2] = {s + 2 * reps, s + 3 * reps};
+/* Times the implementations at the current thread count, in turns: t[0] fused, t[1] reference,
+ * and t[2] the fused kernels with bf16 products when n is 3. */
+#define N_IMPLS 3
+static void measure(const mg_attn_desc *a, const inputs *in, bool backward, int reps, int n,
+                    timing t[N_IMPLS]) {
+    impl_bufs b[N_IMPLS];
+    for (int k = 0; k < n; k++) b[k] = bufs_make(a, k != 1, k == 2, backward);
+    double *s = alloc_or_die(2 * N_IMPLS * (size_t)reps * sizeof(double)); /* fwd, bwd per impl */
+    double *fwd[N_IMPLS], *bwd[N_IMPLS];
+    for (int k = 0; k < N_IMPLS; k++) fwd[k] = s + 2 * k * reps, bwd[k] = fwd[k] + reps;
     double unused_f, unused_b;
     /* warm-up: pages in every buffer, and leaves the caches as a previous call would */
-    for (int k = 0; k < 2; k++) run_timed(a, in, &b[k], backward, &unused_f, &unused_b);
+    for (int k = 0; k < n; k++) run_timed(in, &b[k], backward, &unused_f, &unused_b);
     for (int r = 0; r < reps; r++)
-        for (int j = 0; j < 2; j++) {
-            const int k = (j + r) % 2; /* fused first in even rounds, reference first in odd ones */
-            run_timed(a, in, &b[k], backward, &fwd[k][r], &bwd[k][r]);
+        for (int j = 0; j < n; j++) {
+            const int k = (j + r) % n; /* each goes first in turn */
+            run_timed(in, &b[k], backward, &fwd[k][r], &bwd[k][r]);
         }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < n; k++) {
         t[k].fwd_ms = 1e3 * bench_median(fwd[k], reps);
         t[k].bwd_ms = backward ? 1e3 * bench_median(bwd[k], reps) : NAN;
         bufs_free(&b[k]);
@@ -207,7 +220,7 @@ static void measure(const mg_attn_desc *a, const inputs *in, bool backward, int 
 
 /* ---- output ---------------------------------------------------------------------------------- */
 
-static const char *const impl_names[2] = {"minigrad fused", "reference"};
+static const char *const impl_names[N_IMPLS] = {"minigrad fused", "reference", "fused bf16"};
 
 
 typedef struct row {
@@ -223,8 +236,9 @@ static void print_header(void) {
            "bwd x");
 }
 
-/* One table line and one JSON line for implementation k; speedups only on the fused line. */
-static void report(const row *rw, int k, const timing t[2], FILE *json) {
+/* One table line and one JSON line for implementation k; speedups over the reference on the fused
+ * lines. */
+static void report(const row *rw, int k, const timing t[N_IMPLS], FILE *json) {
     const mg_attn_desc *a = rw->a;
     const timing *m = &t[k];
     const bool bwd = !isnan(m->bwd_ms);
@@ -232,8 +246,8 @@ static void report(const row *rw, int k, const timing t[2], FILE *json) {
     const double bwd_gf = bwd ? rw->bwd_flops / (m->bwd_ms * 1e-3) * 1e-9 : NAN;
     const double gf =
         bwd ? (rw->fwd_flops + rw->bwd_flops) / ((m->fwd_ms + m->bwd_ms) * 1e-3) * 1e-9 : fwd_gf;
-    const double sp_fwd = k == 0 ? t[1].fwd_ms / t[0].fwd_ms : NAN;
-    const double sp_bwd = k == 0 && bwd ? t[1].bwd_ms / t[0].bwd_ms : NAN;
+    const double sp_fwd = k != 1 ? t[1].fwd_ms / t[k].fwd_ms : NAN;
+    const double sp_bwd = k != 1 && bwd ? t[1].bwd_ms / t[k].bwd_ms : NAN;
 
     char shape[64], c_bwd[16] = "-", c_bwd_gf[16] = "-", c_sf[16] = "-", c_sb[16] = "-";
     snprintf(shape, sizeof shape, "(%lld,%lld,%lld,%lld,%lld)", (long long)a->B, (long long)a->H,
@@ -261,7 +275,7 @@ static void report(const row *rw, int k, const timing t[2], FILE *json) {
     bench_json_num(json, "fwd_gflops", fwd_gf, "%.3f");
     bench_json_num(json, "bwd_gflops", bwd_gf, "%.3f");
     bench_json_num(json, "gflops", gf, "%.3f");
-    if (k == 0) {
+    if (k != 1) {
         bench_json_num(json, "speedup_fwd", sp_fwd, "%.3f");
         bench_json_num(json, "speedup_bwd", sp_bwd, "%.3f");
     }
@@ -282,9 +296,14 @@ static void bench_shape(const char *cfg, const char *kind, const mg_attn_desc *a
                         .reps = reps,
                         .fwd_flops = 4.0 * (double)a->D * pairs,
                         .bwd_flops = backward ? 8.0 * (double)a->D * pairs : 0.0};
-        timing t[2];
-        measure(a, &in, backward, reps, t);
-        for (int k = 0; k < 2; k++) report(&rw, k, t, json);
+        timing t[N_IMPLS];
+        /* training shapes also with bf16 products, where this CPU has them */
+        const int n = backward && mg_attn_bf16_fused() ? 3 : 2;
+        measure(a, &in, backward, reps, n, t);
+        for (int k = 0; k < n; k++) report(&rw, k, t, json);
+        if (n == 3)
+            printf("%-8s %-6s bf16 products over float32 fused: forward %.2fx, backward %.2fx\n",
+                   rw.config, rw.kind, t[0].fwd_ms / t[2].fwd_ms, t[0].bwd_ms / t[2].bwd_ms);
     }
     inputs_free(&in);
 }

@@ -52,6 +52,8 @@ static bool at_kv_packed(const mg_attn_desc *a, const char *who) {
     return false;
 }
 
+static int at_threads(void);
+
 static void at_job_init(at_job *J, const mg_attn_desc *a) {
     memset(J, 0, sizeof *J);
     J->a = a;
@@ -62,7 +64,6 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     J->pad = a->D % 16 != 0;
     J->bf16 = a->bf16 && at_kv_stride(a) == a->Tk * a->D && mgk_attention_bf16_usable();
     J->dw = (a->D + 1) / 2;
-    J->tkp = (a->Tk + 1) / 2;
     const int64_t D = a->D, dp = J->dp, pad = J->pad, bf16 = J->bf16;
     size_t off = 0;
     at_fwd_layout *f = &J->fl;
@@ -75,6 +76,11 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     f->vp = at_take(&off, pad ? AT_BC * dp : 0);
     f->tmp = at_take(&off, AT_BC);
     f->pw = at_take(&off, bf16 ? AT_BC / 2 * AT_BR : 0);
+    /* enough heads to share among the threads whole (a heuristic: the result is the same) */
+    J->head_pack = bf16 && J->BH >= 2 * (int64_t)at_threads();
+    const int64_t kvrows = J->head_pack ? at_round_up(a->Tk, 2) : AT_BC;
+    f->kb = at_take(&off, bf16 ? kvrows * J->dw : 0);
+    f->vv = at_take(&off, bf16 ? kvrows / 2 * dp : 0);
     f->total = off;
     off = 0;
     at_qpack_layout *ql = &J->ql;
@@ -100,38 +106,12 @@ static void at_bwd_layout_for(at_job *J, int split) {
     b->kp = at_take(&off, J->pad ? AT_BC * dp : 0);
     b->dq = at_take(&off, (split == 2 ? J->nqt * AT_BR : AT_BR) * dp);
     b->pb = at_take(&off, J->bf16 ? AT_BC * AT_BR / 2 : 0);
+    b->kb = at_take(&off, J->bf16 ? AT_BC * J->dw : 0);
+    b->vb = at_take(&off, J->bf16 ? AT_BC * J->dw : 0);
+    b->kv = at_take(&off, J->bf16 ? AT_BC / 2 * dp : 0);
     b->pack = off;
     if (split == 2) off += J->ql.total;
     b->total = off;
-}
-
-/* The bf16 kernels' keys and values, for all heads (at_job: kb, vb, kv, vv), in floats: forward
- * reads kb and vv, backward all four. */
-static size_t at_kv_floats(const at_job *J, bool backward) {
-    if (!J->bf16) return 0;
-    const size_t rows = (size_t)at_round_up(J->BH * J->a->Tk * J->dw, 16);
-    const size_t pairs = (size_t)at_round_up(J->BH * J->tkp * J->dp, 16);
-    return (backward ? 2 : 1) * (rows + pairs);
-}
-
-/* Carves the bf16 operands from the front of ws and fills them, one head per item; returns what
- * follows them. */
-static float *at_pack_kv(at_job *J, float *ws, bool backward, int nt) {
-    if (!J->bf16) return ws;
-    const size_t rows = (size_t)at_round_up(J->BH * J->a->Tk * J->dw, 16);
-    const size_t pairs = (size_t)at_round_up(J->BH * J->tkp * J->dp, 16);
-    J->kb = (uint32_t *)ws;
-    J->vv = (uint32_t *)(ws + rows);
-    ws += rows + pairs;
-    if (backward) {
-        J->vb = (uint32_t *)ws;
-        J->kv = (uint32_t *)(ws + rows);
-        ws += rows + pairs;
-    }
-    const at_job *cj = J;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && J->BH > 1)
-    for (int64_t bh = 0; bh < cj->BH; bh++) cj->impl->pack_kv(cj, bh);
-    return ws;
 }
 
 /* ---- drivers -------------------------------------------------------------------------------- */
@@ -163,7 +143,7 @@ static int at_tid(void) {
 size_t mg_attn_forward_workspace(const mg_attn_desc *a) {
     at_job J;
     at_job_init(&J, a);
-    return ((size_t)at_threads() * J.fl.total + at_kv_floats(&J, false)) * sizeof(float);
+    return (size_t)at_threads() * J.fl.total * sizeof(float);
 }
 
 void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
@@ -172,21 +152,31 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
     J.impl = J.bf16 ? mgk_attention_avx512bf16() : mgk_attention_active();
-    const size_t per = J.fl.total, kvf = at_kv_floats(&J, false);
+    const size_t per = J.fl.total;
     int nt = at_threads();
-    while (nt > 1 && ((size_t)nt * per + kvf) * sizeof(float) > ws_bytes) nt--;
-    if ((per + kvf) * sizeof(float) > ws_bytes || !ws) {
+    while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
+    if (per * sizeof(float) > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_forward: workspace of %zu bytes is too small (needs %zu)",
-               ws_bytes, (per + kvf) * sizeof(float));
+               ws_bytes, per * sizeof(float));
         return;
     }
     /* A decoding step (one query over a short cache) is a few microseconds of work, less than
      * waking a second thread costs: below about a million FLOPs per thread, use fewer. */
     const double flops = 4.0 * (double)a->B * (double)a->H * (double)a->Tq * (double)a->Tk * (double)a->D;
     nt = threads_for(nt, flops, 1.0e6);
-    float *base = at_pack_kv(&J, ws, false, nt);
+    float *base = ws;
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
     const bool causal = a->causal;
+    if (J.head_pack) { /* whole heads, each thread packing a head's keys and values once */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
+        for (int64_t bh = 0; bh < BH; bh++) {
+            float *w = base + (size_t)at_tid() * per;
+            J.impl->pack_kv_tile(&J, bh, 0, a->Tk, (uint32_t *)(w + J.fl.kb), NULL, NULL,
+                                 (uint32_t *)(w + J.fl.vv));
+            for (int64_t qt = 0; qt < nqt; qt++) J.impl->fwd_item(&J, bh, qt, w);
+        }
+        return;
+    }
     /* Causal: the last query tiles see the most keys, so they go first. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && items > 1)
     for (int64_t it = 0; it < items; it++) {
@@ -216,6 +206,8 @@ static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, con
         .dq = dq, .dk = dk, .dv = dv,
         .db = db && a->dbias ? a->dbias + row0 * Tk + j0 : NULL,
         .pb = J->bf16 ? (uint32_t *)(scratch + J->bl.pb) : NULL,
+        .kbt = (const uint32_t *)(scratch + J->bl.kb), .vbt = (const uint32_t *)(scratch + J->bl.vb),
+        .kvt = (const uint32_t *)(scratch + J->bl.kv),
     };
     J->impl->bwd_pair(J, &p);
 }
@@ -235,6 +227,16 @@ static const float *at_key_rows(const at_job *J, int64_t bh, int64_t kt, float *
     *ld = J->dp;
     at_pad_rows(k, at_min(AT_BC, a->Tk - kt * AT_BC), a->D, J->dp, scratch + J->bl.kp);
     return scratch + J->bl.kp;
+}
+
+/* bf16 kernels: key tile kt of head bh as product operands into the thread's scratch (rows and
+ * values always, keys in pairs for dQ when kv), once per use of the tile by a thread. */
+static void at_bf16_key_tile(const at_job *J, int64_t bh, int64_t kt, float *scratch, bool kv) {
+    if (!J->bf16) return;
+    const int64_t j0 = kt * AT_BC;
+    J->impl->pack_kv_tile(J, bh, j0, at_min(AT_BC, J->a->Tk - j0), (uint32_t *)(scratch + J->bl.kb),
+                          (uint32_t *)(scratch + J->bl.vb), kv ? (uint32_t *)(scratch + J->bl.kv) : NULL,
+                          NULL);
 }
 
 static void at_add_rows(float *dst, const float *acc, int64_t rows, int64_t D, int64_t dp) {
@@ -286,6 +288,7 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
     if (dv) memset(dv, 0, (size_t)(rows * dp) * sizeof(float));
     int64_t ldk = 0;
     const float *kp = dq_head ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+    at_bf16_key_tile(J, bh, kt, scratch, dq_head != NULL);
     for (int64_t qt = 0; qt < J->nqt; qt++) {
         if (!at_pair_visible(a, qt, kt)) continue;
         at_prefetch_step(pf);
@@ -342,6 +345,7 @@ static void at_bwd_query_tile(const at_job *J, int64_t bh, int64_t qt, float *sc
     for (int64_t kt = 0; kt * AT_BC < at_kend(a, i0, m); kt++) {
         int64_t ldk = 0;
         const float *kp = dq ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+        at_bf16_key_tile(J, bh, kt, scratch, dq != NULL);
         at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL, true);
     }
     if (dq) at_add_rows(J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
@@ -357,7 +361,7 @@ static int at_choose_split(const mg_attn_desc *a, int nt) {
 static size_t at_bwd_floats(at_job *J, int split, int nt) {
     at_bwd_layout_for(J, split);
     const size_t shared = (split == 1 ? (size_t)J->BH * J->ql.total : 0);
-    return at_kv_floats(J, true) + shared + (size_t)nt * J->bl.total;
+    return shared + (size_t)nt * J->bl.total;
 }
 
 size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
@@ -391,7 +395,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     }
     const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
     const bool causal = a->causal;
-    float *base = at_pack_kv(&J, ws, true, nt);
+    float *base = ws;
     if (split == 2) {
         /* Heads all cost the same, so a round-robin share is balanced, and each thread knows
          * which head comes next (for prefetching). */

@@ -16,8 +16,9 @@
  *             dK += dS^T Q     A: dS^T rows in bf16 (pb)        B: Q in query-row pairs (qv)
  *             dQ += dS K       A: dS words, pairs of keys       B: K in key pairs (kv)
  *
- * Keys and values are converted once per call and head (pack_kv), the query side once per query
- * tile (pack_query_tile), P and dS once per tile pair. The softmax, the running max and sum (of
+ * Keys and values are converted per key tile where they are used (pack_kv_tile: in forward per
+ * tile pair, in backward once per key tile and thread), the query side once per query tile
+ * (pack_query_tile), P and dS once per tile pair: each while its data is in cache. The softmax, the running max and sum (of
  * the float32 probabilities), the output rescaling, D_i and dS = P (dP - D_i) scale stay float32.
  * Padding (a query tile's rows past m, keys past the causal end or Tk, columns past D) is zero in
  * at least one operand of every pair, so an odd count adds exact zeros. Sums still run over K in
@@ -26,23 +27,28 @@
 
 typedef uint32_t at_word;
 
-static inline __m512i MGK_FN(bw_from)(mgk_v x) {
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+/* 32 bf16 lanes (x[0..16) then y[0..16)) -> 16 words (x[i], y[i]). */
+static inline __m512i MGK_FN(bw_interleave)(__m512i xy) {
+    _Alignas(64) static const uint16_t idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                  8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_permutexvar_epi16(_mm512_load_si512(idx), xy);
 }
 
 /* 16 words, lane i = (bf16(lo[i]), bf16(hi[i])): the pairs of two rows, column by column. */
 static inline __m512i MGK_FN(bw_pair)(mgk_v lo, mgk_v hi) {
-    return _mm512_or_si512(MGK_FN(bw_from)(lo), _mm512_slli_epi32(MGK_FN(bw_from)(hi), 16));
+    return MGK_FN(bw_interleave)((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 /* A row of n floats -> ceil(n/2) words (the row in bf16, zero-padded to even). */
-static void MGK_FN(bw_row)(const float *x, int64_t n, at_word *dst) {
-    for (int64_t i = 0; i < n; i += 32) {
-        const int64_t k = at_min(32, n - i);
+static inline void MGK_FN(bw_row)(const float *x, int64_t n, at_word *dst) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(dst + i / 2, (__m512i)_mm512_cvtne2ps_pbh(v_load(x + i + 16), v_load(x + i)));
+    if (i < n) {
+        const int64_t k = n - i;
         const mgk_v lo = v_load_n(x + i, at_min(16, k)), hi = k > 16 ? v_load_n(x + i + 16, k - 16) : v_zero();
         const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-        const int64_t nw = (k + 1) / 2;
-        _mm512_mask_storeu_epi32(dst + i / 2, (__mmask16)((1u << nw) - 1u), w);
+        _mm512_mask_storeu_epi32(dst + i / 2, (__mmask16)((1u << ((k + 1) / 2)) - 1u), w);
     }
 }
 
@@ -50,14 +56,19 @@ static void MGK_FN(bw_row)(const float *x, int64_t n, at_word *dst) {
  * words: word (p, d) = (x[2p][d], x[2p+1][d]), zero for d >= D. */
 static void MGK_FN(bw_row_pairs)(const float *x, int64_t rows, int64_t prows, int64_t D, int64_t dp,
                                   at_word *dst) {
+    const int64_t Dv = D / MGK_W * MGK_W;
     for (int64_t p = 0; 2 * p < prows; p++) {
         const float *r0 = x + 2 * p * D, *r1 = r0 + D;
+        at_word *o = dst + p * dp;
         const bool h0 = 2 * p < rows, h1 = 2 * p + 1 < rows;
-        for (int64_t d = 0; d < dp; d += MGK_W) {
+        int64_t d = 0;
+        if (h1)
+            for (; d < Dv; d += MGK_W) _mm512_storeu_si512(o + d, MGK_FN(bw_pair)(v_load(r0 + d), v_load(r1 + d)));
+        for (; d < dp; d += MGK_W) {
             const int64_t n = at_max(0, at_min(MGK_W, D - d));
             const mgk_v lo = h0 && n ? v_load_n(r0 + d, n) : v_zero();
             const mgk_v hi = h1 && n ? v_load_n(r1 + d, n) : v_zero();
-            _mm512_storeu_si512(dst + p * dp + d, MGK_FN(bw_pair)(lo, hi));
+            _mm512_storeu_si512(o + d, MGK_FN(bw_pair)(lo, hi));
         }
     }
 }
@@ -149,17 +160,18 @@ static void MGK_FN(bgemm)(int64_t m, int64_t n, int64_t KP, const at_word *A, in
     MGK_FN(bgemm_rs)(m, n, KP, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
 }
 
-/* Head bh's keys and values into the job's bf16 operands. */
-static void MGK_FN(pack_kv)(const at_job *J, int64_t bh) {
+/* Keys and values j0 .. j0+nc-1 of head bh as product operands (mgk_attention_impl). */
+static void MGK_FN(pack_kv_tile)(const at_job *J, int64_t bh, int64_t j0, int64_t nc, at_word *kb,
+                                 at_word *vb, at_word *kv, at_word *vv) {
     const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, Tk = a->Tk, dw = J->dw, dp = J->dp, tkp = J->tkp;
-    const float *k = J->k + bh * at_kv_stride(a), *v = J->v + bh * at_kv_stride(a);
-    if (J->kb)
-        for (int64_t r = 0; r < Tk; r++) MGK_FN(bw_row)(k + r * D, D, J->kb + (bh * Tk + r) * dw);
-    if (J->vb)
-        for (int64_t r = 0; r < Tk; r++) MGK_FN(bw_row)(v + r * D, D, J->vb + (bh * Tk + r) * dw);
-    if (J->kv) MGK_FN(bw_row_pairs)(k, Tk, 2 * tkp, D, dp, J->kv + bh * tkp * dp);
-    if (J->vv) MGK_FN(bw_row_pairs)(v, Tk, 2 * tkp, D, dp, J->vv + bh * tkp * dp);
+    const int64_t D = a->D, dw = J->dw, dp = J->dp;
+    const float *k = J->k + bh * at_kv_stride(a) + j0 * D, *v = J->v + bh * at_kv_stride(a) + j0 * D;
+    if (kb)
+        for (int64_t r = 0; r < nc; r++) MGK_FN(bw_row)(k + r * D, D, kb + r * dw);
+    if (vb)
+        for (int64_t r = 0; r < nc; r++) MGK_FN(bw_row)(v + r * D, D, vb + r * dw);
+    if (kv) MGK_FN(bw_row_pairs)(k, nc, at_round_up(nc, 2), D, dp, kv);
+    if (vv) MGK_FN(bw_row_pairs)(v, nc, at_round_up(nc, 2), D, dp, vv);
 }
 
 /* The query side of tile qt of head bh, for backward: qt and dot hold the transposed words of Q
@@ -210,11 +222,12 @@ static inline void MGK_FN(bw_key_pairs)(const float *st, int64_t nc, int64_t mp,
 /* Forward for query tile qt of head bh (the float32 kernel's fwd_item, with bf16 products). */
 static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
     const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, Tq = a->Tq, Tk = a->Tk, DP = J->dp, dw = J->dw;
+    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, dw = J->dw;
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), mp = at_round_up(m, MGK_W);
     const float *q = J->q + (bh * Tq + i0) * D;
-    const at_word *kb = J->kb + bh * Tk * dw, *vv = J->vv + bh * J->tkp * DP;
     at_word *qw = (at_word *)(ws + J->fl.qt), *pw = (at_word *)(ws + J->fl.pw);
+    /* the head's keys and values, packed by the driver (head_pack), or tile by tile here */
+    at_word *kb = (at_word *)(ws + J->fl.kb), *vv = (at_word *)(ws + J->fl.vv);
     float *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m, *lv = ws + J->fl.l,
           *al = ws + J->fl.al, *tmp = ws + J->fl.tmp;
     MGK_FN(bw_pack_tile)(q, m, D, (at_word *)O, qw); /* O is free until the memset */
@@ -225,7 +238,12 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         const int64_t nc = at_min(AT_BC, kend - j0);
         const int64_t delta = j0 - a->q_pos0 - i0; /* key c visible to query r iff r >= c + delta */
         const int band = a->causal ? AT_COLS_FROM : 0;
-        MGK_FN(bgemm)(nc, mp, dw, kb + j0 * dw, dw, 1, qw, AT_BR, st, AT_BR, false, band, delta);
+        const at_word *kbj = kb + j0 * dw, *vvj = vv + (j0 / 2) * DP;
+        if (!J->head_pack) {
+            MGK_FN(pack_kv_tile)(J, bh, j0, nc, kb, NULL, NULL, vv);
+            kbj = kb, vvj = vv;
+        }
+        MGK_FN(bgemm)(nc, mp, dw, kbj, dw, 1, qw, AT_BR, st, AT_BR, false, band, delta);
         MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
         for (int64_t v = 0; v < mp; v += MGK_W) {
             mgk_v mx = v_set1(-INFINITY);
@@ -248,7 +266,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
             v_store(mv + v, mn);
             v_store(al + v, alpha);
         }
-        MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vv + (j0 / 2) * DP, DP, O, DP, true, al,
+        MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vvj, DP, O, DP, true, al,
                          band ? AT_K_TO : 0, -delta);
     }
     float *o = J->o + (bh * Tq + i0) * D;
@@ -264,8 +282,7 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const mg_attn_desc *a = J->a;
     const int64_t Tk = a->Tk, DP = J->dp, dw = J->dw;
     const int64_t m = p->m, mp = at_round_up(m, MGK_W), nc = p->nc, mpairs = (m + 1) / 2;
-    const at_word *kb = J->kb + (p->bh * Tk + p->j0) * dw, *vb = J->vb + (p->bh * Tk + p->j0) * dw;
-    const at_word *kv = J->kv + (p->bh * J->tkp + p->j0 / 2) * DP;
+    const at_word *kb = p->kbt, *vb = p->vbt, *kv = p->kvt;
     const at_word *qw = (const at_word *)p->qt, *dow = (const at_word *)p->dot;
     const at_word *qv = (const at_word *)p->qp, *dov = (const at_word *)p->dop;
     float *st = p->st, *dpt = p->dpt;
@@ -322,6 +339,6 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
 
 const mgk_attention_impl *MGK_FN(mgk_attention)(void) {
     static const mgk_attention_impl impl = {MGK_FN(fwd_item), MGK_FN(bwd_pair),
-                                            MGK_FN(pack_query_tile), MGK_FN(pack_kv)};
+                                            MGK_FN(pack_query_tile), MGK_FN(pack_kv_tile)};
     return &impl;
 }

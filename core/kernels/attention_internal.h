@@ -42,7 +42,7 @@ static inline void at_pad_rows(const float *src, int64_t rows, int64_t D, int64_
 /* ---- work description and scratch layout (in floats, each piece 64-byte aligned) ------------- */
 
 typedef struct at_fwd_layout {
-    size_t qt, st, o, m, l, al, vp, tmp, pw, total;
+    size_t qt, st, o, m, l, al, vp, tmp, pw, kb, vv, total;
 } at_fwd_layout;
 
 /* The query side of one head, packed once per backward item: per query tile, its transposed q and
@@ -52,7 +52,7 @@ typedef struct at_qpack_layout {
 } at_qpack_layout;
 
 typedef struct at_bwd_layout {
-    size_t st, dpt, tmp, dk, dv, kp, dq, pb, pack, total;
+    size_t st, dpt, tmp, dk, dv, kp, dq, pb, kb, vb, kv, pack, total;
 } at_bwd_layout;
 
 typedef struct at_job at_job;
@@ -70,6 +70,7 @@ typedef struct at_pair {
     float *dq, *dk, *dv;          /* accumulators (ld dp), NULL when not wanted */
     float *db;                    /* dL/dlogits of this pair's rows (ld Tk), NULL when not wanted */
     uint32_t *pb;                 /* bf16 kernels: P^T and dS^T rows as words (AT_BC x AT_BR/2) */
+    const uint32_t *kbt, *vbt, *kvt; /* bf16 kernels: the key tile's operands (see pack_kv_tile) */
 } at_pair;
 
 /* A path's kernels (attention_tmpl.h). */
@@ -80,9 +81,13 @@ typedef struct mgk_attention_impl {
     void (*bwd_pair)(const at_job *J, const at_pair *p);
     /* The query side of tile qt of head bh into pk (at_qpack_layout). */
     void (*pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk);
-    /* bf16 kernels only (NULL in the float32 ones): head bh's keys and values into the job's
-     * bf16 operands (at_job: kb, vb, kv, vv; those that are NULL are skipped). */
-    void (*pack_kv)(const at_job *J, int64_t bh);
+    /* bf16 kernels only (NULL in the float32 ones): keys and values j0 .. j0+nc-1 of head bh as
+     * bf16 product operands, each skipped when NULL: rows of dw = ceil(D/2) words (kb, vb:
+     * AT_BC x dw) and in pairs of consecutive keys (kv, vv: AT_BC/2 x dp words, word (p, d) = the
+     * keys 2p and 2p + 1 of column d); a word holds two bf16 values, the lower index in its low
+     * half; zero past D and past nc. */
+    void (*pack_kv_tile)(const at_job *J, int64_t bh, int64_t j0, int64_t nc, uint32_t *kb,
+                         uint32_t *vb, uint32_t *kv, uint32_t *vv);
 } mgk_attention_impl;
 
 struct at_job {
@@ -96,13 +101,11 @@ struct at_job {
     at_bwd_layout bl;
     float *shared; /* two-pass backward: BH query packs */
     const mgk_attention_impl *impl;
-    /* bf16 products (attention_avx512bf16.c): a word holds a pair of bf16 values, the lower
-     * index in its low half. Per head, keys and values as rows of dw = ceil(D/2) words (kb, vb:
-     * Tk x dw) and in pairs of consecutive keys (kv, vv: ceil(Tk/2) x dp words, word (p, d) =
-     * the rows 2p and 2p + 1 of column d, zero past D and past Tk). */
-    bool bf16;
-    int64_t dw, tkp;
-    uint32_t *kb, *vb, *kv, *vv;
+    bool bf16;  /* the kernels with bf16 products (attention_avx512bf16.c) */
+    /* bf16 forward: each thread takes whole heads and packs a head's keys and values once
+     * (at_fwd_layout kb and vv hold the head), instead of tile by tile in every item. */
+    bool head_pack;
+    int64_t dw; /* ceil(D/2): words in a row of bf16 pairs */
 };
 
 static inline int64_t at_kv_stride(const mg_attn_desc *a) {
