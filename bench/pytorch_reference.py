@@ -247,6 +247,7 @@ def worker(args):
         prompt = torch.randint(0, cfg["V"], (1, PROMPT_LEN), generator=gen)
 
     reply({"ready": True, "impl": "pytorch", "torch": torch.__version__, "n_params": n_params,
+           "blas": blas_in_use(),
            "base_rss_mb": base_rss, "openblas_core": os.environ.get("OPENBLAS_CORETYPE", ""),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")})
 
@@ -397,6 +398,24 @@ def standalone(args):
     if json_f:
         json_f.close()
     return 0
+
+
+def blas_in_use():
+    """Which BLAS this process has mapped (Debian's torch links libblas.so.3, which the
+    alternatives system points at OpenBLAS or at the reference implementation): "openblas",
+    "reference", another library's file name, or "" when none shows."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in line.rsplit("/", 1)[-1]}
+    except OSError:
+        return ""
+    for p in sorted(paths):
+        real = os.path.realpath(p)
+        if "openblas" in real:
+            return "openblas"
+        if real.endswith("/blas/libblas.so.3") or "/blas/" in real:
+            return "reference"
+    return os.path.basename(sorted(paths)[0]) if paths else ""
 
 
 def main():

@@ -99,7 +99,7 @@ static int64_t gen_tokens_of(const bt_report *rep, const char *cfg) {
 
 void bt_print_table(const bt_report *rep, FILE *f) {
     fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
-    fprintf(f, "%-8s %3s %-9s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
+    fprintf(f, "%-8s %3s %-13s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
             "tokens/s", "MFU", "peak RSS", "base RSS", "arena", "ratio", "load");
     for (int i = 0; i < rep->n; i++) {
         const bt_result *r = &rep->r[i];
@@ -110,13 +110,13 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         fmt_num(base, sizeof base, "%.0fM", r->base_rss_mb);
         fmt_num(arena, sizeof arena, "%.0fM", r->arena_peak_mb);
         fmt_num(rt, sizeof rt, "%.2fx", ratio(rep, r));
-        fprintf(f, "%-8s %3d %-9s %5d %10.1f %10.0f %7s %9s %9s %9s %8s %5.1f\n", r->cfg->name, r->threads,
+        fprintf(f, "%-8s %3d %-13s %5d %10.1f %10.0f %7s %9s %9s %9s %8s %5.1f\n", r->cfg->name, r->threads,
                 impl_name[r->impl], r->n, 1e3 * r->seconds, r->tokens_per_s, mfu, rss, base, arena, rt, r->load);
     }
     fprintf(f, "\ngeneration: batch 1, greedy, %d-token prompt; tokens/s = new tokens / wall time; median of "
                "samples, each the mean of runs back to back (samples x runs)\n",
             BT_PROMPT_LEN);
-    fprintf(f, "%-8s %3s %-9s %-8s %4s %7s %10s %10s %7s %9s %8s %5s\n", "config", "thr", "impl", "kv", "new", "runs",
+    fprintf(f, "%-8s %3s %-13s %-8s %4s %7s %10s %10s %7s %9s %8s %5s\n", "config", "thr", "impl", "kv", "new", "runs",
             "ms/token", "tokens/s", "MFU", "peak RSS", "ratio", "load");
     for (int i = 0; i < rep->n; i++) {
         const bt_result *r = &rep->r[i];
@@ -126,7 +126,7 @@ void bt_print_table(const bt_report *rep, FILE *f) {
         fmt_num(rss, sizeof rss, "%.0fM", r->peak_rss_mb);
         fmt_num(rt, sizeof rt, "%.1fx", r->cache ? ratio(rep, r) : NAN);
         snprintf(runs, sizeof runs, "%dx%d", r->n, r->reps);
-        fprintf(f, "%-8s %3d %-9s %-8s %4lld %7s %10.3f %10.1f %7s %9s %8s %5.1f\n", r->cfg->name, r->threads,
+        fprintf(f, "%-8s %3d %-13s %-8s %4lld %7s %10.3f %10.1f %7s %9s %8s %5.1f\n", r->cfg->name, r->threads,
                 impl_name[r->impl], r->cache ? "cache" : "no cache", (long long)r->new_tokens, runs,
                 1e3 * r->seconds / (double)r->new_tokens, r->tokens_per_s, mfu, rss, rt, r->load);
     }
