@@ -110,10 +110,12 @@ static void ref_loops(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N,
         }
 }
 
+/* As mg_bgemm computes it with the path active, which for AMX hands small products to
+ * AVX512-BF16 (mgk_bgemm_path_for). */
 void mg_bgemm_ref(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                   const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
                   float *C, int64_t ldc) {
-    ref_loops(path, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    ref_loops(mgk_bgemm_path_for(path, M), ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 /* ---- per-thread workspace (workspace.h) ---- */

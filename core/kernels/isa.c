@@ -219,10 +219,12 @@ const char *mg_bf16_path_name(mg_bf16_path p) {
     return "unknown";
 }
 
+mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M) {
+    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && bf16_usable(MG_BF16_AVX512)) return MG_BF16_AVX512;
+    return p;
+}
+
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M) {
-    const mg_bf16_path p = mg_bf16_path_active();
-    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && bf16_usable(MG_BF16_AVX512))
-        return mgk_bgemm_avx512bf16();
-    const mgk_bgemm_impl *im = bgemm_impl(p);
+    const mgk_bgemm_impl *im = bgemm_impl(mgk_bgemm_path_for(mg_bf16_path_active(), M));
     return im ? im : mgk_bgemm_emulated();
 }
