@@ -72,7 +72,8 @@ void mgk_amxemu_loadconfig(const void *cfg) {
         }
         if (colsb > MAX_COLSB) fault("LDTILECFG", t, "more than 64 bytes per row");
         if (rows > MAX_ROWS) fault("LDTILECFG", t, "more than 16 rows");
-        if ((colsb == 0) != (rows == 0)) fault("LDTILECFG", t, "rows or bytes per row zero, not both");
+        if ((colsb == 0) != (rows == 0))
+            fault("LDTILECFG", t, "rows or bytes per row zero, not both");
         s.colsb[t] = (uint16_t)colsb;
         s.rows[t] = (uint8_t)rows;
     }
