@@ -65,31 +65,57 @@ void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst) {
 /* ---- reference ---- */
 
 /* The instructions' arithmetic on plain floats: bf16 inputs with a zero exponent read as zero
- * (DAZ), each product added with fmaf (one rounding, to nearest even), the sum flushed to zero when
- * denormal (FTZ). Pairs beyond K are zeros, as the kernels pad them. */
+ * (DAZ), each product added with fmaf (one rounding, to nearest even), every sum flushed to zero
+ * when denormal (FTZ). Pairs beyond K are zeros, as the kernels pad them.
+ *  - VDPBF16PS (avx512bf16, emulated): one chain per element, per pair the odd product (k = 2p + 1)
+ *    first, then the even one.
+ *  - TDPBF16PS (amx), as the Operation section of Intel's SDM gives it: each instruction covers 16
+ *    pairs (one A tile row); per element it sums the even products and the odd products in two
+ *    chains of their own, each from +0, adds the two, and adds that onto the element. The groups
+ *    of 16 pairs start at p = 0 (a K slice is a multiple of 32 values). */
 static float ref_daz(float x) {
     return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x;
 }
 
-void mg_bgemm_ref(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                  const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
-                  float *C, int64_t ldc) {
-    const bool even_first = path == MG_BF16_AMX; /* TDPBF16PS: k = 2p first; VDPBF16PS: 2p + 1 */
+static float ref_in(const mg_bf16 *X, int64_t ld, bool t, int64_t r, int64_t k, int64_t K) {
+    return k < K ? ref_daz(mg_bf16_to_f32_1(t ? X[k * ld + r] : X[r * ld + k])) : 0.0f;
+}
+
+static void ref_loops(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                      float *C, int64_t ldc) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             float s = accumulate ? ref_daz(C[i * ldc + j]) : 0.0f;
-            for (int64_t p = 0; 2 * p < K; p++)
-                for (int h = 0; h < 2; h++) {
-                    const int64_t k = 2 * p + (even_first ? h : 1 - h);
-                    float a = 0.0f, b = 0.0f;
-                    if (k < K) {
-                        a = ref_daz(mg_bf16_to_f32_1(ta ? A[k * lda + i] : A[i * lda + k]));
-                        b = ref_daz(mg_bf16_to_f32_1(tb ? B[j * ldb + k] : B[k * ldb + j]));
+            if (path == MG_BF16_AMX)
+                for (int64_t p0 = 0; 2 * p0 < K; p0 += 16) {
+                    float even = 0.0f, odd = 0.0f;
+                    for (int64_t k = 2 * p0; k < 2 * p0 + 32; k += 2) {
+                        const float ae = ref_in(A, lda, ta, i, k, K),
+                                    be = ref_in(B, ldb, !tb, j, k, K);
+                        const float ao = ref_in(A, lda, ta, i, k + 1, K),
+                                    bo = ref_in(B, ldb, !tb, j, k + 1, K);
+                        even = ref_daz(fmaf(ae, be, even));
+                        odd = ref_daz(fmaf(ao, bo, odd));
                     }
-                    s = ref_daz(fmaf(a, b, s));
+                    s = ref_daz(s + ref_daz(even + odd));
+                }
+            else
+                for (int64_t k = 0; k < K; k += 2) {
+                    s = ref_daz(
+                        fmaf(ref_in(A, lda, ta, i, k + 1, K), ref_in(B, ldb, !tb, j, k + 1, K), s));
+                    s = ref_daz(fmaf(ref_in(A, lda, ta, i, k, K), ref_in(B, ldb, !tb, j, k, K), s));
                 }
             C[i * ldc + j] = s;
         }
+}
+
+/* As mg_bgemm computes it with the path active, which for AMX hands small products to
+ * AVX512-BF16 (mgk_bgemm_path_for). */
+void mg_bgemm_ref(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                  const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                  float *C, int64_t ldc) {
+    ref_loops(mgk_bgemm_path_for(path, M), ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 /* ---- per-thread workspace (workspace.h) ---- */
@@ -128,8 +154,8 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
         mg_log(MG_LOG_WARN, "mg_bgemm: cannot allocate %zu bytes of packing workspace; using the "
                "reference loops", need * sizeof(uint32_t));
         for (int64_t i = i0; i < i1; i++)
-            mg_bgemm_ref(im->path, ta, tb, 1, j1 - j0, K, ta ? A + i : A + i * lda, lda,
-                         tb ? B + j0 * ldb : B + j0, ldb, accumulate, C + i * ldc + j0, ldc);
+            ref_loops(im->path, ta, tb, 1, j1 - j0, K, ta ? A + i : A + i * lda, lda,
+                      tb ? B + j0 * ldb : B + j0, ldb, accumulate, C + i * ldc + j0, ldc);
         return;
     }
     uint32_t *bbuf = abuf + a_words;

@@ -1,23 +1,45 @@
 /* bf16 GEMM on Intel AMX: TDPBF16PS multiplies a 16 x 32 bf16 tile of A by a 16-pair x 16-column
- * tile of B (the VNNI pair layout) into a 16 x 16 float32 tile (per pair, the even product first,
- * each a fused multiply-add, denormals flushed, round to nearest even). 2 x 2 blocking: the eight
- * tile registers hold four C tiles (32 x 32 of C), two A tiles and two B tiles, so every tile load
- * feeds two products. Built with -mamx-tile -mamx-bf16 (meson.build); without them the getter
- * returns NULL. isa.c enters this path only after CPUID reports AMX-BF16 and Linux has granted the
- * process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM); the tile configuration is loaded
- * once per thread, on the thread's first block. */
+ * tile of B (the VNNI pair layout) into a 16 x 16 float32 tile (per element, the even and the odd
+ * products of the 16 pairs in two fused multiply-add chains from zero, then their sum added on;
+ * denormals flushed, round to nearest even). 2 x 2 blocking: the eight tile registers hold four C
+ * tiles (32 x 32 of C), two A tiles and two B tiles, so every tile load feeds two products. Built
+ * with -mamx-tile -mamx-bf16 (meson.build); without them the getter returns NULL. isa.c enters
+ * this path only after CPUID reports AMX-BF16 and Linux has granted the process the tile data
+ * state (arch_prctl ARCH_REQ_XCOMP_PERM); the tile configuration is loaded once per thread, on the
+ * thread's first block.
+ *
+ * The same source builds a second time with MGK_AMX_EMULATED (mgk_bgemm_amx_emulated): the TILE_*
+ * macros below then call the software model of amx_emu.h instead of the instructions, so that the
+ * kernel's logic runs, and is tested, on any CPU. */
 #include "minigrad/kernels.h"
 
 #define BG_MR 32
 #define BG_NR 32
 #define BG_KALIGN 32
 #define BG_A_TILED 1
+
+#if defined(MGK_AMX_EMULATED)
+#define BG_NAME(x) x##_amx_emulated
+#define BG_HAVE_TILES 1
+#include "amx_emu.h"
+#define TILE_LOADCONFIG(cfg) mgk_amxemu_loadconfig(cfg)
+#define TILE_ZERO(t) mgk_amxemu_zero(t)
+#define TILE_LOADD(t, base, stride) mgk_amxemu_loadd(t, base, stride)
+#define TILE_STORED(t, base, stride) mgk_amxemu_stored(t, base, stride)
+#define TILE_DPBF16PS(c, a, b) mgk_amxemu_dpbf16ps(c, a, b)
+#elif defined(__AMX_TILE__) && defined(__AMX_BF16__)
 #define BG_NAME(x) x##_amx
-
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
-#include "bgemm_pack.h"
-
+#define BG_HAVE_TILES 1
 #include <immintrin.h>
+#define TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_LOADD(t, base, stride) _tile_loadd(t, base, stride)
+#define TILE_STORED(t, base, stride) _tile_stored(t, base, stride)
+#define TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#endif
+
+#ifdef BG_HAVE_TILES
+#include "bgemm_pack.h"
 
 /* Tile registers: 0-3 C (rows i0/i0+16 x columns j0/j0+16), 4-5 A, 6-7 B; each 16 rows x 64 bytes. */
 typedef struct tile_config {
@@ -37,7 +59,7 @@ static void configure_tiles(void) {
         cfg.colsb[t] = 64;
         cfg.rows[t] = 16;
     }
-    _tile_loadconfig(&cfg);
+    TILE_LOADCONFIG(&cfg);
     tiles_configured = true;
 }
 
@@ -47,36 +69,36 @@ static inline void micro_amx(int64_t kp, const uint32_t *a, const uint32_t *b, b
                              int64_t ldc) {
     const size_t sc = (size_t)ldc * sizeof(float);
     if (acc) {
-        _tile_loadd(0, c, sc);
-        _tile_loadd(1, c + 16, sc);
-        _tile_loadd(2, c + 16 * ldc, sc);
-        _tile_loadd(3, c + 16 * ldc + 16, sc);
+        TILE_LOADD(0, c, sc);
+        TILE_LOADD(1, c + 16, sc);
+        TILE_LOADD(2, c + 16 * ldc, sc);
+        TILE_LOADD(3, c + 16 * ldc + 16, sc);
     } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        TILE_ZERO(0);
+        TILE_ZERO(1);
+        TILE_ZERO(2);
+        TILE_ZERO(3);
     }
     for (int64_t p = 0; p < kp; p += 16) {
         /* A: 32 rows x 16 pairs, two 16-row tiles of 64-byte rows; B: 16 pairs x 32 columns, two
          * 16-column tiles in 128-byte rows. */
-        _tile_loadd(4, a + p * BG_MR, 64);
-        _tile_loadd(5, a + p * BG_MR + 16 * 16, 64);
-        _tile_loadd(6, b + p * BG_NR, BG_NR * 4);
-        _tile_loadd(7, b + p * BG_NR + 16, BG_NR * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        TILE_LOADD(4, a + p * BG_MR, 64);
+        TILE_LOADD(5, a + p * BG_MR + 16 * 16, 64);
+        TILE_LOADD(6, b + p * BG_NR, BG_NR * 4);
+        TILE_LOADD(7, b + p * BG_NR + 16, BG_NR * 4);
+        TILE_DPBF16PS(0, 4, 6);
+        TILE_DPBF16PS(1, 4, 7);
+        TILE_DPBF16PS(2, 5, 6);
+        TILE_DPBF16PS(3, 5, 7);
     }
-    _tile_stored(0, c, sc);
-    _tile_stored(1, c + 16, sc);
-    _tile_stored(2, c + 16 * ldc, sc);
-    _tile_stored(3, c + 16 * ldc + 16, sc);
+    TILE_STORED(0, c, sc);
+    TILE_STORED(1, c + 16, sc);
+    TILE_STORED(2, c + 16 * ldc, sc);
+    TILE_STORED(3, c + 16 * ldc + 16, sc);
 }
 
-static void block_amx(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
-                      bool acc, float *C, int64_t ldc) {
+static void BG_NAME(block)(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
+                           bool acc, float *C, int64_t ldc) {
     if (!tiles_configured) configure_tiles();
     _Alignas(64) float tile[BG_MR][BG_NR];
     for (int64_t i = 0; i < m; i += BG_MR) {
@@ -96,7 +118,7 @@ static void block_amx(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, cons
     }
 }
 
-const mgk_bgemm_impl *mgk_bgemm_amx(void) {
+const mgk_bgemm_impl *BG_NAME(mgk_bgemm)(void) {
     static const mgk_bgemm_impl impl = {
         .path = MG_BF16_AMX,
         .mr = BG_MR,
@@ -106,9 +128,9 @@ const mgk_bgemm_impl *mgk_bgemm_amx(void) {
         .mc = 1024,
         .nc = 512,
         .a_tiled = BG_A_TILED,
-        .pack_a = pack_a_amx,
-        .pack_b = pack_b_amx,
-        .block = block_amx,
+        .pack_a = BG_NAME(pack_a),
+        .pack_b = BG_NAME(pack_b),
+        .block = BG_NAME(block),
     };
     return &impl;
 }

@@ -5,6 +5,7 @@
  * in the kernels: tests and benchmarks flip it with mg_isa_force; each kernel call reads it once on
  * entry, through the mgk_*_active functions below. */
 #include "isa.h"
+#include "amx_emu.h" /* mgk_bgemm_amx_emulated */
 #include "minigrad/testing.h" /* mg_isa_force: exported, not installed */
 
 #include <stdatomic.h>
@@ -160,10 +161,13 @@ static bool bf16_cpu_has(mg_bf16_path p) {
 }
 #endif
 
+/* mg_bf16_amx_emulation: the AMX path runs bgemm_amx.c's emulated build on any CPU. */
+static atomic_bool amx_emulated;
+
 static const mgk_bgemm_impl *bgemm_impl(mg_bf16_path p) {
     switch (p) {
     case MG_BF16_AMX:
-        return mgk_bgemm_amx();
+        return atomic_load(&amx_emulated) ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx();
     case MG_BF16_AVX512:
         return mgk_bgemm_avx512bf16();
     case MG_BF16_EMULATED:
@@ -172,12 +176,18 @@ static const mgk_bgemm_impl *bgemm_impl(mg_bf16_path p) {
     return NULL;
 }
 
+/* The path's kernels as this build compiled them, whatever the switch. */
+static const mgk_bgemm_impl *compiled_impl(mg_bf16_path p) {
+    return p == MG_BF16_AMX ? mgk_bgemm_amx() : bgemm_impl(p);
+}
+
 static bool bf16_usable(mg_bf16_path p) {
+    if (p == MG_BF16_AMX && atomic_load(&amx_emulated)) return true;
     return bgemm_impl(p) && bf16_cpu_has(p);
 }
 
-mg_bf16_path mg_bf16_path_detected(void) {
-    if (bf16_usable(MG_BF16_AMX)) return MG_BF16_AMX;
+mg_bf16_path mg_bf16_path_detected(void) { /* the CPU's, never the emulation */
+    if (mgk_bgemm_amx() && bf16_cpu_has(MG_BF16_AMX)) return MG_BF16_AMX;
     if (bf16_usable(MG_BF16_AVX512)) return MG_BF16_AVX512;
     return MG_BF16_EMULATED;
 }
@@ -193,6 +203,12 @@ mg_bf16_path mg_bf16_path_active(void) {
     return (mg_bf16_path)a;
 }
 
+void mg_bf16_amx_emulation(bool on) {
+    atomic_store(&amx_emulated, on);
+    int a = (int)MG_BF16_AMX; /* an active AMX path is chosen afresh */
+    atomic_compare_exchange_strong(&active_bf16, &a, -1);
+}
+
 bool mg_bf16_path_force(mg_bf16_path p) {
     if ((int)p < (int)MG_BF16_EMULATED || (int)p > (int)MG_BF16_AMX || !bf16_usable(p)) return false;
     atomic_store_explicit(&active_bf16, (int)p, memory_order_relaxed);
@@ -204,7 +220,7 @@ bool mg_bf16_path_available(mg_bf16_path p) {
 }
 
 bool mg_bf16_path_compiled(mg_bf16_path p) {
-    return (int)p >= (int)MG_BF16_EMULATED && (int)p <= (int)MG_BF16_AMX && bgemm_impl(p);
+    return (int)p >= (int)MG_BF16_EMULATED && (int)p <= (int)MG_BF16_AMX && compiled_impl(p);
 }
 
 const char *mg_bf16_path_name(mg_bf16_path p) {
@@ -223,10 +239,14 @@ bool mgk_attention_bf16_usable(void) {
     return mg_bf16_path_active() == MG_BF16_AVX512 && mgk_attention_avx512bf16() != NULL;
 }
 
+mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M) {
+    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && !atomic_load(&amx_emulated) &&
+        bf16_usable(MG_BF16_AVX512))
+        return MG_BF16_AVX512;
+    return p;
+}
+
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M) {
-    const mg_bf16_path p = mg_bf16_path_active();
-    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && bf16_usable(MG_BF16_AVX512))
-        return mgk_bgemm_avx512bf16();
-    const mgk_bgemm_impl *im = bgemm_impl(p);
+    const mgk_bgemm_impl *im = bgemm_impl(mgk_bgemm_path_for(mg_bf16_path_active(), M));
     return im ? im : mgk_bgemm_emulated();
 }

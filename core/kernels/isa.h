@@ -36,5 +36,8 @@ bool mgk_attention_bf16_usable(void);
  * CPU has it. */
 #define MGK_AMX_MIN_M 16
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M);
+/* The path that runs a product of M rows while path p is active (p, or AVX512-BF16 as above):
+ * mgk_bgemm_for's choice, which mg_bgemm_ref follows. */
+mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M);
 
 #endif

@@ -51,9 +51,18 @@ MG_API bool mg_bf16_path_available(mg_bf16_path path);
 /* Whether this build holds the path's kernels (the compiler had its flags), whatever the CPU. */
 MG_API bool mg_bf16_path_compiled(mg_bf16_path path);
 
-/* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product in the
- * path's pair order, FTZ sums. Equal to the path's result (zeros may differ in sign where padding
- * adds a +0 product). */
+/* While on, the AMX path runs the AMX kernel (core/kernels/bgemm_amx.c) built a second time on a
+ * software model of the tile instructions (core/kernels/amx_emu.c), on any CPU: the path counts as
+ * available, mg_bf16_path_force(MG_BF16_AMX) succeeds, and every product stays on it (no hand-off
+ * of small products to AVX512-BF16). For tests of the kernel's logic; slow. mg_bf16_path_detected
+ * still reports the CPU's path. Turning it on or off sends an active AMX path back to detection. */
+MG_API void mg_bf16_amx_emulation(bool on);
+
+/* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product, FTZ
+ * sums; VDPBF16PS's order (one chain, the odd product of a pair first) or TDPBF16PS's (per 16
+ * pairs, the even and the odd products in two chains from zero, their sum added on). Equal to
+ * mg_bgemm's result with the path active (zeros may differ in sign where padding adds a +0
+ * product), so for AMX a product of fewer than 16 rows follows AVX512-BF16 where the CPU has it. */
 MG_API void mg_bgemm_ref(mg_bf16_path path, bool trans_a, bool trans_b, int64_t M, int64_t N,
                          int64_t K, const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb,
                          bool accumulate, float *C, int64_t ldc);
