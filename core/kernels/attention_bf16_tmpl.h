@@ -82,83 +82,16 @@ static void MGK_FN(bw_pack_tile)(const float *x, int64_t rows, int64_t D, at_wor
     MGK_FN(pack_tile)((const float *)tmp, rows, dw, (float *)dst);
 }
 
-/* C[0:mr, 0:nv*W] (= or +=) sum over pairs p < KP of A(r, p) . B[p][..] (VDPBF16PS), with the old
- * C rows scaled by rs[r] first when rs. A(r, p) = A[r*ars + p*aks], words. */
-MGK_ALWAYS_INLINE void MGK_FN(bmk)(const int mr, const int nv, int64_t KP, const at_word *A,
-                                   int64_t ars, int64_t aks, const at_word *B, int64_t ldb, float *C,
-                                   int64_t ldc, bool acc, const float *rs) {
-    mgk_v c[AT_MR][AT_NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
-        const mgk_v s = v_set1(rs ? rs[r] : 1.0f);
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) {
-            c[r][v] = acc ? v_load(C + r * ldc + v * MGK_W) : v_zero();
-            if (rs) c[r][v] = v_mul(c[r][v], s);
-        }
-    }
-    for (int64_t k = 0; k < KP; k++) {
-        const at_word *b = B + k * ldb, *ak = A + k * aks;
-        __m512bh bv[AT_NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + v * MGK_W);
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++) {
-            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)ak[r * ars]);
-#pragma GCC unroll 8
-            for (int v = 0; v < nv; v++) c[r][v] = _mm512_dpbf16_ps(c[r][v], av, bv[v]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) v_store(C + r * ldc + v * MGK_W, c[r][v]);
-}
-
-static void MGK_FN(bmk_any)(int mr, int nv, int64_t KP, const at_word *A, int64_t ars, int64_t aks,
-                            const at_word *B, int64_t ldb, float *C, int64_t ldc, bool acc,
-                            const float *rs) {
-#define AT_BMK_CASE(MR_, NV_)                                                                      \
-    case (MR_)*8 + (NV_):                                                                          \
-        MGK_FN(bmk)(MR_, NV_, KP, A, ars, aks, B, ldb, C, ldc, acc, rs);                           \
-        return;
-    switch (mr * 8 + nv) { AT_MK_CASES(AT_BMK_CASE) }
-#undef AT_BMK_CASE
-}
-
-/* The float32 kernel's gemm_rs over KP pairs; band and off are in elements of K as there (row i
- * sums k >= i + off, or k <= i + off), widened to whole pairs: the extra element of a pair has a
- * zero operand. */
-static void MGK_FN(bgemm_rs)(int64_t m, int64_t n, int64_t KP, const at_word *A, int64_t ars,
-                             int64_t aks, const at_word *B, int64_t ldb, float *C, int64_t ldc,
-                             bool acc, const float *rs, int band, int64_t off) {
-    for (int64_t j = 0; j < n; j += AT_NV * MGK_W) {
-        const int64_t jend = j + at_min(AT_NV * MGK_W, n - j);
-        for (int64_t r = 0; r < m; r += AT_MR) {
-            const int mr = m - r < AT_MR ? (int)(m - r) : AT_MR;
-            int64_t k0 = 0, k1 = KP, j0 = j;
-            if (band == AT_K_FROM) k0 = at_max(0, at_min(KP, (r + off) >> 1));
-            if (band == AT_K_TO) k1 = at_max(0, at_min(KP, (r + mr + off + 1) >> 1));
-            if (band == AT_COLS_FROM) {
-                j0 = at_max(j, at_min(jend, (r + off) / MGK_W * MGK_W));
-                for (int i = 0; i < mr; i++)
-                    for (int64_t c = j; c < j0; c += MGK_W)
-                        v_store(C + (r + i) * ldc + c, v_zero());
-                if (j0 == jend) continue;
-            }
-            if (k1 < k0) k1 = k0;
-            MGK_FN(bmk_any)(mr, (int)((jend - j0) / MGK_W), k1 - k0, A + r * ars + k0 * aks, ars,
-                            aks, B + k0 * ldb + j0, ldb, C + r * ldc + j0, ldc, acc,
-                            rs ? rs + r : NULL);
-        }
-    }
-}
-
-static void MGK_FN(bgemm)(int64_t m, int64_t n, int64_t KP, const at_word *A, int64_t ars,
-                          int64_t aks, const at_word *B, int64_t ldb, float *C, int64_t ldc,
-                          bool acc, int band, int64_t off) {
-    MGK_FN(bgemm_rs)(m, n, KP, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
-}
+/* The small matrix products on bf16 pairs (attention_mk.h): bmk, bmk_any, bgemm_rs, bgemm, whose
+ * K counts pairs. */
+#define AT_MK_ELEM at_word
+#define AT_MK_BVEC __m512bh
+#define AT_MK_LOAD_B(p) ((__m512bh)_mm512_loadu_si512(p))
+#define AT_MK_BCAST_A(x) ((__m512bh)_mm512_set1_epi32((int)(x)))
+#define AT_MK_MAC(a, b, c) _mm512_dpbf16_ps(c, a, b)
+#define AT_MK_PAIRS 1
+#define AT_MK_NAME(n) b##n
+#include "attention_mk.h"
 
 /* Keys and values j0 .. j0+nc-1 of head bh as product operands (mgk_attention_impl). */
 static void MGK_FN(pack_kv_tile)(const at_job *J, int64_t bh, int64_t j0, int64_t nc, at_word *kb,
@@ -269,18 +202,13 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vvj, DP, O, DP, true, al,
                          band ? AT_K_TO : 0, -delta);
     }
-    float *o = J->o + (bh * Tq + i0) * D;
-    for (int64_t r = 0; r < m; r++) {
-        const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int64_t d = 0; d < D; d++) o[r * D + d] = O[r * DP + d] * inv;
-        if (J->lse) J->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
-    }
+    MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
 }
 
 /* One (query tile, key tile) pair of backward (the float32 kernel's bwd_pair, bf16 products). */
 static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const mg_attn_desc *a = J->a;
-    const int64_t Tk = a->Tk, DP = J->dp, dw = J->dw;
+    const int64_t DP = J->dp, dw = J->dw;
     const int64_t m = p->m, mp = at_round_up(m, MGK_W), nc = p->nc, mpairs = (m + 1) / 2;
     const at_word *kb = p->kbt, *vb = p->vbt, *kv = p->kvt;
     const at_word *qw = (const at_word *)p->qt, *dow = (const at_word *)p->dot;
@@ -291,40 +219,14 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
     MGK_FN(bgemm)(nc, mp, dw, kb, dw, 1, qw, AT_BR, st, AT_BR, false, cols, delta);
     MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
-    for (int64_t v = 0; v < mp; v += MGK_W) {
-        const mgk_v L = v_load(p->lse + v);
-        for (int64_t c = 0; c < nc; c++)
-            v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
-    }
+    MGK_FN(probs)(p, st, mp);
     if (p->dv) {
         MGK_FN(bw_tile_rows)(st, nc, mp, pb);
         MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, dov, DP, p->dv, DP, true, kfrom, delta);
     }
     if (!p->dk && !p->dq && !p->db) return;
     MGK_FN(bgemm)(nc, mp, dw, vb, dw, 1, dow, AT_BR, dpt, AT_BR, false, cols, delta);
-    const mgk_v sc = v_set1(a->scale);
-    if (p->db) {
-        for (int64_t v = 0; v < mp; v += MGK_W) {
-            const mgk_v Di = v_load(p->di + v);
-            for (int64_t c = 0; c < nc; c++) {
-                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
-                v_store(st + c * AT_BR + v, v_mul(pv, v_sub(dp, Di)));
-            }
-        }
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t c = 0; c < nc; c++) p->db[r * Tk + c] += st[c * AT_BR + r];
-        for (int64_t c = 0; c < nc; c++)
-            for (int64_t v = 0; v < mp; v += MGK_W)
-                v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
-    } else {
-        for (int64_t v = 0; v < mp; v += MGK_W) {
-            const mgk_v Di = v_load(p->di + v);
-            for (int64_t c = 0; c < nc; c++) {
-                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
-                v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
-            }
-        }
-    }
+    MGK_FN(ds_tile)(a, p, st, dpt, mp);
     if (p->dk) {
         MGK_FN(bw_tile_rows)(st, nc, mp, pb);
         MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, qv, DP, p->dk, DP, true, kfrom, delta);

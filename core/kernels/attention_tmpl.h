@@ -81,86 +81,15 @@ static void MGK_FN(pack_tile)(const float *src, int64_t m, int64_t D, float *dst
 }
 
 #if !AT_BF16
-/* C[0:mr, 0:nv*W] (= or +=) sum over k < K of A(r, k) * B[k][..], A(r, k) = A[r*ars + k*aks];
- * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free).
- * Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
- * in: that is what makes results independent of how work is cut. */
-MGK_ALWAYS_INLINE void MGK_FN(mk)(const int mr, const int nv, int64_t K, const float *A,
-                                  int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C,
-                                  int64_t ldc, bool acc, const float *rs) {
-    mgk_v c[AT_MR][AT_NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
-        const mgk_v s = v_set1(rs ? rs[r] : 1.0f);
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) {
-            c[r][v] = acc ? v_load(C + r * ldc + v * MGK_W) : v_zero();
-            if (rs) c[r][v] = v_mul(c[r][v], s);
-        }
-    }
-    for (int64_t k = 0; k < K; k++) {
-        const float *b = B + k * ldb, *ak = A + k * aks;
-        mgk_v bv[AT_NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) bv[v] = v_load(b + v * MGK_W);
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++) {
-            const mgk_v av = v_set1(ak[r * ars]);
-#pragma GCC unroll 8
-            for (int v = 0; v < nv; v++) c[r][v] = v_fma(av, bv[v], c[r][v]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) v_store(C + r * ldc + v * MGK_W, c[r][v]);
-}
-
-static void MGK_FN(mk_any)(int mr, int nv, int64_t K, const float *A, int64_t ars, int64_t aks,
-                           const float *B, int64_t ldb, float *C, int64_t ldc, bool acc,
-                           const float *rs) {
-#define AT_MK_CASE(MR_, NV_)                                                                       \
-    case (MR_)*8 + (NV_):                                                                          \
-        MGK_FN(mk)(MR_, NV_, K, A, ars, aks, B, ldb, C, ldc, acc, rs);                             \
-        return;
-    switch (mr * 8 + nv) { AT_MK_CASES(AT_MK_CASE) }
-#undef AT_MK_CASE
-}
-
-/* C[0:m, 0:n] (= or +=) A(m x K) B(K x n); n a multiple of MGK_W, B rows hold n readable floats.
- * rs: see mk. band and off skip what a causal mask zeroes: with AT_COLS_FROM the columns of row i
- * below i + off (rounded down to a vector) are set to 0 instead of computed; with AT_K_FROM and
- * AT_K_TO row i sums only k >= i + off, or k <= i + off, the terms whose A entries can be nonzero.
- * A register block of rows takes the widest range any of its rows needs. */
-static void MGK_FN(gemm_rs)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                            int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc,
-                            bool acc, const float *rs, int band, int64_t off) {
-    for (int64_t j = 0; j < n; j += AT_NV * MGK_W) {
-        const int64_t jend = j + at_min(AT_NV * MGK_W, n - j);
-        for (int64_t r = 0; r < m; r += AT_MR) {
-            const int mr = m - r < AT_MR ? (int)(m - r) : AT_MR;
-            int64_t k0 = 0, k1 = K, j0 = j;
-            if (band == AT_K_FROM) k0 = at_max(0, at_min(K, r + off));
-            if (band == AT_K_TO) k1 = at_max(0, at_min(K, r + mr + off));
-            if (band == AT_COLS_FROM) {
-                j0 = at_max(j, at_min(jend, (r + off) / MGK_W * MGK_W));
-                for (int i = 0; i < mr; i++)
-                    for (int64_t c = j; c < j0; c += MGK_W)
-                        v_store(C + (r + i) * ldc + c, v_zero());
-                if (j0 == jend) continue;
-            }
-            MGK_FN(mk_any)(mr, (int)((jend - j0) / MGK_W), k1 - k0, A + r * ars + k0 * aks, ars,
-                           aks, B + k0 * ldb + j0, ldb, C + r * ldc + j0, ldc, acc,
-                           rs ? rs + r : NULL);
-        }
-    }
-}
-
-static void MGK_FN(gemm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
-                         const float *B, int64_t ldb, float *C, int64_t ldc, bool acc, int band,
-                         int64_t off) {
-    MGK_FN(gemm_rs)(m, n, K, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
-}
+/* The small matrix products on float32 operands (attention_mk.h): mk, mk_any, gemm_rs, gemm. */
+#define AT_MK_ELEM float
+#define AT_MK_BVEC mgk_v
+#define AT_MK_LOAD_B(p) v_load(p)
+#define AT_MK_BCAST_A(x) v_set1(x)
+#define AT_MK_MAC(a, b, c) v_fma(a, b, c)
+#define AT_MK_PAIRS 0
+#define AT_MK_NAME(n) n
+#include "attention_mk.h"
 
 /* The query side of tile qt of head bh, for backward (see at_qpack_layout in attention.c). */
 static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, float *pk) {
@@ -242,6 +171,61 @@ static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t
         }
 }
 
+/* Forward's end for rows i0 .. i0+m-1 of head bh: o = O / l, and lse = m + log l (-inf for a
+ * row that saw no key). */
+static void MGK_FN(fwd_finish)(const at_job *J, int64_t bh, int64_t i0, int64_t m, const float *O,
+                               const float *mv, const float *lv) {
+    const int64_t D = J->a->D, Tq = J->a->Tq, DP = J->dp;
+    float *o = J->o + (bh * Tq + i0) * D;
+    for (int64_t r = 0; r < m; r++) {
+        const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int64_t d = 0; d < D; d++) o[r * D + d] = O[r * DP + d] * inv;
+        if (J->lse) J->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
+    }
+}
+
+/* Backward's P^T = exp(logits - lse) in place in st (lse is +inf for a row that saw no key, so P
+ * is 0 there). */
+static void MGK_FN(probs)(const at_pair *p, float *st, int64_t mp) {
+    const int64_t nc = p->nc;
+    for (int64_t v = 0; v < mp; v += MGK_W) {
+        const mgk_v L = v_load(p->lse + v); /* +inf for a row that saw no key: P = 0 there */
+        for (int64_t c = 0; c < nc; c++)
+            v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
+    }
+}
+
+/* Backward's dS^T = P^T * (dP^T - D_i) * scale in place of P^T in st, dP^T in dpt; with db,
+ * dL/dlogits = P * (dP - D_i) (before the scale) is added to the pair's rows of it too. */
+static void MGK_FN(ds_tile)(const mg_attn_desc *a, const at_pair *p, float *st, const float *dpt,
+                            int64_t mp) {
+    const int64_t m = p->m, nc = p->nc;
+    const mgk_v sc = v_set1(a->scale);
+    if (p->db) { /* dL/dlogits = P * (dP - D_i), then scaled for dQ and dK as below */
+        const int64_t Tk = a->Tk;
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(pv, v_sub(dp, Di)));
+            }
+        }
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < nc; c++) p->db[r * Tk + c] += st[c * AT_BR + r];
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t v = 0; v < mp; v += MGK_W)
+                v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
+    } else {
+        for (int64_t v = 0; v < mp; v += MGK_W) {
+            const mgk_v Di = v_load(p->di + v);
+            for (int64_t c = 0; c < nc; c++) {
+                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
+                v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
+            }
+        }
+    }
+}
+
 #if !AT_BF16
 /* Forward for query tile qt of head bh: online softmax over the visible key tiles. */
 static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
@@ -292,12 +276,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         MGK_FN(gemm_rs)(m, Dn, nc, st, 1, AT_BR, vj, ldv, O, DP, true, al, band ? AT_K_TO : 0,
                         -delta);
     }
-    float *o = J->o + (bh * Tq + i0) * D;
-    for (int64_t r = 0; r < m; r++) {
-        const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int64_t d = 0; d < D; d++) o[r * D + d] = O[r * DP + d] * inv;
-        if (J->lse) J->lse[bh * Tq + i0 + r] = l > 0.0f ? mv[r] + logf(l) : -INFINITY;
-    }
+    MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
 }
 
 /* One (query tile, key tile) pair of backward: recompute P^T from the logits and lse, then
@@ -313,38 +292,11 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
     MGK_FN(gemm)(nc, mp, D, p->kj, D, 1, p->qt, AT_BR, st, AT_BR, false, cols, delta);
     MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
-    for (int64_t v = 0; v < mp; v += MGK_W) {
-        const mgk_v L = v_load(p->lse + v); /* +inf for a row that saw no key: P = 0 there */
-        for (int64_t c = 0; c < nc; c++)
-            v_store(st + c * AT_BR + v, MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), L)));
-    }
+    MGK_FN(probs)(p, st, mp);
     if (p->dv) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->dop, p->ldq, p->dv, DP, true, kfrom, delta);
     if (!p->dk && !p->dq && !p->db) return;
     MGK_FN(gemm)(nc, mp, D, p->vj, D, 1, p->dot, AT_BR, dpt, AT_BR, false, cols, delta);
-    const mgk_v sc = v_set1(a->scale);
-    if (p->db) { /* dL/dlogits = P * (dP - D_i), then scaled for dQ and dK as below */
-        const int64_t Tk = a->Tk;
-        for (int64_t v = 0; v < mp; v += MGK_W) {
-            const mgk_v Di = v_load(p->di + v);
-            for (int64_t c = 0; c < nc; c++) {
-                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
-                v_store(st + c * AT_BR + v, v_mul(pv, v_sub(dp, Di)));
-            }
-        }
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t c = 0; c < nc; c++) p->db[r * Tk + c] += st[c * AT_BR + r];
-        for (int64_t c = 0; c < nc; c++)
-            for (int64_t v = 0; v < mp; v += MGK_W)
-                v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
-    } else {
-        for (int64_t v = 0; v < mp; v += MGK_W) {
-            const mgk_v Di = v_load(p->di + v);
-            for (int64_t c = 0; c < nc; c++) {
-                const mgk_v pv = v_load(st + c * AT_BR + v), dp = v_load(dpt + c * AT_BR + v);
-                v_store(st + c * AT_BR + v, v_mul(v_mul(pv, v_sub(dp, Di)), sc));
-            }
-        }
-    }
+    MGK_FN(ds_tile)(a, p, st, dpt, mp);
     if (p->dk) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->qp, p->ldq, p->dk, DP, true, kfrom, delta);
     if (p->dq)
         MGK_FN(gemm)(m, Dn, nc, st, 1, AT_BR, p->kp, p->ldk, p->dq, DP, true,
