@@ -19,12 +19,12 @@
  * In bf16 precision (mg_ctx_set_precision) the three products run on mg_bgemm with bf16 operands,
  * accumulating in float32: x is rounded once (then im2col copies bf16 values, so col is the
  * rounded columns, kept for dW at half the bytes and no float col), W's per-step copy
- * (mg_bf16_operand), dy rounded once, straight into its transposed layout dYt, for both of its
- * products. y starts from the bias (float32) and the forward product accumulates onto it; the bias
- * gradient sums the float32 dy in the same order as in fp32; dcol and col2im stay float32. The
- * forward products run one (image, group) per task, each on one thread when there are enough
- * tasks; mg_bgemm's sums depend on the shapes only, so bf16 is bit-identical for any thread count
- * too. fp32 precision runs exactly the float32 code above.
+ * (mg_bf16_operand), dy rounded once and moved into dYt's layout for both of its products. y
+ * starts from the bias (float32) and the forward product accumulates onto it; the bias gradient
+ * sums the float32 dy in the same order as in fp32; dcol and col2im stay float32. The forward
+ * products run one (image, group) per task, each on one thread when there are enough tasks;
+ * mg_bgemm's sums depend on the shapes only, so bf16 is bit-identical for any thread count too.
+ * fp32 precision runs exactly the float32 code above.
  */
 #include "internal.h"
 #include "minigrad/checked.h"
@@ -147,11 +147,13 @@ static void conv_backward_bf16(mg_ctx *ctx, mg_node *n) {
     }
     const bool need_dw = mg_requires_grad(w), need_dx = mg_requires_grad(x);
     if (!need_dw && !need_dx) return;
+    const mg_bf16 *dyb = mg_bf16_copy(ctx, dy, g->O * NP, "conv backward dy in bf16");
     mg_bf16 *dytb = mg_ctx_alloc(ctx, (size_t)(g->O * NP) * sizeof(mg_bf16), "conv backward dy^T in bf16");
-    if (!dytb) return;
+    if (!dyb || !dytb) return;
 #pragma omp parallel for collapse(2) schedule(static) if (g->O * NP > 65536)
     for (int64_t o = 0; o < g->O; o++)
-        for (int64_t i = 0; i < g->N; i++) mg_f32_to_bf16(OHW, dy + (i * g->O + o) * OHW, dytb + o * NP + i * OHW);
+        for (int64_t i = 0; i < g->N; i++)
+            memcpy(dytb + o * NP + i * OHW, dyb + (i * g->O + o) * OHW, (size_t)OHW * sizeof(mg_bf16));
     if (need_dw) {
         float *dw = mg_grad(ctx, w);
         if (!dw) return;
