@@ -312,7 +312,7 @@ static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_t
         snprintf(what[1], sizeof what[1], "%s: the bf16 column buffer", def->name);
         snprintf(what[2], sizeof what[2], "%s: weight in bf16", def->name);
         xb = mg_bf16_copy(ctx, x->data, x->numel, what[0]);
-        colb = mg_ctx_alloc(ctx, bytes ? bytes / 2 : sizeof(mg_bf16), what[1]);
+        colb = mg_ctx_alloc(ctx, (size_t)(cells ? cells : 1) * sizeof(mg_bf16), what[1]);
         wb = mg_bf16_operand(ctx, w, what[2]);
         if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
         im2col_bf16(g, xb, colb);
