@@ -2,7 +2,8 @@
  * written here with zlib load back exactly; a missing, truncated, corrupt or malformed file is
  * refused with a message naming it (and, when missing, the Debian package to install); and the
  * program trains on them (2 epochs), writes its checkpoint and figures, and a run stopped mid-epoch
- * and resumed ends bit for bit where it did.
+ * and resumed ends bit for bit where it did; --precision bf16 trains, on 1 and 2 threads to the same
+ * weights bit for bit, other weights than fp32's, and a bad --precision is refused by name.
  * (The real dataset: tests/test_fashion_mnist_data.c.) */
 #include "test_util.h"
 #include "fm.h"
@@ -219,12 +220,56 @@ START_TEST(program_trains_on_synthetic_data) {
 }
 END_TEST
 
+START_TEST(program_trains_in_bf16) {
+    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
+    tu_find_program(&p);
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_bf16");
+    make_split(dir, "train", N_IMG);
+    make_split(dir, "t10k", N_IMG);
+    char args[2048];
+    static const char *const runs[][2] = {{"b1", "--threads 1 --precision bf16"},
+                                          {"b2", "--threads 2 --precision bf16"},
+                                          {"f2", "--threads 2 --precision fp32"}};
+    for (int r = 0; r < 3; r++) {
+        snprintf(args, sizeof args, "--data '%s' --out '%s/%s' --epochs 1 --batch 8 --limit 32 --eval-batch 7 %s", dir,
+                 dir, runs[r][0], runs[r][1]);
+        int rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", runs[r][1], rc, p.err);
+        ck_assert_msg(strstr(p.out, "epoch 1: test accuracy"), "%s", p.out);
+        ck_assert_msg(!strstr(p.out, "bf16 mixed precision") == (r == 2), "%s", p.out);
+    }
+    char a[512], b[512], f[512];
+    snprintf(a, sizeof a, "%s/b1/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/b2/model.safetensors", dir);
+    snprintf(f, sizeof f, "%s/f2/model.safetensors", dir);
+    tu_assert_same_safetensors(a, b, (const char *const[]){"fm.test_accuracy", NULL});
+    /* bf16's weights are not fp32's */
+    mg_st_file *fa, *ff;
+    ck_assert(mg_safetensors_open(a, &fa) == MG_OK && mg_safetensors_open(f, &ff) == MG_OK);
+    int ka = mg_st_find(fa, "conv2.weight"), kf = mg_st_find(ff, "conv2.weight");
+    ck_assert(ka >= 0 && kf >= 0);
+    const int64_t n = mg_st_info(fa, ka)->numel;
+    float *wa = malloc((size_t)n * sizeof *wa), *wf = malloc((size_t)n * sizeof *wf);
+    ck_assert(wa && wf && mg_st_read_f32(fa, ka, wa, n) == MG_OK && mg_st_read_f32(ff, kf, wf, n) == MG_OK);
+    ck_assert_msg(memcmp(wa, wf, (size_t)n * sizeof *wa) != 0, "bf16 trained fp32's conv2.weight");
+    free(wa), free(wf);
+    mg_st_close(fa), mg_st_close(ff);
+    /* a precision it does not know */
+    int rc = tu_run_in(&p, dir, "", "--precision fp16");
+    ck_assert_int_eq(rc, 2);
+    tu_assert_stderr_has(&p, "fashion_mnist: --precision 'fp16': expected fp32 or bf16");
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
 static Suite *fm_suite(void) {
     Suite *s = suite_create("fashion_mnist");
     TCase *tc = tcase_create("synthetic");
     tcase_add_test(tc, synthetic_files_load_exactly);
     tcase_add_test(tc, bad_files_are_refused_by_name);
     tcase_add_test(tc, program_trains_on_synthetic_data);
+    tcase_add_test(tc, program_trains_in_bf16);
     suite_add_tcase(s, tc);
     return s;
 }

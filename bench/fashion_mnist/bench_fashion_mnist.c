@@ -1,12 +1,15 @@
 /* bench_fashion_mnist: training speed of the fashion_mnist example's CNN, minigrad against PyTorch
  * (examples/fashion_mnist/fashion_mnist_pytorch.py --steps), in one run.
  *
- *   bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH]
+ *   bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH] [--bf16]
  *
  * Each round times N training steps (forward, loss, backward, Adam) of minigrad in this process,
- * then N of PyTorch in a child process, so that load from the rest of the machine falls on both
- * alike; two untimed steps come first in each. It prints each round's median step time, the
- * median over the rounds, images/s = batch / median, and the ratio minigrad / PyTorch. The data
+ * with --bf16 then N of minigrad in bf16 mixed precision (a context in MG_PRECISION_BF16, the same
+ * model), then N of PyTorch in a child process (with --bf16 then N more under bf16 autocast), so
+ * that load from the rest of the machine falls on all alike; two untimed steps come first in each.
+ * It prints each round's median step time, the median over the rounds, images/s = batch / median,
+ * and the ratios of those medians (minigrad / PyTorch; with --bf16 minigrad bf16 / minigrad fp32
+ * and minigrad bf16 / PyTorch bf16). The data
  * are the first 4,096 training images when the Debian package dataset-fashion-mnist is installed,
  * else random images (the speed does not depend on the values). The CPU is named from lscpu;
  * on an Intel CPU PyTorch runs with OPENBLAS_CORETYPE=SKYLAKEX (its fastest path there). */
@@ -78,11 +81,11 @@ static double minigrad_round(fm_model *m, mg_optim *opt, mg_ctx *ctx, const fm_s
     return 1000.0 * bench_median(times, steps);
 }
 
-/* Median ms/step PyTorch reports, or NAN when it could not run. */
-static double pytorch_round(const char *python, const char *env, int threads, int64_t batch, int steps) {
+/* Median ms/step PyTorch reports (bf16: under bf16 autocast), or NAN when it could not run. */
+static double pytorch_round(const char *python, const char *env, int threads, int64_t batch, int steps, bool bf16) {
     char cmd[4096], line[512];
-    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --steps %d --threads %d --batch %lld 2>&1", env, python,
-             BENCH_FM_PYTORCH_SCRIPT, steps, threads, (long long)batch);
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --steps %d --threads %d --batch %lld%s 2>&1", env, python,
+             BENCH_FM_PYTORCH_SCRIPT, steps, threads, (long long)batch, bf16 ? " --bf16" : "");
     FILE *p = popen(cmd, "r");
     if (!p) return NAN;
     double ms = NAN;
@@ -98,6 +101,7 @@ static double pytorch_round(const char *python, const char *env, int threads, in
 int main(int argc, char **argv) {
     int steps = 20, rounds = 3, threads = 2;
     int64_t batch = 128;
+    bool bf16 = false;
     const char *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -106,8 +110,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = (int)parse_arg(a, v, 1, 1024), i++;
         else if (!strcmp(a, "--batch")) batch = (int64_t)parse_arg(a, v, 1, 4096), i++;
         else if (!strcmp(a, "--python") && v) python = v, i++;
+        else if (!strcmp(a, "--bf16")) bf16 = true;
         else {
-            fprintf(stderr, "usage: bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH]\n");
+            fprintf(stderr, "usage: bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH] "
+                            "[--bf16]\n");
             return strcmp(a, "--help") ? 2 : 0;
         }
     }
@@ -133,37 +139,57 @@ int main(int argc, char **argv) {
     mg_adamw_cfg ac = mg_adamw_defaults();
     ac.weight_decay = 0.0f;
     mg_optim *opt = NULL;
-    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx *ctx = mg_ctx_new(0), *bctx = bf16 ? mg_ctx_new(0) : NULL;
     if (fm_model_make(&m) != MG_OK || mg_params_alloc(m.params, &rng) != MG_OK || !(opt = mg_adamw_new(m.params, ac)) ||
-        !ctx) {
+        !ctx || (bf16 && !bctx)) {
         fprintf(stderr, "bench_fashion_mnist: %s\n", mg_last_error());
         return 1;
     }
-    printf("fashion_mnist CNN training, batch %lld, %d threads, %d rounds of %d steps; %s data\n", (long long)batch,
-           threads, rounds, steps, real ? "Fashion-MNIST" : "random");
+    if (bctx) mg_ctx_set_precision(bctx, MG_PRECISION_BF16);
+    printf("fashion_mnist CNN training, batch %lld, %d threads, %d rounds of %d steps; %s data%s\n", (long long)batch,
+           threads, rounds, steps, real ? "Fashion-MNIST" : "random",
+           bf16 ? "; minigrad in fp32 and bf16" : "");
     printf("CPU: %s%s\n", cpu, intel ? " (PyTorch with OPENBLAS_CORETYPE=SKYLAKEX)" : "");
-    double *times = malloc(sizeof(double) * (size_t)steps), mg_ms[MAX_ROUNDS], pt_ms[MAX_ROUNDS];
-    int n_pt = 0;
+    printf("bf16 path: %s\n", mg_bf16_path_name(mg_bf16_path_active()));
+    double *times = malloc(sizeof(double) * (size_t)steps), mg_ms[MAX_ROUNDS], bf_ms[MAX_ROUNDS], pt_ms[MAX_ROUNDS],
+           ptb_ms[MAX_ROUNDS];
+    int n_pt = 0, n_ptb = 0;
     for (int r = 0; r < rounds; r++) {
         mg_ms[r] = minigrad_round(&m, opt, ctx, &data, batch, steps, times);
-        double p = pytorch_round(python, env, threads, batch, steps);
+        if (bctx) bf_ms[r] = minigrad_round(&m, opt, bctx, &data, batch, steps, times);
+        double p = pytorch_round(python, env, threads, batch, steps, false);
+        double pb = bctx && !isnan(p) ? pytorch_round(python, env, threads, batch, steps, true) : NAN;
         if (!isnan(p)) pt_ms[n_pt++] = p;
-        printf("round %d: minigrad %.2f ms/step (%.0f images/s), PyTorch %s", r + 1, mg_ms[r], (double)batch * 1000.0 / mg_ms[r],
-               isnan(p) ? "did not run\n" : "");
-        if (!isnan(p)) printf("%.2f ms/step (%.0f images/s)\n", p, (double)batch * 1000.0 / p);
+        if (!isnan(pb)) ptb_ms[n_ptb++] = pb;
+        printf("round %d: minigrad %.2f ms/step (%.0f images/s), ", r + 1, mg_ms[r], (double)batch * 1000.0 / mg_ms[r]);
+        if (bctx) printf("minigrad bf16 %.2f ms/step (%.0f images/s), ", bf_ms[r], (double)batch * 1000.0 / bf_ms[r]);
+        printf("PyTorch %s", isnan(p) ? "did not run\n" : "");
+        if (!isnan(p)) printf("%.2f ms/step (%.0f images/s)", p, (double)batch * 1000.0 / p);
+        if (!isnan(pb)) printf(", PyTorch bf16 %.2f ms/step (%.0f images/s)", pb, (double)batch * 1000.0 / pb);
+        if (!isnan(p)) printf("\n");
         fflush(stdout);
     }
-    double mg_med = bench_median(mg_ms, rounds);
+    double mg_med = bench_median(mg_ms, rounds), bf_med = bctx ? bench_median(bf_ms, rounds) : NAN;
     printf("minigrad: median %.2f ms/step, %.0f images/s\n", mg_med, (double)batch * 1000.0 / mg_med);
+    if (bctx) {
+        printf("minigrad bf16: median %.2f ms/step, %.0f images/s\n", bf_med, (double)batch * 1000.0 / bf_med);
+        printf("ratio minigrad bf16 / minigrad fp32 images/s: %.2f\n", mg_med / bf_med);
+    }
     if (n_pt) {
         double pt_med = bench_median(pt_ms, n_pt);
         printf("PyTorch:  median %.2f ms/step, %.0f images/s\n", pt_med, (double)batch * 1000.0 / pt_med);
         printf("ratio minigrad / PyTorch images/s: %.2f\n", pt_med / mg_med);
+        if (n_ptb) {
+            double ptb_med = bench_median(ptb_ms, n_ptb);
+            printf("PyTorch bf16 autocast: median %.2f ms/step, %.0f images/s\n", ptb_med, (double)batch * 1000.0 / ptb_med);
+            printf("ratio minigrad bf16 / PyTorch bf16 images/s: %.2f\n", ptb_med / bf_med);
+        }
     } else {
         printf("PyTorch: not measured (%s with torch is needed)\n", python);
     }
     free(times);
     mg_ctx_free(ctx);
+    mg_ctx_free(bctx);
     mg_optim_free(opt);
     fm_model_free(&m);
     fm_set_free(&data);

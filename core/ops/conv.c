@@ -15,10 +15,24 @@
  * The GEMMs split over output tiles only and im2col / col2im write disjoint planes, so every
  * result is bit-identical for any thread count. col is kept for backward (arena memory
  * C*KH*KW*NP floats per call).
+ *
+ * In bf16 precision (mg_ctx_set_precision) the three products run on mg_bgemm with bf16 operands,
+ * accumulating in float32: x is rounded once (then im2col copies bf16 values, so col is the
+ * rounded columns, kept for dW at half the bytes and no float col), W's per-step copy
+ * (mg_bf16_operand), dy rounded once and moved into dYt's layout for both of its products. y
+ * starts from the bias (float32) and the forward product accumulates onto it; the bias gradient
+ * sums the float32 dy in the same order as in fp32; dcol and col2im stay float32. The forward
+ * products run one (image, group) per task, each on one thread when there are enough tasks;
+ * mg_bgemm's sums depend on the shapes only, so bf16 is bit-identical for any thread count too.
+ * fp32 precision runs exactly the float32 code above.
  */
 #include "internal.h"
 #include "minigrad/checked.h"
 #include "minigrad/kernels.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 typedef struct conv_geom {
     int64_t N, C, H, W;        /* input */
@@ -44,34 +58,39 @@ static void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t o
     *lo = l, *hi = h;
 }
 
-static void im2col(const conv_geom *g, const float *x, float *col) {
-    const int64_t KK = g->KH * g->KW, OHW = conv_ohw(g), NP = g->N * OHW;
-#pragma omp parallel for collapse(2) schedule(static) if (g->N * g->C * KK * OHW > 32768)
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t c = 0; c < g->C; c++) {
-            const float *xp = x + (n * g->C + c) * g->H * g->W;
-            for (int64_t ki = 0; ki < g->KH; ki++)
-                for (int64_t kj = 0; kj < g->KW; kj++) {
-                    float *dst = col + (c * KK + ki * g->KW + kj) * NP + n * OHW;
-                    int64_t lo, hi;
-                    valid_range(g->OW, g->W, g->sw, g->pw, kj * g->dw, &lo, &hi);
-                    for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {
-                        int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-                        if (ih < 0 || ih >= g->H) {
-                            memset(dst, 0, (size_t)g->OW * sizeof(float));
-                            continue;
-                        }
-                        const float *src = xp + ih * g->W - g->pw + kj * g->dw;
-                        for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-                        if (g->sw == 1)
-                            memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
-                        else
-                            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw];
-                        for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
-                    }
-                }
-        }
-}
+/* col from x, for float and bf16 elements alike (a zero is all-zero bits in both). */
+#define CONV_IM2COL(NAME, T)                                                                       \
+    static void NAME(const conv_geom *g, const T *x, T *col) {                                     \
+        const int64_t KK = g->KH * g->KW, OHW = conv_ohw(g), NP = g->N * OHW;                      \
+        _Pragma("omp parallel for collapse(2) schedule(static) if (g->N * g->C * KK * OHW > 32768)") \
+        for (int64_t n = 0; n < g->N; n++)                                                         \
+            for (int64_t c = 0; c < g->C; c++) {                                                   \
+                const T *xp = x + (n * g->C + c) * g->H * g->W;                                    \
+                for (int64_t ki = 0; ki < g->KH; ki++)                                             \
+                    for (int64_t kj = 0; kj < g->KW; kj++) {                                       \
+                        T *dst = col + (c * KK + ki * g->KW + kj) * NP + n * OHW;                  \
+                        int64_t lo, hi;                                                            \
+                        valid_range(g->OW, g->W, g->sw, g->pw, kj * g->dw, &lo, &hi);              \
+                        for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                     \
+                            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                          \
+                            if (ih < 0 || ih >= g->H) {                                            \
+                                memset(dst, 0, (size_t)g->OW * sizeof(T));                         \
+                                continue;                                                          \
+                            }                                                                      \
+                            const T *src = xp + ih * g->W - g->pw + kj * g->dw;                    \
+                            for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                       \
+                            if (g->sw == 1)                                                        \
+                                memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(T));         \
+                            else                                                                   \
+                                for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw];    \
+                            for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0;                   \
+                        }                                                                          \
+                    }                                                                              \
+            }                                                                                      \
+    }
+
+CONV_IM2COL(im2col, float)
+CONV_IM2COL(im2col_bf16, mg_bf16)
 
 /* dx += the columns of dcol, each added to the input pixel it was read from. */
 static void col2im(const conv_geom *g, const float *dcol, float *dx) {
@@ -98,9 +117,69 @@ static void col2im(const conv_geom *g, const float *dcol, float *dx) {
         }
 }
 
+/* db[o] += the sum of channel o of dy over the batch and the positions, in double, image by image:
+ * the order of row o of dYt. */
+static void bias_grad(const conv_geom *g, const float *dy, float *db) {
+    const int64_t OHW = conv_ohw(g);
+#pragma omp parallel for schedule(static) if (g->O * g->N * OHW > 65536)
+    for (int64_t o = 0; o < g->O; o++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < g->N; i++) {
+            const float *r = dy + (i * g->O + o) * OHW;
+            for (int64_t j = 0; j < OHW; j++) s += r[j];
+        }
+        db[o] += (float)s;
+    }
+}
+
+/* bf16 backward: saved[2] the bf16 col, saved[3] W's bf16 copy. */
+static void conv_backward_bf16(mg_ctx *ctx, mg_node *n) {
+    mg_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    const conv_geom *g = n->saved[1];
+    const mg_bf16 *colb = n->saved[2], *wb = n->saved[3];
+    const float *dy = n->out->grad;
+    const int64_t OHW = conv_ohw(g), NP = g->N * OHW, Cg = g->C / g->G, Og = g->O / g->G;
+    const int64_t KG = Cg * g->KH * g->KW;
+    if (b && mg_requires_grad(b)) {
+        float *db = mg_grad(ctx, b);
+        if (!db) return;
+        bias_grad(g, dy, db);
+    }
+    const bool need_dw = mg_requires_grad(w), need_dx = mg_requires_grad(x);
+    if (!need_dw && !need_dx) return;
+    const mg_bf16 *dyb = mg_bf16_copy(ctx, dy, g->O * NP, "conv backward dy in bf16");
+    mg_bf16 *dytb = mg_ctx_alloc(ctx, (size_t)(g->O * NP) * sizeof(mg_bf16), "conv backward dy^T in bf16");
+    if (!dyb || !dytb) return;
+#pragma omp parallel for collapse(2) schedule(static) if (g->O * NP > 65536)
+    for (int64_t o = 0; o < g->O; o++)
+        for (int64_t i = 0; i < g->N; i++)
+            memcpy(dytb + o * NP + i * OHW, dyb + (i * g->O + o) * OHW, (size_t)OHW * sizeof(mg_bf16));
+    if (need_dw) {
+        float *dw = mg_grad(ctx, w);
+        if (!dw) return;
+        for (int64_t gi = 0; gi < g->G; gi++)
+            mg_bgemm(false, true, Og, KG, NP, dytb + gi * Og * NP, NP, colb + gi * KG * NP, NP, true,
+                     dw + gi * Og * KG, KG);
+    }
+    if (need_dx) {
+        float *dx = mg_grad(ctx, x);
+        if (!dx) return;
+        float *dcol = mg_ctx_alloc(ctx, (size_t)(g->C * g->KH * g->KW * NP) * sizeof(float), "conv backward dcol");
+        if (!dcol) return;
+        for (int64_t gi = 0; gi < g->G; gi++)
+            mg_bgemm(true, false, KG, NP, Og, wb + gi * Og * KG, KG, dytb + gi * Og * NP, NP, false,
+                     dcol + gi * KG * NP, NP);
+        col2im(g, dcol, dx);
+    }
+}
+
 static void conv_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const conv_geom *g = n->saved[1];
+    if (n->saved[2]) {
+        conv_backward_bf16(ctx, n);
+        return;
+    }
     const float *col = n->saved[0], *dy = n->out->grad;
     const int64_t OHW = conv_ohw(g), NP = g->N * OHW, Cg = g->C / g->G, Og = g->O / g->G;
     const int64_t KG = Cg * g->KH * g->KW; /* rows of one group's col */
@@ -184,6 +263,27 @@ static int64_t out_size(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, i
     return span < 0 ? -1 : span / s + 1;
 }
 
+/* y[image i, group gi] (+)= W_g @ col_g[:, image i] on mg_bgemm, one (image, group) per task: on
+ * one thread each when there are enough tasks to share out, else each product uses every thread.
+ * Either way an element's sum is the same, so the bits do not depend on the thread count. */
+static void conv_forward_bf16(const conv_geom *g, const mg_bf16 *wb, const mg_bf16 *colb, bool accumulate,
+                              float *y) {
+    const int64_t OHW = conv_ohw(g), NP = g->N * OHW, Og = g->O / g->G, KG = g->C / g->G * g->KH * g->KW;
+    const int64_t tasks = g->N * g->G;
+#ifdef _OPENMP
+    const int nt = omp_get_max_threads();
+#else
+    const int nt = 1;
+#endif
+    const bool per_task = nt > 1 && tasks > 1 && (tasks % nt == 0 || tasks >= 4 * (int64_t)nt);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (per_task)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t i = t / g->G, gi = t % g->G;
+        mg_bgemm(false, false, Og, OHW, KG, wb + gi * Og * KG, KG, colb + gi * KG * NP + i * OHW, NP, accumulate,
+                 y + (i * g->O + gi * Og) * OHW, OHW);
+    }
+}
+
 /* Runs the convolution described by g (spatial fields filled) and records the node. */
 static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_tensor *w, mg_tensor *b,
                            const conv_geom *gin, int ndim, const int64_t *yshape) {
@@ -198,11 +298,26 @@ static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_t
     mg_tensor *y = mg_op_output(ctx, def->name, ndim, yshape);
     if (!mg_ctx_ok(ctx)) return y;
     conv_geom *g = mg_ctx_alloc(ctx, sizeof *g, "conv geometry");
-    float *col = mg_ctx_alloc(ctx, bytes ? bytes : sizeof(float), "conv column buffer");
+    const bool bf16 = mg_use_bf16(ctx);
+    float *col = NULL;
+    mg_bf16 *colb = NULL, *xb = NULL;
+    const mg_bf16 *wb = NULL;
+    if (!bf16) col = mg_ctx_alloc(ctx, bytes ? bytes : sizeof(float), "conv column buffer");
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     *g = *gin;
     if (y->numel == 0) return y;
-    im2col(g, x->data, col);
+    if (bf16) {
+        char what[3][64];
+        snprintf(what[0], sizeof what[0], "%s: x in bf16", def->name);
+        snprintf(what[1], sizeof what[1], "%s: the bf16 column buffer", def->name);
+        snprintf(what[2], sizeof what[2], "%s: weight in bf16", def->name);
+        xb = mg_bf16_copy(ctx, x->data, x->numel, what[0]);
+        colb = mg_ctx_alloc(ctx, (size_t)(cells ? cells : 1) * sizeof(mg_bf16), what[1]);
+        wb = mg_bf16_operand(ctx, w, what[2]);
+        if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+        im2col_bf16(g, xb, colb);
+    } else
+        im2col(g, x->data, col);
     const int64_t Cg = g->C / g->G, Og = g->O / g->G, KG = Cg * KK, NP = g->N * OHW;
     if (b) {
         float *Y = y->data;
@@ -213,12 +328,15 @@ static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_t
                 for (int64_t p = 0; p < OHW; p++) r[p] = v;
             }
     }
-    for (int64_t gi = 0; gi < g->G; gi++)
-        mg_sgemm_batched(g->N, false, false, Og, OHW, KG, 1.0f, w->data + gi * Og * KG, KG, 0,
-                         col + gi * KG * NP, NP, OHW, b ? 1.0f : 0.0f, y->data + gi * Og * OHW, OHW,
-                         g->O * OHW);
+    if (bf16)
+        conv_forward_bf16(g, wb, colb, b != NULL, y->data);
+    else
+        for (int64_t gi = 0; gi < g->G; gi++)
+            mg_sgemm_batched(g->N, false, false, Og, OHW, KG, 1.0f, w->data + gi * Og * KG, KG, 0,
+                             col + gi * KG * NP, NP, OHW, b ? 1.0f : 0.0f, y->data + gi * Og * OHW, OHW,
+                             g->O * OHW);
     mg_node *n = mg_op_record(ctx, def, y, 3, (mg_tensor *[]){x, w, b});
-    if (n) n->saved[0] = col, n->saved[1] = g;
+    if (n) n->saved[0] = col, n->saved[1] = g, n->saved[2] = colb, n->saved[3] = (void *)wb;
     return y;
 }
 

@@ -5,12 +5,15 @@ relu, linear 128->10), the same data (the Debian package dataset-fashion-mnist's
 scaled to [0, 1], no augmentation), Adam lr 1e-3, batch 128. Prints training images/s and the test
 accuracy after each epoch.
 
-    python3 fashion_mnist_pytorch.py [--epochs N] [--threads N] [--limit N] [--steps N]
+    python3 fashion_mnist_pytorch.py [--epochs N] [--threads N] [--limit N] [--steps N] [--bf16]
 
 --steps N trains N steps only (after two untimed ones) and prints the median step time and
 images/s (what bench/fashion_mnist runs); without the dataset it then uses random images.
 On Intel CPUs, set OPENBLAS_CORETYPE=SKYLAKEX in the environment for PyTorch's fastest path.
+--bf16 runs the forward passes (training and test) under torch.autocast("cpu", torch.bfloat16):
+bf16 mixed precision, as the fashion_mnist example's --precision bf16.
 """
+import contextlib
 import argparse
 import gzip
 import os
@@ -60,10 +63,10 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
-def evaluate(model, x, y):
+def evaluate(model, x, y, amp):
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), amp():
         for i in range(0, len(x), 500):
             correct += (model(x[i:i + 500]).argmax(1) == y[i:i + 500]).sum().item()
     model.train()
@@ -79,6 +82,7 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="first N training and test images only")
     ap.add_argument("--steps", type=int, default=0, help="train N steps only and print images/s")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (mixed precision) on the CPU")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -92,9 +96,13 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     n = len(xtr)
 
+    def amp():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if a.bf16 else contextlib.nullcontext()
+
     def step(idx):
         opt.zero_grad()
-        loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+        with amp():
+            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
         loss.backward()
         opt.step()
         return loss.item()
@@ -110,7 +118,7 @@ def main():
             step(perm[i0:i0 + a.batch])
             times.append(time.perf_counter() - t0)
         med = sorted(times)[len(times) // 2]
-        print(f"pytorch {torch.__version__}: {a.steps} steps of batch {a.batch} on {torch.get_num_threads()} threads: "
+        print(f"pytorch {torch.__version__}{' bf16 autocast' if a.bf16 else ''}: {a.steps} steps of batch {a.batch} on {torch.get_num_threads()} threads: "
               f"median {1000 * med:.2f} ms/step, {a.batch / med:.0f} images/s")
         return
     xte, yte = load(a.data, "t10k", a.limit)
@@ -123,7 +131,7 @@ def main():
             loss = step(perm[i:i + a.batch])
             seen += len(perm[i:i + a.batch])
         t_train += time.perf_counter() - t0
-        print(f"epoch {e + 1}: loss {loss:.4f}, test accuracy {100 * evaluate(model, xte, yte):.2f}%, "
+        print(f"epoch {e + 1}: loss {loss:.4f}, test accuracy {100 * evaluate(model, xte, yte, amp):.2f}%, "
               f"training {seen / t_train:.0f} images/s", flush=True)
     print(f"training time {t_train:.1f}s")
 

@@ -11,9 +11,14 @@
  * misclassified.png (test images it got wrong, with true and predicted class), confusion.png, and
  * the JSON-lines log train.jsonl. Prints a progress line, the test accuracy after each epoch and
  * the confusion matrix at the end.
+ *
+ * --precision bf16 trains in bf16 mixed precision (docs/bf16.md): the products of the convolutions
+ * and the linear layers on bf16 operands, with float32 weights, gradients, Adam moments and sums;
+ * the evaluation context follows it.
  */
 #include "fm.h"
 #include "cli.h"
+#include "gpt_opts.h" /* ex_precision_from */
 #include "output.h"
 #include "progress.h"
 #include "minigrad/minigrad.h"
@@ -163,6 +168,7 @@ static mg_status fm_plot_confusion(const char *path, const int64_t *cm) {
 
 typedef struct fm_opts {
     const char *data, *out;
+    const char *precision; /* fp32 (NULL) or bf16 */
     int64_t epochs, batch, limit, threads, seed, eval_batch, stop_after;
     float lr;
     bool resume;
@@ -328,7 +334,7 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
     return MG_OK;
 }
 
-static int run(const fm_opts *o) {
+static int run(const fm_opts *o, mg_precision precision) {
     if (o->threads) mg_set_num_threads((int)o->threads);
     fm_job j = {.batch = o->batch, .eval_batch = o->eval_batch, .epochs = o->epochs, .seed = o->seed};
     int rc = 0;
@@ -357,6 +363,7 @@ static int run(const fm_opts *o) {
         rc = ex_fail(PROG);
         goto done;
     }
+    mg_ctx_set_precision(j.ectx, precision); /* evaluation follows --precision */
     for (int64_t e = 0; e < o->epochs; e++) j.acc[e] = NAN;
     char log_path[4096], ckpt[4096], png[4096];
     snprintf(log_path, sizeof log_path, "%s/train.jsonl", o->out);
@@ -373,9 +380,10 @@ static int run(const fm_opts *o) {
     meta[3] = (mg_st_meta){"fm.train_images", mg_meta_fmt_i64(j.n_meta, j.train.n)};
     meta[4] = (mg_st_meta){"fm.seed", mg_meta_fmt_i64(j.seed_meta, o->seed)};
     printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
-           "%d threads\n",
+           "%d threads%s\n",
            PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
-           (long long)o->epochs, (long long)j.spe, (long long)o->batch, mg_get_num_threads());
+           (long long)o->epochs, (long long)j.spe, (long long)o->batch, mg_get_num_threads(),
+           precision == MG_PRECISION_BF16 ? ", bf16 mixed precision" : "");
     fflush(stdout);
 
     mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,
@@ -389,6 +397,7 @@ static int run(const fm_opts *o) {
     cfg.eval_every = j.spe, cfg.ckpt_every = j.spe, cfg.stop_after = o->stop_after;
     cfg.seed = (uint64_t)o->seed, cfg.ckpt = ckpt, cfg.resume = o->resume, cfg.log_path = log_path;
     cfg.prog = PROG;
+    cfg.precision = precision;
     mg_train_result res;
     mg_status tst = mg_train_run(&model, &cfg, &res);
     fm_flush_note(&j);
@@ -472,6 +481,9 @@ int main(int argc, char **argv) {
         EX_FLAG_OPT("resume", &o.resume, "continue the run saved in --out (the same data, batch and epochs)"),
         EX_INT_OPT("stop-after", &o.stop_after, 0, INT64_MAX,
                    "stop after this many steps, saving a checkpoint that --resume continues (0: run to the end)"),
+        EX_STR_OPT("precision", &o.precision,
+                   "fp32 (default) or bf16: mixed precision, the convolutions' and linear layers' products on bf16 "
+                   "operands with float32 weights, gradients and Adam state; evaluation follows it"),
     };
     /* `fashion_mnist train [options]` is the same as `fashion_mnist [options]` */
     if (argc > 1 && strcmp(argv[1], "train") == 0) argv++, argc--;
@@ -479,5 +491,7 @@ int main(int argc, char **argv) {
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr == EX_PARSE_HELP) return ex_exit_status(PROG, 0);
     if (pr == EX_PARSE_ERROR) return 2;
-    return ex_exit_status(PROG, run(&o));
+    mg_precision precision;
+    if (!ex_precision_from(PROG, o.precision, &precision)) return 2;
+    return ex_exit_status(PROG, run(&o, precision));
 }
