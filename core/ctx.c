@@ -52,6 +52,7 @@ struct mg_ctx {
         const mg_tensor *t;
         const float *data;
         mg_bf16 *bf;
+        uint32_t *packed[2]; /* kept only: bf packed for mg_bgemm_packed as B = t, B = t^T */
     } bf16[256];
 };
 
@@ -105,7 +106,11 @@ mg_ctx *mg_ctx_new(size_t arena_bytes) {
 
 static void bf16_cache_clear(mg_ctx *ctx) {
     if (ctx->keep_bf16)
-        for (int i = 0; i < ctx->n_bf16; i++) free(ctx->bf16[i].bf);
+        for (int i = 0; i < ctx->n_bf16; i++) {
+            free(ctx->bf16[i].bf);
+            mg_aligned_free(ctx->bf16[i].packed[0]);
+            mg_aligned_free(ctx->bf16[i].packed[1]);
+        }
     ctx->n_bf16 = 0;
 }
 
@@ -180,13 +185,33 @@ const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what
         mg_bf16 *d = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(mg_bf16));
         if (d) {
             mg_f32_to_bf16(t->numel, t->data, d);
-            ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+            ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d, {NULL, NULL}};
             return d;
         }
     }
     mg_bf16 *d = mg_bf16_copy(ctx, t->data, t->numel, what);
-    if (d && room && !ctx->keep_bf16) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+    if (d && room && !ctx->keep_bf16) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d, {NULL, NULL}};
     return d;
+}
+
+const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int64_t M, const char *what) {
+    if (!ctx->keep_bf16 || !(t->flags & MG_PARAM) || t->ndim != 2 || M > MG_BF16_PACKED_MAX_ROWS ||
+        !mg_bgemm_packed_available(M))
+        return NULL;
+    const mg_bf16 *bf = mg_bf16_operand(ctx, t, what);
+    if (!bf) return NULL;
+    for (int i = 0; i < ctx->n_bf16; i++) {
+        struct bf16_copy *e = &ctx->bf16[i];
+        if (e->bf != bf) continue;
+        if (!e->packed[trans]) { /* the kept copy: pack it once */
+            const int64_t K = trans ? t->shape[1] : t->shape[0], N = trans ? t->shape[0] : t->shape[1];
+            const size_t words = mg_bgemm_packed_words(K, N);
+            e->packed[trans] = mg_aligned_alloc((words ? words : 1) * sizeof(uint32_t));
+            if (e->packed[trans]) mg_bgemm_pack_b(trans, K, N, bf, t->shape[1], e->packed[trans]);
+        }
+        return e->packed[trans];
+    }
+    return NULL; /* a copy in the arena (no room to keep it) */
 }
 
 size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }

@@ -8,6 +8,9 @@
  * Bit-identical for any thread count: the K slices depend on K and the path only, each element of C
  * is owned by one thread, and its float32 chain over the pairs runs in increasing order, a slice
  * after the first continuing from the value left in C.
+ *
+ * mg_bgemm_packed (at the end) runs products of few rows against a B packed once (bgemm_internal.h):
+ * no packing per call, the columns split among threads, each element the same chain as in mg_bgemm.
  */
 #include "bgemm_internal.h"
 #include "isa.h"
@@ -221,4 +224,81 @@ void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *
     }
 #endif
     run_part(im, &pl, 0, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+/* ---- pre-packed B ---- */
+
+enum { PANEL = MGK_BGEMM_PANEL };
+
+size_t mg_bgemm_packed_words(int64_t K, int64_t N) {
+    if (K <= 0 || N <= 0) return 0;
+    return (size_t)((N + PANEL - 1) / PANEL * PANEL) * (size_t)((K + 1) / 2);
+}
+
+static inline uint32_t pair_word(mg_bf16 lo, mg_bf16 hi) {
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb, uint32_t *dst) {
+    if (K <= 0 || N <= 0) return;
+    const int64_t kp = (K + 1) / 2, full = K / 2, np = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
+    for (int64_t q = 0; q < np; q++) {
+        uint32_t *d = dst + q * PANEL * kp;
+        const int64_t j = q * PANEL, nn = min64(PANEL, N - j);
+        if (nn < PANEL) memset(d, 0, (size_t)(PANEL * kp) * sizeof *d);
+        if (!tb) { /* op(B)(k, c) = B[k*ldb + c]: two rows interleaved */
+            for (int64_t p = 0; p < full; p++) {
+                const mg_bf16 *s0 = B + 2 * p * ldb + j, *s1 = s0 + ldb;
+                for (int64_t c = 0; c < nn; c++) d[p * PANEL + c] = pair_word(s0[c], s1[c]);
+            }
+            if (K & 1)
+                for (int64_t c = 0; c < nn; c++) d[full * PANEL + c] = pair_word(B[(K - 1) * ldb + j + c], 0);
+        } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is one word of row c */
+            for (int64_t c = 0; c < nn; c++) {
+                const mg_bf16 *s = B + (j + c) * ldb;
+                for (int64_t p = 0; p < full; p++) d[p * PANEL + c] = pair_word(s[2 * p], s[2 * p + 1]);
+                if (K & 1) d[full * PANEL + c] = pair_word(s[K - 1], 0);
+            }
+        }
+    }
+}
+
+bool mg_bgemm_packed_available(int64_t M) {
+    return mgk_bgemm_for(M > 0 ? M : 1)->packed != NULL;
+}
+
+/* One row of a decoding step is a few hundred thousand flops against a weight streamed from cache:
+ * a second thread pays for itself well below the packing driver's threshold. */
+#define PACKED_MIN_FLOPS_PER_THREAD 2.5e5
+
+bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                     const uint32_t *Bp, bool accumulate, float *C, int64_t ldc) {
+    const mgk_bgemm_impl *im = mgk_bgemm_for(M > 0 ? M : 1);
+    if (!im->packed) return false;
+    if (M <= 0 || N <= 0) return true;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return true;
+    }
+    const int64_t np = (N + PANEL - 1) / PANEL, kp = (K + 1) / 2;
+    int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, PACKED_MIN_FLOPS_PER_THREAD);
+    if ((int64_t)nt > np) nt = (int)np;
+#ifdef _OPENMP
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            const int got = omp_get_num_threads();
+            for (int t = omp_get_thread_num(); t < nt; t += got) {
+                const int64_t q0 = np * t / nt, q1 = np * (t + 1) / nt;
+                const int64_t j0 = q0 * PANEL, j1 = min64(N, q1 * PANEL);
+                if (j0 < j1) im->packed(M, j1 - j0, K, A, lda, Bp + q0 * PANEL * kp, accumulate, C + j0, ldc);
+            }
+        }
+        return true;
+    }
+#endif
+    im->packed(M, N, K, A, lda, Bp, accumulate, C, ldc);
+    return true;
 }
