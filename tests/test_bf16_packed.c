@@ -117,6 +117,39 @@ START_TEST(packed_avx512bf16_matches_reference) {
 }
 END_TEST
 
+/* mg_bgemm_pack_b_f32 rounds as mg_f32_to_bf16 does (ties to even, NaN kept quiet, a denormal
+ * that rounds up to the smallest normal) and lays out as mg_bgemm_pack_b: the same words. */
+START_TEST(pack_from_float32_equals_pack_of_bf16) {
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xff800001u, 0x007fffffu,
+                                       0x80000001u, 0x7f7fffffu, 0x00000000u, 0x80000000u, 0x7f800000u};
+    for (int tb = 0; tb < 2; tb++)
+        for (int64_t K = 1; K <= 9; K += 4)
+            for (int64_t N = 1; N <= 35; N += 17) {
+                const int64_t ldb = (tb ? K : N) + 2, rows = tb ? N : K;
+                float *F = malloc((size_t)(rows * ldb) * sizeof *F);
+                mg_bf16 *B = malloc((size_t)(rows * ldb) * sizeof *B);
+                ck_assert(F && B);
+                mg_rng r = mg_rng_make((uint64_t)(K * 100 + N * 3 + tb));
+                for (int64_t i = 0; i < rows * ldb; i++) {
+                    if (i % 7 == 3) {
+                        const uint32_t u = special[(i / 7) % (int64_t)(sizeof special / sizeof *special)];
+                        memcpy(F + i, &u, sizeof u);
+                    } else
+                        F[i] = mg_rng_range(&r, -3.0f, 3.0f);
+                }
+                mg_f32_to_bf16(rows * ldb, F, B);
+                const size_t words = mg_bgemm_packed_words(K, N);
+                uint32_t *p1 = malloc(words * sizeof *p1), *p2 = malloc(words * sizeof *p2);
+                ck_assert(p1 && p2);
+                mg_bgemm_pack_b(tb, K, N, B, ldb, p1);
+                mg_bgemm_pack_b_f32(tb, K, N, F, ldb, p2);
+                ck_assert_msg(memcmp(p1, p2, words * sizeof *p1) == 0, "tb=%d K=%lld N=%lld", tb, (long long)K,
+                              (long long)N);
+                free(F), free(B), free(p1), free(p2);
+            }
+}
+END_TEST
+
 /* Edges: M or N zero leave C alone, K zero writes zeros (or leaves C when accumulating). */
 START_TEST(packed_degenerate_shapes) {
     ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
@@ -296,6 +329,7 @@ Suite *bf16_packed_suite(void) {
     tcase_add_test(tc, packed_emulated_matches_reference);
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, packed_avx512bf16_matches_reference,
                           "packed_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
+    tcase_add_test(tc, pack_from_float32_equals_pack_of_bf16);
     tcase_add_test(tc, packed_degenerate_shapes);
     tcase_add_test(tc, packed_same_bits_for_any_thread_count);
     tu_add_bf16_path_case(tc, MG_BF16_AMX, packed_declined_on_amx_rows, "packed_declined_on_amx_rows",

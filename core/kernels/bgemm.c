@@ -30,12 +30,15 @@
 
 /* ---- conversions ---- */
 
-mg_bf16 mg_f32_to_bf16_1(float x) {
+static inline mg_bf16 round_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (mg_bf16)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (carries into the exponent) */
-    return (mg_bf16)(u >> 16);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even (carries into the exponent) */
+    return (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN: quiet */
+}
+
+mg_bf16 mg_f32_to_bf16_1(float x) {
+    return round_bf16(x);
 }
 
 float mg_bf16_to_f32_1(mg_bf16 x) {
@@ -45,24 +48,31 @@ float mg_bf16_to_f32_1(mg_bf16 x) {
     return f;
 }
 
+/* Below this many values the conversions stay out of OpenMP altogether: even a region whose if()
+ * is false costs a call into the runtime, and a decoding step converts a few hundred values at a
+ * time. */
 #define CONVERT_PARALLEL_MIN (1 << 16)
 
+static void to_bf16_range(int64_t n, const float *src, mg_bf16 *dst) {
+    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+}
+
 void mg_f32_to_bf16(int64_t n, const float *src, mg_bf16 *dst) {
-#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, src + i, sizeof u);
-        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        dst[i] = (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    if (n <= CONVERT_PARALLEL_MIN) {
+        to_bf16_range(n, src, dst);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
 }
 
 void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst) {
-#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &u, sizeof u);
+    if (n <= CONVERT_PARALLEL_MIN) {
+        for (int64_t i = 0; i < n; i++) dst[i] = mg_bf16_to_f32_1(src[i]);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = mg_bf16_to_f32_1(src[i]);
 }
 
 /* ---- reference ---- */
@@ -239,7 +249,13 @@ static inline uint32_t pair_word(mg_bf16 lo, mg_bf16 hi) {
     return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
-void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb, uint32_t *dst) {
+/* B's element i in bf16: B holds bf16, or float32 rounded here as mg_f32_to_bf16 does. */
+static inline mg_bf16 b_elem(const void *B, bool f32, int64_t i) {
+    return f32 ? round_bf16(((const float *)B)[i]) : ((const mg_bf16 *)B)[i];
+}
+
+static inline void pack_panels(bool tb, int64_t K, int64_t N, const void *B, bool f32, int64_t ldb,
+                               uint32_t *dst) {
     if (K <= 0 || N <= 0) return;
     const int64_t kp = (K + 1) / 2, full = K / 2, np = (N + PANEL - 1) / PANEL;
 #pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
@@ -249,19 +265,30 @@ void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ld
         if (nn < PANEL) memset(d, 0, (size_t)(PANEL * kp) * sizeof *d);
         if (!tb) { /* op(B)(k, c) = B[k*ldb + c]: two rows interleaved */
             for (int64_t p = 0; p < full; p++) {
-                const mg_bf16 *s0 = B + 2 * p * ldb + j, *s1 = s0 + ldb;
-                for (int64_t c = 0; c < nn; c++) d[p * PANEL + c] = pair_word(s0[c], s1[c]);
+                const int64_t s0 = 2 * p * ldb + j, s1 = s0 + ldb;
+                for (int64_t c = 0; c < nn; c++)
+                    d[p * PANEL + c] = pair_word(b_elem(B, f32, s0 + c), b_elem(B, f32, s1 + c));
             }
             if (K & 1)
-                for (int64_t c = 0; c < nn; c++) d[full * PANEL + c] = pair_word(B[(K - 1) * ldb + j + c], 0);
-        } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is one word of row c */
+                for (int64_t c = 0; c < nn; c++)
+                    d[full * PANEL + c] = pair_word(b_elem(B, f32, (K - 1) * ldb + j + c), 0);
+        } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is two neighbours in row c */
             for (int64_t c = 0; c < nn; c++) {
-                const mg_bf16 *s = B + (j + c) * ldb;
-                for (int64_t p = 0; p < full; p++) d[p * PANEL + c] = pair_word(s[2 * p], s[2 * p + 1]);
-                if (K & 1) d[full * PANEL + c] = pair_word(s[K - 1], 0);
+                const int64_t s = (j + c) * ldb;
+                for (int64_t p = 0; p < full; p++)
+                    d[p * PANEL + c] = pair_word(b_elem(B, f32, s + 2 * p), b_elem(B, f32, s + 2 * p + 1));
+                if (K & 1) d[full * PANEL + c] = pair_word(b_elem(B, f32, s + K - 1), 0);
             }
         }
     }
+}
+
+void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb, uint32_t *dst) {
+    pack_panels(tb, K, N, B, false, ldb, dst);
+}
+
+void mg_bgemm_pack_b_f32(bool tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint32_t *dst) {
+    pack_panels(tb, K, N, B, true, ldb, dst);
 }
 
 bool mg_bgemm_packed_available(int64_t M) {

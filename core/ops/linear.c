@@ -88,7 +88,7 @@ mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
     if (mg_use_bf16(ctx)) {
         xb = mg_bf16_copy(ctx, x->data, M * K, "mg_linear: x in bf16");
         if (!xb) return y;
-        const uint32_t *wp = mg_bf16_packed(ctx, w, false, M, "mg_linear: weight in bf16");
+        const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
         if (!wp || !mg_bgemm_packed(M, N, K, xb, K, wp, b != NULL, y->data, N)) {
             wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
             if (!wb) return y;

@@ -130,7 +130,7 @@ static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_t
     const int64_t rows = d->batch * d->M;
     *ab = mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16");
     if (!*ab) return false;
-    const uint32_t *bp = mg_bf16_packed(ctx, b, nt, rows, "mg_matmul: b in bf16"); /* kept weights */
+    const uint32_t *bp = mg_bf16_packed(ctx, b, nt, rows); /* kept weights */
     if (bp && mg_bgemm_packed(rows, d->N, d->K, *ab, d->K, bp, false, c, d->N)) return true;
     *bb = mg_bf16_operand(ctx, b, "mg_matmul: b in bf16");
     if (!*bb) return false;

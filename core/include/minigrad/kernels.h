@@ -154,6 +154,9 @@ MG_API void mg_bgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 MG_API size_t mg_bgemm_packed_words(int64_t K, int64_t N);
 MG_API void mg_bgemm_pack_b(bool trans_b, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb,
                             uint32_t *dst);
+/* The same from float32 B, each value rounded as mg_f32_to_bf16 does (no bf16 copy needed). */
+MG_API void mg_bgemm_pack_b_f32(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb,
+                                uint32_t *dst);
 /* Whether the active path has a kernel for the packed B at M rows: AVX512-BF16 and the emulation
  * do; AMX's own products (16 rows or more) do not. */
 MG_API bool mg_bgemm_packed_available(int64_t M);
