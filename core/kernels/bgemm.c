@@ -254,41 +254,43 @@ static inline mg_bf16 b_elem(const void *B, bool f32, int64_t i) {
     return f32 ? round_bf16(((const float *)B)[i]) : ((const mg_bf16 *)B)[i];
 }
 
-static inline void pack_panels(bool tb, int64_t K, int64_t N, const void *B, bool f32, int64_t ldb,
-                               uint32_t *dst) {
-    if (K <= 0 || N <= 0) return;
-    const int64_t kp = (K + 1) / 2, full = K / 2, np = (N + PANEL - 1) / PANEL;
-#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
-    for (int64_t q = 0; q < np; q++) {
-        uint32_t *d = dst + q * PANEL * kp;
-        const int64_t j = q * PANEL, nn = min64(PANEL, N - j);
-        if (nn < PANEL) memset(d, 0, (size_t)(PANEL * kp) * sizeof *d);
-        if (!tb) { /* op(B)(k, c) = B[k*ldb + c]: two rows interleaved */
-            for (int64_t p = 0; p < full; p++) {
-                const int64_t s0 = 2 * p * ldb + j, s1 = s0 + ldb;
-                for (int64_t c = 0; c < nn; c++)
-                    d[p * PANEL + c] = pair_word(b_elem(B, f32, s0 + c), b_elem(B, f32, s1 + c));
-            }
-            if (K & 1)
-                for (int64_t c = 0; c < nn; c++)
-                    d[full * PANEL + c] = pair_word(b_elem(B, f32, (K - 1) * ldb + j + c), 0);
-        } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is two neighbours in row c */
-            for (int64_t c = 0; c < nn; c++) {
-                const int64_t s = (j + c) * ldb;
-                for (int64_t p = 0; p < full; p++)
-                    d[p * PANEL + c] = pair_word(b_elem(B, f32, s + 2 * p), b_elem(B, f32, s + 2 * p + 1));
-                if (K & 1) d[full * PANEL + c] = pair_word(b_elem(B, f32, s + K - 1), 0);
-            }
+/* Panel q of the packed B (bgemm_internal.h), from bf16 or float32 B; inlined with f32 constant. */
+static inline __attribute__((always_inline)) void pack_panel(bool tb, int64_t K, int64_t N, const void *B,
+                                                             bool f32, int64_t ldb, uint32_t *dst, int64_t q) {
+    const int64_t kp = (K + 1) / 2, full = K / 2;
+    uint32_t *d = dst + q * PANEL * kp;
+    const int64_t j = q * PANEL, nn = min64(PANEL, N - j);
+    if (nn < PANEL) memset(d, 0, (size_t)(PANEL * kp) * sizeof *d);
+    if (!tb) { /* op(B)(k, c) = B[k*ldb + c]: two rows interleaved */
+        for (int64_t p = 0; p < full; p++) {
+            const int64_t s0 = 2 * p * ldb + j, s1 = s0 + ldb;
+            for (int64_t c = 0; c < nn; c++)
+                d[p * PANEL + c] = pair_word(b_elem(B, f32, s0 + c), b_elem(B, f32, s1 + c));
+        }
+        if (K & 1)
+            for (int64_t c = 0; c < nn; c++) d[full * PANEL + c] = pair_word(b_elem(B, f32, (K - 1) * ldb + j + c), 0);
+    } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is two neighbours in row c */
+        for (int64_t c = 0; c < nn; c++) {
+            const int64_t s = (j + c) * ldb;
+            for (int64_t p = 0; p < full; p++)
+                d[p * PANEL + c] = pair_word(b_elem(B, f32, s + 2 * p), b_elem(B, f32, s + 2 * p + 1));
+            if (K & 1) d[full * PANEL + c] = pair_word(b_elem(B, f32, s + K - 1), 0);
         }
     }
 }
 
 void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb, uint32_t *dst) {
-    pack_panels(tb, K, N, B, false, ldb, dst);
+    if (K <= 0 || N <= 0) return;
+    const int64_t np = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
+    for (int64_t q = 0; q < np; q++) pack_panel(tb, K, N, B, false, ldb, dst, q);
 }
 
 void mg_bgemm_pack_b_f32(bool tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint32_t *dst) {
-    pack_panels(tb, K, N, B, true, ldb, dst);
+    if (K <= 0 || N <= 0) return;
+    const int64_t np = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
+    for (int64_t q = 0; q < np; q++) pack_panel(tb, K, N, B, true, ldb, dst, q);
 }
 
 bool mg_bgemm_packed_available(int64_t M) {
