@@ -44,14 +44,16 @@ struct mg_ctx {
         size_t bytes;
     } spare[256];
     mg_precision precision;
-    /* bf16 copies of the parameters used this step (mg_bf16_param), cleared at reset; with
-     * keep_bf16 they are malloc'ed instead and kept across resets */
+    /* bf16 copies of the parameters used this step (mg_bf16_operand), cleared at reset; with
+     * keep_bf16 they are malloc'ed instead and kept across resets, and products of few rows read
+     * a packed copy instead (mg_bf16_packed), each made at its first use */
     bool keep_bf16;
     int n_bf16;
     struct bf16_copy {
         const mg_tensor *t;
         const float *data;
         mg_bf16 *bf;
+        uint32_t *packed[2]; /* kept only: bf packed for mg_bgemm_packed as B = t, B = t^T */
     } bf16[256];
 };
 
@@ -105,7 +107,11 @@ mg_ctx *mg_ctx_new(size_t arena_bytes) {
 
 static void bf16_cache_clear(mg_ctx *ctx) {
     if (ctx->keep_bf16)
-        for (int i = 0; i < ctx->n_bf16; i++) free(ctx->bf16[i].bf);
+        for (int i = 0; i < ctx->n_bf16; i++) {
+            free(ctx->bf16[i].bf);
+            mg_aligned_free(ctx->bf16[i].packed[0]);
+            mg_aligned_free(ctx->bf16[i].packed[1]);
+        }
     ctx->n_bf16 = 0;
 }
 
@@ -171,22 +177,52 @@ mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what
     return d;
 }
 
+/* A parameter's entry in the copies of this step (or, kept, of this call), or NULL. */
+static struct bf16_copy *bf16_entry(mg_ctx *ctx, const mg_tensor *t) {
+    for (int i = 0; i < ctx->n_bf16; i++)
+        if (ctx->bf16[i].t == t && ctx->bf16[i].data == t->data) return &ctx->bf16[i];
+    return NULL;
+}
+
+static bool bf16_room(const mg_ctx *ctx) {
+    return ctx->n_bf16 < (int)(sizeof ctx->bf16 / sizeof ctx->bf16[0]);
+}
+
 const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what) {
     if (!(t->flags & MG_PARAM)) return mg_bf16_copy(ctx, t->data, t->numel, what);
-    for (int i = 0; i < ctx->n_bf16; i++)
-        if (ctx->bf16[i].t == t && ctx->bf16[i].data == t->data) return ctx->bf16[i].bf;
-    const bool room = ctx->n_bf16 < (int)(sizeof ctx->bf16 / sizeof ctx->bf16[0]);
-    if (ctx->keep_bf16 && room) {
+    struct bf16_copy *e = bf16_entry(ctx, t);
+    if (e && e->bf) return e->bf;
+    if (ctx->keep_bf16 && (e || bf16_room(ctx))) { /* kept: on the heap (e: so far only packed) */
         mg_bf16 *d = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(mg_bf16));
         if (d) {
             mg_f32_to_bf16(t->numel, t->data, d);
-            ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+            if (!e) e = &ctx->bf16[ctx->n_bf16++], *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}};
+            e->bf = d;
             return d;
         }
     }
     mg_bf16 *d = mg_bf16_copy(ctx, t->data, t->numel, what);
-    if (d && room && !ctx->keep_bf16) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d};
+    if (d && !ctx->keep_bf16 && bf16_room(ctx)) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d, {NULL, NULL}};
     return d;
+}
+
+const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int64_t M) {
+    if (!ctx->keep_bf16 || !(t->flags & MG_PARAM) || t->ndim != 2 || M > MG_BF16_PACKED_MAX_ROWS ||
+        !mg_bgemm_packed_available(M))
+        return NULL;
+    struct bf16_copy *e = bf16_entry(ctx, t);
+    if (!e) {
+        if (!bf16_room(ctx)) return NULL;
+        e = &ctx->bf16[ctx->n_bf16++];
+        *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}};
+    }
+    if (!e->packed[trans]) { /* once per entry, straight from the float32 values */
+        const int64_t K = trans ? t->shape[1] : t->shape[0], N = trans ? t->shape[0] : t->shape[1];
+        const size_t words = mg_bgemm_packed_words(K, N);
+        e->packed[trans] = mg_aligned_alloc((words ? words : 1) * sizeof(uint32_t));
+        if (e->packed[trans]) mg_bgemm_pack_b_f32(trans, K, N, t->data, t->shape[1], e->packed[trans]);
+    }
+    return e->packed[trans];
 }
 
 size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }

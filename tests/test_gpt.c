@@ -356,6 +356,74 @@ START_TEST(generation_in_bf16) {
 }
 END_TEST
 
+/* bf16 decoding reads its kept weights pre-packed (products of up to 16 rows: mg_bgemm_packed) and
+ * the prompt's first step, of more rows, through mg_bgemm: on a wider model with odd sizes (vocab 37,
+ * width 33, three heads of 11), a tied head (_i 0) and a Linear head with bias (_i 1), a 20-token
+ * prompt, the logits of every step are bit for bit those of the steps run by hand on a bf16 context
+ * that converts the weights at every step and multiplies with mg_bgemm, on 1 and 2 threads. */
+typedef struct {
+    int n;
+    float logits[8][37];
+    int32_t tok[8];
+} wide_rec;
+
+static bool record_wide(void *user, int64_t step, int32_t token, const float *logits, int64_t vocab) {
+    wide_rec *r = user;
+    ck_assert_int_eq(step, r->n);
+    ck_assert_int_eq(vocab, 37);
+    r->tok[r->n] = token;
+    memcpy(r->logits[r->n], logits, sizeof r->logits[0]);
+    r->n++;
+    return true;
+}
+
+START_TEST(bf16_decoding_packed_weights_wide_model) {
+    mg_gpt_config c = mg_gpt_config_default();
+    c.vocab_size = 37, c.block_size = 40, c.n_layer = 2, c.n_head = 3, c.n_embd = 33, c.init_std = 0.3f;
+    c.tied_head = _i == 0, c.head_bias = _i == 1;
+    mg_gpt *g = make(&c, 90 + (uint64_t)_i);
+    int32_t hist[40];
+    for (int i = 0; i < 20; i++) hist[i] = (int32_t)((i * 7 + 3) % 37);
+    wide_rec a = {.n = 0}, a2 = {.n = 0};
+    mg_gen_opts o = {.max_new_tokens = 8, .on_token = record_wide, .user = &a, .precision = MG_PRECISION_BF16};
+    const int saved = mg_get_num_threads();
+    mg_set_num_threads(1);
+    ck_assert_msg(mg_gpt_generate(g, hist, 20, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+    mg_set_num_threads(2);
+    o.user = &a2;
+    ck_assert_msg(mg_gpt_generate(g, hist, 20, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+    mg_set_num_threads(saved);
+    ck_assert_int_eq(a.n, 8);
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_grad_enabled(ctx, false);
+    mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
+    const int64_t H = c.n_head, D = c.n_embd / c.n_head, cap = 40;
+    float *slab = calloc((size_t)(2 * c.n_layer * H * cap * D), sizeof(float));
+    ck_assert_ptr_nonnull(slab);
+    mg_kv_cache kv[2];
+    for (int l = 0; l < 2; l++) kv[l] = (mg_kv_cache){slab + 2 * l * H * cap * D, slab + (2 * l + 1) * H * cap * D, 1, H, cap, D, 0};
+    int64_t len = 20, pos = 0;
+    for (int s = 0; s < 8; s++) {
+        mg_ctx_reset(ctx);
+        const int64_t T = len - pos;
+        mg_fwd fa = {.pos0 = pos, .kv = kv};
+        mg_tensor *y = mg_gpt_forward(g, ctx, mg_tensor_wrap(ctx, MG_I32, 2, (int64_t[]){1, T}, hist + pos), &fa);
+        ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+        const float *row = y->data + (T - 1) * 37;
+        for (int v = 0; v < 37; v++)
+            ck_assert_msg(memcmp(&a.logits[s][v], &row[v], sizeof row[v]) == 0 && memcmp(&a2.logits[s][v], &row[v], sizeof row[v]) == 0,
+                          "head %s step %d token %d: generate %a (2 threads %a), by hand %a", _i ? "linear" : "tied", s, v,
+                          (double)a.logits[s][v], (double)a2.logits[s][v], (double)row[v]);
+        ck_assert_int_eq(a.tok[s], a2.tok[s]);
+        hist[len++] = a.tok[s];
+        pos += T;
+    }
+    free(slab);
+    mg_ctx_free(ctx);
+    mg_gpt_free(g);
+}
+END_TEST
+
 /* mg_ctx_keep_bf16_weights: a parameter's copy outlives mg_ctx_reset until keep is turned off. */
 START_TEST(bf16_weights_kept_across_resets) {
     mg_ctx *ctx = mg_ctx_new(0);
@@ -1148,6 +1216,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tk, sampling_rules);
     tcase_add_loop_test(tk, generation_in_bf16, 0, 2);
     tcase_add_test(tk, bf16_weights_kept_across_resets);
+    tcase_add_loop_test(tk, bf16_decoding_packed_weights_wide_model, 0, 2);
     suite_add_tcase(s, tk);
     TCase *tc = tcase_create("checkpoint");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -8,6 +8,9 @@
  * Bit-identical for any thread count: the K slices depend on K and the path only, each element of C
  * is owned by one thread, and its float32 chain over the pairs runs in increasing order, a slice
  * after the first continuing from the value left in C.
+ *
+ * mg_bgemm_packed (at the end) runs products of few rows against a B packed once (bgemm_internal.h):
+ * no packing per call, the columns split among threads, each element the same chain as in mg_bgemm.
  */
 #include "bgemm_internal.h"
 #include "isa.h"
@@ -27,12 +30,15 @@
 
 /* ---- conversions ---- */
 
-mg_bf16 mg_f32_to_bf16_1(float x) {
+static inline mg_bf16 round_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (mg_bf16)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (carries into the exponent) */
-    return (mg_bf16)(u >> 16);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even (carries into the exponent) */
+    return (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN: quiet */
+}
+
+mg_bf16 mg_f32_to_bf16_1(float x) {
+    return round_bf16(x);
 }
 
 float mg_bf16_to_f32_1(mg_bf16 x) {
@@ -42,24 +48,31 @@ float mg_bf16_to_f32_1(mg_bf16 x) {
     return f;
 }
 
+/* Below this many values the conversions stay out of OpenMP altogether: even a region whose if()
+ * is false costs a call into the runtime, and a decoding step converts a few hundred values at a
+ * time. */
 #define CONVERT_PARALLEL_MIN (1 << 16)
 
+static void to_bf16_range(int64_t n, const float *src, mg_bf16 *dst) {
+    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+}
+
 void mg_f32_to_bf16(int64_t n, const float *src, mg_bf16 *dst) {
-#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, src + i, sizeof u);
-        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        dst[i] = (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    if (n <= CONVERT_PARALLEL_MIN) {
+        to_bf16_range(n, src, dst);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
 }
 
 void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst) {
-#pragma omp parallel for schedule(static) if (n > CONVERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &u, sizeof u);
+    if (n <= CONVERT_PARALLEL_MIN) {
+        for (int64_t i = 0; i < n; i++) dst[i] = mg_bf16_to_f32_1(src[i]);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = mg_bf16_to_f32_1(src[i]);
 }
 
 /* ---- reference ---- */
@@ -247,4 +260,100 @@ void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *
     }
 #endif
     run_part(im, &pl, 0, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+/* ---- pre-packed B ---- */
+
+enum { PANEL = MGK_BGEMM_PANEL };
+
+size_t mg_bgemm_packed_words(int64_t K, int64_t N) {
+    if (K <= 0 || N <= 0) return 0;
+    return (size_t)((N + PANEL - 1) / PANEL * PANEL) * (size_t)((K + 1) / 2);
+}
+
+static inline uint32_t pair_word(mg_bf16 lo, mg_bf16 hi) {
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+/* B's element i in bf16: B holds bf16, or float32 rounded here as mg_f32_to_bf16 does. */
+static inline mg_bf16 b_elem(const void *B, bool f32, int64_t i) {
+    return f32 ? round_bf16(((const float *)B)[i]) : ((const mg_bf16 *)B)[i];
+}
+
+/* Panel q of the packed B (bgemm_internal.h), from bf16 or float32 B; inlined with f32 constant. */
+static inline __attribute__((always_inline)) void pack_panel(bool tb, int64_t K, int64_t N, const void *B,
+                                                             bool f32, int64_t ldb, uint32_t *dst, int64_t q) {
+    const int64_t kp = (K + 1) / 2, full = K / 2;
+    uint32_t *d = dst + q * PANEL * kp;
+    const int64_t j = q * PANEL, nn = min64(PANEL, N - j);
+    if (nn < PANEL) memset(d, 0, (size_t)(PANEL * kp) * sizeof *d);
+    if (!tb) { /* op(B)(k, c) = B[k*ldb + c]: two rows interleaved */
+        for (int64_t p = 0; p < full; p++) {
+            const int64_t s0 = 2 * p * ldb + j, s1 = s0 + ldb;
+            for (int64_t c = 0; c < nn; c++)
+                d[p * PANEL + c] = pair_word(b_elem(B, f32, s0 + c), b_elem(B, f32, s1 + c));
+        }
+        if (K & 1)
+            for (int64_t c = 0; c < nn; c++) d[full * PANEL + c] = pair_word(b_elem(B, f32, (K - 1) * ldb + j + c), 0);
+    } else { /* op(B)(k, c) = B[c*ldb + k]: a pair is two neighbours in row c */
+        for (int64_t c = 0; c < nn; c++) {
+            const int64_t s = (j + c) * ldb;
+            for (int64_t p = 0; p < full; p++)
+                d[p * PANEL + c] = pair_word(b_elem(B, f32, s + 2 * p), b_elem(B, f32, s + 2 * p + 1));
+            if (K & 1) d[full * PANEL + c] = pair_word(b_elem(B, f32, s + K - 1), 0);
+        }
+    }
+}
+
+void mg_bgemm_pack_b(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb, uint32_t *dst) {
+    if (K <= 0 || N <= 0) return;
+    const int64_t np = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
+    for (int64_t q = 0; q < np; q++) pack_panel(tb, K, N, B, false, ldb, dst, q);
+}
+
+void mg_bgemm_pack_b_f32(bool tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint32_t *dst) {
+    if (K <= 0 || N <= 0) return;
+    const int64_t np = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) if (K * N > CONVERT_PARALLEL_MIN)
+    for (int64_t q = 0; q < np; q++) pack_panel(tb, K, N, B, true, ldb, dst, q);
+}
+
+bool mg_bgemm_packed_available(int64_t M) {
+    return mgk_bgemm_for(M > 0 ? M : 1)->packed != NULL;
+}
+
+/* One row of a decoding step is a few hundred thousand flops against a weight streamed from cache:
+ * a second thread pays for itself well below the packing driver's threshold. */
+#define PACKED_MIN_FLOPS_PER_THREAD 2.5e5
+
+bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                     const uint32_t *Bp, bool accumulate, float *C, int64_t ldc) {
+    const mgk_bgemm_impl *im = mgk_bgemm_for(M > 0 ? M : 1);
+    if (!im->packed) return false;
+    if (M <= 0 || N <= 0) return true;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return true;
+    }
+    const int64_t np = (N + PANEL - 1) / PANEL, kp = (K + 1) / 2;
+    int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, PACKED_MIN_FLOPS_PER_THREAD);
+    if ((int64_t)nt > np) nt = (int)np;
+#ifdef _OPENMP
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            const int got = omp_get_num_threads();
+            for (int t = omp_get_thread_num(); t < nt; t += got) {
+                const int64_t q0 = np * t / nt, q1 = np * (t + 1) / nt;
+                const int64_t j0 = q0 * PANEL, j1 = min64(N, q1 * PANEL);
+                if (j0 < j1) im->packed(M, j1 - j0, K, A, lda, Bp + q0 * PANEL * kp, accumulate, C + j0, ldc);
+            }
+        }
+        return true;
+    }
+#endif
+    im->packed(M, N, K, A, lda, Bp, accumulate, C, ldc);
+    return true;
 }

@@ -162,6 +162,90 @@ static void block_avx512bf16(int64_t m, int64_t n, int64_t kp, const uint32_t *p
     }
 }
 
+/* ---- against a pre-packed B (bgemm_internal.h): products of few rows ----
+ *
+ * A tile of MR rows (1 to 4) by G panels of 16 columns: per pair p, G vectors of B (one cache line
+ * each), one broadcast word of A per row read in place, MR * G accumulators; all of K in one run,
+ * the odd K's last pair completed by a zero as the packing pads B. MR * G + G + 1 <= 32 zmm. */
+static inline __attribute__((always_inline)) void packed_tile(const int MR, const int G, int64_t K,
+                                                              const mg_bf16 *restrict A, int64_t lda,
+                                                              const uint32_t *restrict pb, bool acc,
+                                                              float *restrict C, int64_t ldc, int64_t nn) {
+    enum { P = MGK_BGEMM_PANEL };
+    const int64_t kp = (K + 1) / 2, full = K / 2;
+    __mmask16 mk[8];
+    __m512 s[4][8];
+    _Pragma("GCC unroll 8") for (int q = 0; q < G; q++) mk[q] = mask16(nn - q * P);
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8") for (int q = 0; q < G; q++)
+            s[r][q] = acc ? _mm512_maskz_loadu_ps(mk[q], C + r * ldc + q * P) : _mm512_setzero_ps();
+    for (int64_t p = 0; p < full; p++) {
+        __m512bh b[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < G; q++)
+            b[q] = (__m512bh)_mm512_loadu_si512(pb + q * P * kp + p * P);
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+            uint32_t w;
+            memcpy(&w, A + r * lda + 2 * p, sizeof w);
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)w);
+            _Pragma("GCC unroll 8") for (int q = 0; q < G; q++) s[r][q] = _mm512_dpbf16_ps(s[r][q], a, b[q]);
+        }
+    }
+    if (K & 1) {
+        __m512bh b[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < G; q++)
+            b[q] = (__m512bh)_mm512_loadu_si512(pb + q * P * kp + full * P);
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * lda + K - 1]);
+            _Pragma("GCC unroll 8") for (int q = 0; q < G; q++) s[r][q] = _mm512_dpbf16_ps(s[r][q], a, b[q]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8") for (int q = 0; q < G; q++)
+            _mm512_mask_storeu_ps(C + r * ldc + q * P, mk[q], s[r][q]);
+}
+
+#define PACKED_TILE(MR, G)                                                                          \
+    static void packed_tile_##MR##_##G(int64_t K, const mg_bf16 *A, int64_t lda, const uint32_t *pb, \
+                                       bool acc, float *C, int64_t ldc, int64_t nn) {                \
+        packed_tile(MR, G, K, A, lda, pb, acc, C, ldc, nn);                                         \
+    }
+PACKED_TILE(1, 8)
+PACKED_TILE(2, 8)
+PACKED_TILE(1, 4)
+PACKED_TILE(2, 4)
+PACKED_TILE(3, 4)
+PACKED_TILE(4, 4)
+PACKED_TILE(1, 1)
+PACKED_TILE(2, 1)
+PACKED_TILE(3, 1)
+PACKED_TILE(4, 1)
+#undef PACKED_TILE
+
+typedef void (*packed_tile_fn)(int64_t K, const mg_bf16 *A, int64_t lda, const uint32_t *pb, bool acc,
+                               float *C, int64_t ldc, int64_t nn);
+
+/* Columns in groups of G panels (8 for one or two rows, else 4), then single panels; rows in blocks
+ * of 4 within a group, so a group's panels are read once per block of rows. */
+static void packed_avx512bf16(int64_t m, int64_t n, int64_t K, const mg_bf16 *A, int64_t lda,
+                              const uint32_t *pb, bool acc, float *C, int64_t ldc) {
+    enum { P = MGK_BGEMM_PANEL };
+    static const packed_tile_fn by8[2] = {packed_tile_1_8, packed_tile_2_8};
+    static const packed_tile_fn by4[4] = {packed_tile_1_4, packed_tile_2_4, packed_tile_3_4, packed_tile_4_4};
+    static const packed_tile_fn by1[4] = {packed_tile_1_1, packed_tile_2_1, packed_tile_3_1, packed_tile_4_1};
+    const int64_t kp = (K + 1) / 2;
+    const int g = m <= 2 ? 8 : 4;
+    for (int64_t j = 0; j < n;) {
+        const bool grp = n - j > (int64_t)(g - 1) * P; /* g panels, the last possibly partial */
+        const int64_t w = grp ? (int64_t)g * P : P, nn = n - j < w ? n - j : w;
+        for (int64_t i = 0; i < m; i += 4) {
+            const int mm = m - i < 4 ? (int)(m - i) : 4;
+            const packed_tile_fn f = !grp ? by1[mm - 1] : g == 8 ? by8[mm - 1] : by4[mm - 1];
+            f(K, A + i * lda, lda, pb + j * kp, acc, C + i * ldc + j, ldc, nn);
+        }
+        j += nn;
+    }
+}
+
 const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void) {
     static const mgk_bgemm_impl impl = {
         .path = MG_BF16_AVX512,
@@ -175,6 +259,7 @@ const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void) {
         .pack_a = pack_a_vec,
         .pack_b = pack_b_vec,
         .block = block_avx512bf16,
+        .packed = packed_avx512bf16,
     };
     return &impl;
 }

@@ -64,6 +64,40 @@ static void block_emulated(int64_t m, int64_t n, int64_t kp, const uint32_t *pa,
     }
 }
 
+/* Against a pre-packed B (bgemm_internal.h): the arithmetic of block_emulated with A's pairs read in
+ * place, all of K in one run; BG_MR rows by one 16-column panel at a time. */
+static void packed_emulated(int64_t m, int64_t n, int64_t K, const mg_bf16 *A, int64_t lda,
+                            const uint32_t *pb, bool acc, float *C, int64_t ldc) {
+    enum { P = MGK_BGEMM_PANEL };
+    const int64_t kp = (K + 1) / 2;
+    for (int64_t j = 0; j < n; j += P) {
+        const uint32_t *b = pb + j * kp;
+        const int nn = n - j < P ? (int)(n - j) : P;
+        for (int64_t i = 0; i < m; i += BG_MR) {
+            const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
+            float s[BG_MR][P];
+            for (int r = 0; r < mm; r++)
+                for (int c = 0; c < P; c++) s[r][c] = acc && c < nn ? bg_ftz(C[(i + r) * ldc + j + c]) : 0.0f;
+            for (int64_t p = 0; p < kp; p++) {
+                double bl[P], bh[P];
+                for (int c = 0; c < P; c++) {
+                    bl[c] = bg_in(b[p * P + c] & 0xffffu);
+                    bh[c] = bg_in(b[p * P + c] >> 16);
+                }
+                for (int r = 0; r < mm; r++) {
+                    const mg_bf16 *a = A + (i + r) * lda + 2 * p;
+                    const double al = bg_in(a[0]), ah = 2 * p + 1 < K ? bg_in(a[1]) : 0.0;
+                    for (int c = 0; c < P; c++) {
+                        const float t = bg_ftz((float)((double)s[r][c] + ah * bh[c]));
+                        s[r][c] = bg_ftz((float)((double)t + al * bl[c]));
+                    }
+                }
+            }
+            for (int r = 0; r < mm; r++) memcpy(C + (i + r) * ldc + j, s[r], (size_t)nn * sizeof(float));
+        }
+    }
+}
+
 const mgk_bgemm_impl *mgk_bgemm_emulated(void) {
     static const mgk_bgemm_impl impl = {
         .path = MG_BF16_EMULATED,
@@ -77,6 +111,7 @@ const mgk_bgemm_impl *mgk_bgemm_emulated(void) {
         .pack_a = pack_a_emulated,
         .pack_b = pack_b_emulated,
         .block = block_emulated,
+        .packed = packed_emulated,
     };
     return &impl;
 }

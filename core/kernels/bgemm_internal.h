@@ -15,6 +15,12 @@
  *      a_tiled == 1: [(p/16)*mr*16 + r*16 + p%16]                (AMX: 16-row x 16-pair tiles)
  * Every output element is one float32 chain over p in increasing order whatever tile, block or
  * thread it falls in; a K slice after the first continues the chain from the value in C.
+ *
+ * Pre-packed B (mg_bgemm_pack_b, for products with few rows against weights kept across calls):
+ * all of K in one slice, ceil(n/16) panels of 16 columns, panel q at dst + q*16*kp with kp =
+ * ceil(K/2), pair (p, c) at [p*16 + c]; zeros past K and n. A path's `packed` kernel reads it with
+ * A unpacked (row-major bf16, pairs read in place) and adds the pairs in the same order as its
+ * `block`, so its results are mg_bgemm's bits.
  */
 #ifndef MG_BGEMM_INTERNAL_H
 #define MG_BGEMM_INTERNAL_H
@@ -37,7 +43,14 @@ typedef struct mgk_bgemm_impl {
     /* C[0:m, 0:n] = (acc ? C : 0) + pa @ pb, kp pairs deep. */
     void (*block)(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
                   bool acc, float *C, int64_t ldc);
+    /* Optional (NULL: the path has none, mg_bgemm runs instead). C[0:m, 0:n] = (acc ? C : 0) +
+     * A[0:m, 0:K] @ the pre-packed B whose panel of column 0 is at pb, K values deep (kp pairs);
+     * A row-major with row stride lda; n need not be a multiple of 16. */
+    void (*packed)(int64_t m, int64_t n, int64_t K, const mg_bf16 *A, int64_t lda,
+                   const uint32_t *pb, bool acc, float *C, int64_t ldc);
 } mgk_bgemm_impl;
+
+#define MGK_BGEMM_PANEL 16 /* columns per panel of a pre-packed B */
 
 /* The paths, in the order of mg_bf16_path. */
 const mgk_bgemm_impl *mgk_bgemm_emulated(void);

@@ -50,5 +50,14 @@ mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what
 /* t's data in bf16: a parameter's copy is made once per step (until mg_ctx_reset) and shared by
  * every product that reads it; other tensors are converted on each call. */
 const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what);
+/* Products of at most this many rows read kept weights pre-packed (mg_bf16_packed). */
+#define MG_BF16_PACKED_MAX_ROWS 16
+/* With kept weights (mg_ctx_keep_bf16_weights) and a 2-D parameter t, t rounded to bf16 and packed
+ * for mg_bgemm_packed as the B of a product (trans: B = t^T, t N x K; else t is K x N), made at
+ * its first use and kept like the plain copies (which are then made only if something asks for
+ * them: mg_bf16_operand); NULL otherwise (weights not kept, not a parameter, no room, no memory, no
+ * packed kernel for M rows on this path, or M above MG_BF16_PACKED_MAX_ROWS): then
+ * mg_bf16_operand and mg_bgemm give the same bits. */
+const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int64_t M);
 
 #endif

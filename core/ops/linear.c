@@ -10,7 +10,9 @@
  *
  * In bf16 precision (mg_ctx_set_precision) the products run on bf16 copies: x rounded once in
  * forward and kept (in the node) for dW, W's per-step copy, dy rounded once in backward for both
- * of its products; the bias, the sums and the gradients stay float32.
+ * of its products; the bias, the sums and the gradients stay float32. With kept weights
+ * (mg_ctx_keep_bf16_weights) a product of few rows reads W pre-packed (mg_bgemm_packed), the same
+ * bits without packing W at every call.
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -85,12 +87,17 @@ mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
     const mg_bf16 *xb = NULL, *wb = NULL;
     if (mg_use_bf16(ctx)) {
         xb = mg_bf16_copy(ctx, x->data, M * K, "mg_linear: x in bf16");
-        wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
-        if (!xb || !wb) return y;
-        mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
+        if (!xb) return y;
+        const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
+        if (!wp || !mg_bgemm_packed(M, N, K, xb, K, wp, b != NULL, y->data, N)) {
+            wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
+            if (!wb) return y;
+            mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
+        }
     } else
         mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
     mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
+    if (n && xb && !wb) wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16"); /* for backward */
     if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N, n->saved[0] = (void *)xb, n->saved[1] = (void *)wb;
     return y;
 }

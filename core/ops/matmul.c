@@ -14,7 +14,8 @@
  * operand taking stride 0. In backward a broadcast operand's gradient sums its products in batch
  * order (a shared output of mg_sgemm_batched accumulates in order, and the outer indices run one
  * after another): deterministic too.
- * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below).
+ * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below); a
+ * kept weight (mg_ctx_keep_bf16_weights) is read pre-packed by products of few rows.
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -126,10 +127,14 @@ static void mm_offsets(const mm_dims *d, int64_t u, int64_t *off_a, int64_t *off
 
 static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_tensor *b,
                             const mm_dims *d, float *c, const mg_bf16 **ab, const mg_bf16 **bb) {
+    const int64_t rows = d->batch * d->M;
     *ab = mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16");
+    if (!*ab) return false;
+    const uint32_t *bp = mg_bf16_packed(ctx, b, nt, rows); /* kept weights */
+    if (bp && mg_bgemm_packed(rows, d->N, d->K, *ab, d->K, bp, false, c, d->N)) return true;
     *bb = mg_bf16_operand(ctx, b, "mg_matmul: b in bf16");
-    if (!*ab || !*bb) return false;
-    mg_bgemm(false, nt, d->batch * d->M, d->N, d->K, *ab, d->K, *bb, nt ? d->K : d->N, false, c, d->N);
+    if (!*bb) return false;
+    mg_bgemm(false, nt, rows, d->N, d->K, *ab, d->K, *bb, nt ? d->K : d->N, false, c, d->N);
     return true;
 }
 
@@ -180,6 +185,7 @@ static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tens
     }
     mg_node *n = mg_op_record(ctx, def, c, 2, (mg_tensor *[]){a, b});
     if (n) n->i[0] = d.batch, n->i[1] = d.M, n->i[2] = d.N, n->i[3] = d.K;
+    if (n && ab && !bb) bb = mg_bf16_operand(ctx, b, "mg_matmul: b in bf16"); /* read pre-packed */
     if (n) n->saved[0] = (void *)ab, n->saved[1] = (void *)bb;
     return c;
 }

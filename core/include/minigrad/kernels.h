@@ -152,6 +152,29 @@ MG_API void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst);
 MG_API void mg_bgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
                      int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate, float *C,
                      int64_t ldc);
+
+/* Products of few rows against a B used many times (the weights of KV-cache decoding): op(B) packed
+ * once, then C = A @ B with A read in place. mg_bgemm packs B at every call, which for one row
+ * costs as much as the product.
+ * Layout: all of K in one run, ceil(N/16) panels of 16 columns; panel q holds, for each pair
+ * p < ceil(K/2), the 16 32-bit words of its columns, op(B)(2p, c) in the low half and op(B)(2p+1, c)
+ * in the high (the pair layout VDPBF16PS reads), zeros past K and N. mg_bgemm_packed_words(K, N)
+ * words, best 64-byte aligned (mg_aligned_alloc). */
+MG_API size_t mg_bgemm_packed_words(int64_t K, int64_t N);
+MG_API void mg_bgemm_pack_b(bool trans_b, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb,
+                            uint32_t *dst);
+/* The same from float32 B, each value rounded as mg_f32_to_bf16 does (no bf16 copy needed). */
+MG_API void mg_bgemm_pack_b_f32(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb,
+                                uint32_t *dst);
+/* Whether the active path has a kernel for the packed B at M rows: AVX512-BF16 and the emulation
+ * do; AMX's own products (16 rows or more) do not. */
+MG_API bool mg_bgemm_packed_available(int64_t M);
+/* C = A @ op(B), or C += when accumulate, with A M x K row-major (lda) and Bp from mg_bgemm_pack_b:
+ * the same bits as mg_bgemm(false, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc), for any
+ * thread count (the columns are split among the OpenMP threads). Returns false, doing nothing, where
+ * mg_bgemm_packed_available(M) is false. */
+MG_API bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                            const uint32_t *Bp, bool accumulate, float *C, int64_t ldc);
 /* ==== end of bfloat16 ============================================================================ */
 
 #ifdef __cplusplus

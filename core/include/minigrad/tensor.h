@@ -93,8 +93,9 @@ MG_API void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision);
 MG_API mg_precision mg_ctx_precision(const mg_ctx *ctx);
 /* Inference in bf16 (KV-cache decoding): with keep, the parameters' bf16 copies are made once, on
  * the heap, and kept across mg_ctx_reset until keep is turned off, the precision is set again or
- * the context is freed; the parameters must not change meanwhile. Turning it on or off drops the
- * copies made so far. */
+ * the context is freed; the parameters must not change meanwhile. Products of few rows (decoding)
+ * read a weight through a second kept copy, packed once for mg_bgemm_packed (minigrad/kernels.h),
+ * with the same bits as mg_bgemm. Turning keep on or off drops the copies made so far. */
 MG_API void mg_ctx_keep_bf16_weights(mg_ctx *ctx, bool keep);
 /* "fp32", "bf16"; mg_precision_parse accepts those and sets *out, else returns false. */
 MG_API const char *mg_precision_name(mg_precision precision);
