@@ -205,8 +205,21 @@ def build_model(torch, cfg):
     return GPT()
 
 
+# glibc's settings that keep freed memory in the process instead of returning it to the kernel:
+# PyTorch frees and reallocates its large temporaries (music's attention probabilities are 256 MB
+# a layer) every step, and on VMs where a page fault is expensive, faulting them back in took most
+# of the step (music, 1 thread, on the 2-core development VM: 61.7 s a step by default, 10.9 s
+# with these). Its peak RSS then counts the memory it keeps, an upper bound of what it needs.
+RETAIN_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 50),
+                 "MALLOC_TOP_PAD_": str(1 << 30)}
+
+
 def worker(args):
     cfg = CONFIGS[args.config]
+    # glibc reads its settings when the process starts: start again with them
+    if args.malloc == "retain" and any(os.environ.get(k) != v for k, v in RETAIN_MALLOC.items()):
+        os.environ.update(RETAIN_MALLOC)
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     # Before torch (and with it OpenBLAS and libgomp) is loaded: they read these once.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads or args.threads)
@@ -247,7 +260,7 @@ def worker(args):
         prompt = torch.randint(0, cfg["V"], (1, PROMPT_LEN), generator=gen)
 
     reply({"ready": True, "impl": "pytorch", "torch": torch.__version__, "n_params": n_params,
-           "blas": blas_in_use(),
+           "blas": blas_in_use(), "malloc": args.malloc,
            "base_rss_mb": base_rss, "openblas_core": os.environ.get("OPENBLAS_CORETYPE", ""),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")})
 
@@ -309,7 +322,7 @@ class Worker:
     def __init__(self, mode, config, threads, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, "--config", config,
                "--threads", str(threads), "--seed", str(args.seed), "--openblas-core", args.openblas_core,
-               "--omp-wait-policy", args.omp_wait_policy]
+               "--omp-wait-policy", args.omp_wait_policy, "--malloc", args.malloc]
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.hello = self.read()
 
@@ -438,6 +451,10 @@ def main():
     ap.add_argument("--openblas-core", default="default",
                     help="OPENBLAS_CORETYPE for PyTorch's BLAS: a name, 'auto' (environment's), "
                          "or 'default' (SkylakeX on AVX-512 CPUs)")
+    ap.add_argument("--malloc", default="retain", choices=["retain", "default"],
+                    help="worker: 'retain' (default) starts PyTorch with glibc keeping freed memory "
+                         "(no page faults on every step's temporaries; see RETAIN_MALLOC), "
+                         "'default' leaves glibc's settings")
     args = ap.parse_args()
     if args.worker:
         if not args.config or not args.threads or not args.threads.isdigit() or int(args.threads) < 1:

@@ -27,7 +27,7 @@
 
 typedef struct options {
     bool quick, pytorch, bf16, no_gen;
-    const char *json, *png, *python, *script, *blas_core, *wait_policy, *report;
+    const char *json, *png, *python, *script, *blas_core, *wait_policy, *malloc_mode, *report;
     bool configs[8];
     int threads[8], n_threads;
     int steps, warmup, gen_runs, gen_tokens; /* 0: per configuration defaults */
@@ -47,7 +47,8 @@ static void usage(FILE *f) {
             "usage: bench_train [--quick] [--configs textgen,music] [--threads 1,all] [--json FILE] [--png FILE]\n"
             "                   [--steps N] [--warmup N] [--gen-runs N] [--gen-tokens N] [--seed N]\n"
             "                   [--no-pytorch] [--python PATH] [--pytorch-script PATH] [--openblas-core NAME|auto]\n"
-            "                   [--pytorch-wait-policy passive|active|env] [--bf16] [--no-gen]\n"
+            "                   [--pytorch-wait-policy passive|active|env] [--pytorch-malloc retain|default]\n"
+            "                   [--bf16] [--no-gen]\n"
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
             "       bench_train --data-parallel [CONFIG [RANKS [STEPS [ROUNDS]]]]   (textgen 2 12 3; needs mpirun)\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
@@ -65,7 +66,10 @@ static void usage(FILE *f) {
             "                  (and redraw its --png)\n"
             "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
             "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n"
-            "  --pytorch-wait-policy  OMP_WAIT_POLICY of PyTorch's workers above 1 thread (default passive)\n");
+            "  --pytorch-wait-policy  OMP_WAIT_POLICY of PyTorch's workers above 1 thread (default passive)\n"
+            "  --pytorch-malloc  retain (default): PyTorch's workers start with glibc keeping freed memory, so its\n"
+            "                  large per-step temporaries are not faulted in again every step (its peak RSS then\n"
+            "                  counts what it keeps); default: glibc's own settings\n");
 }
 
 static bool push(side *sd, double v) {
@@ -110,7 +114,8 @@ static bool start_worker(side *sd, const options *o, int impl, const char *mode,
         char *argv[] = {(char *)o->python, (char *)o->script, "--worker", (char *)mode, "--config",
                         (char *)c->name, "--threads", thr, "--seed", seed, "--openblas-core",
                         (char *)(o->blas_core ? o->blas_core : "default"), "--omp-wait-policy",
-                        (char *)(o->wait_policy ? o->wait_policy : "passive"), "--precision", prec, NULL};
+                        (char *)(o->wait_policy ? o->wait_policy : "passive"), "--precision", prec,
+                        "--malloc", (char *)(o->malloc_mode ? o->malloc_mode : "retain"), NULL};
         sd->up = bt_proc_start(&sd->p, name, argv);
     }
     return sd->up;
@@ -165,8 +170,9 @@ static void finish(side *sd, bt_result *r) {
     r->base_rss_mb = bt_json_num(sd->p.hello, "base_rss_mb");
     if (r->impl % 2 == BT_MINIGRAD) snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(sd->p.hello, "isa", ""));
     else
-        snprintf(r->backend, sizeof r->backend, "%.15s%s%.15s", bt_json_str(sd->p.hello, "openblas_core", ""),
-                 *bt_json_str(sd->p.hello, "omp_wait_policy", "") ? "/" : "", bt_json_str(sd->p.hello, "omp_wait_policy", ""));
+        snprintf(r->backend, sizeof r->backend, "%.12s%s%.8s%s%.7s", bt_json_str(sd->p.hello, "openblas_core", ""),
+                 *bt_json_str(sd->p.hello, "omp_wait_policy", "") ? "/" : "", bt_json_str(sd->p.hello, "omp_wait_policy", ""),
+                 *bt_json_str(sd->p.hello, "malloc", "") ? "/" : "", bt_json_str(sd->p.hello, "malloc", ""));
     static bool warned_blas;
     if (r->impl == BT_PYTORCH && !warned_blas && !strcmp(bt_json_str(sd->p.hello, "blas", ""), "reference")) {
         warned_blas = true;
@@ -453,6 +459,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--pytorch-script")) o.script = v;
         else if (!strcmp(a, "--openblas-core")) o.blas_core = v;
         else if (!strcmp(a, "--pytorch-wait-policy")) o.wait_policy = v;
+        else if (!strcmp(a, "--pytorch-malloc")) {
+            if (strcmp(v, "retain") && strcmp(v, "default")) {
+                fprintf(stderr, "bench_train: --pytorch-malloc '%s': expected retain or default\n", v);
+                return 2;
+            }
+            o.malloc_mode = v;
+        }
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--configs")) {
             memset(o.configs, 0, sizeof o.configs);
