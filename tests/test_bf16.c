@@ -61,26 +61,6 @@ START_TEST(f32_to_bf16_rounds_to_nearest_even) {
 }
 END_TEST
 
-/* Values of a training run's scale, with a sprinkling of zeros, denormals and tiny normals whose
- * products underflow. */
-static mg_bf16 *bf_fill(size_t n, uint64_t seed) {
-    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    mg_rng r = mg_rng_make(seed);
-    for (size_t i = 0; i < n; i++) {
-        const float u = mg_rng_range(&r, 0.0f, 1.0f);
-        float v = mg_rng_range(&r, -2.0f, 2.0f);
-        if (u < 0.02f)
-            v = 0.0f;
-        else if (u < 0.04f)
-            v = v * 1e-39f; /* denormal: read as zero */
-        else if (u < 0.06f)
-            v = v * 2e-20f; /* normal, but its products with the like are denormal */
-        p[i] = mg_f32_to_bf16_1(v);
-    }
-    return p;
-}
-
 static bool same_value(float a, float b) {
     return a == b || (isnan(a) && isnan(b));
 }
@@ -90,7 +70,7 @@ static float *check_shape(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_
                           bool acc, uint64_t seed) {
     const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
     const int64_t ra = ta ? K : M, rb = tb ? N : K;
-    mg_bf16 *A = bf_fill((size_t)(ra * lda), seed), *B = bf_fill((size_t)(rb * ldb), seed + 1);
+    mg_bf16 *A = tu_bf16_fill((size_t)(ra * lda), seed), *B = tu_bf16_fill((size_t)(rb * ldb), seed + 1);
     float *C = malloc((size_t)(M * ldc) * sizeof *C), *R = malloc((size_t)(M * ldc) * sizeof *R);
     ck_assert(C && R);
     mg_rng r = mg_rng_make(seed + 2);
@@ -149,7 +129,7 @@ END_TEST
 /* The emulation is VDPBF16PS's arithmetic: the two agree bit for bit on the same inputs. */
 START_TEST(bgemm_emulation_equals_avx512bf16) {
     const int64_t M = 29, N = 75, K = 777;
-    mg_bf16 *A = bf_fill((size_t)(M * K), 7), *B = bf_fill((size_t)(K * N), 8);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 7), *B = tu_bf16_fill((size_t)(K * N), 8);
     float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
     ck_assert(C1 && C2);
     ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
@@ -170,7 +150,7 @@ START_TEST(bgemm_same_bits_for_any_thread_count) {
 #ifdef _OPENMP
     const int before = omp_get_max_threads();
     const int64_t M = 150, N = 190, K = 1300;
-    mg_bf16 *A = bf_fill((size_t)(M * K), 11), *B = bf_fill((size_t)(N * K), 12);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 11), *B = tu_bf16_fill((size_t)(N * K), 12);
     float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
     ck_assert(C1 && C2);
     int tested = 0;
@@ -201,7 +181,7 @@ END_TEST
  * of the same bf16 values, a check on the reference itself. */
 START_TEST(bgemm_close_to_float64) {
     const int64_t M = 9, N = 21, K = 513;
-    mg_bf16 *A = bf_fill((size_t)(M * K), 21), *B = bf_fill((size_t)(K * N), 22);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 21), *B = tu_bf16_fill((size_t)(K * N), 22);
     float *C = malloc((size_t)(M * N) * sizeof *C);
     ck_assert_ptr_nonnull(C);
     mg_bgemm(false, false, M, N, K, A, K, B, N, false, C, N);
@@ -222,15 +202,11 @@ START_TEST(bgemm_close_to_float64) {
 }
 END_TEST
 
-static void restore_path(void) {
-    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
-}
-
 Suite *bf16_suite(void) {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("bf16");
     tcase_set_timeout(tc, 240);
-    tcase_add_checked_fixture(tc, NULL, restore_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
     tcase_add_test(tc, f32_to_bf16_rounds_to_nearest_even);
     tcase_add_test(tc, bgemm_emulated_matches_reference);
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, bgemm_avx512bf16_matches_reference,

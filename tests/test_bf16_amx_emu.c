@@ -21,26 +21,6 @@
 #include <omp.h>
 #endif
 
-/* Values of a training run's scale, with zeros, denormals (read as zero) and tiny normals whose
- * products underflow. */
-static mg_bf16 *fill(size_t n, uint64_t seed) {
-    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    mg_rng r = mg_rng_make(seed);
-    for (size_t i = 0; i < n; i++) {
-        const float u = mg_rng_range(&r, 0.0f, 1.0f);
-        float v = mg_rng_range(&r, -2.0f, 2.0f);
-        if (u < 0.03f)
-            v = 0.0f;
-        else if (u < 0.06f)
-            v = v * 1e-39f;
-        else if (u < 0.09f)
-            v = v * 2e-20f;
-        p[i] = mg_f32_to_bf16_1(v);
-    }
-    return p;
-}
-
 static bool same_value(float a, float b) {
     return a == b || (isnan(a) && isnan(b));
 }
@@ -54,8 +34,8 @@ typedef struct operands {
 static operands make_operands(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool acc,
                               uint64_t seed) {
     operands o = {.lda = (ta ? M : K) + 3, .ldb = (tb ? K : N) + 1, .ldc = N + 2};
-    o.A = fill((size_t)((ta ? K : M) * o.lda), seed);
-    o.B = fill((size_t)((tb ? N : K) * o.ldb), seed + 1);
+    o.A = tu_bf16_fill((size_t)((ta ? K : M) * o.lda), seed);
+    o.B = tu_bf16_fill((size_t)((tb ? N : K) * o.ldb), seed + 1);
     o.C0 = malloc((size_t)(M * o.ldc) * sizeof *o.C0);
     ck_assert_ptr_nonnull(o.C0);
     mg_rng r = mg_rng_make(seed + 2);
@@ -235,7 +215,7 @@ static void chain_model(bool even_first, int64_t M, int64_t N, int64_t K, const 
  * follow, so that the reference and amx_emu.c can be put right. */
 START_TEST(bgemm_amx_silicon_follows_the_model) {
     const int64_t M = 64, N = 64, K = 256;
-    mg_bf16 *A = fill((size_t)(M * K), 31), *B = fill((size_t)(K * N), 32);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 31), *B = tu_bf16_fill((size_t)(K * N), 32);
     float *C = malloc((size_t)(M * N) * sizeof *C), *R = malloc((size_t)(M * N) * sizeof *R),
           *E = malloc((size_t)(M * N) * sizeof *E), *O = malloc((size_t)(M * N) * sizeof *O);
     ck_assert(C && R && E && O);

@@ -440,14 +440,10 @@ START_TEST(attention_bf16_other_paths_run_fp32) {
 }
 END_TEST
 
-static void restore_path(void) {
-    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
-}
-
 Suite *bf16_attention_fused_suite(void) {
     Suite *s = suite_create("bf16_attention_fused");
     TCase *tc = tcase_create("bf16_attention_fused");
-    tcase_add_checked_fixture(tc, NULL, restore_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
     const char *why = mg_bf16_path_available(MG_BF16_AVX512) ? "the active bf16 path is not avx512bf16"
                                                             : "no AVX512-BF16 on this CPU";
     struct { const TTest *t; const char *name; } fused[] = {

@@ -326,7 +326,6 @@ static void expect_close_to_float64(const ccase *c, const geom *g, const inputs 
     free(e), free(s), free(t);
 }
 
-static void restore_path(void) { mg_bf16_path_force(mg_bf16_path_detected()); }
 
 static void bf16_matches_reference(mg_bf16_path path, int i) {
     const ccase *c = &cases[i];
@@ -509,7 +508,7 @@ static Suite *bf16_conv_suite(void) {
     Suite *s = suite_create("bf16_conv");
     TCase *tc = tcase_create("bf16_conv");
     tcase_set_timeout(tc, 240);
-    tcase_add_checked_fixture(tc, NULL, restore_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
     tcase_add_loop_test(tc, conv_bf16_emulated_matches_reference, 0, N_CASES);
     if (mg_bf16_path_available(MG_BF16_AVX512))
         tcase_add_loop_test(tc, conv_bf16_avx512bf16_matches_reference, 0, N_CASES);

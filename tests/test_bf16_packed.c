@@ -25,26 +25,6 @@
 #include <omp.h>
 #endif
 
-/* Values of a model's scale with some zeros, denormals (read as zero) and tiny normals whose
- * products underflow. */
-static mg_bf16 *bf_fill(size_t n, uint64_t seed) {
-    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    mg_rng r = mg_rng_make(seed);
-    for (size_t i = 0; i < n; i++) {
-        const float u = mg_rng_range(&r, 0.0f, 1.0f);
-        float v = mg_rng_range(&r, -2.0f, 2.0f);
-        if (u < 0.02f)
-            v = 0.0f;
-        else if (u < 0.04f)
-            v = v * 1e-39f;
-        else if (u < 0.06f)
-            v = v * 2e-20f;
-        p[i] = mg_f32_to_bf16_1(v);
-    }
-    return p;
-}
-
 static uint32_t *packed_of(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int64_t ldb) {
     const size_t words = mg_bgemm_packed_words(K, N);
     ck_assert_uint_eq(words, (size_t)((N + 15) / 16 * 16) * (size_t)((K + 1) / 2));
@@ -58,7 +38,7 @@ static uint32_t *packed_of(bool tb, int64_t K, int64_t N, const mg_bf16 *B, int6
 static void check_packed(mg_bf16_path path, bool tb, int64_t M, int64_t N, int64_t K, bool acc,
                          uint64_t seed) {
     const int64_t lda = K + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
-    mg_bf16 *A = bf_fill((size_t)(M * lda), seed), *B = bf_fill((size_t)((tb ? N : K) * ldb), seed + 1);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * lda), seed), *B = tu_bf16_fill((size_t)((tb ? N : K) * ldb), seed + 1);
     uint32_t *Bp = packed_of(tb, K, N, B, ldb);
     const size_t cn = (size_t)(M * ldc);
     float *C = malloc(cn * sizeof *C), *R = malloc(cn * sizeof *R), *G = malloc(cn * sizeof *G);
@@ -173,7 +153,7 @@ START_TEST(packed_same_bits_for_any_thread_count) {
 #ifdef _OPENMP
     const int before = omp_get_max_threads();
     const int64_t M = 3, N = 1001, K = 333;
-    mg_bf16 *A = bf_fill((size_t)(M * K), 31), *B = bf_fill((size_t)(N * K), 32);
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 31), *B = tu_bf16_fill((size_t)(N * K), 32);
     uint32_t *Bp = packed_of(true, K, N, B, K);
     float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
     ck_assert(C1 && C2);
@@ -317,15 +297,11 @@ START_TEST(ops_on_kept_weights_avx512bf16) {
 }
 END_TEST
 
-static void restore_path(void) {
-    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
-}
-
 Suite *bf16_packed_suite(void) {
     Suite *s = suite_create("bf16_packed");
     TCase *tc = tcase_create("bf16_packed");
     tcase_set_timeout(tc, 240);
-    tcase_add_checked_fixture(tc, NULL, restore_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
     tcase_add_test(tc, packed_emulated_matches_reference);
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, packed_avx512bf16_matches_reference,
                           "packed_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");

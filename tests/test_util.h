@@ -572,6 +572,31 @@ static inline int tu_count_entries(const char *dir, const char *part) {
     return n;
 }
 
+/* n bf16 values of a model's scale (uniform in [-2, 2)) with a sprinkling of zeros, denormals (read
+ * as zero by the bf16 products) and tiny normals whose products with the like underflow; malloc'ed. */
+static inline mg_bf16 *tu_bf16_fill(size_t n, uint64_t seed) {
+    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    mg_rng r = mg_rng_make(seed);
+    for (size_t i = 0; i < n; i++) {
+        const float u = mg_rng_range(&r, 0.0f, 1.0f);
+        float v = mg_rng_range(&r, -2.0f, 2.0f);
+        if (u < 0.02f)
+            v = 0.0f;
+        else if (u < 0.04f)
+            v = v * 1e-39f; /* denormal */
+        else if (u < 0.06f)
+            v = v * 2e-20f; /* normal, but its products with the like are denormal */
+        p[i] = mg_f32_to_bf16_1(v);
+    }
+    return p;
+}
+
+/* A checked fixture's teardown: back to the bf16 path this CPU would use. */
+static inline void tu_restore_bf16_path(void) {
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+}
+
 /* Adds test to tc when the machine has the bf16 path; otherwise reports it skipped by name. */
 static inline void tu_add_bf16_path_case(TCase *tc, mg_bf16_path path, const TTest *test, const char *name,
                                          const char *why) {
