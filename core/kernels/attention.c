@@ -287,7 +287,8 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
     if (dk) memset(dk, 0, (size_t)(rows * dp) * sizeof(float));
     if (dv) memset(dv, 0, (size_t)(rows * dp) * sizeof(float));
     int64_t ldk = 0;
-    const float *kp = dq_head ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+    /* float32 keys for dQ; the bf16 kernels read the tile packed below instead */
+    const float *kp = dq_head && !J->bf16 ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
     at_bf16_key_tile(J, bh, kt, scratch, dq_head != NULL);
     for (int64_t qt = 0; qt < J->nqt; qt++) {
         if (!at_pair_visible(a, qt, kt)) continue;
@@ -344,7 +345,7 @@ static void at_bwd_query_tile(const at_job *J, int64_t bh, int64_t qt, float *sc
     if (dq) memset(dq, 0, (size_t)(m * J->dp) * sizeof(float));
     for (int64_t kt = 0; kt * AT_BC < at_kend(a, i0, m); kt++) {
         int64_t ldk = 0;
-        const float *kp = dq ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
+        const float *kp = dq && !J->bf16 ? at_key_rows(J, bh, kt, scratch, &ldk) : NULL;
         at_bf16_key_tile(J, bh, kt, scratch, dq != NULL);
         at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL, true);
     }

@@ -179,11 +179,8 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         MGK_FN(bgemm)(nc, mp, dw, kbj, dw, 1, qw, AT_BR, st, AT_BR, false, band, delta);
         MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
         for (int64_t v = 0; v < mp; v += MGK_W) {
-            mgk_v mx = v_set1(-INFINITY);
-            for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR + v));
-            const mgk_v mo = v_load(mv + v), mn = v_max(mo, mx);
-            const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
-            const mgk_v alpha = MGK_FN(exp)(v_sub(mo, mu));
+            mgk_v alpha;
+            const mgk_v mu = MGK_FN(online_max)(st + v, nc, mv + v, &alpha);
             mgk_v sum = v_zero();
             for (int64_t c = 0; c < nc; c += 2) {
                 const mgk_v p0 = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
@@ -196,7 +193,6 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
                 _mm512_storeu_si512(pw + (c / 2) * AT_BR + v, MGK_FN(bw_pair)(p0, p1));
             }
             v_store(lv + v, v_fma(v_load(lv + v), alpha, sum));
-            v_store(mv + v, mn);
             v_store(al + v, alpha);
         }
         MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vvj, DP, O, DP, true, al,

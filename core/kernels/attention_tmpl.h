@@ -171,6 +171,20 @@ static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t
         }
 }
 
+/* The online softmax's running max for columns v .. v+W of a tile's logits (st, nc keys): the new
+ * max goes to mv (the W running maxima), *alpha = exp(old max - new), and the return value is the
+ * max to exponentiate the tile against. A column that has seen no visible key yet keeps max -inf:
+ * it exponentiates against 0 instead, so its probabilities come out 0 rather than NaN. */
+static inline mgk_v MGK_FN(online_max)(const float *st, int64_t nc, float *mv, mgk_v *alpha) {
+    mgk_v mx = v_set1(-INFINITY);
+    for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR));
+    const mgk_v mo = v_load(mv), mn = v_max(mo, mx);
+    const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
+    *alpha = MGK_FN(exp)(v_sub(mo, mu));
+    v_store(mv, mn);
+    return mu;
+}
+
 /* Forward's end for rows i0 .. i0+m-1 of head bh: o = O / l, and lse = m + log l (-inf for a
  * row that saw no key). */
 static void MGK_FN(fwd_finish)(const at_job *J, int64_t bh, int64_t i0, int64_t m, const float *O,
@@ -253,13 +267,8 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
             MGK_FN(gemm)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, false, band, delta);
         MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
         for (int64_t v = 0; v < mp; v += MGK_W) {
-            mgk_v mx = v_set1(-INFINITY);
-            for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR + v));
-            const mgk_v mo = v_load(mv + v), mn = v_max(mo, mx);
-            /* A column that has seen no visible key yet keeps max -inf: exponentiate against 0
-             * instead, so its probabilities come out 0 rather than NaN. */
-            const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
-            const mgk_v alpha = MGK_FN(exp)(v_sub(mo, mu));
+            mgk_v alpha;
+            const mgk_v mu = MGK_FN(online_max)(st + v, nc, mv + v, &alpha);
             mgk_v sum = v_zero();
             for (int64_t c = 0; c < nc; c++) {
                 const mgk_v p = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
@@ -267,7 +276,6 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
                 sum = v_add(sum, p);
             }
             v_store(lv + v, v_fma(v_load(lv + v), alpha, sum));
-            v_store(mv + v, mn);
             v_store(al + v, alpha);
         }
         const float *vj = vb + j0 * D;
