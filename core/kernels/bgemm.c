@@ -172,16 +172,21 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
         return;
     }
     uint32_t *bbuf = abuf + a_words;
+    const bool a_in_place = !ta && im->block_rm; /* A's pairs already lie along its rows */
     for (int64_t i = i0; i < i1; i += mc) {
         const int64_t mb = min64(mc, i1 - i);
         for (int64_t p = 0; p < K; p += kc) {
             const int64_t kb = min64(kc, K - p);
-            im->pack_a(ta, ta ? A + p * lda + i : A + i * lda + p, lda, mb, kb, abuf);
+            const mg_bf16 *ap = ta ? A + p * lda + i : A + i * lda + p;
+            if (!a_in_place) im->pack_a(ta, ap, lda, mb, kb, abuf);
             for (int64_t j = j0; j < j1; j += nc) {
                 const int64_t nb = min64(nc, j1 - j);
+                const bool acc = accumulate || p > 0;
                 im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
-                im->block(mb, nb, pairs(im, kb), abuf, bbuf, accumulate || p > 0, C + i * ldc + j,
-                          ldc);
+                if (a_in_place)
+                    im->block_rm(mb, nb, kb, ap, lda, bbuf, acc, C + i * ldc + j, ldc);
+                else
+                    im->block(mb, nb, pairs(im, kb), abuf, bbuf, acc, C + i * ldc + j, ldc);
             }
         }
     }

@@ -114,12 +114,27 @@ static void pack_b_vec(bool tb, const mg_bf16 *B, int64_t ldb, int64_t kc, int64
     }
 }
 
-/* C[0:mm, 0:nn] = (acc ? C : 0) + a-panel @ b-panel; the full tile is always computed (packing
- * zero-pads), through a stack tile where it sticks out of C. */
-static inline __attribute__((always_inline)) void micro(int64_t kp, const uint32_t *restrict a,
-                                                        const uint32_t *restrict b, bool acc,
-                                                        float *restrict c, int64_t ldc, int mm,
-                                                        int nn) {
+/* One pair step of the micro-tile: s[i] += (the word of row i, broadcast) . (B's 32 columns). */
+static inline __attribute__((always_inline)) void micro_step(__m512 s[BG_MR][2], const uint32_t w[BG_MR],
+                                                             const uint32_t *restrict b) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+        const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)w[i]);
+        s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
+        s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
+    }
+}
+
+/* C[0:mm, 0:nn] = (acc ? C : 0) + A @ b-panel; the full tile is always computed (packing
+ * zero-pads), through a stack tile where it sticks out of C. A is the packed panel a (kp pairs), or
+ * with in_place the BG_MR rows at ar (row stride lda, kc values: the pairs read where they lie, an
+ * odd kc's last value paired with a zero as the packing does). */
+static inline __attribute__((always_inline)) void micro_any(int64_t kp, const uint32_t *restrict a,
+                                                            bool in_place, const mg_bf16 *restrict ar,
+                                                            int64_t lda, int64_t kc,
+                                                            const uint32_t *restrict b, bool acc,
+                                                            float *restrict c, int64_t ldc, int mm,
+                                                            int nn) {
     _Alignas(64) float tile[BG_MR][BG_NR];
     const bool edge = mm < BG_MR || nn < BG_NR;
     float *t = edge ? &tile[0][0] : c;
@@ -132,15 +147,26 @@ static inline __attribute__((always_inline)) void micro(int64_t kp, const uint32
         s[i][0] = acc || edge ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
         s[i][1] = acc || edge ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
     }
-    for (int64_t p = 0; p < kp; p++) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
-        _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
-            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
-            s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
-            s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
+    uint32_t w[BG_MR];
+    if (!in_place) {
+        for (int64_t p = 0; p < kp; p++) {
+            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) w[i] = a[i];
+            micro_step(s, w, b);
+            a += BG_MR;
+            b += BG_NR;
         }
-        a += BG_MR;
-        b += BG_NR;
+    } else {
+        const int64_t full = kc / 2;
+        for (int64_t p = 0; p < full; p++) {
+            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++)
+                memcpy(&w[i], ar + (i < mm ? i : 0) * lda + 2 * p, sizeof w[i]);
+            micro_step(s, w, b);
+            b += BG_NR;
+        }
+        if (kc & 1) {
+            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) w[i] = ar[(i < mm ? i : 0) * lda + kc - 1];
+            micro_step(s, w, b);
+        }
     }
     _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
         _mm512_storeu_ps(t + i * ldt, s[i][0]);
@@ -157,7 +183,24 @@ static void block_avx512bf16(int64_t m, int64_t n, int64_t kp, const uint32_t *p
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
-            micro(kp, pa + i * kp, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+            micro_any(kp, pa + i * kp, false, NULL, 0, 0, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+        }
+    }
+}
+
+/* block_avx512bf16 with A read in place. The last panel's rows past m read row 0 again instead
+ * (their sums land in the stack tile, never in C). */
+static void block_rm_avx512bf16(int64_t m, int64_t n, int64_t kc, const mg_bf16 *A, int64_t lda,
+                                const uint32_t *pb, bool acc, float *C, int64_t ldc) {
+    const int64_t kp = bg_pairs(kc);
+    for (int64_t i = 0; i < m; i += BG_MR) {
+        const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
+        for (int64_t j = 0; j < n; j += BG_NR) {
+            const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
+            if (mm == BG_MR)
+                micro_any(kp, NULL, true, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, BG_MR, nn);
+            else
+                micro_any(kp, NULL, true, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
@@ -259,6 +302,7 @@ const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void) {
         .pack_a = pack_a_vec,
         .pack_b = pack_b_vec,
         .block = block_avx512bf16,
+        .block_rm = block_rm_avx512bf16,
         .packed = packed_avx512bf16,
     };
     return &impl;
