@@ -482,13 +482,21 @@ static void zero_floats(float *p, int64_t n) {
     }
 }
 
-float *mg_grad(mg_ctx *ctx, mg_tensor *t) {
+float *mg_grad_for_write(mg_ctx *ctx, mg_tensor *t, bool *fresh) {
+    *fresh = false;
     if (t->grad) return t->grad;
     size_t bytes = (size_t)t->numel * 4;
     float *g = ctx->in_backward ? take_spare(ctx, bytes) : NULL;
     if (!g) g = mg_ctx_alloc(ctx, bytes, "gradient buffer");
-    if (g) zero_floats(g, t->numel);
+    *fresh = g != NULL;
     t->grad = g;
+    return g;
+}
+
+float *mg_grad(mg_ctx *ctx, mg_tensor *t) {
+    bool fresh;
+    float *g = mg_grad_for_write(ctx, t, &fresh);
+    if (fresh) zero_floats(g, t->numel);
     return g;
 }
 

@@ -556,6 +556,32 @@ START_TEST(backward_reuses_dead_gradients) {
 }
 END_TEST
 
+START_TEST(grad_for_write_marks_only_the_buffer_it_makes_fresh) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_tensor *x = mg_zeros(ctx, 1, (int64_t[]){5});
+    bool fresh = false;
+    float *g = mg_grad_for_write(ctx, x, &fresh);
+    ck_assert_ptr_nonnull(g);
+    ck_assert(fresh);
+    ck_assert_ptr_eq(x->grad, g);
+    for (int i = 0; i < 5; i++) g[i] = (float)i;
+    fresh = true;
+    ck_assert_ptr_eq(mg_grad_for_write(ctx, x, &fresh), g);
+    ck_assert(!fresh); /* an existing buffer is added to */
+    ck_assert_ptr_eq(mg_grad(ctx, x), g);
+    ck_assert_float_eq(g[4], 4.0f);
+    /* mg_grad still hands out zeros, even where the arena held something before */
+    mg_ctx_reset(ctx);
+    float *junk = mg_ctx_alloc(ctx, 64 * sizeof(float), "junk");
+    for (int i = 0; i < 64; i++) junk[i] = 7.0f;
+    mg_ctx_reset(ctx);
+    mg_tensor *y = mg_zeros(ctx, 1, (int64_t[]){5});
+    float *gy = mg_grad(ctx, y);
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(gy[i], 0.0f);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(no_grad_records_nothing) {
     mg_ctx *ctx = mg_ctx_new(0);
     mg_tensor *x = mg_zeros(ctx, 1, (int64_t[]){4});
@@ -581,6 +607,7 @@ static Suite *grad_suite(void) {
     tcase_add_test(tc, every_op_has_a_gradcheck);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, backward_reuses_dead_gradients);
+    tcase_add_test(tc, grad_for_write_marks_only_the_buffer_it_makes_fresh);
     tcase_add_test(tc, no_grad_records_nothing);
     suite_add_tcase(s, tc);
     return s;

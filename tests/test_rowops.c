@@ -317,6 +317,42 @@ START_TEST(adds_equal_reference_bit_for_bit) {
 }
 END_TEST
 
+/* The forms that write a fresh gradient buffer give the accumulating forms' bits on a zeroed one,
+ * whatever the buffer held before: -0 in the source becomes +0 as 0 + -0 does, NaN stays NaN. */
+START_TEST(fresh_forms_equal_accumulating_onto_zero) {
+    mg_isa isas[3];
+    const int ni = usable_isas(isas);
+    mg_rng rng = mg_rng_make(14);
+    char what[160];
+    const int64_t lens[] = {1, 7, 17, 63, 65, 257, 1000, 4099};
+    for (int ii = 0; ii < ni; ii++)
+        for (int c = 0; c < 8; c++) {
+            ck_assert(mg_isa_force(isas[ii]));
+            const int64_t n = lens[c];
+            float *x = gelu_inputs(n, &rng), *src = frand(n, &rng, -2.0f, 2.0f);
+            for (int64_t i = 0; i < n; i += 5) src[i] = -0.0f;
+            if (n > 3) src[3] = NAN;
+            float *want = fbuf(n), *got = frand(n, &rng, -9.0f, 9.0f); /* got starts as garbage */
+            snprintf(what, sizeof what, "%s accumulate_fresh n=%lld", mg_isa_name(isas[ii]), (long long)n);
+            memset(want, 0, (size_t)n * sizeof *want);
+            mg_accumulate(n, want, src);
+            mg_accumulate_fresh(n, got, src);
+            expect_same_bits(what, got, want, (size_t)n * sizeof(float));
+            for (int k = 0; k < 2; k++) {
+                const mg_gelu_kind kind = k ? MG_GELU_ERF : MG_GELU_TANH;
+                for (int64_t i = 0; i < n; i++) got[i] = mg_rng_range(&rng, -9.0f, 9.0f);
+                memset(want, 0, (size_t)n * sizeof *want);
+                mg_gelu_bwd(kind, n, x, src, want);
+                mg_gelu_bwd_fresh(kind, n, x, src, got);
+                snprintf(what, sizeof what, "%s gelu_bwd_fresh %s n=%lld", mg_isa_name(isas[ii]),
+                         k ? "erf" : "tanh", (long long)n);
+                expect_same_bits(what, got, want, (size_t)n * sizeof(float));
+            }
+            free(x), free(src), free(want), free(got);
+        }
+}
+END_TEST
+
 START_TEST(sum_rows_in_documented_order) {
     /* Each column: chunks of MG_ROWOPS_CHUNK rows summed from 0 in row order, added to dst in
      * chunk order. Computed here the same way, every path must match bit for bit; and the
@@ -864,6 +900,7 @@ static Suite *rowops_suite(void) {
     tcase_add_test(tc, layernorm_backward_matches_reference);
     tcase_add_test(tc, gelu_matches_reference);
     tcase_add_test(tc, adds_equal_reference_bit_for_bit);
+    tcase_add_test(tc, fresh_forms_equal_accumulating_onto_zero);
     tcase_add_test(tc, sum_rows_in_documented_order);
     tcase_add_test(tc, embedding_equals_reference_bit_for_bit);
     tcase_add_test(tc, softmax_matches_reference);

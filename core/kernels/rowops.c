@@ -353,6 +353,7 @@ typedef struct {
     int kind;
     const float *x, *dy;
     float *y;
+    bool fresh; /* backward: y (dx) holds nothing yet */
 } gelu_args;
 
 static void gelu_fwd_part(const void *p, int64_t i0, int64_t i1) {
@@ -361,7 +362,7 @@ static void gelu_fwd_part(const void *p, int64_t i0, int64_t i1) {
 }
 static void gelu_bwd_part(const void *p, int64_t i0, int64_t i1) {
     const gelu_args *a = p;
-    a->im->gelu_bwd(a->kind, i1 - i0, a->x + i0, a->dy + i0, a->y + i0);
+    a->im->gelu_bwd(a->kind, i1 - i0, a->x + i0, a->dy + i0, a->y + i0, a->fresh);
 }
 
 void mg_gelu_fwd(mg_gelu_kind kind, int64_t n, const float *x, float *y) {
@@ -369,17 +370,27 @@ void mg_gelu_fwd(mg_gelu_kind kind, int64_t n, const float *x, float *y) {
         mg_gelu_fwd_ref(kind, n, x, y);
         return;
     }
-    const gelu_args a = {ro_active(), (int)kind, x, NULL, y};
+    const gelu_args a = {ro_active(), (int)kind, x, NULL, y, false};
     ro_run(n, 16, GRAIN_EXP, gelu_fwd_part, &a);
 }
 
-void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+static void gelu_bwd_any(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx,
+                         bool fresh) {
     if (ro_use_ref()) {
+        if (fresh && n > 0) memset(dx, 0, (size_t)n * sizeof *dx);
         mg_gelu_bwd_ref(kind, n, x, dy, dx);
         return;
     }
-    const gelu_args a = {ro_active(), (int)kind, x, dy, dx};
+    const gelu_args a = {ro_active(), (int)kind, x, dy, dx, fresh};
     ro_run(n, 16, GRAIN_EXP, gelu_bwd_part, &a);
+}
+
+void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+    gelu_bwd_any(kind, n, x, dy, dx, false);
+}
+
+void mg_gelu_bwd_fresh(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx) {
+    gelu_bwd_any(kind, n, x, dy, dx, true);
 }
 
 /* ---- adds ---- */
@@ -437,6 +448,21 @@ void mg_accumulate(int64_t n, float *dst, const float *src) {
     }
     const add_args args = {.im = ro_active(), .a = src, .c = dst};
     ro_run(n, 16, GRAIN_MEM, acc_part, &args);
+}
+
+static void acc_fresh_part(const void *p, int64_t i0, int64_t i1) {
+    const add_args *a = p;
+    a->im->acc_fresh(i1 - i0, a->c + i0, a->a + i0);
+}
+
+void mg_accumulate_fresh(int64_t n, float *dst, const float *src) {
+    if (ro_use_ref()) {
+        if (n > 0) memset(dst, 0, (size_t)n * sizeof *dst);
+        mg_accumulate_ref(n, dst, src);
+        return;
+    }
+    const add_args args = {.im = ro_active(), .a = src, .c = dst};
+    ro_run(n, 16, GRAIN_MEM, acc_fresh_part, &args);
 }
 
 typedef struct {

@@ -24,11 +24,14 @@ typedef struct mgk_rowops_impl {
                    const float *mean, const float *rstd, const float *dy, float *dx, float *pw,
                    float *pb);
     void (*gelu_fwd)(int kind, int64_t n, const float *x, float *y);
-    void (*gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx);
+    /* dx += dy * gelu'(x); with fresh, dx holds nothing yet: dx = 0 + dy * gelu'(x) */
+    void (*gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx, bool fresh);
     void (*add2)(int64_t n, const float *a, const float *b, float *c);
     /* y = x + (h + b); b NULL: x + h */
     void (*add3)(int64_t n, const float *x, const float *h, const float *b, float *y);
     void (*acc)(int64_t n, float *dst, const float *src);
+    /* dst = 0 + src: acc's bits on a zeroed dst, without reading dst */
+    void (*acc_fresh)(int64_t n, float *dst, const float *src);
     void (*softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, float *y);
     void (*softmax_bwd)(int64_t r0, int64_t r1, int64_t C, const float *y, const float *dy,
                         float *dx);

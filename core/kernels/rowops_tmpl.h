@@ -227,26 +227,35 @@ static void MGK_FN(gelu_fwd)(int kind, int64_t n, const float *x, float *y) {
     }
 }
 
-static void MGK_FN(gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx) {
+/* dx = fma(dy, gelu'(x), dx), dx read as +0 where fresh (the same bits as on a zeroed dx) */
+static inline mgk_v MGK_FN(gelu_grad_any)(int kind, mgk_v x) {
+    return kind == MG_GELU_ERF ? MGK_FN(gelu_erf_grad)(x) : MGK_FN(gelu_tanh_grad)(x);
+}
+
+static inline __attribute__((always_inline)) void MGK_FN(gelu_bwd_k)(int kind, int64_t n, const float *x,
+                                                                      const float *dy, float *dx, bool fresh) {
     int64_t i = 0;
+    for (; i + MGK_W <= n; i += MGK_W)
+        v_store(dx + i, v_fma(v_load(dy + i), MGK_FN(gelu_grad_any)(kind, v_load(x + i)),
+                              fresh ? v_zero() : v_load(dx + i)));
+    if (i < n) {
+        const int64_t k = n - i;
+        const mgk_v g = MGK_FN(gelu_grad_any)(kind, v_load_n(x + i, k));
+        v_store_n(dx + i, v_fma(v_load_n(dy + i, k), g, fresh ? v_zero() : v_load_n(dx + i, k)), k);
+    }
+}
+
+static void MGK_FN(gelu_bwd)(int kind, int64_t n, const float *x, const float *dy, float *dx, bool fresh) {
     if (kind == MG_GELU_ERF) {
-        for (; i + MGK_W <= n; i += MGK_W)
-            v_store(dx + i,
-                    v_fma(v_load(dy + i), MGK_FN(gelu_erf_grad)(v_load(x + i)), v_load(dx + i)));
-        if (i < n) {
-            const int64_t k = n - i;
-            const mgk_v g = MGK_FN(gelu_erf_grad)(v_load_n(x + i, k));
-            v_store_n(dx + i, v_fma(v_load_n(dy + i, k), g, v_load_n(dx + i, k)), k);
-        }
+        if (fresh)
+            MGK_FN(gelu_bwd_k)(MG_GELU_ERF, n, x, dy, dx, true);
+        else
+            MGK_FN(gelu_bwd_k)(MG_GELU_ERF, n, x, dy, dx, false);
     } else {
-        for (; i + MGK_W <= n; i += MGK_W)
-            v_store(dx + i,
-                    v_fma(v_load(dy + i), MGK_FN(gelu_tanh_grad)(v_load(x + i)), v_load(dx + i)));
-        if (i < n) {
-            const int64_t k = n - i;
-            const mgk_v g = MGK_FN(gelu_tanh_grad)(v_load_n(x + i, k));
-            v_store_n(dx + i, v_fma(v_load_n(dy + i, k), g, v_load_n(dx + i, k)), k);
-        }
+        if (fresh)
+            MGK_FN(gelu_bwd_k)(MG_GELU_TANH, n, x, dy, dx, true);
+        else
+            MGK_FN(gelu_bwd_k)(MG_GELU_TANH, n, x, dy, dx, false);
     }
 }
 
@@ -277,6 +286,12 @@ static void MGK_FN(add3)(int64_t n, const float *x, const float *h, const float 
 
 static void MGK_FN(acc)(int64_t n, float *dst, const float *src) {
     MGK_FN(add2)(n, dst, src, dst);
+}
+
+static void MGK_FN(acc_fresh)(int64_t n, float *dst, const float *src) {
+    int64_t i = 0;
+    for (; i + MGK_W <= n; i += MGK_W) v_store(dst + i, v_add(v_zero(), v_load(src + i)));
+    if (i < n) v_store_n(dst + i, v_add(v_zero(), v_load_n(src + i, n - i)), n - i);
 }
 
 /* ---- softmax and cross-entropy --------------------------------------------------------------- */
@@ -449,6 +464,7 @@ const mgk_rowops_impl *MGK_FN(mgk_rowops)(void) {
         .add2 = MGK_FN(add2),
         .add3 = MGK_FN(add3),
         .acc = MGK_FN(acc),
+        .acc_fresh = MGK_FN(acc_fresh),
         .softmax_fwd = MGK_FN(softmax_fwd),
         .softmax_bwd = MGK_FN(softmax_bwd),
         .xent_fwd = MGK_FN(xent_fwd),

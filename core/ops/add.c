@@ -12,18 +12,22 @@ static void add_backward(mg_ctx *ctx, mg_node *n) {
         return;
     }
     const float *dc = n->out->grad;
+    bool fresh;
     if (mg_requires_grad(a)) {
-        float *da = mg_grad(ctx, a);
+        float *da = mg_grad_for_write(ctx, a, &fresh);
         if (!da) return;
-        mg_accumulate(a->numel, da, dc);
+        (fresh ? mg_accumulate_fresh : mg_accumulate)(a->numel, da, dc);
     }
     if (mg_requires_grad(b)) {
-        float *db = mg_grad(ctx, b);
-        if (!db) return;
-        if (b->numel == a->numel)
-            mg_accumulate(b->numel, db, dc);
-        else if (b->numel > 0)
-            mg_sum_rows(a->numel / b->numel, b->numel, dc, db);
+        if (b->numel == a->numel) {
+            float *db = mg_grad_for_write(ctx, b, &fresh);
+            if (!db) return;
+            (fresh ? mg_accumulate_fresh : mg_accumulate)(b->numel, db, dc);
+        } else {
+            float *db = mg_grad(ctx, b);
+            if (!db) return;
+            if (b->numel > 0) mg_sum_rows(a->numel / b->numel, b->numel, dc, db);
+        }
     }
 }
 

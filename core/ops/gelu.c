@@ -10,9 +10,10 @@
 
 static void gelu_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0];
-    float *dx = mg_grad(ctx, x);
+    bool fresh;
+    float *dx = mg_grad_for_write(ctx, x, &fresh);
     if (!dx) return;
-    mg_gelu_bwd((mg_gelu_kind)n->i[0], x->numel, x->data, n->out->grad, dx);
+    (fresh ? mg_gelu_bwd_fresh : mg_gelu_bwd)((mg_gelu_kind)n->i[0], x->numel, x->data, n->out->grad, dx);
 }
 
 const mg_op_def mg_op_def_gelu = {"mg_gelu", gelu_backward};

@@ -2,11 +2,14 @@
  *   mg_split_heads: x (B,T,W), columns [col0, col0+width) -> (B,H,T,D), D = width/H
  *                   y[b,h,t,d] = x[b,t,col0 + h*D + d]
  *   mg_merge_heads: (B,H,T,D) -> (B,T,H*D), the inverse layout.
- * Backward is the opposite copy, accumulated; each destination element has exactly one source. */
+ * Backward is the opposite copy, accumulated (or written as 0 + value into a gradient buffer made
+ * for it); each destination element has exactly one source. */
 #include "internal.h"
 
+typedef enum { COPY, ACCUMULATE, ACCUMULATE_FRESH } copy_mode;
+
 static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int64_t H, int64_t D,
-                       int64_t col0, bool to_heads, bool accumulate) {
+                       int64_t col0, bool to_heads, copy_mode mode) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * T * H * D > 16384)
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
@@ -15,8 +18,10 @@ static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int6
                 float *rp = x + (b * T + t) * W + col0 + h * D;   /* row layout */
                 float *dst = to_heads ? hp : rp;
                 const float *src = to_heads ? rp : hp;
-                if (accumulate)
+                if (mode == ACCUMULATE)
                     for (int64_t d = 0; d < D; d++) dst[d] += src[d];
+                else if (mode == ACCUMULATE_FRESH)
+                    for (int64_t d = 0; d < D; d++) dst[d] = 0.0f + src[d];
                 else
                     memcpy(dst, src, (size_t)D * 4);
             }
@@ -24,18 +29,19 @@ static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int6
 
 static void split_heads_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0];
-    float *dx = mg_grad(ctx, x);
+    float *dx = mg_grad(ctx, x); /* a slice of x's columns: the rest must read as zero */
     if (!dx) return;
     int64_t B = x->shape[0], T = x->shape[1], W = x->shape[2], H = n->i[0], col0 = n->i[1], D = n->out->shape[3];
-    split_copy(dx, n->out->grad, B, T, W, H, D, col0, false, true);
+    split_copy(dx, n->out->grad, B, T, W, H, D, col0, false, ACCUMULATE);
 }
 
 static void merge_heads_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0];
-    float *dx = mg_grad(ctx, x);
+    bool fresh;
+    float *dx = mg_grad_for_write(ctx, x, &fresh);
     if (!dx) return;
     int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
-    split_copy(n->out->grad, dx, B, T, H * D, H, D, 0, true, true);
+    split_copy(n->out->grad, dx, B, T, H * D, H, D, 0, true, fresh ? ACCUMULATE_FRESH : ACCUMULATE);
 }
 
 const mg_op_def mg_op_def_split_heads = {"mg_split_heads", split_heads_backward};
@@ -53,7 +59,7 @@ mg_tensor *mg_split_heads(mg_ctx *ctx, mg_tensor *x, int64_t H, int64_t col0, in
     int64_t B = x->shape[0], T = x->shape[1], D = width / H;
     mg_tensor *y = mg_op_output(ctx, "mg_split_heads", 4, (int64_t[]){B, H, T, D});
     if (!mg_ctx_ok(ctx)) return y;
-    split_copy(x->data, y->data, B, T, x->shape[2], H, D, col0, true, false);
+    split_copy(x->data, y->data, B, T, x->shape[2], H, D, col0, true, COPY);
     mg_node *n = mg_op_record(ctx, &mg_op_def_split_heads, y, 1, (mg_tensor *[]){x});
     if (n) n->i[0] = H, n->i[1] = col0;
     return y;
@@ -69,7 +75,7 @@ mg_tensor *mg_merge_heads(mg_ctx *ctx, mg_tensor *x) {
     int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
     mg_tensor *y = mg_op_output(ctx, "mg_merge_heads", 3, (int64_t[]){B, T, H * D});
     if (!mg_ctx_ok(ctx)) return y;
-    split_copy(y->data, x->data, B, T, H * D, H, D, 0, false, false);
+    split_copy(y->data, x->data, B, T, H * D, H, D, 0, false, COPY);
     mg_op_record(ctx, &mg_op_def_merge_heads, y, 1, (mg_tensor *[]){x});
     return y;
 }

@@ -68,6 +68,12 @@ MG_API mg_node *mg_op_record(mg_ctx *ctx, const mg_op_def *def, mg_tensor *out, 
  * NULL only if the arena is exhausted (an error has then been raised). */
 MG_API float *mg_grad(mg_ctx *ctx, mg_tensor *t);
 
+/* mg_grad for a backward that can write its whole contribution in one pass: when the buffer is
+ * made by this call, *fresh is set and it is NOT zeroed; the caller must then write every element
+ * (as 0 + value, e.g. mg_accumulate_fresh, a GEMM with beta 0) instead of adding. Otherwise the
+ * existing buffer, *fresh false, to be added to as with mg_grad. Saves the zeroing pass. */
+MG_API float *mg_grad_for_write(mg_ctx *ctx, mg_tensor *t, bool *fresh);
+
 /* Rows of a tensor: product of all dims but the last. */
 static inline int64_t mg_rows(const mg_tensor *t) {
     int64_t r = 1; /* the product, not numel / last dim: a last dim of 0 is allowed */

@@ -54,6 +54,9 @@ MG_API void mg_layernorm_bwd(int64_t R, int64_t C, const float *x, const float *
 MG_API void mg_gelu_fwd(mg_gelu_kind kind, int64_t n, const float *x, float *y);
 /* dx += dy * gelu'(x) */
 MG_API void mg_gelu_bwd(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx);
+/* dx = dy * gelu'(x) into a dx that holds nothing yet (a fresh buffer of mg_grad_for_write): the
+ * bits mg_gelu_bwd gives on a zeroed dx, without the zeroing pass or reading dx. */
+MG_API void mg_gelu_bwd_fresh(mg_gelu_kind kind, int64_t n, const float *x, const float *dy, float *dx);
 
 /* ---- adds ------------------------------------------------------------------------------------ */
 /* c[r, j] = a[r, j] + b[j] for R rows of N (a bias; R = 1 is a plain elementwise add). c may be a.
@@ -65,6 +68,9 @@ MG_API void mg_add_residual(int64_t R, int64_t N, const float *x, const float *h
                      float *y);
 /* dst[i] += src[i] */
 MG_API void mg_accumulate(int64_t n, float *dst, const float *src);
+/* dst[i] = 0 + src[i] (a -0 becomes +0): mg_accumulate's bits on a zeroed dst, for a fresh buffer
+ * of mg_grad_for_write. */
+MG_API void mg_accumulate_fresh(int64_t n, float *dst, const float *src);
 /* dst[j] += sum over R rows of src[r, j] (a bias gradient). Each column is summed in row order
  * within chunks of MG_ROWOPS_CHUNK rows, the chunk sums added to dst in order; no scratch. */
 MG_API void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst);
