@@ -525,6 +525,30 @@ START_TEST(resume_continues_exactly) {
 }
 END_TEST
 
+START_TEST(resume_keeps_the_runs_precision) {
+    setup_run();
+    const char *common = "--data tiny.txt " TINY_MODEL " --steps 16 --eval-every 4 --ckpt-every 0 "
+                         "--precision bf16 --sample-tokens 0 --threads 1";
+    char args[1024];
+    snprintf(args, sizeof args, "train --out straight %s", common);
+    ck_assert_int_eq(run(args), 0);
+    tu_assert_stdout_has(&textgen, "bf16 mixed precision");
+    snprintf(args, sizeof args, "train --out pieces %s --stop-after 8", common);
+    ck_assert_int_eq(run(args), 0);
+    /* the resume names no precision: the run goes on in bf16, exactly */
+    ck_assert_int_eq(run("train --out pieces --resume --sample-tokens 0 --threads 1"), 0);
+    tu_assert_stdout_has(&textgen, "bf16 mixed precision");
+    static const char *const wkeys[] = {"tokenizer", "chars", "vocab_size", "textgen.steps", "textgen.precision", NULL};
+    tu_assert_resumed_exactly(tmpdir, "straight", "pieces", wkeys, 16, 8, "\"lr\": ");
+    /* a precision the program does not know, in the metadata, is named */
+    tu_set_meta(tmp_path("pieces/model.safetensors"), "textgen.precision", "fp8");
+    ck_assert_int_eq(run("train --out pieces --resume --steps 20 --sample-tokens 0"), 1);
+    tu_assert_stderr_has(&textgen, "textgen.precision");
+    tu_assert_stderr_has(&textgen, "fp8");
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
     setup_run();
     write_tiny("big.txt", 2000);
@@ -927,6 +951,7 @@ static void add_model_tests(Suite *s) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, training_learns_a_tiny_corpus_and_plots);
     tcase_add_test(tc, resume_continues_exactly);
+    tcase_add_test(tc, resume_keeps_the_runs_precision);
     tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
     tcase_add_test(tc, sampling_is_deterministic_for_a_seed);
     tcase_add_test(tc, eval_reports_nats_and_bits_per_character);

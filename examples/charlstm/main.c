@@ -306,9 +306,10 @@ static int cmd_train(int argc, char **argv) {
     printf("charlstm: LSTM %lld layer%s x %lld hidden, embedding %lld: %.2fM parameters (%s)\n", (long long)cfg.layers,
            cfg.layers == 1 ? "" : "s", (long long)cfg.hidden, (long long)cfg.embd, (double)n_params / 1e6,
            ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
-    printf("charlstm: %lld steps of %lld x %lld characters, lr %g -> %g, %d thread%s; Ctrl-C saves and stops\n",
+    printf("charlstm: %lld steps of %lld x %lld characters, lr %g -> %g, %d thread%s%s; Ctrl-C saves and stops\n",
            (long long)o.c.steps, (long long)o.c.batch, (long long)o.c.block, (double)o.c.lr, (double)o.c.lr_min,
-           mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s");
+           mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s",
+           ex_precision_is_bf16(o.c.precision) ? ", bf16 mixed precision" : "");
     fflush(stdout);
 
     mg_train_result res;

@@ -77,6 +77,11 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
     return true;
 }
 
+bool ex_precision_is_bf16(const char *name) {
+    mg_precision p;
+    return name && mg_precision_parse(name, &p) && p == MG_PRECISION_BF16;
+}
+
 bool ex_precision_from(const char *prog, const char *name, mg_precision *p) {
     *p = MG_PRECISION_FP32;
     if (!name || mg_precision_parse(name, p)) return true;
@@ -158,7 +163,7 @@ enum { N_SHARED = sizeof shared / sizeof shared[0] };
 
 /* Lists every remembered setting, in order, as pointers into o and the extras. */
 static int all_settings(ex_train_opts *o, const ex_setting *extra, int n_extra, ex_setting *all) {
-    assert(N_SHARED + n_extra <= EX_MAX_SETTINGS);
+    assert(N_SHARED + n_extra + 1 <= EX_MAX_SETTINGS); /* + 1: the precision, by name */
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < N_SHARED; i++)
@@ -186,7 +191,13 @@ int ex_settings_to_meta(ex_settings_meta *s, const char *prefix, const ex_train_
             snprintf(s->val[i], sizeof s->val[i], "%.9g", (double)*all[i].f);
         meta[i] = (mg_st_meta){s->key[i], s->val[i]};
     }
-    return n;
+    /* and the precision, by name (a resumed run keeps training as it started) */
+    mg_precision p = MG_PRECISION_FP32;
+    if (o->precision) mg_precision_parse(o->precision, &p); /* checked by ex_train_check */
+    snprintf(s->key[n], sizeof s->key[n], "%s.precision", prefix);
+    snprintf(s->val[n], sizeof s->val[n], "%s", mg_precision_name(p));
+    meta[n] = (mg_st_meta){s->key[n], s->val[n]};
+    return n + 1;
 }
 
 mg_status ex_settings_from_ckpt(mg_st_file *f, const char *prefix, ex_train_opts *o,
@@ -204,6 +215,12 @@ mg_status ex_settings_from_ckpt(mg_st_file *f, const char *prefix, ex_train_opts
         else if (st == MG_OK)
             st = mg_meta_get_i64(f, key, all[i].i);
     }
+    snprintf(key, sizeof key, "%s.precision", prefix);
+    const char *v = mg_st_meta_get(f, key); /* absent in runs saved before it was remembered: fp32 */
+    mg_precision p;
+    if (v && st == MG_OK && !mg_precision_parse(v, &p))
+        st = mg_set_error(MG_ERR_FORMAT, "metadata '%s' is '%s': expected fp32 or bf16", key, v);
+    if (v && st == MG_OK) o->precision = mg_precision_name(p);
     return st;
 }
 

@@ -53,6 +53,8 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
  * it ("textgen train options"). */
 /* --precision's value (NULL: fp32) into *p; false with "PROG: --precision ..." printed if unknown. */
 bool ex_precision_from(const char *prog, const char *name, mg_precision *p);
+/* Whether a checked --precision value (NULL: fp32) names bf16. */
+bool ex_precision_is_bf16(const char *name);
 
 mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
                                 mg_gpt_config *cfg);
@@ -77,7 +79,7 @@ typedef struct ex_setting {
 
 /* The remembered settings as checkpoint metadata "PREFIX.NAME": steps, batch, warmup, eval_every,
  * eval_windows, ckpt_every, seed, the extra integers, lr, lr_min, weight_decay, clip, the extra
- * floats. The strings live here. */
+ * floats, and "PREFIX.precision" (fp32 or bf16). The strings live here. */
 typedef struct ex_settings_meta {
     char key[EX_MAX_SETTINGS][48], val[EX_MAX_SETTINGS][32];
 } ex_settings_meta;

@@ -272,10 +272,11 @@ int music_cmd_train(int argc, char **argv) {
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head,
            (long long)cfg.block_size, cfg.pos, MUSIC_PERF_VOCAB, (double)n_params / 1e6,
            ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
-    printf("music: %lld steps of %lld x %lld tokens, lr %g -> %g, %d threads; Ctrl-C saves and "
+    printf("music: %lld steps of %lld x %lld tokens, lr %g -> %g, %d thread%s%s; Ctrl-C saves and "
            "stops\n",
            (long long)o.c.steps, (long long)o.c.batch, (long long)o.c.block, (double)o.c.lr,
-           (double)o.c.lr_min, mg_get_num_threads());
+           (double)o.c.lr_min, mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s",
+           ex_precision_is_bf16(o.c.precision) ? ", bf16 mixed precision" : "");
     fflush(stdout);
 
     mg_train_result res;

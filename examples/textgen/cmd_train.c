@@ -230,9 +230,10 @@ int textgen_cmd_train(int argc, char **argv) {
     printf("textgen: GPT %lld layers x %lld wide, %lld heads, context %lld, pos %s: %.2fM parameters (%s)\n",
            (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head, (long long)cfg.block_size, cfg.pos,
            (double)n_params / 1e6, ex_fmt_bytes((double)n_params * 4, b1, sizeof b1));
-    printf("textgen: %lld steps of %lld x %lld tokens, lr %g -> %g, %d thread%s; Ctrl-C saves and stops\n",
+    printf("textgen: %lld steps of %lld x %lld tokens, lr %g -> %g, %d thread%s%s; Ctrl-C saves and stops\n",
            (long long)o.c.steps, (long long)o.c.batch, (long long)o.c.block, (double)o.c.lr, (double)o.c.lr_min,
-           mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s");
+           mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s",
+           ex_precision_is_bf16(o.c.precision) ? ", bf16 mixed precision" : "");
     fflush(stdout);
 
     mg_train_result res;
