@@ -255,7 +255,21 @@ START_TEST(program_trains_in_bf16) {
     ck_assert_msg(memcmp(wa, wf, (size_t)n * sizeof *wa) != 0, "bf16 trained fp32's conv2.weight");
     free(wa), free(wf);
     mg_st_close(fa), mg_st_close(ff);
-    /* a precision it does not know */
+    /* stopped and resumed without naming the precision: it goes on in bf16, to b2's bits */
+    for (int r = 0; r < 2; r++) {
+        snprintf(args, sizeof args, "--data '%s' --out '%s/r2' --epochs 1 --batch 8 --limit 32 --eval-batch 7 "
+                 "--threads 2 %s", dir, dir, r == 0 ? "--precision bf16 --stop-after 2" : "--resume");
+        int rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, p.err);
+        ck_assert_msg(strstr(p.out, "bf16 mixed precision"), "%s", p.out);
+    }
+    snprintf(f, sizeof f, "%s/r2/model.safetensors", dir);
+    tu_assert_same_safetensors(b, f, (const char *const[]){"fm.test_accuracy", NULL});
+    /* a precision it does not know, on the command line or in a checkpoint */
+    tu_set_meta(f, "fm.precision", "fp8");
+    snprintf(args, sizeof args, "--data '%s' --out '%s/r2' --epochs 2 --batch 8 --limit 32 --resume", dir, dir);
+    ck_assert_int_eq(tu_run_in(&p, dir, "", args), 1);
+    tu_assert_stderr_has(&p, "metadata fm.precision is 'fp8'");
     int rc = tu_run_in(&p, dir, "", "--precision fp16");
     ck_assert_int_eq(rc, 2);
     tu_assert_stderr_has(&p, "fashion_mnist: --precision 'fp16': expected fp32 or bf16");

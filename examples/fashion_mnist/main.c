@@ -294,8 +294,9 @@ static void fm_read_losses(const char *log_path, double *loss, int64_t total) {
     fclose(f);
 }
 
-/* The accuracies a checkpoint recorded, and its step ("train.step"). */
-static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
+/* The accuracies a checkpoint recorded, its step ("train.step") and its precision ("fm.precision";
+ * fp32 where absent, as in checkpoints written before it was recorded). */
+static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step, mg_precision *precision) {
     mg_st_file *f = NULL;
     mg_status st = mg_safetensors_open(ckpt, &f);
     if (st != MG_OK) return mg_wrap_error(st, "cannot resume (start without --resume)");
@@ -325,6 +326,13 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step) {
             return MG_ERR_INVALID;
         }
     }
+    const char *p = mg_st_meta_get(f, "fm.precision");
+    *precision = MG_PRECISION_FP32;
+    if (p && !mg_precision_parse(p, precision)) {
+        mg_set_error(MG_ERR_FORMAT, "%s: metadata fm.precision is '%s': expected fp32 or bf16", ckpt, p);
+        mg_st_close(f);
+        return MG_ERR_FORMAT;
+    }
     for (int64_t e = 0; a && *a && e < j->epochs; e++) {
         j->acc[e] = strtod(a, &end) / 100.0;
         if (end == a) break;
@@ -340,7 +348,7 @@ static int run(const fm_opts *o, mg_precision precision) {
     int rc = 0;
     double *losses = NULL, *loss_x = NULL, *loss_y = NULL;
     uint8_t *pred = NULL;
-    mg_st_meta meta[5];
+    mg_st_meta meta[6];
     if (fm_load(o->data, "train", o->limit, &j.train) != MG_OK || fm_load(o->data, "t10k", o->limit, &j.test) != MG_OK ||
         ex_mkdirs(o->out) != MG_OK) {
         rc = ex_fail(PROG);
@@ -363,15 +371,17 @@ static int run(const fm_opts *o, mg_precision precision) {
         rc = ex_fail(PROG);
         goto done;
     }
-    mg_ctx_set_precision(j.ectx, precision); /* evaluation follows --precision */
     for (int64_t e = 0; e < o->epochs; e++) j.acc[e] = NAN;
     char log_path[4096], ckpt[4096], png[4096];
     snprintf(log_path, sizeof log_path, "%s/train.jsonl", o->out);
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", o->out);
-    if (o->resume && fm_read_ckpt(ckpt, &j, &j.step) != MG_OK) {
+    mg_precision saved_precision;
+    if (o->resume && fm_read_ckpt(ckpt, &j, &j.step, &saved_precision) != MG_OK) {
         rc = ex_fail(PROG);
         goto done;
     }
+    if (o->resume && !o->precision) precision = saved_precision; /* a resume goes on as the run started */
+    mg_ctx_set_precision(j.ectx, precision); /* evaluation follows --precision */
     snprintf(j.epoch_meta, sizeof j.epoch_meta, "%lld", (long long)(j.step / j.spe));
     fm_acc_meta(&j, j.step / j.spe < o->epochs ? j.step / j.spe : o->epochs);
     meta[0] = (mg_st_meta){"epoch", j.epoch_meta};
@@ -379,6 +389,7 @@ static int run(const fm_opts *o, mg_precision precision) {
     meta[2] = (mg_st_meta){"fm.batch", mg_meta_fmt_i64(j.batch_meta, o->batch)};
     meta[3] = (mg_st_meta){"fm.train_images", mg_meta_fmt_i64(j.n_meta, j.train.n)};
     meta[4] = (mg_st_meta){"fm.seed", mg_meta_fmt_i64(j.seed_meta, o->seed)};
+    meta[5] = (mg_st_meta){"fm.precision", mg_precision_name(precision)};
     printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
            "%d threads%s\n",
            PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
@@ -387,7 +398,7 @@ static int run(const fm_opts *o, mg_precision precision) {
     fflush(stdout);
 
     mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,
-                            .batch_rows = o->batch, .eval = fm_eval, .on_step = fm_on_step, .meta = meta, .n_meta = 5,
+                            .batch_rows = o->batch, .eval = fm_eval, .on_step = fm_on_step, .meta = meta, .n_meta = 6,
                             .tokens_per_step = o->batch, .speed_unit = "images"};
     mg_train_cfg cfg = mg_train_defaults();
     /* Adam: a constant learning rate, no weight decay, no clipping */
