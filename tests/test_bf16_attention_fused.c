@@ -18,8 +18,14 @@
  * without contraction so nothing else fuses. Odd shapes (D not a multiple of 16 or of 2, Tq and
  * Tk not multiples of 64 or of 2), several tiles, causal and not, offset queries, the bias
  * callback and bias rows with dL/dlogits; both backward splits; 1, 2 and 3 threads. The op
- * mg_attention takes these kernels in a bf16 context. On a CPU without AVX512-BF16 (or with the
- * bf16 path forced elsewhere) the kernels are not used, and the cases say so by name. */
+ * mg_attention takes these kernels in a bf16 context. On a CPU without AVX512-BF16 the kernels
+ * are not used, and the cases say so by name.
+ *
+ * All of it twice: for the kernels with their products on VDPBF16PS (the avx512bf16 path), and
+ * for those with their products on AMX tiles (the amx path), whose reference sums each product in
+ * TDPBF16PS's groups of 16 pairs (mg_bgemm_ref's AMX arithmetic). The AMX kernels run here on the
+ * software model of the tiles (mg_bf16_amx_emulation); on an AMX CPU attention_amx_matches_reference
+ * runs them on the instructions, and elsewhere reports itself skipped by name. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #else
@@ -539,11 +545,48 @@ START_TEST(attention_amx_reference_tells_the_instructions_apart) {
 }
 END_TEST
 
+/* The attention's tile product and the AMX GEMM share one tile configuration per thread: GEMMs
+ * and attention runs in turn (small ones, on the calling thread) give the reference's bits and
+ * the first run's (the model stops the process on a tile used against its configuration, or with
+ * none loaded). */
+static void check_shares_the_tiles(void) {
+    const fcase *c = &cases[1];
+    fdata x = data_new(c, 960);
+    const int64_t M = 40, N = 33, K = 70;
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 961), *B = tu_bf16_fill((size_t)(K * N), 962);
+    float *C = calloc((size_t)(M * N), sizeof *C), *R = calloc((size_t)(M * N), sizeof *R);
+    ck_assert(C && R);
+    mg_bgemm_ref(MG_BF16_AMX, false, false, M, N, K, A, K, B, N, false, R, N);
+    fres first = {0};
+    for (int round = 0; round < 2; round++) {
+        mg_bgemm(false, false, M, N, K, A, K, B, N, false, C, N);
+        for (int64_t e = 0; e < M * N; e++)
+            ck_assert_msg(C[e] == R[e], "mg_bgemm, round %d: C[%lld] = %a, expected %a", round,
+                          (long long)e, (double)C[e], (double)R[e]);
+        fres got = kernel_run(c, &x, true, 0);
+        if (round == 0) {
+            first = got;
+            continue;
+        }
+        expect_fres("after mg_bgemm", c, &x, &got, &first);
+        fres_free(&got);
+    }
+    free(A), free(B), free(C), free(R);
+    fres_free(&first);
+    data_free(&x);
+}
+
+START_TEST(attention_amx_on_the_model_shares_the_tiles_with_bgemm) {
+    check_shares_the_tiles();
+}
+END_TEST
+
 /* On an AMX CPU only: the kernels on the instructions against the same reference, 1, 2 and 3
- * threads. */
+ * threads, and beside the GEMM. */
 START_TEST(attention_amx_matches_reference) {
     check_matches_reference(MG_BF16_AMX, "amx");
     check_thread_counts("amx");
+    check_shares_the_tiles();
 }
 END_TEST
 
@@ -623,6 +666,7 @@ Suite *bf16_attention_fused_suite(void) {
         NAMED(attention_amx_on_the_model_differs_from_fp32_but_close),
         NAMED(attention_op_in_bf16_takes_the_amx_kernels_on_the_model),
         NAMED(attention_amx_reference_tells_the_instructions_apart),
+        NAMED(attention_amx_on_the_model_shares_the_tiles_with_bgemm),
     };
     add_cases(model, model_cases, sizeof model_cases / sizeof *model_cases,
               avx512bf16 && kernels_run_on(MG_BF16_AMX, true), no_avx512bf16);
