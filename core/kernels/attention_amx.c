@@ -14,10 +14,12 @@
  * attention_bf16_tmpl.h).
  *
  * Blocking as in bgemm_amx.c: tmm0-3 hold up to 2 x 2 C tiles (32 x 32 of C), tmm4-5 A and
- * tmm6-7 B, on the shared tile configuration (amx_tiles.h). Each C element gets the K groups of
- * 16 pairs in increasing order from pair 0, one TDPBF16PS each, starting from C (acc) or from +0:
- * whatever the tile or thread, so the results are the reference's (tests/
- * test_bf16_attention_fused.c) bit for bit. */
+ * tmm6-7 B, on the shared tile configuration (amx_tiles.h), loaded on a thread's first product.
+ * isa.c hands this kernel out only where the amx bf16 path is active, which it makes so only after
+ * Linux has granted the process the tile data (arch_prctl), as for the GEMM: one request serves
+ * both. Each C element gets the K groups of 16 pairs in increasing order from pair 0, one
+ * TDPBF16PS each, starting from C (acc) or from +0, whatever the tile or thread: the results are
+ * the reference's (tests/test_bf16_attention_fused.c) bit for bit. */
 #include "amx_tiles.h"
 #include "attention_internal.h"
 

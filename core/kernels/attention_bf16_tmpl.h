@@ -1,6 +1,7 @@
 /* attention_bf16_tmpl.h: the tile kernels of fused attention with their products on VDPBF16PS
  * (bf16 pairs multiplied and added onto float32 sums), included by attention_tmpl.h in a unit built
- * with AVX512-BF16 (attention_avx512bf16.c), after the shared pieces (exp, pack_tile, logits).
+ * with AVX512-BF16 (attention_avx512bf16.c; with AT_AMX, attention_avx512bf16_amx.c), after the
+ * shared pieces (exp, pack_tile, logits).
  *
  * The algorithm and the tiles are the float32 kernel's; what changes is the operands of the
  * products. A product over K runs over pairs of K: per pair, one broadcast 32-bit word of A (two

@@ -108,7 +108,7 @@ struct at_job {
     at_bwd_layout bl;
     float *shared; /* two-pass backward: BH query packs */
     const mgk_attention_impl *impl;
-    bool bf16;  /* the kernels with bf16 products (attention_avx512bf16.c) */
+    bool bf16;  /* the kernels with bf16 products (attention_avx512bf16.c or _amx.c) */
     /* bf16 forward: each thread takes whole heads and packs a head's keys and values once
      * (at_fwd_layout kb and vv hold the head), instead of tile by tile in every item. */
     bool head_pack;
