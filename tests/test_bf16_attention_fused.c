@@ -18,8 +18,14 @@
  * without contraction so nothing else fuses. Odd shapes (D not a multiple of 16 or of 2, Tq and
  * Tk not multiples of 64 or of 2), several tiles, causal and not, offset queries, the bias
  * callback and bias rows with dL/dlogits; both backward splits; 1, 2 and 3 threads. The op
- * mg_attention takes these kernels in a bf16 context. On a CPU without AVX512-BF16 (or with the
- * bf16 path forced elsewhere) the kernels are not used, and the cases say so by name. */
+ * mg_attention takes these kernels in a bf16 context. On a CPU without AVX512-BF16 the kernels
+ * are not used, and the cases say so by name.
+ *
+ * All of it twice: for the kernels with their products on VDPBF16PS (the avx512bf16 path), and
+ * for those with their products on AMX tiles (the amx path), whose reference sums each product in
+ * TDPBF16PS's groups of 16 pairs (mg_bgemm_ref's AMX arithmetic). The AMX kernels run here on the
+ * software model of the tiles (mg_bf16_amx_emulation); on an AMX CPU attention_amx_matches_reference
+ * runs them on the instructions, and elsewhere reports itself skipped by name. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #else
@@ -73,6 +79,29 @@ static void slope_bias(const void *user, int64_t head, int64_t qpos, int64_t kpo
 }
 
 /* ---- the reference ------------------------------------------------------------------------ */
+
+/* A product as the kernels of the bf16 path compute it: mg_bgemm_ref's arithmetic (for AMX,
+ * TDPBF16PS's groups of 16 pairs from the first, each two chains from +0 added onto C). The AMX
+ * kernels run every product on tiles, where mg_bgemm on an AMX CPU would hand one of fewer than
+ * 16 rows to AVX512-BF16 (and mg_bgemm_ref follows it): such a product is computed here on 16
+ * rows, the extra ones zero, so the reference is the tiles' arithmetic on any machine. */
+static void ref_prod(mg_bf16_path path, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
+                     int64_t lda, const mg_bf16 *B, int64_t ldb, bool acc, float *C, int64_t ldc) {
+    if (path != MG_BF16_AMX || M >= 16) {
+        mg_bgemm_ref(path, false, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+        return;
+    }
+    mg_bf16 *A16 = calloc((size_t)(16 * K), sizeof *A16);
+    float *C16 = calloc((size_t)(16 * N), sizeof *C16);
+    ck_assert(A16 && C16);
+    for (int64_t r = 0; r < M; r++) {
+        memcpy(A16 + r * K, A + r * lda, (size_t)K * sizeof *A16);
+        memcpy(C16 + r * N, C + r * ldc, (size_t)N * sizeof *C16);
+    }
+    mg_bgemm_ref(path, false, tb, 16, N, K, A16, K, B, ldb, acc, C16, N);
+    for (int64_t r = 0; r < M; r++) memcpy(C + r * ldc, C16 + r * N, (size_t)N * sizeof *C16);
+    free(A16), free(C16);
+}
 
 static mg_bf16 bf(float x) { /* VCVTNEPS2BF16: denormals in read as zero, nearest even */
     return mg_f32_to_bf16_1(fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x);
@@ -141,11 +170,11 @@ static int64_t kend_of(const fcase *c, int64_t i0, int64_t m) {
 }
 
 /* Logits of the tile (keys j0.. x queries i0..), S[ci * m + r]. */
-static void ref_logits(const fcase *c, const fdata *x, int64_t bh, int64_t i0, int64_t m,
-                       int64_t j0, int64_t nc, const mg_bf16 *qb, const mg_bf16 *kb, float *S) {
+static void ref_logits(mg_bf16_path path, const fcase *c, const fdata *x, int64_t bh, int64_t i0,
+                       int64_t m, int64_t j0, int64_t nc, const mg_bf16 *qb, const mg_bf16 *kb,
+                       float *S) {
     const int64_t D = c->D, Tq = c->Tq, Tk = c->Tk, h = bh % c->H;
-    mg_bgemm_ref(MG_BF16_AVX512, false, true, nc, m, D, kb + (bh * Tk + j0) * D, D,
-                 qb + (bh * Tq + i0) * D, D, false, S, m);
+    ref_prod(path, true, nc, m, D, kb + (bh * Tk + j0) * D, D, qb + (bh * Tq + i0) * D, D, false, S, m);
     const float scale = scale_of(c);
     for (int64_t e = 0; e < nc * m; e++) S[e] = S[e] * scale;
     for (int64_t r = 0; r < m; r++) {
@@ -169,7 +198,8 @@ static void ref_logits(const fcase *c, const fdata *x, int64_t bh, int64_t i0, i
             for (int64_t r = 0; r < m && r < j0 + ci - (c->q_pos0 + i0); r++) S[ci * m + r] = -INFINITY;
 }
 
-static void ref_run(const fcase *c, const fdata *x, fres *out) {
+/* The kernels of bf16 path `path` (MG_BF16_AVX512: VDPBF16PS, MG_BF16_AMX: the tiles). */
+static void ref_run(mg_bf16_path path, const fcase *c, const fdata *x, fres *out) {
     const int64_t B = c->B, H = c->H, Tq = c->Tq, Tk = c->Tk, D = c->D, BH = B * H;
     mg_bf16 *qb = malloc((size_t)x->nq * 2), *kb = malloc((size_t)x->nk * 2),
             *vb = malloc((size_t)x->nk * 2), *gb = malloc((size_t)x->nq * 2);
@@ -189,7 +219,7 @@ static void ref_run(const fcase *c, const fdata *x, fres *out) {
             memset(O, 0, (size_t)(m * D) * 4);
             for (int64_t j0 = 0; j0 < kend; j0 += TILE) {
                 const int64_t nc = kend - j0 < TILE ? kend - j0 : TILE;
-                ref_logits(c, x, bh, i0, m, j0, nc, qb, kb, S);
+                ref_logits(path, c, x, bh, i0, m, j0, nc, qb, kb, S);
                 for (int64_t r = 0; r < m; r++) {
                     float mx = -INFINITY;
                     for (int64_t ci = 0; ci < nc; ci++) mx = fmaxf(mx, S[ci * m + r]);
@@ -205,8 +235,7 @@ static void ref_run(const fcase *c, const fdata *x, fres *out) {
                     mv[r] = mn;
                     for (int64_t d = 0; d < D; d++) O[r * D + d] = O[r * D + d] * alpha;
                 }
-                mg_bgemm_ref(MG_BF16_AVX512, false, false, m, D, nc, pb, nc, vb + (bh * Tk + j0) * D, D,
-                             true, O, D);
+                ref_prod(path, false, m, D, nc, pb, nc, vb + (bh * Tk + j0) * D, D, true, O, D);
             }
             for (int64_t r = 0; r < m; r++) {
                 const float l = lv[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -225,16 +254,15 @@ static void ref_run(const fcase *c, const fdata *x, fres *out) {
                 if (j0 >= kend) continue;
                 const int64_t nc = kend - j0 < TILE ? kend - j0 : TILE;
                 rows = nc > rows ? nc : rows;
-                ref_logits(c, x, bh, i0, m, j0, nc, qb, kb, S);
+                ref_logits(path, c, x, bh, i0, m, j0, nc, qb, kb, S);
                 for (int64_t r = 0; r < m; r++) {
                     const float l = out->lse[bh * Tq + i0 + r], L = l == -INFINITY ? INFINITY : l;
                     for (int64_t ci = 0; ci < nc; ci++) S[ci * m + r] = kexp(S[ci * m + r] - L);
                 }
                 for (int64_t e = 0; e < nc * m; e++) pt[e] = bf(S[e]); /* P^T, nc x m */
-                mg_bgemm_ref(MG_BF16_AVX512, false, false, nc, D, m, pt, m, gb + (bh * Tq + i0) * D, D,
-                             true, dv, D);
-                mg_bgemm_ref(MG_BF16_AVX512, false, true, nc, m, D, vb + (bh * Tk + j0) * D, D,
-                             gb + (bh * Tq + i0) * D, D, false, dP, m);
+                ref_prod(path, false, nc, D, m, pt, m, gb + (bh * Tq + i0) * D, D, true, dv, D);
+                ref_prod(path, true, nc, m, D, vb + (bh * Tk + j0) * D, D, gb + (bh * Tq + i0) * D, D,
+                         false, dP, m);
                 const float scale = scale_of(c);
                 for (int64_t r = 0; r < m; r++) {
                     const float *go = x->dO + (bh * Tq + i0 + r) * D;
@@ -248,10 +276,8 @@ static void ref_run(const fcase *c, const fdata *x, fres *out) {
                 for (int64_t e = 0; e < nc * m; e++) pt[e] = bf(S[e]); /* dS^T, nc x m */
                 for (int64_t ci = 0; ci < nc; ci++)
                     for (int64_t r = 0; r < m; r++) pb[r * nc + ci] = pt[ci * m + r]; /* dS, m x nc */
-                mg_bgemm_ref(MG_BF16_AVX512, false, false, nc, D, m, pt, m, qb + (bh * Tq + i0) * D, D,
-                             true, dk, D);
-                mg_bgemm_ref(MG_BF16_AVX512, false, false, m, D, nc, pb, nc, kb + (bh * Tk + j0) * D, D,
-                             true, dq + i0 * D, D);
+                ref_prod(path, false, nc, D, m, pt, m, qb + (bh * Tq + i0) * D, D, true, dk, D);
+                ref_prod(path, false, m, D, nc, pb, nc, kb + (bh * Tk + j0) * D, D, true, dq + i0 * D, D);
             }
             for (int64_t e = 0; e < rows * D; e++) {
                 out->dk[(bh * Tk + j0) * D + e] += dk[e];
@@ -333,25 +359,55 @@ static void expect_fres(const char *who, const fcase *c, const fdata *x, const f
 
 #define NCASES (sizeof cases / sizeof cases[0])
 
-START_TEST(attention_bf16_fused_matches_reference) {
+/* Every case, both backward splits, the kernels of the active bf16 path against the reference of
+ * `path`. */
+static void check_matches_reference(mg_bf16_path path, const char *who) {
     for (size_t i = 0; i < NCASES; i++) {
         fdata x = data_new(&cases[i], 500 + i);
         fres want = fres_new(&cases[i], &x);
-        ref_run(&cases[i], &x, &want);
+        ref_run(path, &cases[i], &x, &want);
         for (int split = 1; split <= 2; split++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s, %s", who,
+                     split == 1 ? "two-pass backward" : "per-head backward");
             fres got = kernel_run(&cases[i], &x, true, split);
-            expect_fres(split == 1 ? "two-pass backward" : "per-head backward", &cases[i], &x, &got, &want);
+            expect_fres(what, &cases[i], &x, &got, &want);
             fres_free(&got);
         }
         fres_free(&want);
         data_free(&x);
     }
 }
-END_TEST
 
-/* The reference is not float32 in disguise: the bf16 kernels differ from the float32 ones, and
- * stay close to them (outputs within 3% of the largest, gradients within 5%). */
-START_TEST(attention_bf16_fused_differs_from_fp32_but_close) {
+/* 1, 2 and 3 threads give the same bits (either split, chosen by the thread count). */
+static void check_thread_counts(const char *who) {
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    for (size_t i = 0; i < NCASES; i++) {
+        fdata x = data_new(&cases[i], 700 + i);
+        omp_set_num_threads(1);
+        fres one = kernel_run(&cases[i], &x, true, 0);
+        for (int t = 2; t <= 3; t++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s, %d threads", who, t);
+            omp_set_num_threads(t);
+            fres more = kernel_run(&cases[i], &x, true, 0);
+            expect_fres(what, &cases[i], &x, &more, &one);
+            fres_free(&more);
+        }
+        fres_free(&one);
+        data_free(&x);
+    }
+    omp_set_num_threads(saved);
+#else
+    (void)who;
+    ck_abort_msg("built without OpenMP: one thread only");
+#endif
+}
+
+/* The kernels differ from float32 and stay close to it (outputs within 3% of the largest,
+ * gradients within 5%). */
+static void check_close_to_fp32(void) {
     const fcase *c = &cases[4];
     fdata x = data_new(c, 600);
     fres b = kernel_run(c, &x, true, 0), f = kernel_run(c, &x, false, 0);
@@ -368,33 +424,10 @@ START_TEST(attention_bf16_fused_differs_from_fp32_but_close) {
     fres_free(&b), fres_free(&f);
     data_free(&x);
 }
-END_TEST
 
-START_TEST(attention_bf16_fused_same_bits_for_any_thread_count) {
-#ifdef _OPENMP
-    const int saved = omp_get_max_threads();
-    for (size_t i = 0; i < NCASES; i++) {
-        fdata x = data_new(&cases[i], 700 + i);
-        omp_set_num_threads(1);
-        fres one = kernel_run(&cases[i], &x, true, 0);
-        for (int t = 2; t <= 3; t++) {
-            omp_set_num_threads(t);
-            fres more = kernel_run(&cases[i], &x, true, 0);
-            expect_fres(t == 2 ? "2 threads" : "3 threads", &cases[i], &x, &more, &one);
-            fres_free(&more);
-        }
-        fres_free(&one);
-        data_free(&x);
-    }
-    omp_set_num_threads(saved);
-#else
-    ck_abort_msg("built without OpenMP: one thread only");
-#endif
-}
-END_TEST
-
-/* mg_attention in a bf16 context takes the bf16 kernels: its output and gradients are theirs. */
-START_TEST(attention_op_in_bf16_takes_the_fused_kernels) {
+/* mg_attention in a bf16 context takes the kernels of the active bf16 path: its output and
+ * gradients are theirs. */
+static void check_op_takes_the_kernels(void) {
     const fcase *c = &cases[6];
     fdata x = data_new(c, 800);
     fres want = kernel_run(c, &x, true, 0);
@@ -425,6 +458,27 @@ START_TEST(attention_op_in_bf16_takes_the_fused_kernels) {
     fres_free(&want);
     data_free(&x);
 }
+
+/* ---- VDPBF16PS (the AVX512-BF16 path) ---- */
+
+START_TEST(attention_bf16_fused_matches_reference) {
+    check_matches_reference(MG_BF16_AVX512, "avx512bf16");
+}
+END_TEST
+
+START_TEST(attention_bf16_fused_differs_from_fp32_but_close) {
+    check_close_to_fp32();
+}
+END_TEST
+
+START_TEST(attention_bf16_fused_same_bits_for_any_thread_count) {
+    check_thread_counts("avx512bf16");
+}
+END_TEST
+
+START_TEST(attention_op_in_bf16_takes_the_fused_kernels) {
+    check_op_takes_the_kernels();
+}
 END_TEST
 
 /* With the bf16 path forced to the emulation, desc.bf16 runs the float32 kernels: same bits. */
@@ -440,26 +494,194 @@ START_TEST(attention_bf16_other_paths_run_fp32) {
 }
 END_TEST
 
+/* ---- AMX tiles (TDPBF16PS), on the software model of the tiles ---- */
+
+START_TEST(attention_amx_on_the_model_matches_reference) {
+    check_matches_reference(MG_BF16_AMX, "amx on the model");
+}
+END_TEST
+
+START_TEST(attention_amx_on_the_model_same_bits_for_any_thread_count) {
+    check_thread_counts("amx on the model");
+}
+END_TEST
+
+START_TEST(attention_amx_on_the_model_differs_from_fp32_but_close) {
+    check_close_to_fp32();
+}
+END_TEST
+
+START_TEST(attention_op_in_bf16_takes_the_amx_kernels_on_the_model) {
+    check_op_takes_the_kernels();
+}
+END_TEST
+
+/* The comparison has teeth: the two instructions' roundings differ in many elements here, so
+ * kernels that summed as VDPBF16PS does (or in another order) would not pass the AMX reference;
+ * and the AMX kernels are not the VDPBF16PS ones. */
+START_TEST(attention_amx_reference_tells_the_instructions_apart) {
+    const fcase *c = &cases[7];
+    fdata x = data_new(c, 950);
+    fres amx = fres_new(c, &x), vdp = fres_new(c, &x);
+    ref_run(MG_BF16_AMX, c, &x, &amx);
+    ref_run(MG_BF16_AVX512, c, &x, &vdp);
+    fres got = kernel_run(c, &x, true, 0);
+    const float *a[4] = {amx.o, amx.dq, amx.dk, amx.dv}, *v[4] = {vdp.o, vdp.dq, vdp.dk, vdp.dv},
+                *g[4] = {got.o, got.dq, got.dk, got.dv};
+    const int64_t ns[4] = {x.nq, x.nq, x.nk, x.nk};
+    for (int t = 0; t < 4; t++) {
+        int64_t differ = 0, kernel_differs = 0;
+        for (int64_t i = 0; i < ns[t]; i++) {
+            differ += a[t][i] != v[t][i];
+            kernel_differs += g[t][i] != v[t][i];
+        }
+        ck_assert_msg(differ > ns[t] / 10 && kernel_differs == differ,
+                      "tensor %d: the references differ in %lld of %lld elements, the kernels "
+                      "from VDPBF16PS's reference in %lld", t, (long long)differ, (long long)ns[t],
+                      (long long)kernel_differs);
+    }
+    fres_free(&amx), fres_free(&vdp), fres_free(&got);
+    data_free(&x);
+}
+END_TEST
+
+/* The attention's tile product and the AMX GEMM share one tile configuration per thread: GEMMs
+ * and attention runs in turn (small ones, on the calling thread) give the reference's bits and
+ * the first run's (the model stops the process on a tile used against its configuration, or with
+ * none loaded). */
+static void check_shares_the_tiles(void) {
+    const fcase *c = &cases[1];
+    fdata x = data_new(c, 960);
+    const int64_t M = 40, N = 33, K = 70;
+    mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 961), *B = tu_bf16_fill((size_t)(K * N), 962);
+    float *C = calloc((size_t)(M * N), sizeof *C), *R = calloc((size_t)(M * N), sizeof *R);
+    ck_assert(C && R);
+    mg_bgemm_ref(MG_BF16_AMX, false, false, M, N, K, A, K, B, N, false, R, N);
+    fres first = {0};
+    for (int round = 0; round < 2; round++) {
+        mg_bgemm(false, false, M, N, K, A, K, B, N, false, C, N);
+        for (int64_t e = 0; e < M * N; e++)
+            ck_assert_msg(C[e] == R[e], "mg_bgemm, round %d: C[%lld] = %a, expected %a", round,
+                          (long long)e, (double)C[e], (double)R[e]);
+        fres got = kernel_run(c, &x, true, 0);
+        if (round == 0) {
+            first = got;
+            continue;
+        }
+        expect_fres("after mg_bgemm", c, &x, &got, &first);
+        fres_free(&got);
+    }
+    free(A), free(B), free(C), free(R);
+    fres_free(&first);
+    data_free(&x);
+}
+
+START_TEST(attention_amx_on_the_model_shares_the_tiles_with_bgemm) {
+    check_shares_the_tiles();
+}
+END_TEST
+
+/* On an AMX CPU only: the kernels on the instructions against the same reference, 1, 2 and 3
+ * threads, and beside the GEMM. */
+START_TEST(attention_amx_matches_reference) {
+    check_matches_reference(MG_BF16_AMX, "amx");
+    check_thread_counts("amx");
+    check_shares_the_tiles();
+}
+END_TEST
+
+static void force_avx512bf16(void) {
+    ck_assert(mg_bf16_path_force(MG_BF16_AVX512));
+}
+
+static void amx_model_on(void) {
+    mg_bf16_amx_emulation(true);
+    ck_assert(mg_bf16_path_force(MG_BF16_AMX));
+}
+
+static void force_amx(void) {
+    ck_assert(mg_bf16_path_force(MG_BF16_AMX));
+}
+
+static void restore_path(void) {
+    mg_bf16_amx_emulation(false);
+    tu_restore_bf16_path();
+}
+
+/* Whether mg_attention's bf16 kernels run with path p active (AMX: on the model with `model`). */
+static bool kernels_run_on(mg_bf16_path p, bool model) {
+    mg_bf16_amx_emulation(model);
+    const bool ok = mg_bf16_path_force(p) && mg_attn_bf16_fused();
+    mg_bf16_amx_emulation(false); /* outside a test: no ck_assert */
+    mg_bf16_path_force(mg_bf16_path_detected());
+    return ok;
+}
+
+typedef struct named {
+    const TTest *t;
+    const char *name;
+} named;
+
+static void add_cases(TCase *tc, const named *t, size_t n, bool run, const char *why) {
+    for (size_t i = 0; i < n; i++) {
+        if (run)
+            tcase_add_test(tc, t[i].t);
+        else
+            fprintf(stderr, "# %s skipped: %s\n", t[i].name, why);
+    }
+}
+
+#define NAMED(t) {t, #t}
+
 Suite *bf16_attention_fused_suite(void) {
     Suite *s = suite_create("bf16_attention_fused");
-    TCase *tc = tcase_create("bf16_attention_fused");
-    tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
-    const char *why = mg_bf16_path_available(MG_BF16_AVX512) ? "the active bf16 path is not avx512bf16"
-                                                            : "no AVX512-BF16 on this CPU";
-    struct { const TTest *t; const char *name; } fused[] = {
-        {attention_bf16_fused_matches_reference, "attention_bf16_fused_matches_reference"},
-        {attention_bf16_fused_differs_from_fp32_but_close, "attention_bf16_fused_differs_from_fp32_but_close"},
-        {attention_bf16_fused_same_bits_for_any_thread_count, "attention_bf16_fused_same_bits_for_any_thread_count"},
-        {attention_op_in_bf16_takes_the_fused_kernels, "attention_op_in_bf16_takes_the_fused_kernels"},
+    const bool avx512bf16 = mg_bf16_path_available(MG_BF16_AVX512);
+    const char *no_avx512bf16 = avx512bf16 ? "the build left the bf16 attention kernels out"
+                                           : "no AVX512-BF16 on this CPU";
+
+    TCase *vdp = tcase_create("avx512bf16");
+    tcase_add_checked_fixture(vdp, force_avx512bf16, restore_path);
+    const named vdp_cases[] = {
+        NAMED(attention_bf16_fused_matches_reference),
+        NAMED(attention_bf16_fused_differs_from_fp32_but_close),
+        NAMED(attention_bf16_fused_same_bits_for_any_thread_count),
+        NAMED(attention_op_in_bf16_takes_the_fused_kernels),
     };
-    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
-        if (mg_attn_bf16_fused())
-            tcase_add_test(tc, fused[i].t);
-        else
-            fprintf(stderr, "# %s skipped: %s\n", fused[i].name, why);
-    }
-    tcase_add_test(tc, attention_bf16_other_paths_run_fp32);
-    suite_add_tcase(s, tc);
+    add_cases(vdp, vdp_cases, sizeof vdp_cases / sizeof *vdp_cases,
+              avx512bf16 && kernels_run_on(MG_BF16_AVX512, false), no_avx512bf16);
+    suite_add_tcase(s, vdp);
+
+    TCase *other = tcase_create("other paths");
+    tcase_add_checked_fixture(other, NULL, restore_path);
+    tcase_add_test(other, attention_bf16_other_paths_run_fp32);
+    suite_add_tcase(s, other);
+
+    /* the AMX kernels' softmax and packing run on AVX512-BF16: without it they are not used */
+    TCase *model = tcase_create("amx on the model");
+    tcase_set_timeout(model, 240);
+    tcase_add_checked_fixture(model, amx_model_on, restore_path);
+    const named model_cases[] = {
+        NAMED(attention_amx_on_the_model_matches_reference),
+        NAMED(attention_amx_on_the_model_same_bits_for_any_thread_count),
+        NAMED(attention_amx_on_the_model_differs_from_fp32_but_close),
+        NAMED(attention_op_in_bf16_takes_the_amx_kernels_on_the_model),
+        NAMED(attention_amx_reference_tells_the_instructions_apart),
+        NAMED(attention_amx_on_the_model_shares_the_tiles_with_bgemm),
+    };
+    add_cases(model, model_cases, sizeof model_cases / sizeof *model_cases,
+              avx512bf16 && kernels_run_on(MG_BF16_AMX, true), no_avx512bf16);
+    suite_add_tcase(s, model);
+
+    TCase *silicon = tcase_create("amx");
+    tcase_set_timeout(silicon, 240);
+    tcase_add_checked_fixture(silicon, force_amx, restore_path);
+    const named silicon_cases[] = {NAMED(attention_amx_matches_reference)};
+    const bool amx = mg_bf16_path_available(MG_BF16_AMX);
+    add_cases(silicon, silicon_cases, 1, amx && kernels_run_on(MG_BF16_AMX, false),
+              !mg_bf16_path_compiled(MG_BF16_AMX) ? "the build left the AMX path out"
+              : !amx                              ? "no AMX on this CPU"
+                                                  : "no AVX512-BF16 beside AMX on this CPU");
+    suite_add_tcase(s, silicon);
     return s;
 }
 

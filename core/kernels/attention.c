@@ -62,12 +62,19 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     J->nkt = (a->Tk + AT_BC - 1) / AT_BC;
     J->dp = at_round_up(a->D, 16);
     J->pad = a->D % 16 != 0;
-    J->bf16 = a->bf16 && at_kv_stride(a) == a->Tk * a->D && mgk_attention_bf16_usable();
+    mgk_attn_tile_product tiles = NULL;
+    const mgk_attention_impl *bim =
+        a->bf16 && at_kv_stride(a) == a->Tk * a->D ? mgk_attention_bf16(&tiles) : NULL;
+    J->bf16 = bim != NULL;
+    J->impl = bim ? bim : mgk_attention_active();
+    J->tiles = tiles;
     J->dw = (a->D + 1) / 2;
-    const int64_t D = a->D, dp = J->dp, pad = J->pad, bf16 = J->bf16;
+    J->kw = tiles ? at_round_up(J->dw, 16) : J->dw;
+    J->qtw = AT_BR * at_max(a->D, J->kw);
+    const int64_t dp = J->dp, pad = J->pad, bf16 = J->bf16;
     size_t off = 0;
     at_fwd_layout *f = &J->fl;
-    f->qt = at_take(&off, D * AT_BR);
+    f->qt = at_take(&off, J->qtw);
     f->st = at_take(&off, AT_BC * AT_BR);
     f->o = at_take(&off, AT_BR * dp);
     f->m = at_take(&off, AT_BR);
@@ -76,16 +83,18 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     f->vp = at_take(&off, pad ? AT_BC * dp : 0);
     f->tmp = at_take(&off, AT_BC);
     f->pw = at_take(&off, bf16 ? AT_BC / 2 * AT_BR : 0);
+    f->pa = at_take(&off, tiles ? AT_BR * AT_BC / 2 : 0);
     /* enough heads to share among the threads whole (a heuristic: the result is the same) */
     J->head_pack = bf16 && J->BH >= 2 * (int64_t)at_threads();
-    const int64_t kvrows = J->head_pack ? at_round_up(a->Tk, 2) : AT_BC;
-    f->kb = at_take(&off, bf16 ? kvrows * J->dw : 0);
+    /* AMX: the last tile's keys in pairs padded with zeros to a tile's 16 pairs */
+    const int64_t kvrows = J->head_pack ? at_round_up(a->Tk, tiles ? 32 : 2) : AT_BC;
+    f->kb = at_take(&off, bf16 ? kvrows * J->kw : 0);
     f->vv = at_take(&off, bf16 ? kvrows / 2 * dp : 0);
     f->total = off;
     off = 0;
     at_qpack_layout *ql = &J->ql;
-    ql->qt = at_take(&off, J->nqt * D * AT_BR);
-    ql->dot = at_take(&off, J->nqt * D * AT_BR);
+    ql->qt = at_take(&off, J->nqt * J->qtw);
+    ql->dot = at_take(&off, J->nqt * J->qtw);
     ql->qp = at_take(&off, pad || bf16 ? J->nqt * AT_BR * dp : 0);
     ql->dop = at_take(&off, pad || bf16 ? J->nqt * AT_BR * dp : 0);
     ql->lse = at_take(&off, J->nqt * AT_BR);
@@ -106,8 +115,8 @@ static void at_bwd_layout_for(at_job *J, int split) {
     b->kp = at_take(&off, J->pad ? AT_BC * dp : 0);
     b->dq = at_take(&off, (split == 2 ? J->nqt * AT_BR : AT_BR) * dp);
     b->pb = at_take(&off, J->bf16 ? AT_BC * AT_BR / 2 : 0);
-    b->kb = at_take(&off, J->bf16 ? AT_BC * J->dw : 0);
-    b->vb = at_take(&off, J->bf16 ? AT_BC * J->dw : 0);
+    b->kb = at_take(&off, J->bf16 ? AT_BC * J->kw : 0);
+    b->vb = at_take(&off, J->bf16 ? AT_BC * J->kw : 0);
     b->kv = at_take(&off, J->bf16 ? AT_BC / 2 * dp : 0);
     b->pack = off;
     if (split == 2) off += J->ql.total;
@@ -151,7 +160,6 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
-    J.impl = J.bf16 ? mgk_attention_avx512bf16() : mgk_attention_active();
     const size_t per = J.fl.total;
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
@@ -197,7 +205,7 @@ static void at_run_pair(const at_job *J, int64_t bh, int64_t qt, int64_t kt, con
     at_pair p = {
         .bh = bh, .i0 = i0, .m = m, .j0 = j0, .nc = at_min(AT_BC, at_kend(a, i0, m) - j0),
         .kj = J->k + (bh * Tk + j0) * D, .vj = J->v + (bh * Tk + j0) * D, .kp = kp, .ldk = ldk,
-        .qt = pk + J->ql.qt + qt * D * AT_BR, .dot = pk + J->ql.dot + qt * D * AT_BR,
+        .qt = pk + J->ql.qt + qt * J->qtw, .dot = pk + J->ql.dot + qt * J->qtw,
         .qp = J->pad || J->bf16 ? pk + J->ql.qp + qt * AT_BR * dp : J->q + row0 * D,
         .dop = J->pad || J->bf16 ? pk + J->ql.dop + qt * AT_BR * dp : J->dO + row0 * D,
         .ldq = J->pad || J->bf16 ? dp : D,
@@ -381,7 +389,6 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
     J.dq = dq, J.dk = dk, J.dv = dv;
-    J.impl = J.bf16 ? mgk_attention_avx512bf16() : mgk_attention_active();
     int nt = at_threads(), split = at_choose_split(a, nt);
     size_t need = at_bwd_floats(&J, split, nt) * sizeof(float);
     while (nt > 1 && need > ws_bytes) {

@@ -1,6 +1,7 @@
 /* attention_bf16_tmpl.h: the tile kernels of fused attention with their products on VDPBF16PS
  * (bf16 pairs multiplied and added onto float32 sums), included by attention_tmpl.h in a unit built
- * with AVX512-BF16 (attention_avx512bf16.c), after the shared pieces (exp, pack_tile, logits).
+ * with AVX512-BF16 (attention_avx512bf16.c; with AT_AMX, attention_avx512bf16_amx.c), after the
+ * shared pieces (exp, pack_tile, logits).
  *
  * The algorithm and the tiles are the float32 kernel's; what changes is the operands of the
  * products. A product over K runs over pairs of K: per pair, one broadcast 32-bit word of A (two
@@ -23,7 +24,28 @@
  * Padding (a query tile's rows past m, keys past the causal end or Tk, columns past D) is zero in
  * at least one operand of every pair, so an odd count adds exact zeros. Sums still run over K in
  * increasing pairs whatever the tile or thread: results are bit-identical for any thread count
- * and either backward split. */
+ * and either backward split.
+ *
+ * With AT_AMX (attention_avx512bf16_amx.c) the six products run on AMX tiles instead, through the
+ * tile kernel J->tiles (attention_amx.c, on the instructions or on their software model); all the
+ * rest is this same code. A tile product reads A as rows of K pairs and B as above, both in place
+ * with their strides (TILELOADD), in whole tiles of 16 rows or columns by 16 pairs, so:
+ *   - key and value rows (kb, vb) and the transposed query words (qw, dow) have J->kw words or
+ *     rows, dw rounded up to 16, zero past dw;
+ *   - O += P V and dQ += dS K need A as rows of queries by key pairs (pa): the key-pair words are
+ *     written as above and then transposed as 32-bit words (bw_to_rows), zero past the keys;
+ *   - P^T and dS^T rows (pb) are zero from the m queries to the tile's 32, and zero in the rows
+ *     from nc to the next 16, so a pair whose keys stop short of the key tile's adds nothing to
+ *     the rows of dK and dV it does not reach; keys in pairs (kv, vv) are zero up to 32 keys;
+ *   - O's rescaling by exp(m_old - m_new) is a multiplication of its own before the product.
+ * TDPBF16PS sums each group of 16 pairs in two chains from +0 (even and odd products), adds them
+ * and adds that onto C: each product runs its groups from pair 0 in increasing order and starts
+ * from C or +0 as the VDPBF16PS version does, so the results are bit-identical for any thread
+ * count too; they differ from VDPBF16PS's in rounding. */
+
+#ifndef AT_AMX
+#define AT_AMX 0
+#endif
 
 typedef uint32_t at_word;
 
@@ -74,14 +96,42 @@ static void MGK_FN(bw_row_pairs)(const float *x, int64_t rows, int64_t prows, in
 }
 
 /* rows x D floats -> the transposed words: dst[p * AT_BR + r] = (x[r][2p], x[r][2p+1]) for
- * p < ceil(D/2), zero for r from rows up to a multiple of MGK_W. tmp: rows x dw words. */
-static void MGK_FN(bw_pack_tile)(const float *x, int64_t rows, int64_t D, at_word *tmp, at_word *dst) {
+ * p < ceil(D/2), zero for r from rows up to a multiple of MGK_W, and zero rows from ceil(D/2) to
+ * kw. tmp: rows x dw words. */
+static void MGK_FN(bw_pack_tile)(const float *x, int64_t rows, int64_t D, int64_t kw, at_word *tmp,
+                                 at_word *dst) {
     const int64_t dw = (D + 1) / 2;
     for (int64_t r = 0; r < rows; r++) MGK_FN(bw_row)(x + r * D, D, tmp + r * dw);
     /* words are moved, never computed on: pack_tile's float transposition keeps their bits */
     MGK_FN(pack_tile)((const float *)tmp, rows, dw, (float *)dst);
+    memset(dst + dw * AT_BR, 0, (size_t)((kw - dw) * AT_BR) * sizeof(at_word));
 }
 
+#if AT_AMX
+/* np rows of AT_BR words (pairs of keys by queries) -> mp rows of AT_BC/2 words (queries by pairs
+ * of keys), the pairs from np up to kp zero; mp and kp multiples of MGK_W. */
+static void MGK_FN(bw_to_rows)(const at_word *src, int64_t np, int64_t mp, int64_t kp, at_word *dst) {
+    for (int64_t p0 = 0; p0 < kp; p0 += MGK_W)
+        for (int64_t r0 = 0; r0 < mp; r0 += MGK_W) {
+            mgk_v x[MGK_W];
+            for (int i = 0; i < MGK_W; i++)
+                x[i] = p0 + i < np ? v_load((const float *)src + (p0 + i) * AT_BR + r0) : v_zero();
+            v_transpose(x); /* bits moved, as in bw_pack_tile */
+            for (int i = 0; i < MGK_W; i++) v_store((float *)dst + (r0 + i) * (AT_BC / 2) + p0, x[i]);
+        }
+}
+
+/* The tile product (attention_amx.c) on whole tiles: m rows and n columns rounded up to 16, kp
+ * pairs to 16; the caller's operands are zero or finite in the padding. */
+static inline void MGK_FN(tprod)(const at_job *J, int64_t m, int64_t n, int64_t kp, const at_word *A,
+                                 int64_t lda, const at_word *B, int64_t ldb, float *C, int64_t ldc,
+                                 bool acc, int band, int64_t off) {
+    J->tiles(at_round_up(m, 16), at_round_up(n, 16), at_round_up(kp, 16), A, lda, B, ldb, C, ldc,
+             acc, band, off);
+}
+#endif
+
+#if !AT_AMX
 /* The small matrix products on bf16 pairs (attention_mk.h): bmk, bmk_any, bgemm_rs, bgemm, whose
  * K counts pairs. */
 #define AT_MK_ELEM at_word
@@ -92,19 +142,41 @@ static void MGK_FN(bw_pack_tile)(const float *x, int64_t rows, int64_t D, at_wor
 #define AT_MK_PAIRS 1
 #define AT_MK_NAME(n) b##n
 #include "attention_mk.h"
+#endif
+
+/* C (m x n, ldc) (= or +=) A B: A m rows of kp pairs (row-major words, lda), B kp pairs of n words
+ * (ldb); band and off as gemm_rs. On VDPBF16PS, or on the tiles. */
+static inline void MGK_FN(bprod)(const at_job *J, int64_t m, int64_t n, int64_t kp, const at_word *A,
+                                 int64_t lda, const at_word *B, int64_t ldb, float *C, int64_t ldc,
+                                 bool acc, int band, int64_t off) {
+#if AT_AMX
+    MGK_FN(tprod)(J, m, n, kp, A, lda, B, ldb, C, ldc, acc, band, off);
+#else
+    (void)J;
+    MGK_FN(bgemm)(m, n, kp, A, lda, 1, B, ldb, C, ldc, acc, band, off);
+#endif
+}
 
 /* Keys and values j0 .. j0+nc-1 of head bh as product operands (mgk_attention_impl). */
 static void MGK_FN(pack_kv_tile)(const at_job *J, int64_t bh, int64_t j0, int64_t nc, at_word *kb,
                                  at_word *vb, at_word *kv, at_word *vv) {
     const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, dw = J->dw, dp = J->dp;
+    const int64_t D = a->D, dw = J->dw, kw = J->kw, dp = J->dp;
     const float *k = J->k + bh * at_kv_stride(a) + j0 * D, *v = J->v + bh * at_kv_stride(a) + j0 * D;
-    if (kb)
-        for (int64_t r = 0; r < nc; r++) MGK_FN(bw_row)(k + r * D, D, kb + r * dw);
-    if (vb)
-        for (int64_t r = 0; r < nc; r++) MGK_FN(bw_row)(v + r * D, D, vb + r * dw);
-    if (kv) MGK_FN(bw_row_pairs)(k, nc, at_round_up(nc, 2), D, dp, kv);
-    if (vv) MGK_FN(bw_row_pairs)(v, nc, at_round_up(nc, 2), D, dp, vv);
+    /* AMX: rows of kw words and whole tiles of 16 rows, keys in pairs up to 32 keys, zero-padded */
+    const int64_t rows = AT_AMX ? at_round_up(nc, 16) : nc, prows = at_round_up(nc, AT_AMX ? 32 : 2);
+    at_word *const dst[2] = {kb, vb};
+    const float *const src[2] = {k, v};
+    for (int t = 0; t < 2; t++) {
+        if (!dst[t]) continue;
+        for (int64_t r = 0; r < nc; r++) {
+            MGK_FN(bw_row)(src[t] + r * D, D, dst[t] + r * kw);
+            if (kw > dw) memset(dst[t] + r * kw + dw, 0, (size_t)(kw - dw) * sizeof(at_word));
+        }
+        if (rows > nc) memset(dst[t] + nc * kw, 0, (size_t)((rows - nc) * kw) * sizeof(at_word));
+    }
+    if (kv) MGK_FN(bw_row_pairs)(k, nc, prows, D, dp, kv);
+    if (vv) MGK_FN(bw_row_pairs)(v, nc, prows, D, dp, vv);
 }
 
 /* The query side of tile qt of head bh, for backward: qt and dot hold the transposed words of Q
@@ -118,8 +190,8 @@ static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, flo
     at_word *qv = (at_word *)(pk + J->ql.qp + qt * AT_BR * dp);
     at_word *dov = (at_word *)(pk + J->ql.dop + qt * AT_BR * dp);
     /* the row pairs' space serves as the scratch of the transposed words first */
-    MGK_FN(bw_pack_tile)(q, m, D, qv, (at_word *)(pk + J->ql.qt + qt * D * AT_BR));
-    MGK_FN(bw_pack_tile)(dO, m, D, dov, (at_word *)(pk + J->ql.dot + qt * D * AT_BR));
+    MGK_FN(bw_pack_tile)(q, m, D, J->kw, qv, (at_word *)(pk + J->ql.qt + qt * J->qtw));
+    MGK_FN(bw_pack_tile)(dO, m, D, J->kw, dov, (at_word *)(pk + J->ql.dot + qt * J->qtw));
     MGK_FN(bw_row_pairs)(q, m, AT_BR, D, dp, qv);
     MGK_FN(bw_row_pairs)(dO, m, AT_BR, D, dp, dov);
     float *lse = pk + J->ql.lse + qt * AT_BR, *di = pk + J->ql.di + qt * AT_BR;
@@ -138,9 +210,18 @@ static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, flo
 }
 
 /* st (keys x queries, float32, ld AT_BR) -> its rows c < nc in bf16 as words along the queries
- * (pairs of query rows): dst[c * AT_BR/2 + p], for the first mp columns. */
+ * (pairs of query rows): dst[c * AT_BR/2 + p], for the first mp columns. AMX: zero words up to a
+ * whole 16 pairs, and zero rows from nc up to a multiple of 16. */
 static void MGK_FN(bw_tile_rows)(const float *st, int64_t nc, int64_t mp, at_word *dst) {
     for (int64_t c = 0; c < nc; c++) MGK_FN(bw_row)(st + c * AT_BR, mp, dst + c * (AT_BR / 2));
+#if AT_AMX
+    const int64_t kq = at_round_up(mp / 2, 16);
+    if (kq > mp / 2)
+        for (int64_t c = 0; c < nc; c++)
+            memset(dst + c * (AT_BR / 2) + mp / 2, 0, (size_t)(kq - mp / 2) * sizeof(at_word));
+    for (int64_t c = nc; c < at_round_up(nc, 16); c++)
+        memset(dst + c * (AT_BR / 2), 0, (size_t)kq * sizeof(at_word));
+#endif
 }
 
 /* st's columns (queries) v .. v+W of keys c and c + 1 -> the words of pair c/2 (key pairs). */
@@ -155,7 +236,7 @@ static inline void MGK_FN(bw_key_pairs)(const float *st, int64_t nc, int64_t mp,
 /* Forward for query tile qt of head bh (the float32 kernel's fwd_item, with bf16 products). */
 static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
     const mg_attn_desc *a = J->a;
-    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, dw = J->dw;
+    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, dw = J->dw, kw = J->kw;
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), mp = at_round_up(m, MGK_W);
     const float *q = J->q + (bh * Tq + i0) * D;
     at_word *qw = (at_word *)(ws + J->fl.qt), *pw = (at_word *)(ws + J->fl.pw);
@@ -163,20 +244,20 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
     at_word *kb = (at_word *)(ws + J->fl.kb), *vv = (at_word *)(ws + J->fl.vv);
     float *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m, *lv = ws + J->fl.l,
           *al = ws + J->fl.al, *tmp = ws + J->fl.tmp;
-    MGK_FN(bw_pack_tile)(q, m, D, (at_word *)O, qw); /* O is free until the memset */
-    memset(O, 0, (size_t)(m * DP) * sizeof(float));
+    MGK_FN(bw_pack_tile)(q, m, D, kw, (at_word *)O, qw); /* O is free until the memset */
+    memset(O, 0, (size_t)((AT_AMX ? mp : m) * DP) * sizeof(float));
     for (int64_t r = 0; r < mp; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
     const int64_t kend = at_kend(a, i0, m);
     for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
         const int64_t nc = at_min(AT_BC, kend - j0);
         const int64_t delta = j0 - a->q_pos0 - i0; /* key c visible to query r iff r >= c + delta */
         const int band = a->causal ? AT_COLS_FROM : 0;
-        const at_word *kbj = kb + j0 * dw, *vvj = vv + (j0 / 2) * DP;
+        const at_word *kbj = kb + j0 * kw, *vvj = vv + (j0 / 2) * DP;
         if (!J->head_pack) {
             MGK_FN(pack_kv_tile)(J, bh, j0, nc, kb, NULL, NULL, vv);
             kbj = kb, vvj = vv;
         }
-        MGK_FN(bgemm)(nc, mp, dw, kbj, dw, 1, qw, AT_BR, st, AT_BR, false, band, delta);
+        MGK_FN(bprod)(J, nc, mp, dw, kbj, kw, qw, AT_BR, st, AT_BR, false, band, delta);
         MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
         for (int64_t v = 0; v < mp; v += MGK_W) {
             mgk_v alpha;
@@ -195,8 +276,19 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
             v_store(lv + v, v_fma(v_load(lv + v), alpha, sum));
             v_store(al + v, alpha);
         }
+#if AT_AMX
+        for (int64_t r = 0; r < mp; r++) { /* the rescaling, then the product from O */
+            const mgk_v s = v_set1(al[r]);
+            for (int64_t d = 0; d < DP; d += MGK_W) v_store(O + r * DP + d, v_mul(v_load(O + r * DP + d), s));
+        }
+        const int64_t np = (nc + 1) / 2, kp = at_round_up(np, 16);
+        at_word *pa = (at_word *)(ws + J->fl.pa);
+        MGK_FN(bw_to_rows)(pw, np, mp, kp, pa);
+        MGK_FN(tprod)(J, mp, DP, kp, pa, AT_BC / 2, vvj, DP, O, DP, true, band ? AT_K_TO : 0, -delta);
+#else
         MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vvj, DP, O, DP, true, al,
                          band ? AT_K_TO : 0, -delta);
+#endif
     }
     MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
 }
@@ -204,7 +296,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
 /* One (query tile, key tile) pair of backward (the float32 kernel's bwd_pair, bf16 products). */
 static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const mg_attn_desc *a = J->a;
-    const int64_t DP = J->dp, dw = J->dw;
+    const int64_t DP = J->dp, dw = J->dw, kw = J->kw;
     const int64_t m = p->m, mp = at_round_up(m, MGK_W), nc = p->nc, mpairs = (m + 1) / 2;
     const at_word *kb = p->kbt, *vb = p->vbt, *kv = p->kvt;
     const at_word *qw = (const at_word *)p->qt, *dow = (const at_word *)p->dot;
@@ -213,25 +305,32 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     at_word *pb = p->pb;
     const int64_t delta = p->j0 - a->q_pos0 - p->i0;
     const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
-    MGK_FN(bgemm)(nc, mp, dw, kb, dw, 1, qw, AT_BR, st, AT_BR, false, cols, delta);
+    MGK_FN(bprod)(J, nc, mp, dw, kb, kw, qw, AT_BR, st, AT_BR, false, cols, delta);
     MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
     MGK_FN(probs)(p, st, mp);
     if (p->dv) {
         MGK_FN(bw_tile_rows)(st, nc, mp, pb);
-        MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, dov, DP, p->dv, DP, true, kfrom, delta);
+        MGK_FN(bprod)(J, nc, DP, mpairs, pb, AT_BR / 2, dov, DP, p->dv, DP, true, kfrom, delta);
     }
     if (!p->dk && !p->dq && !p->db) return;
-    MGK_FN(bgemm)(nc, mp, dw, vb, dw, 1, dow, AT_BR, dpt, AT_BR, false, cols, delta);
+    MGK_FN(bprod)(J, nc, mp, dw, vb, kw, dow, AT_BR, dpt, AT_BR, false, cols, delta);
     MGK_FN(ds_tile)(a, p, st, dpt, mp);
     if (p->dk) {
         MGK_FN(bw_tile_rows)(st, nc, mp, pb);
-        MGK_FN(bgemm)(nc, DP, mpairs, pb, AT_BR / 2, 1, qv, DP, p->dk, DP, true, kfrom, delta);
+        MGK_FN(bprod)(J, nc, DP, mpairs, pb, AT_BR / 2, qv, DP, p->dk, DP, true, kfrom, delta);
     }
     if (p->dq) {
         at_word *sw = (at_word *)dpt; /* dP is spent */
         MGK_FN(bw_key_pairs)(st, nc, mp, sw);
+#if AT_AMX
+        const int64_t np = (nc + 1) / 2, kp = at_round_up(np, 16);
+        MGK_FN(bw_to_rows)(sw, np, mp, kp, pb); /* pb is spent too */
+        MGK_FN(tprod)(J, mp, DP, kp, pb, AT_BC / 2, kv, DP, p->dq, DP, true,
+                      a->causal ? AT_K_TO : 0, -delta);
+#else
         MGK_FN(bgemm)(m, DP, (nc + 1) / 2, sw, 1, AT_BR, kv, DP, p->dq, DP, true,
                       a->causal ? AT_K_TO : 0, -delta);
+#endif
     }
 }
 

@@ -42,7 +42,7 @@ static inline void at_pad_rows(const float *src, int64_t rows, int64_t D, int64_
 /* ---- work description and scratch layout (in floats, each piece 64-byte aligned) ------------- */
 
 typedef struct at_fwd_layout {
-    size_t qt, st, o, m, l, al, vp, tmp, pw, kb, vv, total;
+    size_t qt, st, o, m, l, al, vp, tmp, pw, pa, kb, vv, total;
 } at_fwd_layout;
 
 /* The query side of one head, packed once per backward item: per query tile, its transposed q and
@@ -73,6 +73,13 @@ typedef struct at_pair {
     const uint32_t *kbt, *vbt, *kvt; /* bf16 kernels: the key tile's operands (see pack_kv_tile) */
 } at_pair;
 
+/* The product of the bf16 kernels on AMX tiles (attention_amx.c): C[0:m, 0:n] (= or += with acc)
+ * A B, A m rows of kp pairs (words, row stride lda), B kp pairs of n words (row stride ldb), m, n
+ * and kp multiples of 16; band and off as attention_mk.h's gemm_rs. */
+typedef void (*mgk_attn_tile_product)(int64_t m, int64_t n, int64_t kp, const uint32_t *A,
+                                      int64_t lda, const uint32_t *B, int64_t ldb, float *C,
+                                      int64_t ldc, bool acc, int band, int64_t off);
+
 /* A path's kernels (attention_tmpl.h). */
 typedef struct mgk_attention_impl {
     /* Forward for query tile qt of head bh, ws: the thread's at_fwd_layout scratch. */
@@ -101,11 +108,18 @@ struct at_job {
     at_bwd_layout bl;
     float *shared; /* two-pass backward: BH query packs */
     const mgk_attention_impl *impl;
-    bool bf16;  /* the kernels with bf16 products (attention_avx512bf16.c) */
+    bool bf16;  /* the kernels with bf16 products (attention_avx512bf16.c or _amx.c) */
     /* bf16 forward: each thread takes whole heads and packs a head's keys and values once
      * (at_fwd_layout kb and vv hold the head), instead of tile by tile in every item. */
     bool head_pack;
     int64_t dw; /* ceil(D/2): words in a row of bf16 pairs */
+    /* bf16 kernels: words per packed row of keys or values, and rows of the transposed query
+     * words: dw, or with the AMX products dw rounded up to a tile's 16 pairs (zeros past dw) */
+    int64_t kw;
+    /* the AMX products (attention_avx512bf16_amx.c): the tile kernel, on the instructions or on
+     * their model; NULL otherwise */
+    mgk_attn_tile_product tiles;
+    int64_t qtw; /* floats per query tile of the packed query side (ql.qt, ql.dot) */
 };
 
 static inline int64_t at_kv_stride(const mg_attn_desc *a) {

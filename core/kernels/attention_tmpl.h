@@ -97,8 +97,8 @@ static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, flo
     const int64_t D = a->D, Tq = a->Tq, dp = J->dp, Dv = D / MGK_W * MGK_W;
     const int64_t i0 = qt * AT_BR, m = at_min(AT_BR, Tq - i0), row0 = bh * Tq + i0;
     const float *q = J->q + row0 * D, *dO = J->dO + row0 * D, *o = J->oin + row0 * D;
-    MGK_FN(pack_tile)(q, m, D, pk + J->ql.qt + qt * D * AT_BR);
-    MGK_FN(pack_tile)(dO, m, D, pk + J->ql.dot + qt * D * AT_BR);
+    MGK_FN(pack_tile)(q, m, D, pk + J->ql.qt + qt * J->qtw);
+    MGK_FN(pack_tile)(dO, m, D, pk + J->ql.dot + qt * J->qtw);
     if (J->pad) {
         at_pad_rows(q, m, D, dp, pk + J->ql.qp + qt * AT_BR * dp);
         at_pad_rows(dO, m, D, dp, pk + J->ql.dop + qt * AT_BR * dp);

@@ -9,8 +9,9 @@
  * thread's first block.
  *
  * The same source builds a second time with MGK_AMX_EMULATED (mgk_bgemm_amx_emulated): the TILE_*
- * macros below then call the software model of amx_emu.h instead of the instructions, so that the
- * kernel's logic runs, and is tested, on any CPU. */
+ * macros (amx_tiles.h) then call the software model of amx_emu.h instead of the instructions, so
+ * that the kernel's logic runs, and is tested, on any CPU. The tile configuration, shared with the
+ * attention's tile products (attention_amx.c), is defined here. */
 #include "minigrad/kernels.h"
 
 #define BG_MR 32
@@ -18,27 +19,10 @@
 #define BG_KALIGN 32
 #define BG_A_TILED 1
 
-#if defined(MGK_AMX_EMULATED)
-#define BG_NAME(x) x##_amx_emulated
-#define BG_HAVE_TILES 1
-#include "amx_emu.h"
-#define TILE_LOADCONFIG(cfg) mgk_amxemu_loadconfig(cfg)
-#define TILE_ZERO(t) mgk_amxemu_zero(t)
-#define TILE_LOADD(t, base, stride) mgk_amxemu_loadd(t, base, stride)
-#define TILE_STORED(t, base, stride) mgk_amxemu_stored(t, base, stride)
-#define TILE_DPBF16PS(c, a, b) mgk_amxemu_dpbf16ps(c, a, b)
-#elif defined(__AMX_TILE__) && defined(__AMX_BF16__)
-#define BG_NAME(x) x##_amx
-#define BG_HAVE_TILES 1
-#include <immintrin.h>
-#define TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
-#define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOADD(t, base, stride) _tile_loadd(t, base, stride)
-#define TILE_STORED(t, base, stride) _tile_stored(t, base, stride)
-#define TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
-#endif
+#include "amx_tiles.h"
 
-#ifdef BG_HAVE_TILES
+#ifdef AMX_HAVE_TILES
+#define BG_NAME(x) AMX_NAME(x)
 #include "bgemm_pack.h"
 
 /* Tile registers: 0-3 C (rows i0/i0+16 x columns j0/j0+16), 4-5 A, 6-7 B; each 16 rows x 64 bytes. */
@@ -51,7 +35,8 @@ typedef struct tile_config {
 
 static _Thread_local bool tiles_configured;
 
-static void configure_tiles(void) {
+void AMX_NAME(mgk_amx_tiles_ready)(void) {
+    if (tiles_configured) return;
     tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -99,7 +84,7 @@ static inline void micro_amx(int64_t kp, const uint32_t *a, const uint32_t *b, b
 
 static void BG_NAME(block)(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, const uint32_t *pb,
                            bool acc, float *C, int64_t ldc) {
-    if (!tiles_configured) configure_tiles();
+    AMX_NAME(mgk_amx_tiles_ready)();
     _Alignas(64) float tile[BG_MR][BG_NR];
     for (int64_t i = 0; i < m; i += BG_MR) {
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;

@@ -235,8 +235,29 @@ const char *mg_bf16_path_name(mg_bf16_path p) {
     return "unknown";
 }
 
+const mgk_attention_impl *mgk_attention_bf16(mgk_attn_tile_product *tiles) {
+    if (tiles) *tiles = NULL;
+    switch (mg_bf16_path_active()) {
+    case MG_BF16_AVX512:
+        return mgk_attention_avx512bf16();
+    case MG_BF16_AMX: {
+        /* the products on the tiles; the rest (softmax, packing) on AVX512-BF16, which every AMX
+         * CPU so far also has: without it attention stays float32 */
+        const mgk_attn_tile_product t =
+            atomic_load(&amx_emulated) ? mgk_attn_tiles_amx_emulated() : mgk_attn_tiles_amx();
+        const mgk_attention_impl *im = mgk_attention_avx512bf16_amx();
+        if (!t || !im || !bf16_cpu_has(MG_BF16_AVX512)) return NULL;
+        if (tiles) *tiles = t;
+        return im;
+    }
+    case MG_BF16_EMULATED:
+        break;
+    }
+    return NULL;
+}
+
 bool mgk_attention_bf16_usable(void) {
-    return mg_bf16_path_active() == MG_BF16_AVX512 && mgk_attention_avx512bf16() != NULL;
+    return mgk_attention_bf16(NULL) != NULL;
 }
 
 mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M) {

@@ -25,10 +25,19 @@ MGK_ISAS(MGK_GETTERS)
 const mg_gemm_impl *mgk_gemm_active(void);
 const mgk_rowops_impl *mgk_rowops_active(void);
 const mgk_attention_impl *mgk_attention_active(void);
-/* The fused attention kernels with bf16 products (attention_avx512bf16.c), NULL where the build
- * lacks AVX512-BF16; and whether mg_attn_desc.bf16 takes them now (the active bf16 path is
- * AVX512-BF16: on AMX CPUs VDPBF16PS is no faster than float32 FMA, so attention stays float32). */
+/* The fused attention kernels with bf16 products: on VDPBF16PS (attention_avx512bf16.c), and with
+ * the products on AMX tiles (attention_avx512bf16_amx.c, the rest on AVX512-BF16), NULL where the
+ * build lacks AVX512-BF16; the AMX tile product on the instructions (NULL where the build lacks
+ * AMX) or on their model (attention_amx.c). */
 const mgk_attention_impl *mgk_attention_avx512bf16(void);
+const mgk_attention_impl *mgk_attention_avx512bf16_amx(void);
+mgk_attn_tile_product mgk_attn_tiles_amx(void);
+mgk_attn_tile_product mgk_attn_tiles_amx_emulated(void);
+/* The kernels mg_attn_desc.bf16 takes now, NULL where attention stays float32: VDPBF16PS's where
+ * the active bf16 path is AVX512-BF16, the AMX ones (with *tiles, when given, set to the tile
+ * product: the model's under mg_bf16_amx_emulation) where it is AMX and the CPU also has
+ * AVX512-BF16; on the emulated path none. */
+const mgk_attention_impl *mgk_attention_bf16(mgk_attn_tile_product *tiles);
 bool mgk_attention_bf16_usable(void);
 
 /* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except

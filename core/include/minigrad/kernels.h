@@ -91,8 +91,10 @@ typedef struct mg_attn_desc {
     float *dbias;
     /* Products in bf16: Q, K, V, dO, the probabilities and dS rounded to bf16 (nearest even),
      * every sum, the softmax and its gradient in float32. Taken where the active bf16 path is
-     * AVX512-BF16 (mg_bf16_path_active); elsewhere the float32 kernel runs, as if it were false.
-     * Results are then bit-identical for any thread count and backward split as in float32. */
+     * AVX512-BF16 (products on VDPBF16PS) or AMX on a CPU that also has AVX512-BF16 (products on
+     * AMX tiles, TDPBF16PS: other roundings), mg_bf16_path_active; elsewhere the float32 kernel
+     * runs, as if it were false. Results are then bit-identical for any thread count and
+     * backward split as in float32. */
     bool bf16;
 } mg_attn_desc;
 
@@ -104,7 +106,8 @@ MG_API void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *
 /* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
  * are what mg_attn_forward produced for the same q, k, v. */
 /* Whether mg_attn_desc.bf16 (and so mg_attention in a bf16 context) runs its products in bf16 now:
- * the build has the kernels and the active bf16 path is AVX512-BF16 (mg_bf16_path_active). */
+ * the build has the kernels and the active bf16 path (mg_bf16_path_active) is AVX512-BF16, or AMX
+ * with AVX512-BF16 beside it. */
 MG_API bool mg_attn_bf16_fused(void);
 
 MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
