@@ -37,3 +37,16 @@ mg_tensor *mg_layer_norm_linear(mg_layer *ln, mg_layer *lin, mg_ctx *ctx, mg_ten
     mg_ctx_pop_scope(ctx);
     return y;
 }
+
+mg_tensor *mg_layer_merge_heads_linear(mg_layer *lin, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    mg_tensor *w, *b;
+    int64_t in;
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    if (!mg_layer_linear_parts(lin, &w, &b, &in) || x->dtype != MG_F32 || x->ndim != 4 ||
+        x->shape[1] * x->shape[3] != in)
+        return mg_layer_forward(lin, ctx, mg_merge_heads(ctx, x), args);
+    push_scope(lin, ctx);
+    mg_tensor *y = mg_merge_heads_linear(ctx, x, w, b);
+    mg_ctx_pop_scope(ctx);
+    return y;
+}

@@ -104,8 +104,8 @@ static mg_tensor *attn_run(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor 
         }
         o.bias_tensor = b;
     }
-    mg_tensor *y = mg_merge_heads(ctx, mg_attention(ctx, q, k, v, &o));
-    y = mg_layer_forward(s->c_proj, ctx, y, args);
+    /* in bf16 the merged heads are kept only as c_proj's bf16 copy where c_proj is the built-in */
+    mg_tensor *y = mg_layer_merge_heads_linear(s->c_proj, ctx, mg_attention(ctx, q, k, v, &o), args);
     return mg_layer_dropout(self, ctx, y, s->dropout, args);
 }
 

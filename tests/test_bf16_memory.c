@@ -1,8 +1,8 @@
 /* bf16 memory: the ops' scratch and the fused "activation, then Linear" ops.
- *  - mg_gelu_linear and mg_layernorm_linear pass a gradient check in fp32 (every input, bias and
- *    LayerNorm affine or not);
+ *  - mg_gelu_linear, mg_layernorm_linear and mg_merge_heads_linear pass a gradient check in fp32
+ *    (every input, bias and LayerNorm affine or not);
  *  - in a bf16 context each gives the forward output and every gradient bit for bit as the
- *    composition it fuses (mg_linear of mg_gelu / mg_layernorm), on odd shapes, shapes big enough
+ *    composition it fuses (mg_linear of mg_gelu / mg_layernorm / mg_merge_heads), on odd shapes, shapes big enough
  *    for the threaded passes, either GELU, with only some inputs wanting a gradient, with
  *    gradients off, on 1 and 2 threads; in fp32 too; and its arena holds at least the float32
  *    activation less than the composition's;
@@ -26,13 +26,13 @@
 /* Option structs below leave trailing fields to their zero defaults on purpose. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-enum { FUSED_GELU, FUSED_LN };
+enum { FUSED_GELU, FUSED_LN, FUSED_MERGE };
 
 typedef struct {
     const char *name;
-    int kind;           /* FUSED_GELU or FUSED_LN */
+    int kind;           /* FUSED_GELU, FUSED_LN or FUSED_MERGE */
     int ndim;
-    int64_t shape[3];   /* x; its last dim is K */
+    int64_t shape[4];   /* x; its last dim is K (merge: (B,H,T,D), K = H*D) */
     int64_t N;
     bool bias, affine;  /* affine: LayerNorm weight and bias (else NULL) */
     mg_gelu_kind gelu;
@@ -49,11 +49,17 @@ static const fcase cases[] = {
     {"layernorm affine no bias, K 1", FUSED_LN, 2, {4, 1}, 3, false, true},
     {"layernorm threaded (600 x 97 -> 29)", FUSED_LN, 2, {600, 97}, 29, true, true},
     {"layernorm wide rows (9 x 5000 -> 7)", FUSED_LN, 2, {9, 5000}, 7, true, true},
+    {"merge heads (2, 3, 5, 4) -> 6", FUSED_MERGE, 4, {2, 3, 5, 4}, 6, true},
+    {"merge heads one head, no bias", FUSED_MERGE, 4, {1, 1, 7, 3}, 2, false},
+    {"merge heads threaded (4, 6, 130, 17) -> 9", FUSED_MERGE, 4, {4, 6, 130, 17}, 9, true},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
-static int64_t case_K(const fcase *c) { return c->shape[c->ndim - 1]; }
+static int64_t case_K(const fcase *c) {
+    return c->kind == FUSED_MERGE ? c->shape[1] * c->shape[3] : c->shape[c->ndim - 1];
+}
 static int64_t case_rows(const fcase *c) {
+    if (c->kind == FUSED_MERGE) return c->shape[0] * c->shape[2];
     int64_t r = 1;
     for (int i = 0; i < c->ndim - 1; i++) r *= c->shape[i];
     return r;
@@ -86,11 +92,14 @@ static inputs make_inputs(mg_ctx *ctx, const fcase *c, uint64_t seed) {
 
 static mg_tensor *run_fused(mg_ctx *ctx, const fcase *c, mg_tensor *const *t) {
     if (c->kind == FUSED_GELU) return mg_gelu_linear(ctx, t[0], c->gelu, t[1], t[2]);
+    if (c->kind == FUSED_MERGE) return mg_merge_heads_linear(ctx, t[0], t[1], t[2]);
     return mg_layernorm_linear(ctx, t[0], t[3], t[4], 1e-5f, t[1], t[2]);
 }
 
 static mg_tensor *run_composed(mg_ctx *ctx, const fcase *c, mg_tensor *const *t) {
-    mg_tensor *h = c->kind == FUSED_GELU ? mg_gelu(ctx, t[0], c->gelu) : mg_layernorm(ctx, t[0], t[3], t[4], 1e-5f);
+    mg_tensor *h = c->kind == FUSED_GELU    ? mg_gelu(ctx, t[0], c->gelu)
+                   : c->kind == FUSED_MERGE ? mg_merge_heads(ctx, t[0])
+                                            : mg_layernorm(ctx, t[0], t[3], t[4], 1e-5f);
     return mg_linear(ctx, h, t[1], t[2]);
 }
 
@@ -194,7 +203,7 @@ START_TEST(fused_bf16_matches_composition_bit_for_bit) {
     for (int p = 0; p < 2; p++) {
         const mg_precision prec = p ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
         for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
-            if (c->kind == FUSED_GELU && w == 3) continue;
+            if (c->kind != FUSED_LN && w == 3) continue;
             char what[64];
             snprintf(what, sizeof what, "%s, inputs wanting a gradient %#x", mg_precision_name(prec), wants[w]);
             result f = run_case(c, true, prec, wants[w], true), u = run_case(c, false, prec, wants[w], true);
@@ -244,7 +253,7 @@ static void expect_error(mg_tensor *(*call)(mg_ctx *, mg_tensor **), const char 
     tu_trap trap;
     mg_ctx *ctx = tu_trapping_ctx(&trap, 0);
     mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
-    mg_tensor *t[8];
+    mg_tensor *t[9];
     t[0] = mg_zeros(ctx, 2, (int64_t[]){3, 4});            /* x */
     t[1] = mg_zeros(ctx, 2, (int64_t[]){4, 5});            /* W */
     t[2] = mg_zeros(ctx, 1, (int64_t[]){5});               /* b */
@@ -253,6 +262,7 @@ static void expect_error(mg_tensor *(*call)(mg_ctx *, mg_tensor **), const char 
     t[5] = mg_zeros(ctx, 1, (int64_t[]){3});               /* a vector of the wrong length */
     t[6] = mg_tensor_new(ctx, MG_I32, 2, (int64_t[]){3, 4}); /* int32 */
     t[7] = mg_zeros(ctx, 2, (int64_t[]){3, 0});            /* empty rows */
+    t[8] = mg_zeros(ctx, 4, (int64_t[]){1, 2, 3, 2});      /* heads: (B,H,T,D), H*D = 4 */
     mg_tensor *y = call(ctx, t);
     ck_assert_ptr_nonnull(y);
     ck_assert_int_eq(trap.calls, 1);
@@ -279,6 +289,11 @@ static mg_tensor *e_ln_w_shape(mg_ctx *c, mg_tensor **t) { return mg_layernorm_l
 static mg_tensor *e_ln_b_shape(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[0], NULL, NULL, 1e-5f, t[1], t[5]); }
 static mg_tensor *e_ln_i32(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[6], NULL, NULL, 1e-5f, t[1], t[2]); }
 static mg_tensor *e_ln_empty(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[7], NULL, NULL, 1e-5f, t[1], t[2]); }
+static mg_tensor *e_mh_null_x(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, NULL, t[1], t[2]); }
+static mg_tensor *e_mh_3d(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[1], t[1], t[2]); }
+static mg_tensor *e_mh_w_shape(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[8], t[4], NULL); }
+static mg_tensor *e_mh_b_shape(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[8], t[1], t[5]); }
+static mg_tensor *e_mh_i32(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[6], t[1], t[2]); }
 static mg_tensor *e_ln_i32_w(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[0], t[6], NULL, 1e-5f, t[1], t[2]); }
 
 START_TEST(fused_bad_arguments_say_what_is_wrong) {
@@ -298,6 +313,11 @@ START_TEST(fused_bad_arguments_say_what_is_wrong) {
     expect_error(e_ln_i32, "mg_layernorm_linear: x(3,4) must be float32");
     expect_error(e_ln_empty, "mg_layernorm_linear: x(3,0) needs a non-empty last dim");
     expect_error(e_ln_i32_w, "mg_layernorm_linear: ln_weight(3,4) must be float32");
+    expect_error(e_mh_null_x, "mg_merge_heads_linear: x is NULL");
+    expect_error(e_mh_3d, "mg_merge_heads_linear: x(4,5) must be (B,H,T,D)");
+    expect_error(e_mh_w_shape, "mg_merge_heads_linear, heads merged: x(1,3,4) @ weight(5,4): weight must be (4,N)");
+    expect_error(e_mh_b_shape, "mg_merge_heads_linear, heads merged: x(1,3,4) @ weight(4,5) + bias(3)");
+    expect_error(e_mh_i32, "mg_merge_heads_linear: x(3,4) must be float32");
 }
 END_TEST
 

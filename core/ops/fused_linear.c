@@ -2,11 +2,12 @@
  *
  *   mg_gelu_linear(x, kind, W, b)                = mg_linear(mg_gelu(x, kind), W, b)
  *   mg_layernorm_linear(x, ln_w, ln_b, eps, W, b) = mg_linear(mg_layernorm(x, ln_w, ln_b, eps), W, b)
+ *   mg_merge_heads_linear(x, W, b)               = mg_linear(mg_merge_heads(x), W, b)
  *
  * In fp32 they are those calls. In bf16 precision mg_linear reads its input only through the bf16
  * copy it rounds in forward (the products and dW), and neither GELU's backward (it reads x) nor
- * LayerNorm's (x, its mean and rstd) reads its own output: the float32 activation h would be
- * written once, rounded, and never read again. So here h is computed a block of rows at a time
+ * LayerNorm's (x, its mean and rstd) nor merge_heads' (only its output gradient) reads its own
+ * output: the float32 activation h would be written once, rounded, and never read again. So here h is computed a block of rows at a time
  * into a small per-thread buffer and rounded straight into the bf16 copy mg_linear would have
  * made (the same kernels on the same values: the same bits), and only that copy is kept. The tape
  * holds the two nodes of the composition (the activation's and mg_linear's, as gelu.c,
@@ -170,4 +171,45 @@ mg_tensor *mg_layernorm_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *ln_weight, 
     if (!mg_linear_check(ctx, op, x, weight, bias)) return mg_ctx_dummy(ctx);
     if (!mg_use_bf16(ctx)) return mg_linear(ctx, mg_layernorm(ctx, x, ln_weight, ln_bias, eps), weight, bias);
     return layernorm_linear_bf16(ctx, x, ln_weight, ln_bias, eps, weight, bias);
+}
+
+/* ---- linear(merge_heads(x)) ---- */
+
+extern const mg_op_def mg_op_def_merge_heads;
+
+static mg_tensor *merge_heads_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
+    static const char op[] = "mg_merge_heads_linear";
+    const int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3], C = H * D;
+    const bool keep = mg_will_record(ctx, 3, (mg_tensor *[]){x, w, b});
+    const size_t mark = mg_ctx_scratch_mark(ctx);
+    mg_bf16 *hb = fused_copy(ctx, keep, B * T * C, "mg_merge_heads_linear: merged heads in bf16");
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    /* row (b, t) of the merged layout, head h at columns h*D..: a copy, then the rounding */
+#pragma omp parallel for collapse(2) schedule(static) if (B * T * C > 65536)
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++)
+                mg_f32_to_bf16(D, x->data + ((bi * H + h) * T + t) * D, hb + (bi * T + t) * C + h * D);
+    mg_tensor *hx = mg_tensor_wrap(ctx, MG_F32, 3, (int64_t[]){B, T, C}, NULL); /* merge_heads' output */
+    if (keep && mg_ctx_ok(ctx)) mg_op_record(ctx, &mg_op_def_merge_heads, hx, 1, (mg_tensor *[]){x});
+    mg_tensor *y = mg_ctx_ok(ctx) ? mg_linear_bf16(ctx, op, hx, hb, w, b) : mg_ctx_dummy(ctx);
+    mg_ctx_scratch_release(ctx, mark);
+    return y;
+}
+
+mg_tensor *mg_merge_heads_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias) {
+    static const char op[] = "mg_merge_heads_linear";
+    MG_BAIL_IF_FAILED(ctx);
+    if (!fused_not_null(ctx, op, x, weight)) return mg_ctx_dummy(ctx);
+    if (!mg_expect_f32(ctx, op, "x", x)) return mg_ctx_dummy(ctx);
+    if (x->ndim != 4) {
+        mg_ctx_fail(ctx, "%s: x%s must be (B,H,T,D)", op, MG_SHAPE(x));
+        return mg_ctx_dummy(ctx);
+    }
+    const int64_t C = x->shape[1] * x->shape[3];
+    mg_tensor merged = {.ndim = 3, .shape = {x->shape[0], x->shape[2], C}, .dtype = MG_F32}; /* for the checks */
+    merged.numel = x->numel;
+    if (!mg_linear_check(ctx, "mg_merge_heads_linear, heads merged", &merged, weight, bias)) return mg_ctx_dummy(ctx);
+    if (!mg_use_bf16(ctx)) return mg_linear(ctx, mg_merge_heads(ctx, x), weight, bias);
+    return merge_heads_linear_bf16(ctx, x, weight, bias);
 }
