@@ -55,6 +55,20 @@ struct mg_ctx {
         mg_bf16 *bf;
         uint32_t *packed[2]; /* kept only: bf packed for mg_bgemm_packed as B = t, B = t^T */
     } bf16[256];
+    /* Transient buffers of one op (mg_ctx_scratch_alloc): one block, kept across resets, that a use
+     * past its end regrows to the high-water mark once every buffer is released; until then the
+     * excess comes from buffers of their own (`over`, newest first). */
+    struct scratch {
+        char *base;
+        size_t cap, used; /* the block; used is also the offset of its allocations */
+        size_t need;      /* bytes handed out and not yet released, block and overflow */
+        size_t peak;      /* the largest `need` so far */
+        struct scratch_over {
+            struct scratch_over *next;
+            size_t mark; /* `need` before it was handed out */
+            void *p;
+        } *over;
+    } scratch;
 };
 
 enum { ALIGN = 64 };
@@ -118,6 +132,8 @@ static void bf16_cache_clear(mg_ctx *ctx) {
 void mg_ctx_free(mg_ctx *ctx) {
     if (!ctx) return;
     bf16_cache_clear(ctx);
+    mg_ctx_scratch_release(ctx, 0);
+    mg_aligned_free(ctx->scratch.base);
     blocks_free(ctx->blocks);
     free(ctx);
 }
@@ -145,6 +161,7 @@ void mg_ctx_reset(mg_ctx *ctx) {
     ctx->tape_len = 0;
     ctx->n_spare = 0;
     if (!ctx->keep_bf16) ctx->n_bf16 = 0;
+    mg_ctx_scratch_release(ctx, 0); /* an op that failed half-way may have left some */
 }
 
 void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision) {
@@ -173,6 +190,12 @@ bool mg_precision_parse(const char *name, mg_precision *out) {
 
 mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what) {
     mg_bf16 *d = mg_ctx_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(mg_bf16), what);
+    if (d) mg_f32_to_bf16(n, src, d);
+    return d;
+}
+
+mg_bf16 *mg_bf16_scratch(mg_ctx *ctx, const float *src, int64_t n, const char *what) {
+    mg_bf16 *d = mg_ctx_scratch_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(mg_bf16), what);
     if (d) mg_f32_to_bf16(n, src, d);
     return d;
 }
@@ -224,6 +247,59 @@ const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int6
     }
     return e->packed[trans];
 }
+
+/* ---- scratch ---- */
+
+size_t mg_ctx_scratch_mark(const mg_ctx *ctx) { return ctx->scratch.need; }
+
+void *mg_ctx_scratch_alloc(mg_ctx *ctx, size_t bytes, const char *what) {
+    if (ctx->failed) return NULL;
+    if (ctx->fixed) return mg_ctx_alloc(ctx, bytes, what); /* the fixed bytes bound the whole step */
+    struct scratch *s = &ctx->scratch;
+    bytes = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
+    void *p = NULL;
+    if (!s->over && s->cap - s->used >= bytes) { /* the block: nothing overflowed since its start */
+        p = s->base + s->used;
+        s->used += bytes;
+    } else {
+        struct scratch_over *o = malloc(sizeof *o);
+        p = o ? mg_aligned_alloc(bytes) : NULL;
+        if (!p) {
+            free(o);
+            mg_ctx_fail(ctx, "out of memory: %s needs %zu bytes of scratch (%zu already in use)", what, bytes,
+                        s->need);
+            return NULL;
+        }
+        *o = (struct scratch_over){s->over, s->need, p};
+        s->over = o;
+    }
+    s->need += bytes;
+    if (s->need > s->peak) s->peak = s->need;
+    return p;
+}
+
+void mg_ctx_scratch_release(mg_ctx *ctx, size_t mark) {
+    struct scratch *s = &ctx->scratch;
+    if (mark >= s->need) return;
+    while (s->over && s->over->mark >= mark) {
+        struct scratch_over *o = s->over;
+        s->over = o->next;
+        mg_aligned_free(o->p);
+        free(o);
+    }
+    if (s->used > mark) s->used = mark;
+    s->need = mark;
+    if (mark == 0 && s->peak > s->cap) { /* all released: one block for the high-water mark */
+        char *b = mg_aligned_alloc(s->peak);
+        if (b) {
+            mg_aligned_free(s->base);
+            s->base = b;
+            s->cap = s->peak;
+        }
+    }
+}
+
+size_t mg_ctx_scratch_bytes(const mg_ctx *ctx) { return ctx->scratch.peak; }
 
 size_t mg_ctx_used_bytes(const mg_ctx *ctx) { return ctx->used_total; }
 size_t mg_ctx_peak_bytes(const mg_ctx *ctx) { return ctx->peak; }
@@ -545,7 +621,9 @@ void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
                         n->op->name, k);
             break;
         }
+        const size_t mark = mg_ctx_scratch_mark(ctx);
         n->op->backward(ctx, n);
+        mg_ctx_scratch_release(ctx, mark); /* a backward's scratch dies with it */
         retire_grad(ctx, n->out);
         if (ctx->on_node) ctx->on_node(ctx, n, ctx->on_node_user);
     }

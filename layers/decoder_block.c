@@ -54,10 +54,19 @@ static mg_status block_create(mg_layer *self, mg_config *cfg, mg_params *params)
     return st;
 }
 
+/* sub(ln(x)): the norm taken into sub's first Linear (mg_layer_forward_normed: in bf16 its output
+ * is then kept only as that Linear's bf16 copy) when x is what both expect; otherwise unfused, so
+ * that a wrong x gets the norm's message as before. */
+static mg_tensor *normed(block *s, mg_layer *ln, mg_layer *sub, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    if (mg_ctx_ok(ctx) && x->dtype == MG_F32 && x->ndim == 3 && x->shape[2] == s->dim)
+        return mg_layer_forward_normed(sub, ln, ctx, x, args);
+    return mg_layer_forward(sub, ctx, mg_layer_forward(ln, ctx, x, args), args);
+}
+
 static mg_tensor *block_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     block *s = mg_layer_state(self);
-    x = mg_add(ctx, x, mg_layer_forward(s->attn, ctx, mg_layer_forward(s->ln_1, ctx, x, args), args));
-    return mg_add(ctx, x, mg_layer_forward(s->mlp, ctx, mg_layer_forward(s->ln_2, ctx, x, args), args));
+    x = mg_add(ctx, x, normed(s, s->ln_1, s->attn, ctx, x, args));
+    return mg_add(ctx, x, normed(s, s->ln_2, s->mlp, ctx, x, args));
 }
 
 const mg_layer_vtable mg_layer_decoder_block = {

@@ -55,3 +55,10 @@ const mg_layer_vtable mg_layer_layernorm = {
 mg_layer *mg_layernorm_new(mg_params *params, const char *name, const mg_layernorm_cfg *cfg) {
     return mg_layer_new(&mg_layer_layernorm, name, params, layernorm_init, cfg);
 }
+
+bool mg_layer_layernorm_parts(const mg_layer *l, mg_tensor **w, mg_tensor **b, float *eps, int64_t *dim) {
+    if (!l || mg_layer_vt(l) != &mg_layer_layernorm) return false;
+    const layernorm *s = mg_layer_state(l);
+    *w = s->w, *b = s->b, *eps = s->eps, *dim = s->dim;
+    return true;
+}

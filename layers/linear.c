@@ -73,3 +73,10 @@ const mg_layer_vtable mg_layer_linear = {
 mg_layer *mg_linear_new(mg_params *params, const char *name, const mg_linear_cfg *cfg) {
     return mg_layer_new(&mg_layer_linear, name, params, linear_init, cfg);
 }
+
+bool mg_layer_linear_parts(const mg_layer *l, mg_tensor **w, mg_tensor **b, int64_t *in) {
+    if (!l || mg_layer_vt(l) != &mg_layer_linear) return false;
+    const linear *s = mg_layer_state(l);
+    *w = s->w, *b = s->b, *in = s->in;
+    return true;
+}

@@ -28,10 +28,21 @@ static mg_status mlp_create(mg_layer *self, mg_config *cfg, mg_params *params) {
     return st;
 }
 
+/* h = c_fc(x) on: GELU and c_proj (fused where c_proj is the built-in linear: in bf16 GELU's
+ * output is then kept only as c_proj's bf16 copy), dropout. */
+static mg_tensor *mlp_tail(mg_layer *self, mlp *s, mg_ctx *ctx, mg_tensor *h, const mg_fwd *args) {
+    mg_tensor *y = mg_layer_gelu_linear(s->c_proj, ctx, h, s->gelu, args);
+    return mg_layer_dropout(self, ctx, y, s->dropout, args);
+}
+
 static mg_tensor *mlp_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     mlp *s = mg_layer_state(self);
-    mg_tensor *h = mg_gelu(ctx, mg_layer_forward(s->c_fc, ctx, x, args), s->gelu);
-    return mg_layer_dropout(self, ctx, mg_layer_forward(s->c_proj, ctx, h, args), s->dropout, args);
+    return mlp_tail(self, s, ctx, mg_layer_forward(s->c_fc, ctx, x, args), args);
+}
+
+mg_tensor *mg_mlp_normed(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    mlp *s = mg_layer_state(self);
+    return mlp_tail(self, s, ctx, mg_layer_norm_linear(ln, s->c_fc, ctx, x, args), args);
 }
 
 const mg_layer_vtable mg_layer_mlp = {

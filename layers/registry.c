@@ -528,6 +528,23 @@ mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd
     return checked(l, ctx, scoped_forward(l, ctx, x, args), -1, NULL);
 }
 
+mg_tensor *mg_layer_forward_normed(mg_layer *l, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    static const mg_fwd zero;
+    if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    mg_tensor *(*normed)(mg_layer *, mg_layer *, mg_ctx *, mg_tensor *, const mg_fwd *) =
+        l->vt == &mg_layer_self_attention ? mg_self_attention_normed : l->vt == &mg_layer_mlp ? mg_mlp_normed : NULL;
+    if (!normed) return mg_layer_forward(l, ctx, mg_layer_forward(ln, ctx, x, args), args);
+    char label[MG_SCOPE_LABEL_MAX]; /* as scoped_forward */
+    if (*l->prefix)
+        snprintf(label, sizeof label, "%s (%s)", l->prefix, l->vt->name);
+    else
+        snprintf(label, sizeof label, "%s", l->vt->name);
+    mg_ctx_push_scope(ctx, label);
+    mg_tensor *y = normed(l, ln, ctx, x, args ? args : &zero);
+    mg_ctx_pop_scope(ctx);
+    return checked(l, ctx, y, -1, NULL);
+}
+
 mg_tensor *mg_layer_forward_expect(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args, int ndim,
                                    const int64_t *shape) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);

@@ -65,6 +65,24 @@ mg_status mg_layer_child_layernorm(mg_layer *self, const char *local, int64_t di
  * its kind), then 0 takes `def` unless zero_eps asks for exactly 0. */
 mg_status mg_layer_norm_eps(mg_layer *self, const char *kind, float eps, bool zero_eps, float def, float *out);
 
+/* An activation that only feeds a Linear, fused with it (mg_gelu_linear, mg_layernorm_linear,
+ * mg_merge_heads_linear in minigrad/ops.h: in bf16 the activation is kept only as the Linear's
+ * bf16 copy), where `lin` is the built-in linear (and `ln` the built-in layernorm) and x fits
+ * them; otherwise the unfused calls, lin(gelu(x)), lin(ln(x)), lin(merge_heads(x)) through the
+ * layers (fused.c). */
+mg_tensor *mg_layer_gelu_linear(mg_layer *lin, mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind, const mg_fwd *args);
+mg_tensor *mg_layer_norm_linear(mg_layer *ln, mg_layer *lin, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+mg_tensor *mg_layer_merge_heads_linear(mg_layer *lin, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+/* The parts of a built-in linear / layernorm layer; false (nothing set) for any other layer. */
+bool mg_layer_linear_parts(const mg_layer *l, mg_tensor **w, mg_tensor **b, int64_t *in);
+bool mg_layer_layernorm_parts(const mg_layer *l, mg_tensor **w, mg_tensor **b, float *eps, int64_t *dim);
+/* l(ln(x)) as mg_layer_forward would run l on ln's output, for the layers whose first op is a
+ * Linear on their input (self_attention, mlp), which then take the norm into it
+ * (mg_layer_norm_linear); any other l runs unfused (registry.c). */
+mg_tensor *mg_layer_forward_normed(mg_layer *l, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+mg_tensor *mg_self_attention_normed(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+mg_tensor *mg_mlp_normed(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args);
+
 /* "(2,5,16)" in a temporary that lives until the end of the enclosing block. */
 #define MG_LSHAPE(t) mg_shape_str((t), (char[80]){0}, 80)
 

@@ -48,14 +48,15 @@ static mg_tensor *cache_append(mg_ctx *ctx, const mg_tensor *x, float *cache, co
     return mg_tensor_wrap(ctx, MG_F32, 4, (int64_t[]){B, H, kv->cap, D}, cache);
 }
 
-static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+/* ln: NULL, or a norm to apply to x first (taken into c_attn where both are built-ins). */
+static mg_tensor *attn_run(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     attn *s = mg_layer_state(self);
     if (x->dtype != MG_F32 || x->ndim != 3 || x->shape[2] != s->dim) {
         mg_layer_fail(self, ctx, "x%s: need float32 (B,T,%lld)", MG_LSHAPE(x), (long long)s->dim);
         return mg_ctx_dummy(ctx);
     }
     int64_t B = x->shape[0], T = x->shape[1], H = s->n_head, C = s->dim, D = C / H;
-    mg_tensor *qkv = mg_layer_forward(s->c_attn, ctx, x, args);
+    mg_tensor *qkv = ln ? mg_layer_norm_linear(ln, s->c_attn, ctx, x, args) : mg_layer_forward(s->c_attn, ctx, x, args);
     mg_tensor *q = mg_split_heads(ctx, qkv, H, 0, C), *k = mg_split_heads(ctx, qkv, H, C, C);
     mg_tensor *v = mg_split_heads(ctx, qkv, H, 2 * C, C);
     const mg_layer_vtable *pvt = args->pos ? mg_layer_vt(args->pos) : NULL;
@@ -103,9 +104,17 @@ static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const 
         }
         o.bias_tensor = b;
     }
-    mg_tensor *y = mg_merge_heads(ctx, mg_attention(ctx, q, k, v, &o));
-    y = mg_layer_forward(s->c_proj, ctx, y, args);
+    /* in bf16 the merged heads are kept only as c_proj's bf16 copy where c_proj is the built-in */
+    mg_tensor *y = mg_layer_merge_heads_linear(s->c_proj, ctx, mg_attention(ctx, q, k, v, &o), args);
     return mg_layer_dropout(self, ctx, y, s->dropout, args);
+}
+
+static mg_tensor *attn_forward(mg_layer *self, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    return attn_run(self, NULL, ctx, x, args);
+}
+
+mg_tensor *mg_self_attention_normed(mg_layer *self, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
+    return attn_run(self, ln, ctx, x, args);
 }
 
 const mg_layer_vtable mg_layer_self_attention = {

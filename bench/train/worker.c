@@ -175,7 +175,8 @@ int bt_worker_main(const char *mode, const bt_config *c, int threads, uint64_t s
         if (!strcmp(cmd, "quit")) break;
         if (!strcmp(cmd, "mem")) {
             printf("{\"peak_rss_mb\":%.3f,\"rss_mb\":%.3f,\"arena_peak_mb\":%.3f,\"state_mb\":%.3f}\n",
-                   bt_peak_rss_mb(), bt_rss_mb(), w.ctx ? (double)mg_ctx_peak_bytes(w.ctx) / 1048576.0 : 0.0,
+                   bt_peak_rss_mb(), bt_rss_mb(),
+                   w.ctx ? (double)(mg_ctx_peak_bytes(w.ctx) + mg_ctx_scratch_bytes(w.ctx)) / 1048576.0 : 0.0,
                    state_mb);
             fflush(stdout);
         } else if (!strcmp(cmd, "train") && train && got == 2 && k >= 0) {

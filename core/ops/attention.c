@@ -109,9 +109,10 @@ static void attn_bf16_backward(mg_ctx *ctx, const mg_attn_desc *a, const attn_sa
                                float *dq, float *dk, float *dv) {
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
     const int nt = attn_bf16_threads();
-    const mg_bf16 *dob = mg_bf16_copy(ctx, dO, BH * Tq * D, "mg_attention backward: dO in bf16");
-    float *ds = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 4, "mg_attention (bf16) backward scratch");
-    mg_bf16 *tb = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) backward bf16 scratch");
+    const mg_bf16 *dob = mg_bf16_scratch(ctx, dO, BH * Tq * D, "mg_attention backward: dO in bf16");
+    float *ds = mg_ctx_scratch_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 4, "mg_attention (bf16) backward scratch");
+    mg_bf16 *tb =
+        mg_ctx_scratch_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) backward bf16 scratch");
     if (!mg_ctx_ok(ctx)) return;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
     for (int64_t bh = 0; bh < BH; bh++) {
@@ -178,12 +179,12 @@ static void attention_backward(mg_ctx *ctx, mg_node *n) {
         attn_bf16_backward(ctx, &d, s, n->out->grad, dq, dk, dv);
     } else if (s->impl == MG_ATTN_REFERENCE) {
         const size_t bytes = mg_attn_backward_ref_workspace(&d);
-        void *ws = mg_ctx_alloc(ctx, bytes, "mg_attention (reference) backward scratch");
+        void *ws = mg_ctx_scratch_alloc(ctx, bytes, "mg_attention (reference) backward scratch");
         if (!ws) return;
         mg_attn_backward_ref(&d, q->data, k->data, v->data, s->p, n->out->grad, dq, dk, dv, ws, bytes);
     } else {
         const size_t bytes = mg_attn_backward_workspace(&d);
-        void *ws = mg_ctx_alloc(ctx, bytes, "mg_attention backward scratch");
+        void *ws = mg_ctx_scratch_alloc(ctx, bytes, "mg_attention backward scratch");
         if (!ws) return;
         mg_attn_backward(&d, q->data, k->data, v->data, n->out->data, s->lse, n->out->grad, dq, dk, dv,
                          ws, bytes);
@@ -270,9 +271,11 @@ mg_tensor *mg_attention(mg_ctx *ctx, mg_tensor *q, mg_tensor *k, mg_tensor *v, c
     } else {
         const size_t bytes = mg_attn_forward_workspace(&a);
         float *lse = keep ? mg_ctx_alloc(ctx, (size_t)(BH * a.Tq) * 4, "mg_attention log-sum-exp") : NULL;
-        void *ws = mg_ctx_alloc(ctx, bytes, "mg_attention scratch");
+        const size_t mark = mg_ctx_scratch_mark(ctx);
+        void *ws = mg_ctx_scratch_alloc(ctx, bytes, "mg_attention scratch");
         if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
         mg_attn_forward(&a, q->data, k->data, v->data, out->data, lse, ws, bytes);
+        mg_ctx_scratch_release(ctx, mark);
         if (s) s->lse = lse;
     }
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);

@@ -14,12 +14,14 @@
  *                                           (one (image, channel) plane per task)
  * The GEMMs split over output tiles only and im2col / col2im write disjoint planes, so every
  * result is bit-identical for any thread count. col is kept for backward (arena memory
- * C*KH*KW*NP floats per call).
+ * C*KH*KW*NP floats per call; without a node to record, the scratch for the call only); dYt and
+ * dcol live in the context's scratch (mg_ctx_scratch_alloc) during the backward only.
  *
  * In bf16 precision (mg_ctx_set_precision) the three products run on mg_bgemm with bf16 operands,
  * accumulating in float32: x is rounded once (then im2col copies bf16 values, so col is the
- * rounded columns, kept for dW at half the bytes and no float col), W's per-step copy
- * (mg_bf16_operand), dy rounded once and moved into dYt's layout for both of its products. y
+ * rounded columns, kept for dW at half the bytes and no float col; x's copy is scratch), W's
+ * per-step copy (mg_bf16_operand), dy rounded once (scratch) and moved into dYt's layout for both
+ * of its products. y
  * starts from the bias (float32) and the forward product accumulates onto it; the bias gradient
  * sums the float32 dy in the same order as in fp32; dcol and col2im stay float32. The forward
  * products run one (image, group) per task, each on one thread when there are enough tasks;
@@ -147,8 +149,8 @@ static void conv_backward_bf16(mg_ctx *ctx, mg_node *n) {
     }
     const bool need_dw = mg_requires_grad(w), need_dx = mg_requires_grad(x);
     if (!need_dw && !need_dx) return;
-    const mg_bf16 *dyb = mg_bf16_copy(ctx, dy, g->O * NP, "conv backward dy in bf16");
-    mg_bf16 *dytb = mg_ctx_alloc(ctx, (size_t)(g->O * NP) * sizeof(mg_bf16), "conv backward dy^T in bf16");
+    const mg_bf16 *dyb = mg_bf16_scratch(ctx, dy, g->O * NP, "conv backward dy in bf16");
+    mg_bf16 *dytb = mg_ctx_scratch_alloc(ctx, (size_t)(g->O * NP) * sizeof(mg_bf16), "conv backward dy^T in bf16");
     if (!dyb || !dytb) return;
 #pragma omp parallel for collapse(2) schedule(static) if (g->O * NP > 65536)
     for (int64_t o = 0; o < g->O; o++)
@@ -164,7 +166,7 @@ static void conv_backward_bf16(mg_ctx *ctx, mg_node *n) {
     if (need_dx) {
         float *dx = mg_grad(ctx, x);
         if (!dx) return;
-        float *dcol = mg_ctx_alloc(ctx, (size_t)(g->C * g->KH * g->KW * NP) * sizeof(float), "conv backward dcol");
+        float *dcol = mg_ctx_scratch_alloc(ctx, (size_t)(g->C * g->KH * g->KW * NP) * sizeof(float), "conv backward dcol");
         if (!dcol) return;
         for (int64_t gi = 0; gi < g->G; gi++)
             mg_bgemm(true, false, KG, NP, Og, wb + gi * Og * KG, KG, dytb + gi * Og * NP, NP, false,
@@ -183,7 +185,7 @@ static void conv_backward(mg_ctx *ctx, mg_node *n) {
     const float *col = n->saved[0], *dy = n->out->grad;
     const int64_t OHW = conv_ohw(g), NP = g->N * OHW, Cg = g->C / g->G, Og = g->O / g->G;
     const int64_t KG = Cg * g->KH * g->KW; /* rows of one group's col */
-    float *dyt = mg_ctx_alloc(ctx, (size_t)(g->O * NP) * sizeof(float), "conv backward dy^T");
+    float *dyt = mg_ctx_scratch_alloc(ctx, (size_t)(g->O * NP) * sizeof(float), "conv backward dy^T");
     if (!dyt) return;
 #pragma omp parallel for collapse(2) schedule(static) if (g->O * NP > 65536)
     for (int64_t o = 0; o < g->O; o++)
@@ -210,7 +212,7 @@ static void conv_backward(mg_ctx *ctx, mg_node *n) {
     if (mg_requires_grad(x)) {
         float *dx = mg_grad(ctx, x);
         if (!dx) return;
-        float *dcol = mg_ctx_alloc(ctx, (size_t)(g->C * g->KH * g->KW * NP) * sizeof(float), "conv backward dcol");
+        float *dcol = mg_ctx_scratch_alloc(ctx, (size_t)(g->C * g->KH * g->KW * NP) * sizeof(float), "conv backward dcol");
         if (!dcol) return;
         for (int64_t gi = 0; gi < g->G; gi++)
             mg_sgemm(true, false, KG, NP, Og, 1.0f, w->data + gi * Og * KG, KG, dyt + gi * Og * NP, NP, 0.0f,
@@ -299,20 +301,30 @@ static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_t
     if (!mg_ctx_ok(ctx)) return y;
     conv_geom *g = mg_ctx_alloc(ctx, sizeof *g, "conv geometry");
     const bool bf16 = mg_use_bf16(ctx);
+    /* The column buffer is kept for dW when a node will be recorded, else it lives in the scratch
+     * for this call only, as x's bf16 copy always does (im2col reads it once). */
+    const bool keep = mg_will_record(ctx, 3, (mg_tensor *[]){x, w, b});
+    const size_t mark = mg_ctx_scratch_mark(ctx);
     float *col = NULL;
     mg_bf16 *colb = NULL, *xb = NULL;
     const mg_bf16 *wb = NULL;
-    if (!bf16) col = mg_ctx_alloc(ctx, bytes ? bytes : sizeof(float), "conv column buffer");
+    if (!bf16)
+        col = keep ? mg_ctx_alloc(ctx, bytes ? bytes : sizeof(float), "conv column buffer")
+                   : mg_ctx_scratch_alloc(ctx, bytes ? bytes : sizeof(float), "conv column buffer");
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     *g = *gin;
-    if (y->numel == 0) return y;
+    if (y->numel == 0) {
+        mg_ctx_scratch_release(ctx, mark);
+        return y;
+    }
     if (bf16) {
         char what[3][64];
         snprintf(what[0], sizeof what[0], "%s: x in bf16", def->name);
         snprintf(what[1], sizeof what[1], "%s: the bf16 column buffer", def->name);
         snprintf(what[2], sizeof what[2], "%s: weight in bf16", def->name);
-        xb = mg_bf16_copy(ctx, x->data, x->numel, what[0]);
-        colb = mg_ctx_alloc(ctx, (size_t)(cells ? cells : 1) * sizeof(mg_bf16), what[1]);
+        const size_t cbytes = (size_t)(cells ? cells : 1) * sizeof(mg_bf16);
+        colb = keep ? mg_ctx_alloc(ctx, cbytes, what[1]) : mg_ctx_scratch_alloc(ctx, cbytes, what[1]);
+        xb = mg_bf16_scratch(ctx, x->data, x->numel, what[0]);
         wb = mg_bf16_operand(ctx, w, what[2]);
         if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
         im2col_bf16(g, xb, colb);
@@ -335,6 +347,7 @@ static mg_tensor *conv_run(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x, mg_t
             mg_sgemm_batched(g->N, false, false, Og, OHW, KG, 1.0f, w->data + gi * Og * KG, KG, 0,
                              col + gi * KG * NP, NP, OHW, b ? 1.0f : 0.0f, y->data + gi * Og * OHW, OHW,
                              g->O * OHW);
+    mg_ctx_scratch_release(ctx, mark); /* x's bf16 copy; col or colb too when not kept */
     mg_node *n = mg_op_record(ctx, def, y, 3, (mg_tensor *[]){x, w, b});
     if (n) n->saved[0] = col, n->saved[1] = g, n->saved[2] = colb, n->saved[3] = (void *)wb;
     return y;

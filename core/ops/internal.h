@@ -47,6 +47,16 @@ static inline bool mg_use_bf16(const mg_ctx *ctx) {
 }
 /* n floats rounded to bf16 in the arena; NULL (error raised naming `what`) on exhaustion. */
 mg_bf16 *mg_bf16_copy(mg_ctx *ctx, const float *src, int64_t n, const char *what);
+/* The same in the context's scratch (mg_ctx_scratch_alloc): for a copy that dies with the op. */
+mg_bf16 *mg_bf16_scratch(mg_ctx *ctx, const float *src, int64_t n, const char *what);
+/* Whether mg_op_record would record a node for these inputs now: where it will not, what an op
+ * would keep for backward can go to the scratch instead of the arena. */
+static inline bool mg_will_record(const mg_ctx *ctx, int n_in, mg_tensor *const *in) {
+    if (!mg_ctx_ok(ctx) || !mg_ctx_grad_enabled(ctx)) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && mg_requires_grad(in[i])) return true;
+    return false;
+}
 /* t's data in bf16: a parameter's copy is made once per step (until mg_ctx_reset) and shared by
  * every product that reads it; other tensors are converted on each call. */
 const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what);
@@ -59,5 +69,11 @@ const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what
  * packed kernel for M rows on this path, or M above MG_BF16_PACKED_MAX_ROWS): then
  * mg_bf16_operand and mg_bgemm give the same bits. */
 const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int64_t M);
+
+/* linear.c: mg_linear's checks, raising as `op`; its bf16 forward from xb, x's values already
+ * rounded to bf16 (kept in the node for backward: in the arena when a node will be recorded),
+ * recording the node; returns y. */
+bool mg_linear_check(mg_ctx *ctx, const char *op, const mg_tensor *x, const mg_tensor *w, const mg_tensor *b);
+mg_tensor *mg_linear_bf16(mg_ctx *ctx, const char *op, mg_tensor *x, const mg_bf16 *xb, mg_tensor *w, mg_tensor *b);
 
 #endif

@@ -9,10 +9,13 @@
  * Every piece is bit-identical for any thread count.
  *
  * In bf16 precision (mg_ctx_set_precision) the products run on bf16 copies: x rounded once in
- * forward and kept (in the node) for dW, W's per-step copy, dy rounded once in backward for both
- * of its products; the bias, the sums and the gradients stay float32. With kept weights
- * (mg_ctx_keep_bf16_weights) a product of few rows reads W pre-packed (mg_bgemm_packed), the same
- * bits without packing W at every call.
+ * forward and kept (in the node, in the arena) for dW, W's per-step copy, dy rounded once in
+ * backward for both of its products (in the context's scratch: it dies with the backward); the
+ * bias, the sums and the gradients stay float32. Without a node to record (no gradient wanted) x's
+ * copy goes to the scratch too. With kept weights (mg_ctx_keep_bf16_weights) a product of few
+ * rows reads W pre-packed (mg_bgemm_packed), the same bits without packing W at every call.
+ * mg_linear_bf16 is that forward from an x already in bf16, for the fused ops that write their
+ * activation straight in bf16 (fused_linear.c).
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -24,7 +27,7 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
     const int64_t M = n->i[0], K = n->i[1], N = n->i[2];
     if (n->saved[0]) { /* bf16: saved[0] x, saved[1] W */
         const mg_bf16 *xb = n->saved[0], *wb = n->saved[1];
-        const mg_bf16 *dyb = mg_bf16_copy(ctx, dy, M * N, "mg_linear backward: dy in bf16");
+        const mg_bf16 *dyb = mg_bf16_scratch(ctx, dy, M * N, "mg_linear backward: dy in bf16");
         if (!dyb) return;
         if (mg_requires_grad(x)) {
             float *dx = mg_grad(ctx, x);
@@ -57,47 +60,72 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
 
 const mg_op_def mg_op_def_linear = {"mg_linear", linear_backward};
 
-mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
-    MG_BAIL_IF_FAILED(ctx);
-    if (!mg_expect_f32(ctx, "mg_linear", "x", x) || !mg_expect_f32(ctx, "mg_linear", "weight", w) ||
-        (b && !mg_expect_f32(ctx, "mg_linear", "bias", b)))
-        return mg_ctx_dummy(ctx);
+bool mg_linear_check(mg_ctx *ctx, const char *op, const mg_tensor *x, const mg_tensor *w, const mg_tensor *b) {
+    if (!mg_expect_f32(ctx, op, "x", x) || !mg_expect_f32(ctx, op, "weight", w) ||
+        (b && !mg_expect_f32(ctx, op, "bias", b)))
+        return false;
     if (x->ndim < 1 || w->ndim != 2 || w->shape[0] != mg_cols(x)) {
-        mg_ctx_fail(ctx, "mg_linear: x%s @ weight%s: weight must be (%lld,N) for x's last dim %lld",
-                    MG_SHAPE(x), MG_SHAPE(w), (long long)mg_cols(x), (long long)mg_cols(x));
-        return mg_ctx_dummy(ctx);
+        mg_ctx_fail(ctx, "%s: x%s @ weight%s: weight must be (%lld,N) for x's last dim %lld", op, MG_SHAPE(x),
+                    MG_SHAPE(w), (long long)mg_cols(x), (long long)mg_cols(x));
+        return false;
     }
-    const int64_t M = mg_rows(x), K = mg_cols(x), N = w->shape[1];
-    if (b && (b->ndim != 1 || b->shape[0] != N)) {
-        mg_ctx_fail(ctx, "mg_linear: x%s @ weight%s + bias%s: bias must be (%lld)", MG_SHAPE(x),
-                    MG_SHAPE(w), MG_SHAPE(b), (long long)N);
-        return mg_ctx_dummy(ctx);
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[1])) {
+        mg_ctx_fail(ctx, "%s: x%s @ weight%s + bias%s: bias must be (%lld)", op, MG_SHAPE(x), MG_SHAPE(w),
+                    MG_SHAPE(b), (long long)w->shape[1]);
+        return false;
     }
+    return true;
+}
+
+/* y (x's shape, last dim N) holding b in every row (b NULL: left as allocated). */
+static mg_tensor *linear_output(mg_ctx *ctx, const char *op, const mg_tensor *x, const mg_tensor *b, int64_t N) {
     int64_t shape[MG_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
-    mg_tensor *y = mg_op_output(ctx, "mg_linear", x->ndim, shape);
-    if (!mg_ctx_ok(ctx)) return y;
-    if (b) {
-        float *Y = y->data;
-        const float *B = b->data;
+    mg_tensor *y = mg_op_output(ctx, op, x->ndim, shape);
+    if (!mg_ctx_ok(ctx) || !b) return y;
+    const int64_t M = mg_rows(x);
+    float *Y = y->data;
+    const float *B = b->data;
 #pragma omp parallel for schedule(static) if (M * N > 65536)
-        for (int64_t r = 0; r < M; r++) memcpy(Y + r * N, B, (size_t)N * sizeof(float));
+    for (int64_t r = 0; r < M; r++) memcpy(Y + r * N, B, (size_t)N * sizeof(float));
+    return y;
+}
+
+mg_tensor *mg_linear_bf16(mg_ctx *ctx, const char *op, mg_tensor *x, const mg_bf16 *xb, mg_tensor *w, mg_tensor *b) {
+    const int64_t M = mg_rows(x), K = mg_cols(x), N = w->shape[1];
+    mg_tensor *y = linear_output(ctx, op, x, b, N);
+    if (!mg_ctx_ok(ctx)) return y;
+    const mg_bf16 *wb = NULL;
+    const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
+    if (!wp || !mg_bgemm_packed(M, N, K, xb, K, wp, b != NULL, y->data, N)) {
+        wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
+        if (!wb) return y;
+        mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
     }
-    const mg_bf16 *xb = NULL, *wb = NULL;
-    if (mg_use_bf16(ctx)) {
-        xb = mg_bf16_copy(ctx, x->data, M * K, "mg_linear: x in bf16");
-        if (!xb) return y;
-        const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
-        if (!wp || !mg_bgemm_packed(M, N, K, xb, K, wp, b != NULL, y->data, N)) {
-            wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
-            if (!wb) return y;
-            mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
-        }
-    } else
-        mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
     mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
-    if (n && xb && !wb) wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16"); /* for backward */
+    if (n && !wb) wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16"); /* for backward */
     if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N, n->saved[0] = (void *)xb, n->saved[1] = (void *)wb;
+    return y;
+}
+
+mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
+    MG_BAIL_IF_FAILED(ctx);
+    if (!mg_linear_check(ctx, "mg_linear", x, w, b)) return mg_ctx_dummy(ctx);
+    const int64_t M = mg_rows(x), K = mg_cols(x), N = w->shape[1];
+    if (mg_use_bf16(ctx)) {
+        const size_t mark = mg_ctx_scratch_mark(ctx);
+        const bool keep = mg_will_record(ctx, 3, (mg_tensor *[]){x, w, b});
+        const mg_bf16 *xb = keep ? mg_bf16_copy(ctx, x->data, M * K, "mg_linear: x in bf16")
+                                 : mg_bf16_scratch(ctx, x->data, M * K, "mg_linear: x in bf16");
+        mg_tensor *y = xb ? mg_linear_bf16(ctx, "mg_linear", x, xb, w, b) : mg_ctx_dummy(ctx);
+        mg_ctx_scratch_release(ctx, mark);
+        return y;
+    }
+    mg_tensor *y = linear_output(ctx, "mg_linear", x, b, N);
+    if (!mg_ctx_ok(ctx)) return y;
+    mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
+    mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
+    if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N, n->saved[0] = NULL, n->saved[1] = NULL;
     return y;
 }

@@ -14,8 +14,10 @@
  * operand taking stride 0. In backward a broadcast operand's gradient sums its products in batch
  * order (a shared output of mg_sgemm_batched accumulates in order, and the outer indices run one
  * after another): deterministic too.
- * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below); a
- * kept weight (mg_ctx_keep_bf16_weights) is read pre-packed by products of few rows.
+ * In bf16 precision a shared B runs on bf16 copies (mm_bf16_forward, mm_bf16_backward below): A
+ * rounded once in forward and kept in the node (in the scratch when no node is recorded), dC once
+ * in backward, in the scratch; a kept weight (mg_ctx_keep_bf16_weights) is read pre-packed by
+ * products of few rows.
  */
 #include "internal.h"
 #include "minigrad/kernels.h"
@@ -125,10 +127,13 @@ static void mm_offsets(const mm_dims *d, int64_t u, int64_t *off_a, int64_t *off
 
 /* ---- bf16 precision, shared B: rows = batch*M rows of A in one product ---- */
 
-static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_tensor *b,
-                            const mm_dims *d, float *c, const mg_bf16 **ab, const mg_bf16 **bb) {
+/* keep: a node will be recorded, so a's copy goes to the arena for backward (else to the scratch,
+ * which the caller releases). */
+static bool mm_bf16_forward(mg_ctx *ctx, bool nt, const mg_tensor *a, const mg_tensor *b, const mm_dims *d,
+                            bool keep, float *c, const mg_bf16 **ab, const mg_bf16 **bb) {
     const int64_t rows = d->batch * d->M;
-    *ab = mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16");
+    *ab = keep ? mg_bf16_copy(ctx, a->data, a->numel, "mg_matmul: a in bf16")
+               : mg_bf16_scratch(ctx, a->data, a->numel, "mg_matmul: a in bf16");
     if (!*ab) return false;
     const uint32_t *bp = mg_bf16_packed(ctx, b, nt, rows); /* kept weights */
     if (bp && mg_bgemm_packed(rows, d->N, d->K, *ab, d->K, bp, false, c, d->N)) return true;
@@ -142,7 +147,7 @@ static void mm_bf16_backward(mg_ctx *ctx, mg_node *n, bool nt) {
     mg_tensor *a = n->in[0], *b = n->in[1];
     const int64_t rows = n->i[0] * n->i[1], N = n->i[2], K = n->i[3];
     const mg_bf16 *ab = n->saved[0], *bb = n->saved[1];
-    const mg_bf16 *dcb = mg_bf16_copy(ctx, n->out->grad, rows * N, "mg_matmul backward: dC in bf16");
+    const mg_bf16 *dcb = mg_bf16_scratch(ctx, n->out->grad, rows * N, "mg_matmul backward: dC in bf16");
     if (!dcb) return;
     if (mg_requires_grad(a)) {
         float *da = mg_grad(ctx, a);
@@ -167,8 +172,12 @@ static mg_tensor *mm_forward(mg_ctx *ctx, const mg_op_def *def, bool nt, mg_tens
     if (!mg_ctx_ok(ctx)) return c;
     int64_t ldb = nt ? d.K : d.N;
     const mg_bf16 *ab = NULL, *bb = NULL;
+    const size_t mark = mg_ctx_scratch_mark(ctx);
     if (d.mode == MM_SHARED && mg_use_bf16(ctx)) {
-        if (!mm_bf16_forward(ctx, nt, a, b, &d, c->data, &ab, &bb)) return c;
+        const bool keep = mg_will_record(ctx, 2, (mg_tensor *[]){a, b});
+        const bool ok = mm_bf16_forward(ctx, nt, a, b, &d, keep, c->data, &ab, &bb);
+        if (!keep) mg_ctx_scratch_release(ctx, mark), ab = NULL;
+        if (!ok) return c;
     } else if (d.mode == MM_SHARED)
         mg_sgemm(false, nt, d.batch * d.M, d.N, d.K, 1.0f, a->data, d.K, b->data, ldb, 0.0f, c->data, d.N);
     else if (d.mode == MM_SAME)

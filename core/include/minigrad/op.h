@@ -12,7 +12,8 @@
  *       return y;
  *   }
  *
- * Everything an op allocates comes from the step arena and dies at mg_ctx_reset.
+ * Everything an op allocates comes from the step arena and dies at mg_ctx_reset; what it needs
+ * only while it runs comes from the context's scratch (mg_ctx_scratch_alloc).
  */
 #ifndef MINIGRAD_OP_H
 #define MINIGRAD_OP_H
@@ -56,6 +57,19 @@ MG_API mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int6
 
 /* Arena scratch, 64-byte aligned. NULL (with an error raised naming `what`) on exhaustion. */
 MG_API void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what);
+
+/* Scratch for what lives only while one op runs (a backward's bf16 copy of its output gradient,
+ * a kernel's workspace): 64-byte aligned, held by the context beside the arena and reused by every
+ * op, so transients do not pile up in the arena until the reset. Take the mark, allocate, release
+ * to the mark before returning; uses nest (release in reverse order). mg_backward releases what a
+ * node's backward left, mg_ctx_reset everything. The block grows to the largest need (kept
+ * across resets, freed with the context); use it from the thread that runs the op, never from
+ * inside a parallel region. A context with a fixed arena (mg_ctx_new(bytes > 0)) serves it from
+ * that arena instead, until the reset, so that its bytes bound everything a step takes. NULL
+ * (with an error raised naming `what`) when memory runs out. */
+MG_API size_t mg_ctx_scratch_mark(const mg_ctx *ctx);
+MG_API void *mg_ctx_scratch_alloc(mg_ctx *ctx, size_t bytes, const char *what);
+MG_API void mg_ctx_scratch_release(mg_ctx *ctx, size_t mark);
 
 /* Appends a node when gradients are enabled and some input requires one; marks `out` as requiring
  * a gradient. Returns NULL when nothing was recorded (then backward data need not be saved).

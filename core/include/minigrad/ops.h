@@ -103,6 +103,22 @@ MG_API mg_tensor *mg_mean(mg_ctx *ctx, mg_tensor *x);
  * gradient (less arena memory) or the separate bias pass. */
 MG_API mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
 
+/* An activation made only to feed a linear layer, fused with it (core/ops/fused_linear.c):
+ *   mg_gelu_linear(x, kind, weight, bias)         = mg_linear(mg_gelu(x, kind), weight, bias)
+ *   mg_layernorm_linear(x, ln_weight, ln_bias, eps, weight, bias)
+ *                                                 = mg_linear(mg_layernorm(x, ln_weight, ln_bias, eps), weight, bias)
+ *   mg_merge_heads_linear(x, weight, bias)        = mg_linear(mg_merge_heads(x), weight, bias)
+ * with the same outputs and gradients, bit for bit, in either precision (x (...,K), or (B,H,T,D)
+ * with K = H*D for merge_heads; weight (K,N), ln_weight, ln_bias (K) or NULL, bias (N) or NULL).
+ * In fp32 they are those calls. In a bf16
+ * context (mg_ctx_set_precision) the activation is written once, rounded straight to the bf16
+ * copy mg_linear keeps for its weight gradient, and never stored in float32: x's size in float32
+ * less arena per call. Use them where nothing else reads the activation. */
+MG_API mg_tensor *mg_gelu_linear(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind, mg_tensor *weight, mg_tensor *bias);
+MG_API mg_tensor *mg_layernorm_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *ln_weight, mg_tensor *ln_bias, float eps,
+                                      mg_tensor *weight, mg_tensor *bias);
+MG_API mg_tensor *mg_merge_heads_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_tensor *bias);
+
 /* ---- elementwise ops (PyTorch names and semantics) ----
  * Binary ops broadcast as NumPy/PyTorch: shapes align at the last dim, a size-1 or missing dim
  * stretches; the output has the broadcast shape. Shapes that cannot broadcast are an error naming

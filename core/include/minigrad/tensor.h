@@ -71,6 +71,9 @@ MG_API void mg_ctx_reset(mg_ctx *ctx);
 
 MG_API size_t mg_ctx_used_bytes(const mg_ctx *ctx);
 MG_API size_t mg_ctx_peak_bytes(const mg_ctx *ctx); /* high-water mark since creation */
+/* The high-water mark of the scratch the ops take for what lives only while one runs (op.h),
+ * held beside the arena and kept across resets (0 with a fixed arena, which serves it). */
+MG_API size_t mg_ctx_scratch_bytes(const mg_ctx *ctx);
 MG_API size_t mg_ctx_capacity(const mg_ctx *ctx);
 MG_API int64_t mg_ctx_tape_len(const mg_ctx *ctx);
 
