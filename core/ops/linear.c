@@ -4,7 +4,8 @@
  * tensor, its gradient buffer (allocated, zeroed, accumulated into, read back), or the separate
  * bias pass: forward writes b into every row of y and lets the GEMM accumulate onto it (beta = 1);
  * backward hands dy straight to the GEMMs and the bias column sum.
- *   dx += dy @ W^T,  dW += x^T @ dy (all rows of x folded into one GEMM whose K is the row count),
+ *   dx += dy @ W^T (written, not added, into a gradient buffer made for it: mg_grad_for_write),
+ *   dW += x^T @ dy (all rows of x folded into one GEMM whose K is the row count),
  *   db += sum over rows of dy (fixed chunks, mg_sum_rows)
  * Every piece is bit-identical for any thread count.
  *
@@ -30,9 +31,10 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
         const mg_bf16 *dyb = mg_bf16_scratch(ctx, dy, M * N, "mg_linear backward: dy in bf16");
         if (!dyb) return;
         if (mg_requires_grad(x)) {
-            float *dx = mg_grad(ctx, x);
+            bool fresh;
+            float *dx = mg_grad_for_write(ctx, x, &fresh);
             if (!dx) return;
-            mg_bgemm(false, true, M, K, N, dyb, N, wb, N, true, dx, K);
+            mg_bgemm(false, true, M, K, N, dyb, N, wb, N, !fresh, dx, K);
         }
         if (mg_requires_grad(w)) {
             float *dw = mg_grad(ctx, w);
@@ -41,9 +43,10 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
         }
     } else {
         if (mg_requires_grad(x)) {
-            float *dx = mg_grad(ctx, x);
+            bool fresh;
+            float *dx = mg_grad_for_write(ctx, x, &fresh);
             if (!dx) return;
-            mg_sgemm(false, true, M, K, N, 1.0f, dy, N, w->data, N, 1.0f, dx, K);
+            mg_sgemm(false, true, M, K, N, 1.0f, dy, N, w->data, N, fresh ? 0.0f : 1.0f, dx, K);
         }
         if (mg_requires_grad(w)) {
             float *dw = mg_grad(ctx, w);
