@@ -4,6 +4,7 @@
  */
 #include "isa.h"
 #include "rowops_internal.h"
+#include "workspace.h"
 #include "minigrad/kernels.h"
 #include "minigrad/rowops.h"
 #include "minigrad/testing.h" /* the *_ref twins and the switch: exported, not installed */
@@ -470,6 +471,7 @@ typedef struct {
     int64_t R, N;
     const float *src;
     float *dst;
+    float *parts; /* the chunk-parallel form: chunk c's column sums at parts + c * N */
 } sum_args;
 
 /* Columns [j0, j1) in slabs whose chunk partials live in a buffer on the stack: each row segment is
@@ -488,13 +490,36 @@ static void sum_rows_part(const void *p, int64_t j0, int64_t j1) {
     }
 }
 
+/* Chunks [c0, c1) of CHUNK rows: each chunk's column sums, in row order from zero, into its own
+ * row of parts (what sum_rows_part adds to dst chunk by chunk). */
+static void chunk_sums_part(const void *p, int64_t c0, int64_t c1) {
+    const sum_args *a = p;
+    for (int64_t c = c0; c < c1; c++) {
+        float *part = a->parts + c * a->N;
+        const int64_t r1 = a->R - c * CHUNK < CHUNK ? a->R : (c + 1) * CHUNK;
+        memset(part, 0, (size_t)a->N * sizeof(float));
+        for (int64_t r = c * CHUNK; r < r1; r++) a->im->acc(a->N, part, a->src + r * a->N);
+    }
+}
+
 void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
     if (ro_use_ref()) {
         mg_sum_rows_ref(R, N, src, dst);
         return;
     }
     if (R <= 0 || N <= 0) return;
-    const sum_args a = {ro_active(), R, N, src, dst};
+    sum_args a = {ro_active(), R, N, src, dst, NULL};
+    const int64_t nchunk = (R + CHUNK - 1) / CHUNK;
+    /* Too few columns to give each thread 16 KB of every row (col_grain), yet work for several:
+     * the chunks' sums in parallel into a buffer, then added to dst in chunk order, one pass over
+     * N x nchunk floats. The same additions in the same order as the column split, so the same
+     * bits for any thread count. */
+    if (ro_threads() > 1 && N < 2 * col_grain(R) && nchunk >= 2 && R * N >= 2 * GRAIN_MEM &&
+        (a.parts = thread_workspace((size_t)(nchunk * N) * sizeof(float))) != NULL) {
+        ro_run(nchunk, 1, ro_grain(GRAIN_MEM, CHUNK * N), chunk_sums_part, &a);
+        for (int64_t c = 0; c < nchunk; c++) a.im->acc(N, dst, a.parts + c * N);
+        return;
+    }
     ro_run(N, 16, col_grain(R), sum_rows_part, &a);
 }
 

@@ -72,7 +72,8 @@ MG_API void mg_accumulate(int64_t n, float *dst, const float *src);
  * of mg_grad_for_write. */
 MG_API void mg_accumulate_fresh(int64_t n, float *dst, const float *src);
 /* dst[j] += sum over R rows of src[r, j] (a bias gradient). Each column is summed in row order
- * within chunks of MG_ROWOPS_CHUNK rows, the chunk sums added to dst in order; no scratch. */
+ * within chunks of MG_ROWOPS_CHUNK rows, the chunk sums added to dst in order (for few columns the
+ * chunks run in parallel into a buffer of the calling thread, kept for its next calls). */
 MG_API void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst);
 
 /* ---- softmax over rows of C ---------------------------------------------------------------------
