@@ -4,7 +4,7 @@
  * The kernels live in core/kernels/attention.c: the fused one (default) keeps only O and one
  * log-sum-exp per query row for backward, which recomputes P tile by tile; the reference twin
  * (mg_attn_set_impl(MG_ATTN_REFERENCE)) keeps all of P. A node remembers which one ran its forward.
- * Kernel scratch comes from the step arena.
+ * Kernel workspaces come from the context's scratch (mg_ctx_scratch_alloc): they die with the call.
  * The bias tensor's gradient is dL/dS. The kernels write it per (batch, head) into a (B,H,Tq,Tk)
  * buffer (the gradient itself when the bias has that shape), each element from one work item;
  * broadcast dims are then summed here, batch-major, in a fixed order: bit-identical for any thread

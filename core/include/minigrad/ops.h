@@ -113,7 +113,8 @@ MG_API mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, mg_ten
  * In fp32 they are those calls. In a bf16
  * context (mg_ctx_set_precision) the activation is written once, rounded straight to the bf16
  * copy mg_linear keeps for its weight gradient, and never stored in float32: x's size in float32
- * less arena per call. Use them where nothing else reads the activation. */
+ * less arena per call; the tape's node for the activation then has an output with a shape and
+ * data NULL (mg_backward_hook). Use them where nothing else reads the activation. */
 MG_API mg_tensor *mg_gelu_linear(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind, mg_tensor *weight, mg_tensor *bias);
 MG_API mg_tensor *mg_layernorm_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *ln_weight, mg_tensor *ln_bias, float eps,
                                       mg_tensor *weight, mg_tensor *bias);

@@ -42,7 +42,7 @@ enum {
 
 typedef struct mg_tensor {
     union {
-        float *data;  /* MG_F32 */
+        float *data;  /* MG_F32; NULL for the activation inside a fused op in bf16 (below) */
         int32_t *i32; /* MG_I32 */
     };
     float *grad; /* same shape as data; NULL until a gradient reaches it (and again after backward
@@ -153,7 +153,12 @@ MG_API void mg_retain_grad(mg_tensor *t);
 /* Called by mg_backward after each node of the tape, in the order backward visits them (a node
  * nothing flowed back into included): once the last node that reads a parameter has been passed,
  * that parameter's gradient is final. For work that overlaps the rest of backward (the trainer
- * sends finished gradients meanwhile). NULL removes it. */
+ * sends finished gradients meanwhile). NULL removes it.
+ * A hook that reads a node's tensors must allow for out->data (and the next node's in[0]->data)
+ * being NULL: in a bf16 context mg_gelu_linear, mg_layernorm_linear and mg_merge_heads_linear
+ * (which the built-in mlp, self_attention and decoder_block layers use) record their activation's
+ * node with a tensor that has a shape but no float32 values; those exist only as the Linear's bf16
+ * copy. */
 typedef void (*mg_backward_hook)(mg_ctx *ctx, const mg_node *node, void *user);
 MG_API void mg_ctx_set_backward_hook(mg_ctx *ctx, mg_backward_hook fn, void *user);
 
