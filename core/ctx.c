@@ -132,6 +132,7 @@ static void bf16_cache_clear(mg_ctx *ctx) {
 void mg_ctx_free(mg_ctx *ctx) {
     if (!ctx) return;
     bf16_cache_clear(ctx);
+    ctx->scratch.peak = 0; /* frees what a failed op left, without growing the block first */
     mg_ctx_scratch_release(ctx, 0);
     mg_aligned_free(ctx->scratch.base);
     blocks_free(ctx->blocks);
