@@ -47,7 +47,7 @@ static int make_opts(train_opts *o, ex_opt *t) {
 
 static const char *const USAGE = "[--data FILE] [options] [FILE...]\n\n"
                                  "Trains a character-level GPT. Without --data it learns the King James Bible "
-                                 "(Debian package bible-kjv).\nThe defaults finish in about 5 minutes on 2 cores.";
+                                 "(Debian package bible-kjv).\nThe defaults finish in about 6 minutes on 2 cores.";
 
 static train_opts defaults(void) {
     return (train_opts){.c = {.out = TEXTGEN_DEFAULT_OUT, .pos = "learned", .steps = 1400, .batch = 32,
