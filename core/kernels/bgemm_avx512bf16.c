@@ -197,6 +197,7 @@ static void block_rm_avx512bf16(int64_t m, int64_t n, int64_t kc, const mg_bf16 
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
+            /* the same call twice: with mm a constant the whole panels' row offsets fold away */
             if (mm == BG_MR)
                 micro_any(kp, NULL, true, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, BG_MR, nn);
             else
