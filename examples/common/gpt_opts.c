@@ -4,6 +4,7 @@
 #include "minigrad/checked.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/config.h"
+#include "minigrad/kernels.h"
 
 #include <assert.h>
 #include <stddef.h>
@@ -80,6 +81,24 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
 bool ex_precision_is_bf16(const char *name) {
     mg_precision p;
     return name && mg_precision_parse(name, &p) && p == MG_PRECISION_BF16;
+}
+
+const char *ex_precision_banner(const char *prog, bool bf16) {
+    if (!bf16) return "";
+    static bool warned;
+    switch (mg_bf16_path_active()) {
+    case MG_BF16_AMX:
+        return ", bf16 mixed precision on AMX tiles";
+    case MG_BF16_AVX512:
+        return ", bf16 mixed precision on AVX512-BF16";
+    case MG_BF16_EMULATED:
+        break;
+    }
+    if (!warned)
+        fprintf(stderr, "%s: this CPU has no bf16 unit (AVX512-BF16 or AMX): the bf16 products run in a "
+                        "software emulation, slower than --precision fp32 here\n", prog);
+    warned = true;
+    return ", bf16 mixed precision (emulated)";
 }
 
 bool ex_precision_from(const char *prog, const char *name, mg_precision *p) {

@@ -55,6 +55,11 @@ bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *tabl
 bool ex_precision_from(const char *prog, const char *name, mg_precision *p);
 /* Whether a checked --precision value (NULL: fp32) names bf16. */
 bool ex_precision_is_bf16(const char *name);
+/* The start line's words for the precision: "" for fp32, else ", bf16 mixed precision on " and the
+ * CPU's bf16 unit in use (AMX tiles, AVX512-BF16, or a software emulation). On the emulation it also
+ * prints to stderr, once per process, that this CPU has no bf16 unit and the run is slower than in
+ * fp32 ("PROG: ..."). */
+const char *ex_precision_banner(const char *prog, bool bf16);
 
 mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
                                 mg_gpt_config *cfg);

@@ -18,7 +18,7 @@
  */
 #include "fm.h"
 #include "cli.h"
-#include "gpt_opts.h" /* ex_precision_from */
+#include "gpt_opts.h" /* ex_precision_from, ex_precision_banner */
 #include "output.h"
 #include "progress.h"
 #include "minigrad/minigrad.h"
@@ -394,7 +394,7 @@ static int run(const fm_opts *o, mg_precision precision) {
            "%d threads%s\n",
            PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
            (long long)o->epochs, (long long)j.spe, (long long)o->batch, mg_get_num_threads(),
-           precision == MG_PRECISION_BF16 ? ", bf16 mixed precision" : "");
+           ex_precision_banner(PROG, precision == MG_PRECISION_BF16));
     fflush(stdout);
 
     mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,

@@ -276,7 +276,7 @@ int music_cmd_train(int argc, char **argv) {
            "stops\n",
            (long long)o.c.steps, (long long)o.c.batch, (long long)o.c.block, (double)o.c.lr,
            (double)o.c.lr_min, mg_get_num_threads(), mg_get_num_threads() == 1 ? "" : "s",
-           ex_precision_is_bf16(o.c.precision) ? ", bf16 mixed precision" : "");
+           ex_precision_banner("music", ex_precision_is_bf16(o.c.precision)));
     fflush(stdout);
 
     mg_train_result res;

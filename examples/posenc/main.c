@@ -8,6 +8,7 @@
  * worker takes run numbers from one shared pipe (4-byte writes and reads are atomic) and answers on
  * its own pipe: "started", progress every few steps, then the whole result. */
 #include "cli.h"
+#include "gpt_opts.h" /* ex_precision_banner */
 #include "output.h"
 #include "posenc.h"
 #include "progress.h"
@@ -435,10 +436,10 @@ int main(int argc, char **argv) {
                 c->precision = precision;
             }
     printf("%s: %d task%s x %d scheme%s x %d seed%s = %d runs of %lld steps of %lld, %d at a time "
-           "with %d thread%s each -> %s/\n",
+           "with %d thread%s each%s -> %s/\n",
            prog, n_tasks, n_tasks == 1 ? "" : "s", n_schemes, n_schemes == 1 ? "" : "s", n_seeds,
            n_seeds == 1 ? "" : "s", n_runs, (long long)o.steps, (long long)o.batch, jobs, per_run,
-           per_run == 1 ? "" : "s", o.out);
+           per_run == 1 ? "" : "s", ex_precision_banner(prog, precision == MG_PRECISION_BF16), o.out);
     fflush(stdout);
 
     tracker t = {
