@@ -46,9 +46,10 @@ static _Alignas(64) const tile_config tiles_wanted = {
 /* No per-thread memory of an earlier load: anything else on the thread may have changed the tiles
  * since (another library's LDTILECFG, a TILERELEASE back to the unconfigured state, which
  * STTILECFG reads as 64 zero bytes), and a tile instruction against it faults. So the thread's
- * configuration is read back on every call, and LDTILECFG (the dearer instruction, which also
- * zeroes all tile data) runs only where it differs. This runs once per block() or product() call,
- * not per tile, so one STTILECFG and a 64-byte comparison per call do not show. */
+ * configuration is read back on every call, and LDTILECFG, which also zeroes all tile data, runs
+ * only where it differs. This runs once per block() or product() call, not per tile: one
+ * STTILECFG and a 64-byte comparison ahead of a call's many tile products (not measured, no AMX
+ * machine at hand). */
 void AMX_NAME(mgk_amx_tiles_ready)(void) {
     _Alignas(64) tile_config now;
     TILE_STORECONFIG(&now);
