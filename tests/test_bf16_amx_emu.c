@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -152,6 +153,121 @@ START_TEST(amx_kernel_on_the_model_same_bits_for_1_2_3_threads) {
 }
 END_TEST
 
+/* Another library's tiles on the thread, as LDTILECFG takes them: palette 1 with tmm0 and tmm1 of
+ * 8 rows x 32 bytes, the other tiles unused (a TILELOADD into tmm4 under it faults). */
+static void foreign_config(uint8_t cfg[64]) {
+    memset(cfg, 0, 64);
+    cfg[0] = 1;
+    for (int t = 0; t < 2; t++) {
+        cfg[16 + 2 * t] = 32;
+        cfg[48 + t] = 8;
+    }
+}
+
+/* The kernels' own: palette 1, tmm0-7 of 16 rows x 64 bytes. */
+static void own_config(uint8_t cfg[64]) {
+    memset(cfg, 0, 64);
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg[16 + 2 * t] = 64;
+        cfg[48 + t] = 16;
+    }
+}
+
+enum { TILES_RELEASED, TILES_FOREIGN };
+
+static const char *const disturbed_name[] = {"after TILERELEASE", "after another LDTILECFG"};
+
+/* What other code on the calling thread may do between two of our products. Whether STTILECFG
+ * then reads back that state (the model's STTILECFG: 64 zero bytes once released); no ck_assert,
+ * as it also runs on OpenMP's threads. */
+static bool disturb_tiles(int how) {
+    uint8_t want[64], got[64];
+    if (how == TILES_RELEASED) {
+        mg_bf16_amx_emulation_load_tiles(NULL);
+        memset(want, 0, sizeof want);
+    } else {
+        foreign_config(want);
+        mg_bf16_amx_emulation_load_tiles(want);
+    }
+    memset(got, 0xa5, sizeof got);
+    mg_bf16_amx_emulation_store_tiles(got);
+    return memcmp(got, want, sizeof got) == 0;
+}
+
+static void expect_own_tiles(const char *what) {
+    uint8_t want[64], got[64];
+    own_config(want);
+    mg_bf16_amx_emulation_store_tiles(got);
+    ck_assert_msg(memcmp(got, want, sizeof got) == 0,
+                  "%s: the thread's tile configuration is not the kernels' own", what);
+}
+
+/* The kernel owns no tile state between calls: after the tiles were released, or loaded with
+ * another library's shapes, on the same thread, the next mg_bgemm loads its configuration again
+ * and gives the reference's bits (before, the model stopped the process: the kernel remembered
+ * its first load and ran its tiles on the state it found). One thread, so the product runs on the
+ * thread whose tiles were changed; edge tiles, accumulation and K over one slice. */
+START_TEST(amx_kernel_on_the_model_survives_other_tile_users) {
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    emulation_on();
+    const int64_t shape[][3] = {{45, 31, 129}, {64, 64, 1100}};
+    for (size_t s = 0; s < sizeof shape / sizeof *shape; s++)
+        for (int how = TILES_RELEASED; how <= TILES_FOREIGN; how++) {
+            const int64_t M = shape[s][0], N = shape[s][1], K = shape[s][2];
+            operands o = make_operands(false, true, M, N, K, true, 1300 + 10 * s + how);
+            float *R = reference(&o, false, true, M, N, K, true);
+            float *C = run(&o, false, true, M, N, K, true);
+            expect_equal("first call", C, R, false, true, M, N, K, o.ldc, true);
+            expect_own_tiles("after the first call");
+            free(C);
+            ck_assert_msg(disturb_tiles(how), "STTILECFG on the model, %s: not what was set",
+                          disturbed_name[how]);
+            C = run(&o, false, true, M, N, K, true);
+            expect_equal(disturbed_name[how], C, R, false, true, M, N, K, o.ldc, true);
+            expect_own_tiles(disturbed_name[how]);
+            free(C), free(R), free_operands(&o);
+        }
+#ifdef _OPENMP
+    omp_set_num_threads(before);
+#endif
+    emulation_off();
+}
+END_TEST
+
+/* The same with 2 threads: between two products each thread of the team has its tiles changed,
+ * one released, the other loaded with another library's shapes (OpenMP keeps the team's threads
+ * from one parallel region to the next, so both run tiles of the second product). */
+#ifdef _OPENMP
+START_TEST(amx_kernel_on_the_model_survives_other_tile_users_2_threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(2);
+    emulation_on();
+    const int64_t M = 97, N = 130, K = 1100;
+    operands o = make_operands(false, true, M, N, K, false, 1400);
+    float *R = reference(&o, false, true, M, N, K, false);
+    for (int round = 0; round < 3; round++) {
+        float *C = run(&o, false, true, M, N, K, false);
+        expect_equal(round == 0 ? "2 threads, first call" : "2 threads, after other tile users", C,
+                     R, false, true, M, N, K, o.ldc, false);
+        free(C);
+        int disturbed = 0;
+#pragma omp parallel num_threads(2) reduction(+ : disturbed)
+        disturbed += disturb_tiles((omp_get_thread_num() + round) % 2 ? TILES_FOREIGN
+                                                                      : TILES_RELEASED);
+        ck_assert_msg(disturbed == 2, "round %d: %d of 2 threads had their tiles changed", round,
+                      disturbed);
+    }
+    free(R), free_operands(&o);
+    omp_set_num_threads(before);
+    emulation_off();
+}
+END_TEST
+#endif
+
 /* Small products stay on the AMX kernel under the model (nothing is handed to AVX512-BF16), the
  * switch leaves detection alone, and turning it off sends the active path back to the CPU's. */
 START_TEST(amx_emulation_switch) {
@@ -250,6 +366,13 @@ Suite *bf16_amx_emu_suite(void) {
     tcase_add_checked_fixture(tc, NULL, restore_path);
     tcase_add_test(tc, amx_kernel_on_the_model_matches_reference);
     tcase_add_test(tc, amx_kernel_on_the_model_same_bits_for_1_2_3_threads);
+    tcase_add_test(tc, amx_kernel_on_the_model_survives_other_tile_users);
+#ifdef _OPENMP
+    tcase_add_test(tc, amx_kernel_on_the_model_survives_other_tile_users_2_threads);
+#else
+    fprintf(stderr, "# amx_kernel_on_the_model_survives_other_tile_users_2_threads skipped: built "
+                    "without OpenMP\n");
+#endif
     tcase_add_test(tc, amx_emulation_switch);
     tcase_add_test(tc, the_data_tell_the_orders_apart);
     tu_add_bf16_path_case(tc, MG_BF16_AMX, bgemm_amx_silicon_follows_the_model,

@@ -581,6 +581,65 @@ START_TEST(attention_amx_on_the_model_shares_the_tiles_with_bgemm) {
 }
 END_TEST
 
+/* What other code on a thread may leave in its tiles between two of our runs: released tiles, or
+ * another library's configuration (palette 1, tmm0 and tmm1 of 8 rows x 32 bytes, the rest
+ * unused). Whether the model's STTILECFG then reads back that state; no ck_assert, as it also runs
+ * on OpenMP's threads. */
+static bool disturb_tiles(bool released) {
+    uint8_t want[64], got[64];
+    memset(want, 0, sizeof want);
+    if (!released) {
+        want[0] = 1;
+        want[16] = want[18] = 32;
+        want[48] = want[49] = 8;
+    }
+    mg_bf16_amx_emulation_load_tiles(released ? NULL : want);
+    memset(got, 0xa5, sizeof got);
+    mg_bf16_amx_emulation_store_tiles(got);
+    return memcmp(got, want, sizeof got) == 0;
+}
+
+/* The attention's tile products own no tile state between runs either: after the tiles were
+ * released, or loaded with another library's shapes, the next run loads the configuration again
+ * and gives the reference's bits (before, the model stopped the process). On one thread, the
+ * calling one; then on 2, each thread of the team changed between the runs. */
+START_TEST(attention_amx_on_the_model_survives_other_tile_users) {
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    const fcase *c = &cases[4];
+    fdata x = data_new(c, 980);
+    fres want = fres_new(c, &x);
+    ref_run(MG_BF16_AMX, c, &x, &want);
+    for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        for (int released = 1; released >= 0; released--) {
+            char what[96];
+            fres got = kernel_run(c, &x, true, 0);
+            snprintf(what, sizeof what, "%d thread(s), first run", nt);
+            expect_fres(what, c, &x, &got, &want);
+            fres_free(&got);
+            int disturbed = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : disturbed)
+            disturbed += disturb_tiles(nt == 2 ? omp_get_thread_num() == released : released);
+            ck_assert_msg(disturbed == nt, "%d of %d threads had their tiles changed", disturbed, nt);
+            got = kernel_run(c, &x, true, 0);
+            snprintf(what, sizeof what, "%d thread(s), after %s", nt,
+                     nt == 2 ? "TILERELEASE and another LDTILECFG"
+                     : released ? "TILERELEASE"
+                                : "another LDTILECFG");
+            expect_fres(what, c, &x, &got, &want);
+            fres_free(&got);
+        }
+    }
+    omp_set_num_threads(saved);
+    fres_free(&want);
+    data_free(&x);
+#else
+    ck_abort_msg("built without OpenMP: one thread only");
+#endif
+}
+END_TEST
+
 /* On an AMX CPU only: the kernels on the instructions against the same reference, 1, 2 and 3
  * threads, and beside the GEMM. */
 START_TEST(attention_amx_matches_reference) {
@@ -667,6 +726,7 @@ Suite *bf16_attention_fused_suite(void) {
         NAMED(attention_op_in_bf16_takes_the_amx_kernels_on_the_model),
         NAMED(attention_amx_reference_tells_the_instructions_apart),
         NAMED(attention_amx_on_the_model_shares_the_tiles_with_bgemm),
+        NAMED(attention_amx_on_the_model_survives_other_tile_users),
     };
     add_cases(model, model_cases, sizeof model_cases / sizeof *model_cases,
               avx512bf16 && kernels_run_on(MG_BF16_AMX, true), no_avx512bf16);

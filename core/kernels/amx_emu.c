@@ -81,6 +81,20 @@ void mgk_amxemu_loadconfig(const void *cfg) {
     amx = s;
 }
 
+void mgk_amxemu_storeconfig(void *cfg) {
+    uint8_t b[64]; /* the unconfigured state stores zeros throughout */
+    memset(b, 0, sizeof b);
+    if (amx.configured) {
+        b[0] = 1; /* the only palette loadconfig takes; start_row stays 0, as loadconfig demands */
+        for (int t = 0; t < TILES; t++) {
+            b[16 + 2 * t] = (uint8_t)(amx.colsb[t] & 0xff);
+            b[17 + 2 * t] = (uint8_t)(amx.colsb[t] >> 8);
+            b[48 + t] = amx.rows[t];
+        }
+    }
+    memcpy(cfg, b, sizeof b);
+}
+
 void mgk_amxemu_zero(int t) {
     check_tile("TILEZERO", t);
     memset(amx.data[t], 0, sizeof amx.data[t]);

@@ -19,6 +19,9 @@
 
 /* LDTILECFG: the 64-byte configuration at cfg (palette 0 releases the tiles). */
 void mgk_amxemu_loadconfig(const void *cfg);
+/* STTILECFG: the current configuration into the 64 bytes at cfg (palette 1, start_row 0, bytes per
+ * row and rows of tiles 0-7, the rest zero), or 64 zero bytes while the tiles are unconfigured. */
+void mgk_amxemu_storeconfig(void *cfg);
 /* TILERELEASE: the tiles back to their initial state, unconfigured. */
 void mgk_amxemu_release(void);
 /* TILEZERO tmm[t]. */

@@ -4,10 +4,12 @@
  * x_amx_emulated. Without either, AMX_HAVE_TILES stays undefined and the units only report the
  * path as absent. Tile numbers must be literals (the intrinsics take immediates).
  *
- * Both units run on one tile configuration, palette 1 with tmm0-7 each 16 rows of 64 bytes,
- * loaded once per thread by AMX_NAME(mgk_amx_tiles_ready) (bgemm_amx.c): a kernel of either
- * calls it before its first tile instruction, so neither leaves the other a configuration it does
- * not expect. */
+ * Both units run on one tile configuration, palette 1 with tmm0-7 each 16 rows of 64 bytes, made
+ * current by AMX_NAME(mgk_amx_tiles_ready) (bgemm_amx.c), which a kernel of either calls at the
+ * start of each of its calls, before its first tile instruction. It reads the thread's
+ * configuration back (STTILECFG) and loads this one (LDTILECFG) only where it differs, so whatever
+ * ran on the thread in between (the other unit, another library's LDTILECFG, a TILERELEASE) leaves
+ * no configuration the kernel does not expect. */
 #ifndef MG_AMX_TILES_H
 #define MG_AMX_TILES_H
 
@@ -16,6 +18,7 @@
 #define AMX_HAVE_TILES 1
 #include "amx_emu.h"
 #define TILE_LOADCONFIG(cfg) mgk_amxemu_loadconfig(cfg)
+#define TILE_STORECONFIG(cfg) mgk_amxemu_storeconfig(cfg)
 #define TILE_ZERO(t) mgk_amxemu_zero(t)
 #define TILE_LOADD(t, base, stride) mgk_amxemu_loadd(t, base, stride)
 #define TILE_STORED(t, base, stride) mgk_amxemu_stored(t, base, stride)
@@ -25,6 +28,11 @@
 #define AMX_HAVE_TILES 1
 #include <immintrin.h>
 #define TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+/* STTILECFG, spelled out rather than _tile_storeconfig: GCC's intrinsic (to 12 at least) declares
+ * only the first 8 of the 64 bytes as written, so a comparison of the rest could read what the
+ * compiler takes for uninitialised memory. This operand covers all 64. */
+#define TILE_STORECONFIG(cfg) \
+    __asm__ volatile("sttilecfg %0" : "=m"(*(struct { unsigned char b[64]; } *)(cfg)))
 #define TILE_ZERO(t) _tile_zero(t)
 #define TILE_LOADD(t, base, stride) _tile_loadd(t, base, stride)
 #define TILE_STORED(t, base, stride) _tile_stored(t, base, stride)
@@ -32,7 +40,7 @@
 #endif
 
 #ifdef AMX_HAVE_TILES
-/* The shared configuration on the calling thread, loaded on its first call. */
+/* The shared configuration current on the calling thread: loaded unless it already is. */
 void AMX_NAME(mgk_amx_tiles_ready)(void);
 #endif
 

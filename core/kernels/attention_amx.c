@@ -14,7 +14,8 @@
  * attention_bf16_tmpl.h).
  *
  * Blocking as in bgemm_amx.c: tmm0-3 hold up to 2 x 2 C tiles (32 x 32 of C), tmm4-5 A and
- * tmm6-7 B, on the shared tile configuration (amx_tiles.h), loaded on a thread's first product.
+ * tmm6-7 B, on the shared tile configuration (amx_tiles.h), made current at the start of every
+ * product.
  * isa.c hands this kernel out only where the amx bf16 path is active, which it makes so only after
  * Linux has granted the process the tile data (arch_prctl), as for the GEMM: one request serves
  * both. Each C element gets the K groups of 16 pairs in increasing order from pair 0, one

@@ -5,8 +5,8 @@
  * tiles (32 x 32 of C), two A tiles and two B tiles, so every tile load feeds two products. Built
  * with -mamx-tile -mamx-bf16 (meson.build); without them the getter returns NULL. isa.c enters
  * this path only after CPUID reports AMX-BF16 and Linux has granted the process the tile data
- * state (arch_prctl ARCH_REQ_XCOMP_PERM); the tile configuration is loaded once per thread, on the
- * thread's first block.
+ * state (arch_prctl ARCH_REQ_XCOMP_PERM); each block makes the tile configuration current on its
+ * thread, loading it only where another is in place (mgk_amx_tiles_ready below).
  *
  * The same source builds a second time with MGK_AMX_EMULATED (mgk_bgemm_amx_emulated): the TILE_*
  * macros (amx_tiles.h) then call the software model of amx_emu.h instead of the instructions, so
@@ -33,19 +33,27 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-static _Thread_local bool tiles_configured;
+_Static_assert(sizeof(tile_config) == 64, "LDTILECFG reads 64 bytes");
 
+/* In memory as a whole: GCC's _tile_loadconfig declares only its first 8 bytes as read, so the
+ * rest must not be stores the compiler could drop. */
+static _Alignas(64) const tile_config tiles_wanted = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+/* No per-thread memory of an earlier load: anything else on the thread may have changed the tiles
+ * since (another library's LDTILECFG, a TILERELEASE back to the unconfigured state, which
+ * STTILECFG reads as 64 zero bytes), and a tile instruction against it faults. So the thread's
+ * configuration is read back on every call, and LDTILECFG, which also zeroes all tile data, runs
+ * only where it differs. This runs once per block() or product() call, not per tile: one
+ * STTILECFG and a 64-byte comparison ahead of a call's many tile products (not measured, no AMX
+ * machine at hand). */
 void AMX_NAME(mgk_amx_tiles_ready)(void) {
-    if (tiles_configured) return;
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
-    TILE_LOADCONFIG(&cfg);
-    tiles_configured = true;
+    _Alignas(64) tile_config now;
+    TILE_STORECONFIG(&now);
+    if (memcmp(&now, &tiles_wanted, sizeof now) != 0) TILE_LOADCONFIG(&tiles_wanted);
 }
 
 /* One 32 x 32 block of C at c (ldc floats apart), the whole tile: the caller passes a stack tile

@@ -209,6 +209,15 @@ void mg_bf16_amx_emulation(bool on) {
     atomic_compare_exchange_strong(&active_bf16, &a, -1);
 }
 
+void mg_bf16_amx_emulation_load_tiles(const void *cfg) {
+    if (cfg) mgk_amxemu_loadconfig(cfg);
+    else mgk_amxemu_release();
+}
+
+void mg_bf16_amx_emulation_store_tiles(void *cfg) {
+    mgk_amxemu_storeconfig(cfg);
+}
+
 bool mg_bf16_path_force(mg_bf16_path p) {
     if ((int)p < (int)MG_BF16_EMULATED || (int)p > (int)MG_BF16_AMX || !bf16_usable(p)) return false;
     atomic_store_explicit(&active_bf16, (int)p, memory_order_relaxed);

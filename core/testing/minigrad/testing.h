@@ -57,6 +57,13 @@ MG_API bool mg_bf16_path_compiled(mg_bf16_path path);
  * of small products to AVX512-BF16). For tests of the kernel's logic; slow. mg_bf16_path_detected
  * still reports the CPU's path. Turning it on or off sends an active AMX path back to detection. */
 MG_API void mg_bf16_amx_emulation(bool on);
+/* The calling thread's tiles on that model, whatever the switch, as other code on the thread may
+ * leave them between two products: LDTILECFG of the 64 bytes at cfg (another library's shapes),
+ * or TILERELEASE with cfg NULL; and STTILECFG into the 64 bytes at cfg (all zero while the tiles
+ * are unconfigured). Like the CPU, the model ends the process on a configuration LDTILECFG
+ * rejects. */
+MG_API void mg_bf16_amx_emulation_load_tiles(const void *cfg);
+MG_API void mg_bf16_amx_emulation_store_tiles(void *cfg);
 
 /* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product, FTZ
  * sums; VDPBF16PS's order (one chain, the odd product of a pair first) or TDPBF16PS's (per 16
