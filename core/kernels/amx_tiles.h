@@ -34,7 +34,12 @@
 #define TILE_STORECONFIG(cfg) \
     __asm__ volatile("sttilecfg %0" : "=m"(*(struct { unsigned char b[64]; } *)(cfg)))
 #define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOADD(t, base, stride) _tile_loadd(t, base, stride)
+/* TILELOADD, spelled out with a memory clobber: GCC's _tile_loadd (to 12 at least) declares no
+ * memory read, so stores just before it (the stack tile that block() in bgemm_amx.c fills for an
+ * edge of C, the attention's packed operands) could legally be moved after it or dropped.
+ * _tile_stored already has the clobber. */
+#define TILE_LOADD(t, base, stride) \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"((const void *)(base)), "r"((long)(stride)) : "memory")
 #define TILE_STORED(t, base, stride) _tile_stored(t, base, stride)
 #define TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #endif
