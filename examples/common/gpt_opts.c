@@ -95,8 +95,10 @@ const char *ex_precision_banner(const char *prog, bool bf16) {
         break;
     }
     if (!warned)
-        fprintf(stderr, "%s: this CPU has no bf16 unit (AVX512-BF16 or AMX): the bf16 products run in a "
-                        "software emulation, slower than --precision fp32 here\n", prog);
+        fprintf(stderr, "%s: the bf16 products run in a software emulation, slower than --precision fp32: "
+                        "%s\n", prog, mg_bf16_path_detected() == MG_BF16_EMULATED
+                                          ? "this CPU has no bf16 unit (AVX512-BF16 or AMX) this build can use"
+                                          : "the CPU's bf16 unit was switched off");
     warned = true;
     return ", bf16 mixed precision (emulated)";
 }

@@ -57,8 +57,7 @@ bool ex_precision_from(const char *prog, const char *name, mg_precision *p);
 bool ex_precision_is_bf16(const char *name);
 /* The start line's words for the precision: "" for fp32, else ", bf16 mixed precision on " and the
  * CPU's bf16 unit in use (AMX tiles, AVX512-BF16, or a software emulation). On the emulation it also
- * prints to stderr, once per process, that this CPU has no bf16 unit and the run is slower than in
- * fp32 ("PROG: ..."). */
+ * prints to stderr, once per process, that the run is slower than in fp32 and why ("PROG: ..."). */
 const char *ex_precision_banner(const char *prog, bool bf16);
 
 mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
