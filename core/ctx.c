@@ -166,7 +166,12 @@ void mg_ctx_reset(mg_ctx *ctx) {
 }
 
 void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision) {
-    ctx->precision = precision == MG_PRECISION_BF16 ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
+    if (precision != MG_PRECISION_FP32 && precision != MG_PRECISION_BF16) { /* the precision stays as it was */
+        mg_ctx_fail(ctx, "mg_ctx_set_precision: unknown precision %d: expected MG_PRECISION_FP32 or MG_PRECISION_BF16",
+                    (int)precision);
+        return;
+    }
+    ctx->precision = precision;
     bf16_cache_clear(ctx);
 }
 
