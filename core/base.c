@@ -117,6 +117,7 @@ int mg_get_num_threads(void) {
 void *mg_aligned_alloc(size_t bytes) {
     void *p = NULL;
     if (bytes == 0) bytes = 64;
+    if (bytes > SIZE_MAX - 63) return NULL; /* rounding up would wrap around to a small size */
     if (posix_memalign(&p, 64, (bytes + 63) & ~(size_t)63) != 0) return NULL;
     return p;
 }

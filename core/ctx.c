@@ -4,6 +4,7 @@
 #include "ops/internal.h" /* mg_bf16_copy, mg_bf16_operand */
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +167,12 @@ void mg_ctx_reset(mg_ctx *ctx) {
 }
 
 void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision) {
-    ctx->precision = precision == MG_PRECISION_BF16 ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
+    if (precision != MG_PRECISION_FP32 && precision != MG_PRECISION_BF16) { /* the precision stays as it was */
+        mg_ctx_fail(ctx, "mg_ctx_set_precision: unknown precision %d: expected MG_PRECISION_FP32 or MG_PRECISION_BF16",
+                    (int)precision);
+        return;
+    }
+    ctx->precision = precision;
     bf16_cache_clear(ctx);
 }
 
@@ -255,6 +261,10 @@ size_t mg_ctx_scratch_mark(const mg_ctx *ctx) { return ctx->scratch.need; }
 
 void *mg_ctx_scratch_alloc(mg_ctx *ctx, size_t bytes, const char *what) {
     if (ctx->failed) return NULL;
+    if (bytes > SIZE_MAX - (ALIGN - 1)) { /* rounding it up to ALIGN would wrap around to a small size */
+        mg_ctx_fail(ctx, "%s: a request of %zu bytes of scratch is larger than any memory", what, bytes);
+        return NULL;
+    }
     if (ctx->fixed) return mg_ctx_alloc(ctx, bytes, what); /* the fixed bytes bound the whole step */
     struct scratch *s = &ctx->scratch;
     bytes = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
@@ -387,6 +397,7 @@ mg_tensor *mg_ctx_dummy(mg_ctx *ctx) {
 
 /* ---- arena ---- */
 static void *arena_alloc(mg_ctx *ctx, size_t bytes) {
+    if (bytes > SIZE_MAX - (ALIGN - 1)) return NULL; /* rounding up would wrap around: fail_exhausted says so */
     bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     if (bytes == 0) bytes = ALIGN;
     arena_block *b = ctx->blocks;
@@ -406,7 +417,9 @@ static void *arena_alloc(mg_ctx *ctx, size_t bytes) {
 }
 
 static void fail_exhausted(mg_ctx *ctx, const char *what, size_t bytes) {
-    if (ctx->fixed)
+    if (bytes > SIZE_MAX - (ALIGN - 1))
+        mg_ctx_fail(ctx, "%s: a request of %zu bytes of arena memory is larger than any memory", what, bytes);
+    else if (ctx->fixed)
         mg_ctx_fail(ctx,
                     "arena exhausted: %s needs %zu bytes, but %zu of the fixed %zu bytes are in use "
                     "(make the arena bigger, or pass 0 to mg_ctx_new to let it grow)",

@@ -99,6 +99,9 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
                                             "each must be finite and at least 0",
                             (double)opts->temperature, (long long)opts->top_k, (double)opts->top_p,
                             (long long)opts->max_context);
+    if (opts->precision != MG_PRECISION_FP32 && opts->precision != MG_PRECISION_BF16)
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: precision %d: expected MG_PRECISION_FP32 or "
+                                            "MG_PRECISION_BF16", (int)opts->precision);
     if (opts->temperature > 0.0f && !rng)
         return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: sampling at temperature %g needs an rng",
                             (double)opts->temperature);

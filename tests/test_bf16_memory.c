@@ -295,6 +295,8 @@ static mg_tensor *e_mh_w_shape(mg_ctx *c, mg_tensor **t) { return mg_merge_heads
 static mg_tensor *e_mh_b_shape(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[8], t[1], t[5]); }
 static mg_tensor *e_mh_i32(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[6], t[1], t[2]); }
 static mg_tensor *e_ln_i32_w(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[0], t[6], NULL, 1e-5f, t[1], t[2]); }
+static mg_tensor *e_ln_i32_b(mg_ctx *c, mg_tensor **t) { return mg_layernorm_linear(c, t[0], t[3], t[6], 1e-5f, t[1], t[2]); }
+static mg_tensor *e_mh_null_w(mg_ctx *c, mg_tensor **t) { return mg_merge_heads_linear(c, t[8], NULL, t[2]); }
 
 START_TEST(fused_bad_arguments_say_what_is_wrong) {
     expect_error(e_gelu_null_x, "mg_gelu_linear: x is NULL");
@@ -313,7 +315,9 @@ START_TEST(fused_bad_arguments_say_what_is_wrong) {
     expect_error(e_ln_i32, "mg_layernorm_linear: x(3,4) must be float32");
     expect_error(e_ln_empty, "mg_layernorm_linear: x(3,0) needs a non-empty last dim");
     expect_error(e_ln_i32_w, "mg_layernorm_linear: ln_weight(3,4) must be float32");
+    expect_error(e_ln_i32_b, "mg_layernorm_linear: ln_bias(3,4) must be float32");
     expect_error(e_mh_null_x, "mg_merge_heads_linear: x is NULL");
+    expect_error(e_mh_null_w, "mg_merge_heads_linear: weight is NULL");
     expect_error(e_mh_3d, "mg_merge_heads_linear: x(4,5) must be (B,H,T,D)");
     expect_error(e_mh_w_shape, "mg_merge_heads_linear, heads merged: x(1,3,4) @ weight(5,4): weight must be (4,N)");
     expect_error(e_mh_b_shape, "mg_merge_heads_linear, heads merged: x(1,3,4) @ weight(4,5) + bias(3)");

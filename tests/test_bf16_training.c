@@ -134,10 +134,41 @@ START_TEST(precision_names) {
     ck_assert(mg_precision_parse("fp32", &p) && p == MG_PRECISION_FP32);
     ck_assert(mg_precision_parse("bf16", &p) && p == MG_PRECISION_BF16);
     ck_assert(!mg_precision_parse("fp16", &p) && p == MG_PRECISION_BF16);
+    ck_assert(!mg_precision_parse(NULL, &p) && p == MG_PRECISION_BF16);
+    ck_assert(!mg_precision_parse("", &p) && p == MG_PRECISION_BF16);
+    ck_assert(!mg_precision_parse("BF16", &p) && p == MG_PRECISION_BF16); /* names are lower case */
+    ck_assert(mg_precision_parse("float32", &p) && p == MG_PRECISION_FP32);
+    ck_assert(mg_precision_parse("bfloat16", &p) && p == MG_PRECISION_BF16);
     ck_assert_str_eq(mg_precision_name(MG_PRECISION_FP32), "fp32");
     ck_assert_str_eq(mg_precision_name(MG_PRECISION_BF16), "bf16");
+    ck_assert_str_eq(mg_precision_name((mg_precision)7), "unknown");
+    ck_assert_str_eq(mg_precision_name((mg_precision)-1), "unknown");
+    ck_assert_str_eq(mg_bf16_path_name(MG_BF16_EMULATED), "emulated");
+    ck_assert_str_eq(mg_bf16_path_name(MG_BF16_AVX512), "avx512bf16");
+    ck_assert_str_eq(mg_bf16_path_name(MG_BF16_AMX), "amx");
+    ck_assert_str_eq(mg_bf16_path_name((mg_bf16_path)7), "unknown");
+    ck_assert_str_eq(mg_bf16_path_name((mg_bf16_path)-1), "unknown");
     mg_ctx *ctx = mg_ctx_new(0);
     ck_assert_int_eq(mg_ctx_precision(ctx), MG_PRECISION_FP32); /* the default */
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* An mg_precision outside the enum fails the context by name and leaves the precision as it was. */
+START_TEST(unknown_precision_fails_the_context) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
+    mg_ctx_set_precision(ctx, (mg_precision)7);
+    ck_assert_int_eq(c.calls, 1);
+    ck_assert_str_eq(c.msg, "mg_ctx_set_precision: unknown precision 7: expected MG_PRECISION_FP32 or "
+                            "MG_PRECISION_BF16");
+    ck_assert_str_eq(mg_ctx_error(ctx), c.msg);
+    ck_assert_int_eq(mg_ctx_precision(ctx), MG_PRECISION_BF16);
+    mg_ctx_clear_error(ctx);
+    mg_ctx_set_precision(ctx, (mg_precision)-3);
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert_ptr_nonnull(strstr(c.msg, "unknown precision -3"));
     mg_ctx_free(ctx);
 }
 END_TEST
@@ -225,6 +256,7 @@ Suite *bf16_training_suite(void) {
     Suite *s = suite_create("bf16_training");
     TCase *ops = tcase_create("ops");
     tcase_add_test(ops, precision_names);
+    tcase_add_test(ops, unknown_precision_fails_the_context);
     tcase_add_test(ops, linear_bf16_is_bgemm_on_rounded_inputs);
     tcase_add_test(ops, matmul_nt_bf16_is_bgemm_on_rounded_inputs);
     suite_add_tcase(s, ops);

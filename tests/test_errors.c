@@ -14,6 +14,13 @@ static mg_tensor *randn(mg_ctx *ctx, int ndim, const int64_t *shape) {
     return t;
 }
 
+#if SANITIZED
+/* AddressSanitizer reports a request larger than it can serve and stops; the library's answer
+ * (malloc returns NULL) is what impossible_requests_fail_by_name checks. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
 #define EXPECT_MSG(c, text) \
     ck_assert_msg(strstr((c).msg, (text)) != NULL, "message '%s' lacks '%s'", (c).msg, (text))
 
@@ -142,6 +149,58 @@ START_TEST(arena_exhausted_is_an_error_not_a_null) {
     mg_ctx_clear_error(ctx);
     ck_assert_ptr_null(mg_ctx_alloc(ctx, 1 << 20, "test scratch"));
     EXPECT_MSG(c, "arena exhausted: test scratch needs 1048576 bytes");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* Requests no memory can hold: a failed context naming the request, never a pointer. A request
+ * within 63 bytes of SIZE_MAX would wrap around to a small size if rounded up to the 64-byte
+ * alignment; it is refused before that. */
+START_TEST(impossible_requests_fail_by_name) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    /* the context's scratch: 2^62 bytes cannot be had */
+    size_t mark = mg_ctx_scratch_mark(ctx);
+    ck_assert_ptr_null(mg_ctx_scratch_alloc(ctx, (size_t)1 << 62, "huge workspace"));
+    ck_assert_int_eq(c.calls, 1);
+    EXPECT_MSG(c, "out of memory: huge workspace needs 4611686018427387904 bytes of scratch");
+    mg_ctx_scratch_release(ctx, mark);
+    /* a failed context hands out nothing more, and is usable again once cleared */
+    ck_assert_ptr_null(mg_ctx_scratch_alloc(ctx, 64, "after"));
+    ck_assert_int_eq(c.calls, 1);
+    mg_ctx_clear_error(ctx);
+    void *p = mg_ctx_scratch_alloc(ctx, 64, "small");
+    ck_assert_ptr_nonnull(p);
+    memset(p, 1, 64);
+    mg_ctx_scratch_release(ctx, mark);
+
+    for (size_t back = 0; back < 63; back += 31) { /* SIZE_MAX, SIZE_MAX - 31, - 62 */
+        mg_ctx_clear_error(ctx);
+        ck_assert_ptr_null(mg_ctx_scratch_alloc(ctx, SIZE_MAX - back, "wrapping scratch"));
+        EXPECT_MSG(c, "wrapping scratch: a request of ");
+        EXPECT_MSG(c, "bytes of scratch is larger than any memory");
+        mg_ctx_clear_error(ctx);
+        ck_assert_ptr_null(mg_ctx_alloc(ctx, SIZE_MAX - back, "wrapping arena"));
+        EXPECT_MSG(c, "wrapping arena: a request of ");
+        EXPECT_MSG(c, "bytes of arena memory is larger than any memory");
+    }
+    /* 64 bytes from the top rounds without wrapping: plainly out of memory */
+    mg_ctx_clear_error(ctx);
+    ck_assert_ptr_null(mg_ctx_scratch_alloc(ctx, SIZE_MAX - 63, "top scratch"));
+    EXPECT_MSG(c, "out of memory: top scratch needs 18446744073709551552 bytes of scratch");
+    mg_ctx_clear_error(ctx);
+    ck_assert_ptr_null(mg_ctx_alloc(ctx, SIZE_MAX - 63, "top arena"));
+    EXPECT_MSG(c, "out of memory: top arena needs 18446744073709551552 bytes more");
+    ck_assert_int_eq(c.calls, 9);
+    mg_ctx_free(ctx);
+
+    /* the same on a fixed arena (the scratch is served from it) */
+    ctx = tu_trapping_ctx(&c, 64 * 1024);
+    ck_assert_ptr_null(mg_ctx_scratch_alloc(ctx, SIZE_MAX, "fixed scratch"));
+    EXPECT_MSG(c, "fixed scratch: a request of 18446744073709551615 bytes of scratch is larger than any memory");
+    mg_ctx_clear_error(ctx);
+    ck_assert_ptr_null(mg_ctx_alloc(ctx, SIZE_MAX - 1, "fixed arena"));
+    EXPECT_MSG(c, "fixed arena: a request of 18446744073709551614 bytes of arena memory is larger than any memory");
     mg_ctx_free(ctx);
 }
 END_TEST
@@ -285,6 +344,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, other_shape_errors);
     tcase_add_test(tc, token_id_out_of_range);
     tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);
+    tcase_add_test(tc, impossible_requests_fail_by_name);
     tcase_add_test(tc, growing_arena_settles_into_one_block);
     tcase_add_test(tc, slowly_growing_steps_rarely_remake_the_arena);
     tcase_add_test(tc, op_without_backward);

@@ -269,7 +269,7 @@ START_TEST(program_trains_in_bf16) {
     tu_set_meta(f, "fm.precision", "fp8");
     snprintf(args, sizeof args, "--data '%s' --out '%s/r2' --epochs 2 --batch 8 --limit 32 --resume", dir, dir);
     ck_assert_int_eq(tu_run_in(&p, dir, "", args), 1);
-    tu_assert_stderr_has(&p, "metadata fm.precision is 'fp8'");
+    tu_assert_stderr_has(&p, "metadata 'fm.precision' is 'fp8': expected fp32 or bf16");
     int rc = tu_run_in(&p, dir, "", "--precision fp16");
     ck_assert_int_eq(rc, 2);
     tu_assert_stderr_has(&p, "fashion_mnist: --precision 'fp16': expected fp32 or bf16");

@@ -470,6 +470,10 @@ START_TEST(generation_options_and_errors) {
     mg_rng r = mg_rng_make(1);
     TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID, "max_context 9 exceeds the positional table's 8 rows");
     o.max_context = 0;
+    o.precision = (mg_precision)7;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, &r, out, &n), MG_ERR_INVALID,
+                  "mg_gpt_generate: precision 7: expected MG_PRECISION_FP32 or MG_PRECISION_BF16");
+    o.precision = MG_PRECISION_FP32;
     /* sizes that once wrapped around: the history of prompt + max_new_tokens tokens (2^62 x 4
      * bytes is 0 modulo 2^64), and a sum past INT64_MAX; refused before anything is allocated or
      * generated */

@@ -831,6 +831,15 @@ START_TEST(gpt_program_with_a_null_scheme_ends_with_the_message) {
 }
 END_TEST
 
+/* The gpt program with a --precision it does not know: exit status 2 and the message naming it. */
+START_TEST(gpt_program_bad_precision_is_named) {
+    int rc = tu_run_in(&gpt_prog, tmpdir, "",
+                       "eval --ckpt none.safetensors --tokens none.bin --batch 1 --seq 2 --precision fp16");
+    ck_assert_msg(rc == 2, "exit %d; stderr: %s", rc, gpt_prog.err);
+    tu_assert_stderr_has(&gpt_prog, "gpt eval: --precision 'fp16': expected fp32 or bf16");
+}
+END_TEST
+
 static Suite *plugins_suite(void) {
     mg_log_set(lc_quiet_log, NULL);
     Suite *s = suite_create("plugins");
@@ -877,11 +886,13 @@ static Suite *plugins_suite(void) {
     tcase_add_test(tc, layer_returning_null_is_caught);
     tcase_add_test(tc, layer_returning_a_wrong_shape_is_caught);
     tcase_add_test(tc, gpt_with_a_misbehaving_scheme_stops_cleanly);
-    if (tu_program_built(&gpt_prog))
+    if (tu_program_built(&gpt_prog)) {
         tcase_add_test(tc, gpt_program_with_a_null_scheme_ends_with_the_message);
-    else
-        fprintf(stderr, "# gpt not built (-Dexamples=false?): gpt_program_with_a_null_scheme_ends_with_the_message "
-                        "skipped\n");
+        tcase_add_test(tc, gpt_program_bad_precision_is_named);
+    } else {
+        fprintf(stderr, "# gpt not built (-Dexamples=false?): gpt_program_with_a_null_scheme_ends_with_the_message, "
+                        "gpt_program_bad_precision_is_named skipped\n");
+    }
     suite_add_tcase(s, tc);
     return s;
 }

@@ -859,6 +859,9 @@ START_TEST(program_bad_scheme_lists_the_available_ones) {
     tu_assert_stderr_has(&posenc, "--jobs: -1 is out of range 0..1024");
     ck_assert_int_eq(run("--batch 99999999999999999999 --out o"), 2);
     tu_assert_stderr_has(&posenc, "--batch: 99999999999999999999 is out of range 1..4096");
+    ck_assert_int_eq(run("--precision fp16 --out o"), 2);
+    tu_assert_stderr_has(&posenc, "posenc: --precision 'fp16': expected fp32 or bf16");
+    ck_assert_msg(access(tmp_path("o"), F_OK) != 0, "nothing is written for a bad --precision");
     ck_assert_int_eq(run("--eval-n 12x --out o"), 2);
     tu_assert_stderr_has(&posenc, "--eval-n expects an integer in 0..");
     ck_assert_int_eq(run("--lengths 48,9999 --out o"), 2);

@@ -753,6 +753,9 @@ static const char *bad_cfg(int i, mg_train_cfg *c) {
     case 13: return c->ckpt = "", "cfg.ckpt is an empty path";
     case 14: return c->ckpt = NULL, c->resume = true, "cfg.resume needs cfg.ckpt";
     case 15: return c->ckpt = NULL, c->stop_after = 5, "cfg.stop_after needs cfg.ckpt";
+    case 16:
+        return c->precision = (mg_precision)7,
+               "run: cfg.precision is 7: expected MG_PRECISION_FP32 or MG_PRECISION_BF16";
     default: return NULL;
     }
 }

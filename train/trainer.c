@@ -205,6 +205,9 @@ static mg_status check_args(const mg_train_model *m, const mg_train_cfg *c, cons
         return mg_set_error(MG_ERR_INVALID, "%s: cfg.resume needs cfg.ckpt, the checkpoint to continue", prog);
     if (!c->ckpt && c->stop_after > 0)
         return mg_set_error(MG_ERR_INVALID, "%s: cfg.stop_after needs cfg.ckpt, where the stopped run is saved", prog);
+    if (c->precision != MG_PRECISION_FP32 && c->precision != MG_PRECISION_BF16)
+        return mg_set_error(MG_ERR_INVALID, "%s: cfg.precision is %d: expected MG_PRECISION_FP32 or MG_PRECISION_BF16",
+                            prog, (int)c->precision);
     return MG_OK;
 }
 

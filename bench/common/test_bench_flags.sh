@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The numeric flags of bench_gemm and bench_rowops (their measurements take minutes and run only
-# under `meson test --benchmark`): out-of-range and non-numeric values are refused, naming the flag.
+# under `meson test --benchmark`): out-of-range and non-numeric values are refused, naming the flag;
+# and bench_gemm's bf16 path flags.
 #   test_bench_flags.sh BENCH_GEMM BENCH_ROWOPS
 set -uo pipefail
 . "$(dirname "$0")/tap.sh"
@@ -11,4 +12,10 @@ for bench in "$@"; do
   expect_exit "$name: --reps past int refused" 2 "$name: --reps: 4294967297 is out of range 1..100000" --reps 4294967297
   expect_exit "$name: --reps garbage refused" 2 "$name: --reps expects an integer in 1..100000, got '3x'" --reps 3x
 done
+
+bench=$1 # bench_gemm
+expect_exit "bench_gemm: unknown --bf16 path refused" 2 \
+  "bench_gemm: --bf16 bogus: not a bf16 path this CPU and build support (best: " --bf16 bogus
+expect_exit "bench_gemm: --bf16-only with --bf16 none refused" 2 \
+  "bench_gemm: --bf16-only with --bf16 none measures nothing" --bf16-only --bf16 none
 tap_done

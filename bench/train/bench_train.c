@@ -13,6 +13,7 @@
 
 #include "minigrad/base.h"
 #include "minigrad/kernels.h"
+#include "minigrad/tensor.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -413,7 +414,20 @@ static int worker_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && !bench_int_flag("bench_train worker", "--threads", argv[i + 1], 1, 1024, &threads))
             return 2;
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--precision")) bf16 = !strcmp(argv[i + 1], "bf16");
+        else if (!strcmp(argv[i], "--precision")) {
+            mg_precision p;
+            if (!mg_precision_parse(argv[i + 1], &p)) { /* one JSON line, as the worker's other errors */
+                char msg[256];
+                snprintf(msg, sizeof msg, "worker: --precision '%s': expected fp32 or bf16", argv[i + 1]);
+                cJSON *e = cJSON_CreateObject();
+                char *line = e && cJSON_AddStringToObject(e, "error", msg) ? cJSON_PrintUnformatted(e) : NULL;
+                printf("%s\n", line ? line : "{\"error\":\"worker: bad --precision\"}");
+                cJSON_free(line);
+                cJSON_Delete(e);
+                return 2;
+            }
+            bf16 = p == MG_PRECISION_BF16;
+        }
     }
     const bt_config *c = config ? bt_config_find(config) : NULL;
     if (!mode || !c || threads < 1) {

@@ -51,6 +51,12 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q '"error":"worker: need --worker train|gen' "$tmp/bad"; then ok "worker refuses an unknown configuration"
 else not_ok "worker refuses an unknown configuration" "exit $rc: $(head -c 300 "$tmp/bad")"; fi
 
+"$bench" --worker train --config tiny --threads 1 --precision fp16 </dev/null >"$tmp/bad" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -qF '"error":"worker: --precision '"'fp16'"': expected fp32 or bf16"' "$tmp/bad"; then
+  ok "worker refuses an unknown precision"
+else not_ok "worker refuses an unknown precision" "exit $rc: $(head -c 300 "$tmp/bad")"; fi
+
 # A whole run, minigrad only, on 1 and 2 threads.
 "$bench" --configs tiny --threads 1,2 --no-pytorch --steps 3 --warmup 1 --gen-runs 1 \
   --json "$tmp/r.json" --png "$tmp/r.png" >"$tmp/run" 2>&1

@@ -329,7 +329,7 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step, mg_pre
     const char *p = mg_st_meta_get(f, "fm.precision");
     *precision = MG_PRECISION_FP32;
     if (p && !mg_precision_parse(p, precision)) {
-        mg_set_error(MG_ERR_FORMAT, "%s: metadata fm.precision is '%s': expected fp32 or bf16", ckpt, p);
+        mg_set_error(MG_ERR_FORMAT, "%s: metadata 'fm.precision' is '%s': expected fp32 or bf16", ckpt, p);
         mg_st_close(f);
         return MG_ERR_FORMAT;
     }

@@ -14,6 +14,7 @@
  * demand from the plugin on the loader's search path that provides it (minigrad/plugin.h);
  * `gpt plugins` lists every layer and scheme found there and where each comes from. */
 #include "cli.h"
+#include "gpt_opts.h" /* ex_precision_from */
 #include "output.h"
 #include "minigrad/checkpoint.h"
 #include "minigrad/gpt.h"
@@ -126,11 +127,8 @@ static int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "gpt eval: --ckpt, --tokens, --batch >= 1 and --seq >= 1 are required (see --help)\n");
         return 2;
     }
-    mg_precision prec = MG_PRECISION_FP32;
-    if (precision && !mg_precision_parse(precision, &prec)) {
-        fprintf(stderr, "gpt eval: --precision '%s': expected fp32 or bf16\n", precision);
-        return 2;
-    }
+    mg_precision prec;
+    if (!ex_precision_from("gpt eval", precision, &prec)) return 2;
     /* B * (T + 1) tokens of 2 bytes, and B * T int32 twice: keep every product far from overflow
      * (each is at most 2^24 by its range, so B * (T + 1) cannot wrap) */
     if (B * (T + 1) > ((int64_t)1 << 28)) {

@@ -8,7 +8,7 @@
  * worker takes run numbers from one shared pipe (4-byte writes and reads are atomic) and answers on
  * its own pipe: "started", progress every few steps, then the whole result. */
 #include "cli.h"
-#include "gpt_opts.h" /* ex_precision_banner */
+#include "gpt_opts.h" /* ex_precision_from, ex_precision_banner */
 #include "output.h"
 #include "posenc.h"
 #include "progress.h"
@@ -364,9 +364,8 @@ int main(int argc, char **argv) {
     ex_parse_result pr = ex_parse(prog, "[options]", argc - 1, argv + 1, opts,
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
-    mg_precision precision = MG_PRECISION_FP32;
-    if (o.precision && !mg_precision_parse(o.precision, &precision))
-        return usage_error("--precision '%s': expected fp32 or bf16", o.precision);
+    mg_precision precision;
+    if (!ex_precision_from(prog, o.precision, &precision)) return 2;
 
     posenc_catalog catalog, *cat = &catalog;
     if (posenc_catalog_discover(cat, o.plugin_path) != MG_OK) {

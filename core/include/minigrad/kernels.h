@@ -103,13 +103,13 @@ MG_API size_t mg_attn_forward_workspace(const mg_attn_desc *a);
 MG_API void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                      float *o, float *lse, void *ws, size_t ws_bytes);
 
-/* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
- * are what mg_attn_forward produced for the same q, k, v. */
 /* Whether mg_attn_desc.bf16 (and so mg_attention in a bf16 context) runs its products in bf16 now:
  * the build has the kernels and the active bf16 path (mg_bf16_path_active) is AVX512-BF16, or AMX
  * with AVX512-BF16 beside it. */
 MG_API bool mg_attn_bf16_fused(void);
 
+/* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
+ * are what mg_attn_forward produced for the same q, k, v. */
 MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
 MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
@@ -125,11 +125,15 @@ MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float 
  * float32 path (mg_isa): Intel AMX tiles (TDPBF16PS, Sapphire Rapids and later, once Linux grants
  * the tile state), AVX512-BF16 (VDPBF16PS, AMD Zen 4/5, Intel Cooper Lake and later), or a portable
  * emulation of the AVX512-BF16 arithmetic on any CPU. Every path accumulates in float32 the way
- * its instruction does: per output element, pairs of products k = 2p, 2p + 1 are added onto the
- * float32 sum one fused multiply-add at a time (AVX512-BF16 and the emulation: 2p + 1 first; AMX:
- * 2p first), in increasing p, with denormal inputs read as zero and denormal sums flushed to zero,
- * rounding to nearest even. The order depends on K only, so the result is bit-identical whatever
- * the thread count; paths differ from each other only in the order of each pair. */
+ * its instruction does, with denormal inputs read as zero, denormal results flushed to zero and
+ * every step rounded to nearest even. AVX512-BF16 and the emulation: per output element, the pairs
+ * of products k = 2p, 2p + 1 are added onto the float32 sum one fused multiply-add at a time, the
+ * odd product 2p + 1 first, in increasing p (one chain). AMX, as the Operation section of
+ * TDPBF16PS in Intel's SDM gives it: per instruction (16 pairs), the even products and the odd
+ * products go into two chains of fused multiply-adds that start from +0; the two sums are added
+ * together, then onto the float32 sum (an AMX product of fewer than 16 rows runs on AVX512-BF16
+ * where the CPU has it). The order depends on the shape only, so the result is bit-identical
+ * whatever the thread count; the paths' results can differ from each other in the last bits. */
 typedef uint16_t mg_bf16;
 
 typedef enum mg_bf16_path {

@@ -55,7 +55,8 @@ MG_API mg_tensor *mg_ctx_dummy(mg_ctx *ctx);
  * shape, and returns the placeholder. */
 MG_API mg_tensor *mg_op_output(mg_ctx *ctx, const char *op, int ndim, const int64_t *shape);
 
-/* Arena scratch, 64-byte aligned. NULL (with an error raised naming `what`) on exhaustion. */
+/* Arena memory, 64-byte aligned, held until mg_ctx_reset. NULL (with an error raised naming `what`)
+ * on exhaustion. */
 MG_API void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what);
 
 /* Scratch for what lives only while one op runs (a backward's bf16 copy of its output gradient,
@@ -97,7 +98,7 @@ static inline int64_t mg_rows(const mg_tensor *t) {
 static inline int64_t mg_cols(const mg_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
 
 /* dst[N] += sum over R rows of src[R][N], in a fixed chunked order (bit-identical for any thread
- * count). Uses arena scratch. */
+ * count). Uses arena memory (mg_ctx_alloc). */
 MG_API void mg_reduce_rows_add(mg_ctx *ctx, const float *src, int64_t R, int64_t N, float *dst);
 
 #ifdef __cplusplus

@@ -81,8 +81,10 @@ MG_API int64_t mg_ctx_tape_len(const mg_ctx *ctx);
 MG_API bool mg_ctx_set_grad_enabled(mg_ctx *ctx, bool enabled);
 MG_API bool mg_ctx_grad_enabled(const mg_ctx *ctx);
 
-/* Arithmetic precision of the products (mg_linear, and mg_matmul / mg_matmul_nt with a 2-D second
- * operand) run in this context. MG_PRECISION_FP32 (the default) is float32 throughout.
+/* Arithmetic precision of the products run in this context: mg_linear, mg_matmul / mg_matmul_nt
+ * with a 2-D second operand, mg_conv1d / mg_conv2d, the fused mg_gelu_linear, mg_layernorm_linear
+ * and mg_merge_heads_linear, and mg_attention where its fused kernel has bf16 products
+ * (mg_attn_bf16_fused, minigrad/kernels.h). MG_PRECISION_FP32 (the default) is float32 throughout.
  * MG_PRECISION_BF16 is mixed precision: the products' inputs, weights and activations alike, are
  * rounded to bfloat16 (to nearest even) and multiplied on the CPU's bf16 units (mg_bgemm,
  * minigrad/kernels.h) with float32 accumulation; parameters, gradients, optimizer state,
@@ -100,7 +102,9 @@ MG_API mg_precision mg_ctx_precision(const mg_ctx *ctx);
  * read a weight through a second kept copy, packed once for mg_bgemm_packed (minigrad/kernels.h),
  * with the same bits as mg_bgemm. Turning keep on or off drops the copies made so far. */
 MG_API void mg_ctx_keep_bf16_weights(mg_ctx *ctx, bool keep);
-/* "fp32", "bf16"; mg_precision_parse accepts those and sets *out, else returns false. */
+/* mg_precision_name: "fp32", "bf16", or "unknown" for a value outside the enum. mg_precision_parse
+ * accepts "fp32" or "float32", "bf16" or "bfloat16" (lower case) and sets *out; anything else,
+ * NULL included, returns false and leaves *out as it was. */
 MG_API const char *mg_precision_name(mg_precision precision);
 MG_API bool mg_precision_parse(const char *name, mg_precision *out);
 
