@@ -3,7 +3,8 @@
 # instructions, whatever flags the rest of the build used (-march=native by default):
 #   avx2     no AVX-512: no EVEX-encoded instruction, no zmm, mask or upper-16 vector register
 #   generic  no AVX at all: no VEX or EVEX encoding, no ymm, zmm or mask register
-#   avx512   (a check on the checker) does contain EVEX instructions
+#   avx512   (a check on the checker) does contain EVEX instructions, and no VDPBF16PS (the
+#            AVX-512F path, and the bf16 emulation on it, are for CPUs without AVX512-BF16)
 #   avx512bf16  contains VDPBF16PS
 #   amx      contains TDPBF16PS and no AVX-512 (the tile path's packing stays scalar)
 # and that every library has code in it, so an empty or failed disassembly cannot pass.
@@ -112,8 +113,10 @@ while [ $# -ge 2 ]; do
     avx512)
         if [ "$evex" -eq 0 ]; then
             notok "$name: no AVX-512 instruction found in $insns: the checker or the path is broken"
+        elif [ "$dp" -ne 0 ]; then
+            notok "$name: $dp vdpbf16ps in $insns instructions: AVX512-BF16 on the AVX-512F path"
         else
-            ok "$name: the checker sees its $evex AVX-512 instructions"
+            ok "$name: the checker sees its $evex AVX-512 instructions, no vdpbf16ps"
         fi
         ;;
     avx512bf16)

@@ -1,7 +1,8 @@
 /* bgemm_internal.h: the contract between the bf16 GEMM driver (bgemm.c) and its per-path kernels
- * (bgemm_emulated.c, bgemm_avx512bf16.c, bgemm_amx.c, each a static library of its own built with
- * its path's flags only, see meson.build). The driver owns blocking, threading and workspace; a
- * path packs panels and runs its micro-kernel over one packed block. A path's getter returns NULL
+ * (bgemm_emulated.c and its vector kernels bgemm_emulated_ISA.c, bgemm_avx512bf16.c, bgemm_amx.c,
+ * each a static library of its own built with its flags only, see meson.build). The driver owns
+ * blocking, threading and workspace; a path packs panels and runs its micro-kernel over one packed
+ * block. A path's getter returns NULL
  * when its unit was built without the path's instructions; isa.c picks the path at run time.
  *
  * Packed data are 32-bit words, each one pair of bf16: element k = 2p in the low half and
@@ -60,6 +61,10 @@ typedef struct mgk_bgemm_impl {
 
 /* The paths, in the order of mg_bf16_path. */
 const mgk_bgemm_impl *mgk_bgemm_emulated(void);
+/* The emulated path's vector kernels (bgemm_emu_vec_tmpl.h) on the AVX-512F and the AVX2 float32
+ * paths: the same bits as mgk_bgemm_emulated's; NULL where the unit was built without the ISA. */
+const mgk_bgemm_impl *mgk_bgemm_emulated_avx512(void);
+const mgk_bgemm_impl *mgk_bgemm_emulated_avx2(void);
 const mgk_bgemm_impl *mgk_bgemm_avx512bf16(void);
 const mgk_bgemm_impl *mgk_bgemm_amx(void);
 

@@ -164,6 +164,24 @@ static bool bf16_cpu_has(mg_bf16_path p) {
 /* mg_bf16_amx_emulation: the AMX path runs bgemm_amx.c's emulated build on any CPU. */
 static atomic_bool amx_emulated;
 
+/* The emulated path runs on the vector kernels of the active float32 path (so that forcing that
+ * path, as the tests and bench_gemm --isa do, also picks the emulation's kernels), and on the plain
+ * C on the portable one; all of them give the same bits. */
+static const mgk_bgemm_impl *emulated_impl(void) {
+    const mgk_bgemm_impl *im = NULL;
+    switch (mg_isa_active()) {
+    case MG_ISA_AVX512:
+        im = mgk_bgemm_emulated_avx512();
+        break;
+    case MG_ISA_AVX2:
+        im = mgk_bgemm_emulated_avx2();
+        break;
+    case MG_ISA_GENERIC:
+        break;
+    }
+    return im ? im : mgk_bgemm_emulated();
+}
+
 static const mgk_bgemm_impl *bgemm_impl(mg_bf16_path p) {
     switch (p) {
     case MG_BF16_AMX:
@@ -171,7 +189,7 @@ static const mgk_bgemm_impl *bgemm_impl(mg_bf16_path p) {
     case MG_BF16_AVX512:
         return mgk_bgemm_avx512bf16();
     case MG_BF16_EMULATED:
-        return mgk_bgemm_emulated();
+        return emulated_impl();
     }
     return NULL;
 }
@@ -278,5 +296,5 @@ mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M) {
 
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M) {
     const mgk_bgemm_impl *im = bgemm_impl(mgk_bgemm_path_for(mg_bf16_path_active(), M));
-    return im ? im : mgk_bgemm_emulated();
+    return im ? im : emulated_impl();
 }
