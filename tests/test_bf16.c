@@ -177,6 +177,106 @@ START_TEST(bgemm_same_bits_for_any_thread_count) {
 }
 END_TEST
 
+/* ---- the emulation's vector kernels ----
+ * The emulated path runs on the vector kernels of the active float32 path (AVX-512F, AVX2 + FMA)
+ * and on the plain C on the portable one. Each vector kernel gives the plain C's bits (a NaN
+ * matching any NaN) on odd shapes (M, N and K past whole tiles, K odd, K = 1, several K slices), the
+ * four transposition forms, with and without accumulation, on 1 and 2 threads, on model-scale values
+ * and on values whose products and sums underflow (and are flushed), with signed zeros, denormals,
+ * huge values, infinities and NaN, from starting values in C of the same kinds. */
+
+static uint32_t f_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static bool same_bits_or_nan(float a, float b) {
+    return f_bits(a) == f_bits(b) || (isnan(a) && isnan(b));
+}
+
+/* Starting values for accumulation: model-scale or about 2^-120, with signed zeros and denormals. */
+static void fill_start(float *C, int64_t n, uint64_t seed, bool tiny) {
+    mg_rng r = mg_rng_make(seed);
+    for (int64_t i = 0; i < n; i++) {
+        const float v = mg_rng_range(&r, -1.0f, 1.0f);
+        C[i] = i % 7 == 3 ? -0.0f : i % 11 == 5 ? v * 1e-39f : i % 13 == 7 ? 0.0f : tiny ? v * 0x1p-120f : v;
+    }
+}
+
+/* mg_bgemm on the emulated path with the float32 path isa active, from C's copy of C0. */
+static float *emu_run(mg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
+                      int64_t lda, const mg_bf16 *B, int64_t ldb, bool acc, const float *C0, int64_t ldc) {
+    ck_assert(mg_isa_force(isa));
+    float *C = malloc((size_t)(M * ldc) * sizeof *C);
+    ck_assert_ptr_nonnull(C);
+    memcpy(C, C0, (size_t)(M * ldc) * sizeof *C);
+    mg_bgemm(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+    return C;
+}
+
+static void emu_kernel_matches_plain_c(mg_isa isa) {
+    static const int64_t emu_shapes[][3] = {{1, 1, 1},    {1, 5, 3},     {3, 5, 7},     {7, 33, 1},
+                                            {9, 31, 2},   {8, 32, 64},   {4, 16, 16},   {17, 33, 31},
+                                            {13, 70, 255}, {37, 45, 129}, {100, 50, 513}, {65, 97, 1100}};
+    ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+#endif
+    uint64_t seed = 700;
+    for (size_t s = 0; s < sizeof emu_shapes / sizeof *emu_shapes; s++)
+        for (int tiny = 0; tiny < 2; tiny++)
+            for (int t = 0; t < 4; t++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const int64_t M = emu_shapes[s][0], N = emu_shapes[s][1], K = emu_shapes[s][2];
+                    const bool ta = t & 1, tb = t >> 1;
+                    const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+                    const size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb);
+                    seed += 3;
+                    mg_bf16 *A = tiny ? tu_bf16_fill_tiny(na, seed) : tu_bf16_fill(na, seed);
+                    mg_bf16 *B = tiny ? tu_bf16_fill_tiny(nb, seed + 1) : tu_bf16_fill(nb, seed + 1);
+                    float *C0 = malloc((size_t)(M * ldc) * sizeof *C0);
+                    ck_assert_ptr_nonnull(C0);
+                    fill_start(C0, M * ldc, seed + 2, tiny);
+                    for (int nt = 1; nt <= 2; nt++) {
+#ifdef _OPENMP
+                        omp_set_num_threads(nt);
+#else
+                        if (nt > 1) break;
+#endif
+                        float *P = emu_run(MG_ISA_GENERIC, ta, tb, M, N, K, A, lda, B, ldb, acc, C0, ldc);
+                        float *V = emu_run(isa, ta, tb, M, N, K, A, lda, B, ldb, acc, C0, ldc);
+                        for (int64_t i = 0; i < M * ldc; i++)
+                            if (!same_bits_or_nan(V[i], P[i]))
+                                ck_abort_msg("emulated on %s, %s values, ta=%d tb=%d M=%lld N=%lld K=%lld "
+                                             "acc=%d, %d threads: C[%lld,%lld] = %a (0x%08x), the plain C %a (0x%08x)",
+                                             mg_isa_name(isa), tiny ? "tiny" : "model-scale", ta, tb,
+                                             (long long)M, (long long)N, (long long)K, acc, nt,
+                                             (long long)(i / ldc), (long long)(i % ldc), (double)V[i],
+                                             (unsigned)f_bits(V[i]), (double)P[i], (unsigned)f_bits(P[i]));
+                        free(P);
+                        free(V);
+                    }
+                    free(A);
+                    free(B);
+                    free(C0);
+                }
+#ifdef _OPENMP
+    omp_set_num_threads(before);
+#endif
+    ck_assert(mg_isa_force(mg_isa_detected()));
+}
+
+START_TEST(bgemm_emulated_avx512_matches_plain_c) {
+    emu_kernel_matches_plain_c(MG_ISA_AVX512);
+}
+END_TEST
+
+START_TEST(bgemm_emulated_avx2_matches_plain_c) {
+    emu_kernel_matches_plain_c(MG_ISA_AVX2);
+}
+END_TEST
+
 /* The kernels' float32 sums stay within the bound of K float32 additions of the float64 product
  * of the same bf16 values, a check on the reference itself. */
 START_TEST(bgemm_close_to_float64) {
@@ -207,6 +307,7 @@ Suite *bf16_suite(void) {
     TCase *tc = tcase_create("bf16");
     tcase_set_timeout(tc, 240);
     tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_detected_isa);
     tcase_add_test(tc, f32_to_bf16_rounds_to_nearest_even);
     tcase_add_test(tc, bgemm_emulated_matches_reference);
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, bgemm_avx512bf16_matches_reference,
@@ -215,6 +316,9 @@ Suite *bf16_suite(void) {
                   mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU" : "the build left the AMX path out");
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, bgemm_emulation_equals_avx512bf16,
                   "bgemm_emulation_equals_avx512bf16", "no AVX512-BF16 on this CPU");
+    tu_add_isa_case(tc, MG_ISA_AVX512, bgemm_emulated_avx512_matches_plain_c,
+                    "bgemm_emulated_avx512_matches_plain_c");
+    tu_add_isa_case(tc, MG_ISA_AVX2, bgemm_emulated_avx2_matches_plain_c, "bgemm_emulated_avx2_matches_plain_c");
     tcase_add_test(tc, bgemm_same_bits_for_any_thread_count);
     tcase_add_test(tc, bgemm_close_to_float64);
     suite_add_tcase(s, tc);

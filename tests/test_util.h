@@ -361,6 +361,17 @@ static inline void tu_restore_detected_isa(void) {
                   mg_isa_name(best));
 }
 
+/* Adds test to tc when this CPU and build run the float32 SIMD path isa; otherwise reports it
+ * skipped by name. Leaves the detected path active. */
+static inline void tu_add_isa_case(TCase *tc, mg_isa isa, const TTest *test, const char *name) {
+    if (mg_isa_force(isa)) {
+        tcase_add_test(tc, test);
+        (void)mg_isa_force(mg_isa_detected()); /* outside a test: no ck_assert */
+    } else {
+        fprintf(stderr, "# %s skipped: this CPU or build lacks the %s path\n", name, mg_isa_name(isa));
+    }
+}
+
 /* ---- a full disk ---- */
 
 /* /dev/full is there: every write into it fails with ENOSPC ("No space left on device"), as on a
@@ -588,6 +599,29 @@ static inline mg_bf16 *tu_bf16_fill(size_t n, uint64_t seed) {
         else if (u < 0.06f)
             v = v * 2e-20f; /* normal, but its products with the like are denormal */
         p[i] = mg_f32_to_bf16_1(v);
+    }
+    return p;
+}
+
+/* n bf16 values for the flushes of the bf16 products: mostly of magnitude 2^-71 to 2^-55, so that
+ * products and sums fall below FLT_MIN (and are flushed) about as often as not, with signed zeros,
+ * denormals, the smallest normals, +-1 and, rarer, huge values, infinities and NaN; malloc'ed. */
+static inline mg_bf16 *tu_bf16_fill_tiny(size_t n, uint64_t seed) {
+    static const mg_bf16 common[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x807f, 0x0080, 0x8080,
+                                     0x3f80, 0xbf80};
+    static const mg_bf16 rare[] = {0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x7f81};
+    mg_bf16 *p = malloc((n ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    mg_rng r = mg_rng_make(seed);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)(mg_rng_next(&r) >> 32);
+        const uint32_t pick = (u >> 8) % 1000;
+        if (pick < 200)
+            p[i] = common[(u >> 20) % (sizeof common / sizeof *common)];
+        else if (pick < 205)
+            p[i] = rare[(u >> 20) % (sizeof rare / sizeof *rare)];
+        else /* sign, exponent field 56 to 72, any mantissa */
+            p[i] = (mg_bf16)((u & 1u) << 15 | (56u + (u >> 1) % 17u) << 7 | ((u >> 24) & 0x7fu));
     }
     return p;
 }
