@@ -97,6 +97,100 @@ START_TEST(packed_avx512bf16_matches_reference) {
 }
 END_TEST
 
+/* ---- the emulation's vector kernels against a pre-packed B ----
+ * The emulated path's packed kernel of the active float32 path (AVX-512F, AVX2 + FMA) gives the
+ * plain C's bits (the portable path's; a NaN matching any NaN): M 1 to 5 and a few larger, N
+ * across the column groups and single panels, K odd and 1, B stored either way, with and without
+ * accumulation, on model-scale values and on values whose products and sums underflow (flushed),
+ * with signed zeros, denormals, huge values, infinities and NaN; 1 and 2 threads. */
+
+static uint32_t f_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* mg_bgemm_packed on the emulated path with the float32 path isa active, from a copy of C0. */
+static float *emu_packed_run(mg_isa isa, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                             const uint32_t *Bp, bool acc, const float *C0, int64_t ldc) {
+    ck_assert(mg_isa_force(isa));
+    float *C = malloc((size_t)(M * ldc) * sizeof *C);
+    ck_assert_ptr_nonnull(C);
+    memcpy(C, C0, (size_t)(M * ldc) * sizeof *C);
+    ck_assert(mg_bgemm_packed(M, N, K, A, lda, Bp, acc, C, ldc));
+    return C;
+}
+
+static void emu_packed_shape(mg_isa isa, bool tb, int64_t M, int64_t N, int64_t K, bool acc, bool tiny, int threads,
+                             uint64_t seed) {
+    const int64_t lda = K + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    const size_t na = (size_t)(M * lda), nb = (size_t)((tb ? N : K) * ldb);
+    mg_bf16 *A = tiny ? tu_bf16_fill_tiny(na, seed) : tu_bf16_fill(na, seed);
+    mg_bf16 *B = tiny ? tu_bf16_fill_tiny(nb, seed + 1) : tu_bf16_fill(nb, seed + 1);
+    uint32_t *Bp = packed_of(tb, K, N, B, ldb);
+    float *C0 = malloc((size_t)(M * ldc) * sizeof *C0);
+    ck_assert_ptr_nonnull(C0);
+    mg_rng r = mg_rng_make(seed + 2);
+    for (int64_t i = 0; i < M * ldc; i++) {
+        const float v = mg_rng_range(&r, -1.0f, 1.0f);
+        C0[i] = i % 7 == 3 ? -0.0f : i % 11 == 5 ? v * 1e-39f : tiny ? v * 0x1p-120f : v;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    float *P = emu_packed_run(MG_ISA_GENERIC, M, N, K, A, lda, Bp, acc, C0, ldc);
+    float *V = emu_packed_run(isa, M, N, K, A, lda, Bp, acc, C0, ldc);
+    for (int64_t i = 0; i < M * ldc; i++)
+        if (f_bits(V[i]) != f_bits(P[i]) && !(isnan(V[i]) && isnan(P[i])))
+            ck_abort_msg("packed, emulated on %s, %s values, tb=%d M=%lld N=%lld K=%lld acc=%d, %d threads: "
+                         "C[%lld,%lld] = %a (0x%08x), the plain C %a (0x%08x)",
+                         mg_isa_name(isa), tiny ? "tiny" : "model-scale", tb, (long long)M, (long long)N,
+                         (long long)K, acc, threads, (long long)(i / ldc), (long long)(i % ldc), (double)V[i],
+                         (unsigned)f_bits(V[i]), (double)P[i], (unsigned)f_bits(P[i]));
+    free(A);
+    free(B);
+    mg_aligned_free(Bp);
+    free(C0);
+    free(P);
+    free(V);
+}
+
+static void emu_packed_matches_plain_c(mg_isa isa) {
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 9, 17};
+    static const int64_t emu_ns[] = {1, 5, 17, 33, 64, 127, 131, 200};
+    ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+#endif
+    uint64_t seed = 1500;
+    for (size_t m = 0; m < sizeof ms / sizeof *ms; m++)
+        for (size_t a = 0; a < sizeof emu_ns / sizeof *emu_ns; a++)
+            for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
+                for (int v = 0; v < 8; v++) {
+                    if ((v + (int)a + (int)b + (int)m) % 2) continue; /* half the combinations */
+                    emu_packed_shape(isa, v & 1, ms[m], emu_ns[a], ks[b], v >> 1 & 1, v >> 2, 1, seed += 3);
+                }
+    /* enough columns for two threads */
+    for (int v = 0; v < 8; v++)
+        for (int nt = 1; nt <= 2; nt++) emu_packed_shape(isa, v & 1, v < 4 ? 1 : 3, 1001, 333, v >> 1 & 1, v >> 2 & 1, nt, 1900 + (uint64_t)v);
+#ifdef _OPENMP
+    omp_set_num_threads(before);
+#endif
+    ck_assert(mg_isa_force(mg_isa_detected()));
+}
+
+START_TEST(packed_emulated_avx512_matches_plain_c) {
+    emu_packed_matches_plain_c(MG_ISA_AVX512);
+}
+END_TEST
+
+START_TEST(packed_emulated_avx2_matches_plain_c) {
+    emu_packed_matches_plain_c(MG_ISA_AVX2);
+}
+END_TEST
+
 /* mg_bgemm_pack_b_f32 rounds as mg_f32_to_bf16 does (ties to even, NaN kept quiet, a denormal
  * that rounds up to the smallest normal) and lays out as mg_bgemm_pack_b: the same words. */
 START_TEST(pack_from_float32_equals_pack_of_bf16) {
@@ -302,9 +396,12 @@ Suite *bf16_packed_suite(void) {
     TCase *tc = tcase_create("bf16_packed");
     tcase_set_timeout(tc, 240);
     tcase_add_checked_fixture(tc, NULL, tu_restore_bf16_path);
+    tcase_add_checked_fixture(tc, NULL, tu_restore_detected_isa);
     tcase_add_test(tc, packed_emulated_matches_reference);
     tu_add_bf16_path_case(tc, MG_BF16_AVX512, packed_avx512bf16_matches_reference,
                           "packed_avx512bf16_matches_reference", "no AVX512-BF16 on this CPU");
+    tu_add_isa_case(tc, MG_ISA_AVX512, packed_emulated_avx512_matches_plain_c, "packed_emulated_avx512_matches_plain_c");
+    tu_add_isa_case(tc, MG_ISA_AVX2, packed_emulated_avx2_matches_plain_c, "packed_emulated_avx2_matches_plain_c");
     tcase_add_test(tc, pack_from_float32_equals_pack_of_bf16);
     tcase_add_test(tc, packed_degenerate_shapes);
     tcase_add_test(tc, packed_same_bits_for_any_thread_count);
