@@ -30,11 +30,15 @@ static inline void ev_store_words(uint32_t *p, mgk_vi x) {
 static inline mgk_vi ev_bcast(uint32_t w) {
     return _mm512_set1_epi32((int)w);
 }
+/* x & c in the lanes of k, x elsewhere: a masked VPTERNLOGD whose one reading of x is the operand it
+ * overwrites, so that the compiler needs no copy of x (as it makes for a masked VPANDD) */
+static inline mgk_vi and_where(mgk_vi x, __mmask16 k, int c) {
+    const __m512i v = _mm512_set1_epi32(c);
+    return _mm512_mask_ternarylogic_epi32(x, k, v, v, 0xc0); /* A & B: 0xf0 & 0xcc */
+}
 static inline mgk_vi ev_daz(mgk_vi x) {
-    x = _mm512_mask_and_epi32(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f80)), x,
-                              _mm512_set1_epi32((int)0xffff8000u));
-    return _mm512_mask_and_epi32(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), x,
-                                 _mm512_set1_epi32((int)0x8000ffffu));
+    x = and_where(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f80)), (int)0xffff8000u);
+    return and_where(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), (int)0x8000ffffu);
 }
 static inline mgk_v ev_lo(mgk_vi x) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
@@ -44,8 +48,7 @@ static inline mgk_v ev_hi(mgk_vi x) {
 }
 static inline mgk_v ev_ftz(mgk_v v) {
     const __m512i x = _mm512_castps_si512(v);
-    return _mm512_castsi512_ps(_mm512_mask_and_epi32(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)),
-                                                     x, _mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_castsi512_ps(and_where(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), (int)0x80000000u));
 }
 #endif
 
