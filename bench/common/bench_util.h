@@ -132,6 +132,20 @@ typedef struct bench_fma {
     double (*loop)(long iters);
 } bench_fma;
 
+/* The loop of the float32 SIMD path `isa` (an mg_isa value: 2 AVX-512, 1 AVX2, 0 portable), the
+ * scalar one where this CPU or compiler lacks it. */
+static inline bench_fma bench_fma_for_isa(int isa) {
+#ifdef BENCH_FMA_X86
+    __builtin_cpu_init();
+    if (isa == 2 && __builtin_cpu_supports("avx512f"))
+        return (bench_fma){"avx512 fma", 2.0 * 16 * BENCH_FMA_CHAINS, bench_fma_loop_avx512};
+    if (isa >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (bench_fma){"avx2 fma", 2.0 * 8 * 12, bench_fma_loop_avx2};
+#endif
+    (void)isa;
+    return (bench_fma){"scalar mul+add", 2.0 * BENCH_FMA_CHAINS, bench_fma_loop_scalar};
+}
+
 /* The widest loop this CPU runs. */
 static inline bench_fma bench_fma_best(void) {
 #ifdef BENCH_FMA_X86
@@ -148,7 +162,7 @@ static inline bench_fma bench_fma_best(void) {
  * AVX512-BF16: 20 chains of VDPBF16PS (64 flops each: 16 lanes x 2 products x multiply-add).
  * AMX: four independent 16 x 16 C tiles each fed TDPBF16PS from two A and two B tiles
  * (16384 flops each), the tile configuration loaded by the loop on its own thread. The emulation
- * has no peak of its own: it reports the float32 loop's. */
+ * has no peak of its own: it reports the loop of the float32 path it runs on. */
 #ifdef BENCH_FMA_X86
 __attribute__((target("avx512f,avx512bf16"))) static double bench_bf16_loop_avx512(long iters) {
     __m512 acc[BENCH_FMA_CHAINS];
@@ -194,15 +208,16 @@ __attribute__((target("amx-tile,amx-bf16"))) static double bench_bf16_loop_amx(l
 }
 #endif
 
-/* The loop of the bf16 path `path` (an mg_bf16_path value). */
-static inline bench_fma bench_bf16_peak_loop(int path) {
+/* The loop of the bf16 path `path` (an mg_bf16_path value); for the emulation (no bf16 unit), the
+ * FMA loop of the float32 path `isa` whose vector kernels it runs on (an mg_isa value). */
+static inline bench_fma bench_bf16_peak_loop(int path, int isa) {
 #ifdef BENCH_FMA_X86
     if (path == 2) return (bench_fma){"amx tdpbf16ps", 4.0 * 16 * 16 * 32 * 2, bench_bf16_loop_amx};
     if (path == 1)
         return (bench_fma){"avx512 vdpbf16ps", 2.0 * 32 * BENCH_FMA_CHAINS, bench_bf16_loop_avx512};
 #endif
     (void)path;
-    return bench_fma_best();
+    return bench_fma_for_isa(isa);
 }
 
 static volatile double bench_fma_sink;

@@ -15,7 +15,8 @@
  *
  * Then the same workloads in bf16 (mg_bgemm on operands converted beforehand, float32 results)
  * against minigrad's float32 sgemm, alternating likewise: GFLOP/s, the fraction of the measured
- * peak of the bf16 path in use (its own register loop: VDPBF16PS, or AMX tiles), and the
+ * peak of the bf16 path in use (its own register loop: VDPBF16PS, or AMX tiles; for the emulation,
+ * which runs on the vector kernels of the float32 path, that path's FMA loop), and the
  * bf16/float32 speed ratio. --bf16 forces a path (emulated, avx512bf16, amx) or skips the section.
  *
  * Alternating call by call is only fair if neither library's idle threads spin on the cores the
@@ -215,13 +216,15 @@ static void run_bf16(const workload *w, const mg_bf16 *a, const mg_bf16 *b, cons
 static void bf16_section(const workload *w, int nw, buffers *bf, size_t max_a, size_t max_b,
                          const int *thread_counts, int nthr, int reps, FILE *json) {
     const mg_bf16_path path = mg_bf16_path_active();
-    const bench_fma pk = bench_bf16_peak_loop((int)path);
+    const bench_fma pk = bench_bf16_peak_loop((int)path, (int)mg_isa_active());
     double peak[2];
     for (int t = 0; t < nthr; t++) peak[t] = measure_peak(&pk, thread_counts[t]);
     printf("\nbf16: %s path; peak (%s register loop): %.1f GFLOP/s on 1 thread", mg_bf16_path_name(path),
            pk.name, peak[0]);
     if (nthr > 1) printf(", %.1f on %d threads", peak[1], thread_counts[1]);
-    printf("%s\n", path == MG_BF16_EMULATED ? " (float32's: the emulation has no bf16 unit)" : "");
+    printf("%s\n", path == MG_BF16_EMULATED ? " (the active float32 path's FMA loop: the emulation has "
+                                               "no bf16 unit, and flushes after each FMA)"
+                                             : "");
     mg_bf16 *a = mg_aligned_alloc(max_a * sizeof(mg_bf16)), *b = mg_aligned_alloc(max_b * sizeof(mg_bf16));
     double *t16 = malloc((size_t)reps * sizeof(double)), *t32 = malloc((size_t)reps * sizeof(double));
     if (!a || !b || !t16 || !t32) {

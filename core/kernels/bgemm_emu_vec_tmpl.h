@@ -91,7 +91,8 @@ static inline __attribute__((always_inline)) void micro(int64_t kp, const uint32
         _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
             const mgk_vi w = ev_bcast(a[i]);
             const mgk_v al = ev_lo(w), ah = ev_hi(w);
-            _Pragma("GCC unroll 4") for (int v = 0; v < EV_NV; v++) s[i][v] = pair_step(s[i][v], ah, bh[v], al, bl[v]);
+            _Pragma("GCC unroll 4") for (int v = 0; v < EV_NV; v++)
+                s[i][v] = pair_step(s[i][v], ah, bh[v], al, bl[v]);
         }
         a += BG_MR;
         b += BG_NR;
@@ -120,11 +121,15 @@ static void block_emu(int64_t m, int64_t n, int64_t kp, const uint32_t *pa, cons
  * word read in place, flushed and broadcast, each panel's vectors flushed and widened once for all
  * rows; an odd K's last value completed by a zero, as the packing pads B. The lanes past nn are
  * neither read nor written in C. */
-enum { EV_P = MGK_BGEMM_PANEL, EV_PV = MGK_BGEMM_PANEL / MGK_W, EV_PMAX = EV_PG_ONE > EV_PG ? EV_PG_ONE : EV_PG };
+enum {
+    EV_P = MGK_BGEMM_PANEL,           /* columns per panel */
+    EV_PV = MGK_BGEMM_PANEL / MGK_W,  /* vectors per panel */
+    EV_PMAX = EV_PG_ONE > EV_PG ? EV_PG_ONE : EV_PG
+};
 
-static inline __attribute__((always_inline)) void packed_step(const int MR, const int G, mgk_v s[4][EV_PMAX * EV_PV],
-                                                              const uint32_t w[4], const uint32_t *restrict b,
-                                                              int64_t kp) {
+static inline __attribute__((always_inline)) void packed_step(const int MR, const int G,
+                                                              mgk_v s[4][EV_PMAX * EV_PV], const uint32_t w[4],
+                                                              const uint32_t *restrict b, int64_t kp) {
     mgk_v al[4], ah[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
         const mgk_vi x = ev_daz(ev_bcast(w[r]));
@@ -192,7 +197,8 @@ typedef void (*packed_tile_fn)(int64_t K, const mg_bf16 *A, int64_t lda, const u
 static void packed_emu(int64_t m, int64_t n, int64_t K, const mg_bf16 *A, int64_t lda, const uint32_t *pb,
                        bool acc, float *C, int64_t ldc) {
     static const packed_tile_fn group[4] = {packed_group_1, packed_group_2, packed_group_3, packed_group_4};
-    static const packed_tile_fn single[4] = {packed_single_1, packed_single_2, packed_single_3, packed_single_4};
+    static const packed_tile_fn single[4] = {packed_single_1, packed_single_2, packed_single_3,
+                                             packed_single_4};
     const int64_t kp = (K + 1) / 2;
     const int g = m == 1 ? EV_PG_ONE : EV_PG;
     for (int64_t j = 0; j < n;) {

@@ -32,7 +32,8 @@ static inline mgk_vi ev_bcast(uint32_t w) {
 }
 /* per 16-bit half: the lanes whose exponent is zero keep only their sign bit */
 static inline mgk_vi ev_daz(mgk_vi x) {
-    const __m256i z = _mm256_cmpeq_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7f80)), _mm256_setzero_si256());
+    const __m256i e = _mm256_and_si256(x, _mm256_set1_epi16(0x7f80));
+    const __m256i z = _mm256_cmpeq_epi16(e, _mm256_setzero_si256());
     return _mm256_andnot_si256(_mm256_and_si256(z, _mm256_set1_epi16(0x7fff)), x);
 }
 static inline mgk_v ev_lo(mgk_vi x) {

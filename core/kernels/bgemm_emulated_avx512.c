@@ -48,7 +48,8 @@ static inline mgk_v ev_hi(mgk_vi x) {
 }
 static inline mgk_v ev_ftz(mgk_v v) {
     const __m512i x = _mm512_castps_si512(v);
-    return _mm512_castsi512_ps(and_where(x, _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), (int)0x80000000u));
+    const __mmask16 k = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000));
+    return _mm512_castsi512_ps(and_where(x, k, (int)0x80000000u));
 }
 #endif
 
