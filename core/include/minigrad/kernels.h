@@ -123,8 +123,9 @@ MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float 
  *
  * The bf16 products have their own run-time paths, chosen from the CPU's features apart from the
  * float32 path (mg_isa): Intel AMX tiles (TDPBF16PS, Sapphire Rapids and later, once Linux grants
- * the tile state), AVX512-BF16 (VDPBF16PS, AMD Zen 4/5, Intel Cooper Lake and later), or a portable
- * emulation of the AVX512-BF16 arithmetic on any CPU. Every path accumulates in float32 the way
+ * the tile state), AVX512-BF16 (VDPBF16PS, AMD Zen 4/5, Intel Cooper Lake and later), or an
+ * emulation of the AVX512-BF16 arithmetic on any CPU (on the float32 vector FMAs of the active
+ * float32 path, AVX-512F or AVX2, or in portable C; the same bits). Every path accumulates in float32 the way
  * its instruction does, with denormal inputs read as zero, denormal results flushed to zero and
  * every step rounded to nearest even. AVX512-BF16 and the emulation: per output element, the pairs
  * of products k = 2p, 2p + 1 are added onto the float32 sum one fused multiply-add at a time, the
@@ -137,7 +138,7 @@ MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float 
 typedef uint16_t mg_bf16;
 
 typedef enum mg_bf16_path {
-    MG_BF16_EMULATED = 0, /* portable C, the AVX512-BF16 arithmetic exactly */
+    MG_BF16_EMULATED = 0, /* the AVX512-BF16 arithmetic exactly, on float32 FMAs */
     MG_BF16_AVX512 = 1,   /* AVX512-BF16: VDPBF16PS */
     MG_BF16_AMX = 2       /* AMX-BF16: TDPBF16PS on 16 x 32 tiles */
 } mg_bf16_path;
