@@ -125,9 +125,9 @@ MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float 
  * float32 path (mg_isa): Intel AMX tiles (TDPBF16PS, Sapphire Rapids and later, once Linux grants
  * the tile state), AVX512-BF16 (VDPBF16PS, AMD Zen 4/5, Intel Cooper Lake and later), or an
  * emulation of the AVX512-BF16 arithmetic on any CPU (on the float32 vector FMAs of the active
- * float32 path, AVX-512F or AVX2, or in portable C; the same bits). Every path accumulates in float32 the way
- * its instruction does, with denormal inputs read as zero, denormal results flushed to zero and
- * every step rounded to nearest even. AVX512-BF16 and the emulation: per output element, the pairs
+ * float32 path, AVX-512F or AVX2, or in portable C; the same bits). Every path accumulates in
+ * float32 the way its instruction does, with denormal inputs read as zero, denormal results
+ * flushed to zero and every step rounded to nearest even. AVX512-BF16 and the emulation: per output element, the pairs
  * of products k = 2p, 2p + 1 are added onto the float32 sum one fused multiply-add at a time, the
  * odd product 2p + 1 first, in increasing p (one chain). AMX, as the Operation section of
  * TDPBF16PS in Intel's SDM gives it: per instruction (16 pairs), the even products and the odd
