@@ -1,5 +1,6 @@
 /* The step context: arena, tape, error state, and mg_backward. */
 #include "minigrad/op.h"
+#include "minigrad/checked.h"
 #include "minigrad/kernels.h"
 #include "ops/internal.h" /* mg_bf16_copy, mg_bf16_operand */
 
@@ -442,12 +443,25 @@ static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *s
         return false;
     }
     int64_t n = 1;
+    bool too_big = false, empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             mg_ctx_fail(ctx, "%s: negative dimension %lld at index %d", who, (long long)shape[i], i);
             return false;
         }
-        n *= shape[i];
+        empty |= shape[i] == 0;
+        too_big |= mg_ckd_mul_i64(&n, n, shape[i]);
+    }
+    /* the element count, and its bytes (4 each), must be representable; a zero dimension makes
+     * the count 0 whatever the others */
+    if (empty) n = 0;
+    else if (too_big || n > (int64_t)(SIZE_MAX / 4 < INT64_MAX / 4 ? SIZE_MAX / 4 : INT64_MAX / 4)) {
+        char dims[160];
+        int off = 0;
+        for (int i = 0; i < ndim && off < (int)sizeof dims - 24; i++)
+            off += snprintf(dims + off, sizeof dims - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
+        mg_ctx_fail(ctx, "%s: shape (%s) has more elements than any memory holds", who, dims);
+        return false;
     }
     *numel = n;
     return true;

@@ -205,6 +205,31 @@ START_TEST(impossible_requests_fail_by_name) {
 }
 END_TEST
 
+/* A shape whose element count (or its bytes) does not fit in 64 bits is refused by name, not
+ * wrapped into a small allocation; a zero dimension beside huge ones is an empty tensor. */
+START_TEST(shapes_too_large_to_count_fail_by_name) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    const int64_t big = (int64_t)1 << 40;
+    mg_tensor *t = mg_tensor_new(ctx, MG_F32, 2, (int64_t[]){big, big}); /* 2^80 elements */
+    ck_assert_ptr_nonnull(t);
+    EXPECT_MSG(c, "mg_tensor_new: shape (1099511627776,1099511627776) has more elements than any memory holds");
+    mg_ctx_clear_error(ctx);
+    mg_zeros(ctx, 3, (int64_t[]){(int64_t)1 << 31, (int64_t)1 << 31, 2}); /* 2^63: wraps to negative */
+    EXPECT_MSG(c, "has more elements than any memory holds");
+    mg_ctx_clear_error(ctx);
+    mg_zeros(ctx, 1, (int64_t[]){(int64_t)1 << 62}); /* counts, but its bytes do not */
+    EXPECT_MSG(c, "shape (4611686018427387904) has more elements than any memory holds");
+    ck_assert_int_eq(c.calls, 3);
+    mg_ctx_clear_error(ctx);
+    t = mg_tensor_new(ctx, MG_F32, 3, (int64_t[]){big, 0, big});
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_int_eq(t->numel, 0);
+    ck_assert_int_eq(c.calls, 3);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(growing_arena_settles_into_one_block) {
     mg_ctx *ctx = mg_ctx_new(0);
     size_t cap0 = mg_ctx_capacity(ctx);
@@ -345,6 +370,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, token_id_out_of_range);
     tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);
     tcase_add_test(tc, impossible_requests_fail_by_name);
+    tcase_add_test(tc, shapes_too_large_to_count_fail_by_name);
     tcase_add_test(tc, growing_arena_settles_into_one_block);
     tcase_add_test(tc, slowly_growing_steps_rarely_remake_the_arena);
     tcase_add_test(tc, op_without_backward);
