@@ -437,6 +437,14 @@ void *mg_ctx_alloc(mg_ctx *ctx, size_t bytes, const char *what) {
     return p;
 }
 
+/* "2,3,4": the dims of a shape for a message, as many as fit in cap. */
+static void format_dims(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    int off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < ndim && off < (int)cap - 24; i++)
+        off += snprintf(buf + off, cap - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
+}
+
 static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *shape, int64_t *numel) {
     if (ndim < 0 || ndim > MG_MAX_DIMS) {
         mg_ctx_fail(ctx, "%s: %d dims requested, tensors have 0..%d", who, ndim, MG_MAX_DIMS);
@@ -457,9 +465,7 @@ static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *s
     if (empty) n = 0;
     else if (too_big || n > (int64_t)(SIZE_MAX / 4 < INT64_MAX / 4 ? SIZE_MAX / 4 : INT64_MAX / 4)) {
         char dims[160];
-        int off = 0;
-        for (int i = 0; i < ndim && off < (int)sizeof dims - 24; i++)
-            off += snprintf(dims + off, sizeof dims - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
+        format_dims(dims, sizeof dims, ndim, shape);
         mg_ctx_fail(ctx, "%s: shape (%s) has more elements than any memory holds", who, dims);
         return false;
     }
@@ -476,11 +482,9 @@ static mg_tensor *tensor_alloc(mg_ctx *ctx, const char *who, mg_dtype dtype, int
     mg_tensor *t = arena_alloc(ctx, sizeof(mg_tensor));
     void *data = t && with_data ? arena_alloc(ctx, data_bytes) : NULL;
     if (!t || (with_data && !data)) {
-        char what[160];
-        int off = snprintf(what, sizeof what, "%s output (", who);
-        for (int i = 0; i < ndim && off < (int)sizeof what - 24; i++)
-            off += snprintf(what + off, sizeof what - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
-        snprintf(what + off, sizeof what - (size_t)off, ")");
+        char dims[160], what[256];
+        format_dims(dims, sizeof dims, ndim, shape);
+        snprintf(what, sizeof what, "%s output (%s)", who, dims);
         fail_exhausted(ctx, what, data_bytes + sizeof(mg_tensor));
         return mg_ctx_dummy(ctx);
     }

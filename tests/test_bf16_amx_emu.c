@@ -153,51 +153,13 @@ START_TEST(amx_kernel_on_the_model_same_bits_for_1_2_3_threads) {
 }
 END_TEST
 
-/* Another library's tiles on the thread, as LDTILECFG takes them: palette 1 with tmm0 and tmm1 of
- * 8 rows x 32 bytes, the other tiles unused (a TILELOADD into tmm4 under it faults). */
-static void foreign_config(uint8_t cfg[64]) {
-    memset(cfg, 0, 64);
-    cfg[0] = 1;
-    for (int t = 0; t < 2; t++) {
-        cfg[16 + 2 * t] = 32;
-        cfg[48 + t] = 8;
-    }
-}
-
-/* The kernels' own: palette 1, tmm0-7 of 16 rows x 64 bytes. */
-static void own_config(uint8_t cfg[64]) {
-    memset(cfg, 0, 64);
-    cfg[0] = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg[16 + 2 * t] = 64;
-        cfg[48 + t] = 16;
-    }
-}
-
 enum { TILES_RELEASED, TILES_FOREIGN };
 
 static const char *const disturbed_name[] = {"after TILERELEASE", "after another LDTILECFG"};
 
-/* What other code on the calling thread may do between two of our products. Whether STTILECFG
- * then reads back that state (the model's STTILECFG: 64 zero bytes once released); no ck_assert,
- * as it also runs on OpenMP's threads. */
-static bool disturb_tiles(int how) {
-    uint8_t want[64], got[64];
-    if (how == TILES_RELEASED) {
-        mg_bf16_amx_emulation_load_tiles(NULL);
-        memset(want, 0, sizeof want);
-    } else {
-        foreign_config(want);
-        mg_bf16_amx_emulation_load_tiles(want);
-    }
-    memset(got, 0xa5, sizeof got);
-    mg_bf16_amx_emulation_store_tiles(got);
-    return memcmp(got, want, sizeof got) == 0;
-}
-
 static void expect_own_tiles(const char *what) {
     uint8_t want[64], got[64];
-    own_config(want);
+    tu_amx_tile_config(want, 8, 64, 16);
     mg_bf16_amx_emulation_store_tiles(got);
     ck_assert_msg(memcmp(got, want, sizeof got) == 0,
                   "%s: the thread's tile configuration is not the kernels' own", what);
@@ -224,7 +186,8 @@ START_TEST(amx_kernel_on_the_model_survives_other_tile_users) {
             expect_equal("first call", C, R, false, true, M, N, K, o.ldc, true);
             expect_own_tiles("after the first call");
             free(C);
-            ck_assert_msg(disturb_tiles(how), "STTILECFG on the model, %s: not what was set",
+            ck_assert_msg(tu_amx_disturb_tiles(how == TILES_RELEASED),
+                          "STTILECFG on the model, %s: not what was set",
                           disturbed_name[how]);
             C = run(&o, false, true, M, N, K, true);
             expect_equal(disturbed_name[how], C, R, false, true, M, N, K, o.ldc, true);
@@ -256,8 +219,7 @@ START_TEST(amx_kernel_on_the_model_survives_other_tile_users_2_threads) {
         free(C);
         int disturbed = 0;
 #pragma omp parallel num_threads(2) reduction(+ : disturbed)
-        disturbed += disturb_tiles((omp_get_thread_num() + round) % 2 ? TILES_FOREIGN
-                                                                      : TILES_RELEASED);
+        disturbed += tu_amx_disturb_tiles((omp_get_thread_num() + round) % 2 == 0);
         ck_assert_msg(disturbed == 2, "round %d: %d of 2 threads had their tiles changed", round,
                       disturbed);
     }

@@ -581,24 +581,6 @@ START_TEST(attention_amx_on_the_model_shares_the_tiles_with_bgemm) {
 }
 END_TEST
 
-/* What other code on a thread may leave in its tiles between two of our runs: released tiles, or
- * another library's configuration (palette 1, tmm0 and tmm1 of 8 rows x 32 bytes, the rest
- * unused). Whether the model's STTILECFG then reads back that state; no ck_assert, as it also runs
- * on OpenMP's threads. */
-static bool disturb_tiles(bool released) {
-    uint8_t want[64], got[64];
-    memset(want, 0, sizeof want);
-    if (!released) {
-        want[0] = 1;
-        want[16] = want[18] = 32;
-        want[48] = want[49] = 8;
-    }
-    mg_bf16_amx_emulation_load_tiles(released ? NULL : want);
-    memset(got, 0xa5, sizeof got);
-    mg_bf16_amx_emulation_store_tiles(got);
-    return memcmp(got, want, sizeof got) == 0;
-}
-
 /* The attention's tile products own no tile state between runs either: after the tiles were
  * released, or loaded with another library's shapes, the next run loads the configuration again
  * and gives the reference's bits (before, the model stopped the process). On one thread, the
@@ -620,7 +602,7 @@ START_TEST(attention_amx_on_the_model_survives_other_tile_users) {
             fres_free(&got);
             int disturbed = 0;
 #pragma omp parallel num_threads(nt) reduction(+ : disturbed)
-            disturbed += disturb_tiles(nt == 2 ? omp_get_thread_num() == released : released);
+            disturbed += tu_amx_disturb_tiles(nt == 2 ? omp_get_thread_num() == released : released);
             ck_assert_msg(disturbed == nt, "%d of %d threads had their tiles changed", disturbed, nt);
             got = kernel_run(c, &x, true, 0);
             snprintf(what, sizeof what, "%d thread(s), after %s", nt,

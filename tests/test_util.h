@@ -626,6 +626,32 @@ static inline mg_bf16 *tu_bf16_fill_tiny(size_t n, uint64_t seed) {
     return p;
 }
 
+/* A palette-1 AMX tile configuration, as LDTILECFG takes it: tmm0 .. tiles-1 each of rows rows of
+ * colsb bytes, the other tiles unused. The kernels' own is (8, 64, 16). */
+static inline void tu_amx_tile_config(uint8_t cfg[64], int tiles, int colsb, int rows) {
+    memset(cfg, 0, 64);
+    cfg[0] = 1;
+    for (int t = 0; t < tiles; t++) {
+        cfg[16 + 2 * t] = (uint8_t)colsb;
+        cfg[48 + t] = (uint8_t)rows;
+    }
+}
+
+/* What other code on the calling thread may do to the tiles of the AMX model between two of our
+ * products: release them (TILERELEASE), or load another library's configuration (tmm0 and tmm1 of
+ * 8 rows x 32 bytes; a TILELOADD into tmm4 under it faults). Whether the model's STTILECFG then
+ * reads back that state (64 zero bytes once released); no ck_assert, as it also runs on OpenMP's
+ * threads. */
+static inline bool tu_amx_disturb_tiles(bool released) {
+    uint8_t want[64], got[64];
+    if (released) memset(want, 0, sizeof want);
+    else tu_amx_tile_config(want, 2, 32, 8);
+    mg_bf16_amx_emulation_load_tiles(released ? NULL : want);
+    memset(got, 0xa5, sizeof got);
+    mg_bf16_amx_emulation_store_tiles(got);
+    return memcmp(got, want, sizeof got) == 0;
+}
+
 /* A checked fixture's teardown: back to the bf16 path this CPU would use. */
 static inline void tu_restore_bf16_path(void) {
     ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
