@@ -97,6 +97,42 @@ static int64_t gen_tokens_of(const bt_report *rep, const char *cfg) {
     return 0;
 }
 
+/* The bf16 path a minigrad-bf16 result ran on: the last word of its backend ("avx512 bf16 amx"). */
+static const char *bf16_path(const bt_result *r) {
+    const char *b = strstr(r->backend, " bf16 ");
+    return b ? b + 6 : "unknown";
+}
+
+/* bf16 training against float32, asked of the bf16 unit the run had: where AMX tiles do the
+ * products at least 3x minigrad fp32 and 2x PyTorch's bf16 autocast, where AVX512-BF16 does them at
+ * least 1.5x minigrad fp32. The emulation (no bf16 unit) is shown with no target. */
+static void print_bf16_targets(const bt_report *rep, FILE *f) {
+    for (int t = 0; t < rep->n_threads; t++) {
+        const int th = rep->threads[t];
+        for (int c = 0; c < bt_n_configs; c++) {
+            const char *name = bt_configs[c].name;
+            const bt_result *b = bt_report_find(rep, false, false, name, th, BT_MINIGRAD_BF16);
+            if (bt_configs[c].test_only || !b) continue;
+            const char *path = bf16_path(b);
+            const double fp32 = b->tokens_per_s / tps(rep, false, false, name, th, BT_MINIGRAD);
+            char what[96];
+            snprintf(what, sizeof what, "%s training tokens/s, bf16 on %s / minigrad fp32, %dt", name, path, th);
+            if (!strcmp(path, "amx")) {
+                print_target(f, what, fp32, "x", 3.0, true);
+                snprintf(what, sizeof what, "%s training tokens/s, bf16 on amx / PyTorch bf16 autocast, %dt", name, th);
+                print_target(f, what, b->tokens_per_s / tps(rep, false, false, name, th, BT_PYTORCH_BF16), "x", 2.0,
+                             true);
+            } else if (!strcmp(path, "avx512bf16")) {
+                print_target(f, what, fp32, "x", 1.5, true);
+            } else {
+                char v[32];
+                fmt_num(v, sizeof v, "%.2f", fp32);
+                fprintf(f, "  %-70s %7sx  (no target without a bf16 unit)\n", what, v);
+            }
+        }
+    }
+}
+
 void bt_print_table(const bt_report *rep, FILE *f) {
     fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
     fprintf(f, "%-8s %3s %-13s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
@@ -168,6 +204,7 @@ void bt_print_table(const bt_report *rep, FILE *f) {
                          "x", 20.0, true);
         }
     }
+    print_bf16_targets(rep, f);
     for (int c = 0; c < bt_n_configs; c++) {
         if (bt_configs[c].test_only) continue;
         char what[96];
