@@ -316,7 +316,66 @@ START_TEST(bgemm_amx_silicon_follows_the_model) {
 }
 END_TEST
 
+typedef struct warned {
+    int calls;
+    char msg[512];
+} warned;
+
+static void on_warning(mg_log_level level, const char *msg, void *user) {
+    warned *w = user;
+    if (level == MG_LOG_WARN) w->calls++, snprintf(w->msg, sizeof w->msg, "%s", msg);
+}
+
+/* The start-up check passes the AMX kernels on the model, and has teeth: on a model that leaves
+ * out the odd products each part fails, and says which product and element. */
+START_TEST(amx_start_check_on_the_model) {
+    char why[256];
+    ck_assert_msg(mg_bf16_amx_check(true, true, true, why, sizeof why), "%s", why);
+    mg_bf16_amx_emulation_fault(true);
+    ck_assert(!mg_bf16_amx_check(true, true, false, why, sizeof why));
+    tu_assert_has("GEMM part", why, "matrix product A B: element (");
+    ck_assert(!mg_bf16_amx_check(true, false, true, why, sizeof why));
+    tu_assert_has("attention part", why, "attention tile product: element (");
+    mg_bf16_amx_emulation_fault(false);
+    ck_assert_msg(mg_bf16_amx_check(true, true, true, why, sizeof why), "%s", why);
+}
+END_TEST
+
+/* A tile unit that fails the check is not used: forcing the path fails, it is not offered, an
+ * active AMX path goes back to detection, and one warning says why. Put right, it is used again. */
+START_TEST(amx_start_check_refuses_a_wrong_tile_unit) {
+    warned w = {0};
+    mg_log_set(on_warning, &w);
+    mg_bf16_amx_emulation(true);
+    ck_assert(mg_bf16_path_force(MG_BF16_AMX));
+    ck_assert_int_eq(w.calls, 0);
+    mg_bf16_amx_emulation_fault(true);
+    ck_assert_int_eq(mg_bf16_path_active(), mg_bf16_path_detected());
+    ck_assert(!mg_bf16_path_available(MG_BF16_AMX));
+    ck_assert(!mg_bf16_path_force(MG_BF16_AMX));
+    ck_assert_int_eq(w.calls, 1);
+    tu_assert_has("warning", w.msg,
+                  "bf16: the AMX tile unit got a product wrong in minigrad's start-up check (matrix "
+                  "product A B: element (");
+    tu_assert_has("warning", w.msg, "bf16 products run without AMX");
+    mg_bf16_amx_emulation_fault(false);
+    ck_assert(mg_bf16_path_force(MG_BF16_AMX));
+    ck_assert_int_eq(w.calls, 1);
+    mg_log_set(NULL, NULL);
+}
+END_TEST
+
+/* On an AMX CPU only: the instructions pass the check that decides whether the path is used. */
+START_TEST(amx_start_check_passes_on_silicon) {
+    char why[256];
+    ck_assert_msg(mg_bf16_amx_check(false, true, true, why, sizeof why), "%s", why);
+    ck_assert_int_eq(mg_bf16_path_detected(), MG_BF16_AMX);
+}
+END_TEST
+
 static void restore_path(void) {
+    mg_bf16_amx_emulation_fault(false);
+    mg_log_set(NULL, NULL);
     mg_bf16_amx_emulation(false);
     ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
 }
@@ -337,6 +396,12 @@ Suite *bf16_amx_emu_suite(void) {
 #endif
     tcase_add_test(tc, amx_emulation_switch);
     tcase_add_test(tc, the_data_tell_the_orders_apart);
+    tcase_add_test(tc, amx_start_check_on_the_model);
+    tcase_add_test(tc, amx_start_check_refuses_a_wrong_tile_unit);
+    tu_add_bf16_path_case(tc, MG_BF16_AMX, amx_start_check_passes_on_silicon,
+                          "amx_start_check_passes_on_silicon",
+                          mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU"
+                                                             : "the build left the AMX path out");
     tu_add_bf16_path_case(tc, MG_BF16_AMX, bgemm_amx_silicon_follows_the_model,
                           "bgemm_amx_silicon_follows_the_model",
                           mg_bf16_path_compiled(MG_BF16_AMX) ? "no AMX on this CPU"

@@ -9,6 +9,7 @@
 #include "amx_emu.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -135,6 +136,12 @@ static float bf16_in(uint32_t half) { /* make_fp32 of the low 16 bits, DAZ */
     return daz(f32_bits((half & 0xffffu) << 16));
 }
 
+static atomic_bool drop_odd;
+
+void mgk_amxemu_fault(bool on) {
+    atomic_store(&drop_odd, on);
+}
+
 void mgk_amxemu_dpbf16ps(int c, int a, int b) {
     static const char insn[] = "TDPBF16PS";
     check_tile(insn, c);
@@ -146,6 +153,7 @@ void mgk_amxemu_dpbf16ps(int c, int a, int b) {
         fault(insn, b, "B's bytes per row differ from the destination's");
     if (amx.rows[a] != m) fault(insn, a, "A's rows differ from the destination's");
     if (amx.rows[b] != k) fault(insn, b, "B's rows differ from A's pairs per row");
+    const bool faulty = atomic_load(&drop_odd);
     for (int r = 0; r < m; r++) { /* the rows past m and the bytes past n become zero */
         float even[MAX_COLSB / 4] = {0}, odd[MAX_COLSB / 4] = {0};
         for (int q = 0; q < k; q++) {
@@ -153,7 +161,7 @@ void mgk_amxemu_dpbf16ps(int c, int a, int b) {
             for (int j = 0; j < n; j++) {
                 const uint32_t bw = dword(b, q, j);
                 even[j] = daz(fmaf(bf16_in(aw), bf16_in(bw), even[j]));
-                odd[j] = daz(fmaf(bf16_in(aw >> 16), bf16_in(bw >> 16), odd[j]));
+                if (!faulty) odd[j] = daz(fmaf(bf16_in(aw >> 16), bf16_in(bw >> 16), odd[j]));
             }
         }
         for (int j = 0; j < n; j++) {

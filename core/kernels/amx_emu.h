@@ -24,6 +24,9 @@ void mgk_amxemu_loadconfig(const void *cfg);
 void mgk_amxemu_storeconfig(void *cfg);
 /* TILERELEASE: the tiles back to their initial state, unconfigured. */
 void mgk_amxemu_release(void);
+/* While on (tests only, every thread), TDPBF16PS leaves out the odd products: a tile unit that
+ * gets products wrong, for the AMX start-up check's tests. */
+void mgk_amxemu_fault(bool on);
 /* TILEZERO tmm[t]. */
 void mgk_amxemu_zero(int t);
 /* TILELOADD tmm[t], rows of the tile's bytes per row from base, stride bytes apart. */

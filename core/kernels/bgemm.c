@@ -192,6 +192,18 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
     }
 }
 
+void mgk_bgemm_run_impl(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                        const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                        float *C, int64_t ldc) {
+    if (M > 0 && N > 0 && K > 0) packed_rect(im, ta, tb, 0, M, 0, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void mgk_bgemm_ref_loops(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                         float *C, int64_t ldc) {
+    ref_loops(path, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
 /* ---- splitting the output among threads ---- */
 
 #define MIN_FLOPS_PER_THREAD 4.0e6

@@ -57,6 +57,16 @@ typedef struct mgk_bgemm_impl {
                    const uint32_t *pb, bool acc, float *C, int64_t ldc);
 } mgk_bgemm_impl;
 
+/* bgemm.c's driver on one thread with the given path's kernels (no choice of path, no hand-off of
+ * small products); and its reference loops for exactly that path (mg_bgemm_ref without the
+ * hand-off). For the AMX start-up check (amx_check.c). */
+void mgk_bgemm_run_impl(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                        const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                        float *C, int64_t ldc);
+void mgk_bgemm_ref_loops(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
+                         float *C, int64_t ldc);
+
 #define MGK_BGEMM_PANEL 16 /* columns per panel of a pre-packed B */
 
 /* The paths, in the order of mg_bf16_path. */

@@ -9,6 +9,7 @@
 #include "minigrad/testing.h" /* mg_isa_force: exported, not installed */
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stddef.h>
 
 static bool cpu_has(mg_isa isa) {
@@ -199,13 +200,32 @@ static const mgk_bgemm_impl *compiled_impl(mg_bf16_path p) {
     return p == MG_BF16_AMX ? mgk_bgemm_amx() : bgemm_impl(p);
 }
 
+/* The AMX start-up check (amx_check.c): on the instructions (emu false) once per process, the
+ * first time the path is considered; on the model (emu true, tests only) again after every switch
+ * of the emulation or of its fault. A failure is said once, as a warning, and the path is not
+ * used. */
+static atomic_int amx_checked[2] = {-1, -1};
+
+static bool amx_verified(bool emu) {
+    int ok = atomic_load(&amx_checked[emu]);
+    if (ok >= 0) return ok;
+    char why[200] = "";
+    ok = mgk_amx_check(emu ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx(),
+                       emu ? mgk_attn_tiles_amx_emulated() : mgk_attn_tiles_amx(), why, sizeof why);
+    int unset = -1; /* two threads may check at once: one of them speaks */
+    if (atomic_compare_exchange_strong(&amx_checked[emu], &unset, ok) && !ok)
+        mg_log(MG_LOG_WARN, "bf16: the AMX tile unit got a product wrong in minigrad's start-up check (%s); "
+               "bf16 products run without AMX", why);
+    return ok;
+}
+
 static bool bf16_usable(mg_bf16_path p) {
-    if (p == MG_BF16_AMX && atomic_load(&amx_emulated)) return true;
-    return bgemm_impl(p) && bf16_cpu_has(p);
+    if (p == MG_BF16_AMX && atomic_load(&amx_emulated)) return amx_verified(true);
+    return bgemm_impl(p) && bf16_cpu_has(p) && (p != MG_BF16_AMX || amx_verified(false));
 }
 
 mg_bf16_path mg_bf16_path_detected(void) { /* the CPU's, never the emulation */
-    if (mgk_bgemm_amx() && bf16_cpu_has(MG_BF16_AMX)) return MG_BF16_AMX;
+    if (mgk_bgemm_amx() && bf16_cpu_has(MG_BF16_AMX) && amx_verified(false)) return MG_BF16_AMX;
     if (bf16_usable(MG_BF16_AVX512)) return MG_BF16_AVX512;
     return MG_BF16_EMULATED;
 }
@@ -223,7 +243,32 @@ mg_bf16_path mg_bf16_path_active(void) {
 
 void mg_bf16_amx_emulation(bool on) {
     atomic_store(&amx_emulated, on);
+    atomic_store(&amx_checked[1], -1);
     int a = (int)MG_BF16_AMX; /* an active AMX path is chosen afresh */
+    atomic_compare_exchange_strong(&active_bf16, &a, -1);
+}
+
+bool mg_bf16_amx_on_cpu(void) {
+    return mgk_bgemm_amx() && mgk_attn_tiles_amx() && bf16_cpu_has(MG_BF16_AMX);
+}
+
+bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *why, size_t why_len) {
+    char none[1];
+    if (!why || why_len == 0) why = none, why_len = sizeof none;
+    why[0] = 0;
+    if (!on_model && !mg_bf16_amx_on_cpu()) {
+        snprintf(why, why_len, "no AMX on this CPU, or not in this build");
+        return false;
+    }
+    const mgk_bgemm_impl *g = on_model ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx();
+    const mgk_attn_tile_product t = on_model ? mgk_attn_tiles_amx_emulated() : mgk_attn_tiles_amx();
+    return mgk_amx_check(gemm ? g : NULL, attention ? t : NULL, why, why_len);
+}
+
+void mg_bf16_amx_emulation_fault(bool on) {
+    mgk_amxemu_fault(on);
+    atomic_store(&amx_checked[1], -1);
+    int a = (int)MG_BF16_AMX;
     atomic_compare_exchange_strong(&active_bf16, &a, -1);
 }
 

@@ -40,6 +40,11 @@ mgk_attn_tile_product mgk_attn_tiles_amx_emulated(void);
 const mgk_attention_impl *mgk_attention_bf16(mgk_attn_tile_product *tiles);
 bool mgk_attention_bf16_usable(void);
 
+/* The AMX path's start-up check (amx_check.c): small products on the given GEMM kernels and
+ * attention tile product (either may be NULL: not checked) against the reference loops. true when
+ * every element is right; else false, with what was wrong in why. */
+bool mgk_amx_check(const mgk_bgemm_impl *gemm, mgk_attn_tile_product tiles, char *why, size_t why_len);
+
 /* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except
  * that AMX hands products of fewer than MGK_AMX_MIN_M rows (a tile has 16) to AVX512-BF16 when the
  * CPU has it. */

@@ -64,6 +64,18 @@ MG_API void mg_bf16_amx_emulation(bool on);
  * rejects. */
 MG_API void mg_bf16_amx_emulation_load_tiles(const void *cfg);
 MG_API void mg_bf16_amx_emulation_store_tiles(void *cfg);
+/* While on, the model gets TDPBF16PS wrong (it leaves out the odd products), so that the AMX path's
+ * start-up check fails: forcing or offering the AMX path under the emulation then fails, with a
+ * warning logged once. Like mg_bf16_amx_emulation, it sends an active AMX path back to detection. */
+MG_API void mg_bf16_amx_emulation_fault(bool on);
+/* The AMX path's start-up check, which decides whether a process uses the path: small products on
+ * the AMX GEMM kernels and/or the attention's tile product, against the reference loops. On the
+ * model, or on the instructions (false, with why saying so, where mg_bf16_amx_on_cpu is false).
+ * why receives what was wrong. */
+MG_API bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *why, size_t why_len);
+/* Whether the CPU, Linux and the build offer AMX, whatever the start-up check found: where it is
+ * true and the check fails, the AMX path is not available, and the AMX tests run and fail. */
+MG_API bool mg_bf16_amx_on_cpu(void);
 
 /* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product, FTZ
  * sums; VDPBF16PS's order (one chain, the odd product of a pair first) or TDPBF16PS's (per 16
