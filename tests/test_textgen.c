@@ -591,6 +591,28 @@ START_TEST(resume_keeps_the_runs_precision) {
 }
 END_TEST
 
+/* MINIGRAD_BF16_PATH picks the bf16 path by name (the emulation works on every CPU); a name that is
+ * no path is a warning listing the names, and the run goes on on the detected path. */
+START_TEST(bf16_path_from_the_environment) {
+    setup_run();
+    const char *args = "train --data tiny.txt --out env " TINY_MODEL " --steps 2 --precision bf16 "
+                       "--sample-tokens 0 --force";
+    ck_assert_int_eq(run_env("MINIGRAD_BF16_PATH=emulated", args), 0);
+    tu_assert_stdout_has(&textgen, "bf16 mixed precision (emulated)");
+    if (mg_bf16_path_detected() != MG_BF16_EMULATED)
+        tu_assert_stderr_has(&textgen, "the CPU's bf16 unit was switched off (MINIGRAD_BF16_PATH)");
+    ck_assert_int_eq(run_env("MINIGRAD_BF16_PATH=fp8", args), 0);
+    char want[200];
+    snprintf(want, sizeof want, "warning: MINIGRAD_BF16_PATH=fp8: not a path (emulated, avx512bf16, amx); using %s",
+             mg_bf16_path_name(mg_bf16_path_detected()));
+    tu_assert_stderr_has(&textgen, want);
+    const char *first = strstr(textgen.err, "MINIGRAD_BF16_PATH=fp8");
+    ck_assert_msg(first && !strstr(first + 1, "MINIGRAD_BF16_PATH=fp8"), "not said once: %s", textgen.err);
+    tu_assert_stdout_has(&textgen, "bf16 mixed precision");
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
     setup_run();
     write_tiny("big.txt", 2000);
@@ -994,6 +1016,7 @@ static void add_model_tests(Suite *s) {
     tcase_add_test(tc, training_learns_a_tiny_corpus_and_plots);
     tcase_add_test(tc, resume_continues_exactly);
     tcase_add_test(tc, resume_keeps_the_runs_precision);
+    tcase_add_test(tc, bf16_path_from_the_environment);
     tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
     tcase_add_test(tc, sampling_is_deterministic_for_a_seed);
     tcase_add_test(tc, eval_reports_nats_and_bits_per_character);

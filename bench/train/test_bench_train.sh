@@ -57,6 +57,16 @@ if [ $rc -eq 2 ] && grep -qF '"error":"worker: --precision '"'fp16'"': expected 
   ok "worker refuses an unknown precision"
 else not_ok "worker refuses an unknown precision" "exit $rc: $(head -c 300 "$tmp/bad")"; fi
 
+# MINIGRAD_ISA and MINIGRAD_BF16_PATH name the paths (generic and the emulation exist everywhere);
+# a name that is no path is a warning, and the detected path stays.
+MINIGRAD_ISA=generic MINIGRAD_BF16_PATH=emulated "$bench" --worker train --config tiny --threads 1 \
+  --precision bf16 </dev/null >"$tmp/env" 2>&1
+MINIGRAD_ISA=sse4 "$bench" --worker train --config tiny --threads 1 </dev/null >"$tmp/env2" 2>&1
+if grep -qF '"isa":"generic bf16 emulated"' "$tmp/env" &&
+  grep -qF 'warning: MINIGRAD_ISA=sse4: not a path (generic, avx2, avx512); using ' "$tmp/env2" &&
+  grep -qF '"ready":true' "$tmp/env2"; then ok "MINIGRAD_ISA and MINIGRAD_BF16_PATH choose the paths"
+else not_ok "MINIGRAD_ISA and MINIGRAD_BF16_PATH choose the paths" "$(cat "$tmp/env" "$tmp/env2" | head -c 600)"; fi
+
 # A whole run, minigrad only, on 1 and 2 threads.
 "$bench" --configs tiny --threads 1,2 --no-pytorch --steps 3 --warmup 1 --gen-runs 1 \
   --json "$tmp/r.json" --png "$tmp/r.png" >"$tmp/run" 2>&1

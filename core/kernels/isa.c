@@ -11,6 +11,33 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The path an environment variable (MINIGRAD_ISA, MINIGRAD_BF16_PATH) names in place of the
+ * detected one, read when the active path is first chosen: the index lo .. hi whose name(i) is its
+ * value, or -1 where it is unset or empty. A value that names no path, or a path the CPU or the
+ * build lacks (ok false), is said once as a warning, and the detected path stays. */
+static int env_path(const char *var, int lo, int hi, const char *(*name)(int), bool (*ok)(int),
+                    int detected, atomic_flag *warned) {
+    const char *v = getenv(var);
+    if (!v || !*v) return -1;
+    for (int i = lo; i <= hi; i++) {
+        if (strcmp(v, name(i)) != 0) continue;
+        if (ok(i)) return i;
+        if (!atomic_flag_test_and_set(warned))
+            mg_log(MG_LOG_WARN, "%s=%s: this CPU or this build lacks that path; using %s", var, v,
+                   name(detected));
+        return -1;
+    }
+    if (!atomic_flag_test_and_set(warned)) {
+        char known[96] = "";
+        for (int i = lo; i <= hi; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i > lo ? ", " : "", name(i));
+        mg_log(MG_LOG_WARN, "%s=%s: not a path (%s); using %s", var, v, known, name(detected));
+    }
+    return -1;
+}
 
 static bool cpu_has(mg_isa isa) {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -53,10 +80,21 @@ mg_isa mg_isa_detected(void) {
 
 static atomic_int active_isa = -1; /* -1: not chosen yet */
 
+static const char *isa_name(int i) {
+    return mg_isa_name((mg_isa)i);
+}
+
+static bool isa_ok(int i) {
+    return usable((mg_isa)i);
+}
+
 mg_isa mg_isa_active(void) {
     int a = atomic_load_explicit(&active_isa, memory_order_relaxed);
     if (a < 0) {
+        static atomic_flag warned = ATOMIC_FLAG_INIT;
         a = (int)mg_isa_detected();
+        const int e = env_path("MINIGRAD_ISA", MG_ISA_GENERIC, MG_ISA_AVX512, isa_name, isa_ok, a, &warned);
+        if (e >= 0) a = e;
         atomic_store_explicit(&active_isa, a, memory_order_relaxed);
     }
     return (mg_isa)a;
@@ -232,10 +270,21 @@ mg_bf16_path mg_bf16_path_detected(void) { /* the CPU's, never the emulation */
 
 static atomic_int active_bf16 = -1;
 
+static const char *bf16_name(int i) {
+    return mg_bf16_path_name((mg_bf16_path)i);
+}
+
+static bool bf16_ok(int i) {
+    return bf16_usable((mg_bf16_path)i);
+}
+
 mg_bf16_path mg_bf16_path_active(void) {
     int a = atomic_load_explicit(&active_bf16, memory_order_relaxed);
     if (a < 0) {
+        static atomic_flag warned = ATOMIC_FLAG_INIT;
         a = (int)mg_bf16_path_detected();
+        const int e = env_path("MINIGRAD_BF16_PATH", MG_BF16_EMULATED, MG_BF16_AMX, bf16_name, bf16_ok, a, &warned);
+        if (e >= 0) a = e;
         atomic_store_explicit(&active_bf16, a, memory_order_relaxed);
     }
     return (mg_bf16_path)a;
