@@ -23,7 +23,7 @@ extern "C" {
 typedef enum mg_isa { MG_ISA_GENERIC = 0, MG_ISA_AVX2 = 1, MG_ISA_AVX512 = 2 } mg_isa;
 
 MG_API mg_isa mg_isa_detected(void); /* best path this CPU (and this build) supports */
-MG_API mg_isa mg_isa_active(void);   /* path in use now */
+MG_API mg_isa mg_isa_active(void);   /* path in use now: detected, or named by MINIGRAD_ISA */
 MG_API const char *mg_isa_name(mg_isa isa);
 
 /* C = alpha * op(A) @ op(B) + beta * C.
@@ -143,8 +143,13 @@ typedef enum mg_bf16_path {
     MG_BF16_AMX = 2       /* AMX-BF16: TDPBF16PS on 16 x 32 tiles */
 } mg_bf16_path;
 
-MG_API mg_bf16_path mg_bf16_path_detected(void); /* fastest path this CPU and build offer */
-MG_API mg_bf16_path mg_bf16_path_active(void);   /* path in use now */
+/* The fastest path this CPU and build offer; AMX only once its start-up check (a few small
+ * products on the tiles against the reference loops, once per process) has passed: a failure is
+ * logged as a warning and AMX is left out. */
+MG_API mg_bf16_path mg_bf16_path_detected(void);
+/* The path in use now: the detected one, or the one MINIGRAD_BF16_PATH names (amx, avx512bf16,
+ * emulated; read when the path is first chosen, a warning where it names no available path). */
+MG_API mg_bf16_path mg_bf16_path_active(void);
 MG_API const char *mg_bf16_path_name(mg_bf16_path path); /* "emulated", "avx512bf16", "amx" */
 
 MG_API mg_bf16 mg_f32_to_bf16_1(float x);
