@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The numeric flags of bench_gemm and bench_rowops (their measurements take minutes and run only
 # under `meson test --benchmark`): out-of-range and non-numeric values are refused, naming the flag;
-# and bench_gemm's bf16 path flags.
+# bench_gemm's bf16 path flags, and its short --small-m run.
 #   test_bench_flags.sh BENCH_GEMM BENCH_ROWOPS
 set -uo pipefail
 . "$(dirname "$0")/tap.sh"
@@ -18,4 +18,14 @@ expect_exit "bench_gemm: unknown --bf16 path refused" 2 \
   "bench_gemm: --bf16 bogus: not a bf16 path this CPU and build support (best: " --bf16 bogus
 expect_exit "bench_gemm: --bf16-only with --bf16 none refused" 2 \
   "bench_gemm: --bf16-only with --bf16 none measures nothing" --bf16-only --bf16 none
+
+# --small-m: every bf16 path the machine has against float32 on products of few rows, as a
+# Linear layer runs them; the emulation exists everywhere.
+"$bench" --small-m --quick --reps 1 --json "$tmp/s.json" >"$tmp/out" 2>&1
+rc=$?
+rows=$(grep -cE '^(1|4|16|64) +256x768 +1 +[0-9.]+ +[0-9.]+' "$tmp/out")
+lines=$(grep -c '"bench":"gemm_small_m".*"isa":"emulated"' "$tmp/s.json" 2>/dev/null)
+if [ $rc -eq 0 ] && [ "$rows" = 4 ] && [ "${lines:-0}" -ge 4 ] && grep -q "fastest bf16" "$tmp/out" &&
+  ! grep -q "^shape " "$tmp/out"; then ok "bench_gemm --small-m: a row per M, JSON per path"
+else not_ok "bench_gemm --small-m: a row per M, JSON per path" "exit $rc rows $rows json $lines: $(head -c 1200 "$tmp/out")"; fi
 tap_done

@@ -26,6 +26,12 @@
  * OPENBLAS_THREAD_TIMEOUT=4 (OpenBLAS's workers sleep at once). Waking them costs microseconds
  * against milliseconds per product.
  *
+ * --small-m measures only products of few rows (decoding, small batches: M = 1 .. 256 against the
+ * training benchmarks' first weights), float32 against every bf16 path the machine has, each as
+ * a Linear layer runs it (the pre-packed weight where the path has a kernel for it, else
+ * mg_bgemm), AMX with no hand-off to AVX512-BF16; it names the fastest bf16 path per M and, where
+ * AMX and AVX512-BF16 are both there, the M from which AMX wins (the hand-off point).
+ *
  * --clock cpu is for shared, busy machines, where wall-clock time mostly measures the other
  * processes: a run's time is then the process CPU time divided by the thread count, i.e. the time
  * the cores spent on it. It does not see load imbalance between threads. Wall clock is the
@@ -201,7 +207,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
             "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n"
-            "                  [--bf16 emulated|avx512bf16|amx|none] [--bf16-only]\n");
+            "                  [--bf16 emulated|avx512bf16|amx|none] [--bf16-only] [--small-m]\n");
 }
 
 /* ---- bf16 ---- */
@@ -284,6 +290,113 @@ static void bf16_section(const workload *w, int nw, buffers *bf, size_t max_a, s
     mg_aligned_free(b);
 }
 
+/* ---- products of few rows ---- */
+
+static const int small_ms[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256};
+
+/* What a bf16 Linear layer runs for M rows on the active path: the pre-packed weight where the
+ * path has a kernel for it, else mg_bgemm. */
+static void run_small_bf16(int64_t M, int64_t N, int64_t K, const mg_bf16 *a, const mg_bf16 *b,
+                           const uint32_t *bp, float *c) {
+    if (!mg_bgemm_packed(M, N, K, a, K, bp, false, c, N)) mg_bgemm(false, false, M, N, K, a, K, b, N, false, c, N);
+}
+
+static void small_m_section(const float *af, const float *bf32, float *c, const int *thread_counts,
+                            int nthr, int reps, bool quick, FILE *json) {
+    const int shapes[][2] = {{256, 768}, {512, 1536}}; /* K x N: textgen's and music's first Linear */
+    const int nshapes = quick ? 1 : 2;
+    const int nm = quick ? 4 : (int)(sizeof small_ms / sizeof small_ms[0]);
+    static const int quick_ms[] = {1, 4, 16, 64};
+    mg_bf16_path paths[3];
+    int np = 0;
+    for (int p = MG_BF16_EMULATED; p <= MG_BF16_AMX; p++)
+        if (mg_bf16_path_available((mg_bf16_path)p)) paths[np++] = (mg_bf16_path)p;
+    const mg_bf16_path was = mg_bf16_path_active();
+    const int64_t max_m = quick ? 64 : 256, max_k = 512, max_n = 1536;
+    mg_bf16 *a = mg_aligned_alloc((size_t)(max_m * max_k) * sizeof *a), *b = mg_aligned_alloc((size_t)(max_k * max_n) * sizeof *b);
+    uint32_t *bp = mg_aligned_alloc(mg_bgemm_packed_words(max_k, max_n) * sizeof *bp);
+    double *t = malloc((size_t)reps * (size_t)(np + 1) * sizeof *t);
+    if (!a || !b || !bp || !t) {
+        fprintf(stderr, "bench_gemm: out of memory for the small-M operands\n");
+        exit(1);
+    }
+    mg_f32_to_bf16(max_m * max_k, af, a);
+    printf("\nproducts of few rows: M x K @ K x N, float32 and each bf16 path as a Linear layer runs it, "
+           "GFLOP/s%s\n", mg_bf16_path_available(MG_BF16_AMX) ? " (AMX here on every M: no hand-off to AVX512-BF16)" : "");
+    printf("%-6s %-10s %3s  %9s", "M", "K x N", "thr", "fp32");
+    for (int q = 0; q < np; q++) printf("  %10s", mg_bf16_path_name(paths[q]));
+    printf("  fastest bf16\n");
+    const int old_min = mg_bf16_amx_min_m(1);
+    for (int sh = 0; sh < nshapes; sh++) {
+        const int64_t K = shapes[sh][0], N = shapes[sh][1];
+        mg_f32_to_bf16(K * N, bf32, b);
+        mg_bgemm_pack_b(false, K, N, b, N, bp);
+        for (int th_i = 0; th_i < nthr; th_i++) {
+            const int th = thread_counts[th_i];
+            mg_set_num_threads(th);
+            int amx_from = 0; /* the smallest M from which AMX beat AVX512-BF16 at every M measured */
+            for (int mi = 0; mi < nm; mi++) {
+                const int64_t M = quick ? quick_ms[mi] : small_ms[mi];
+                const double flops = 2.0 * (double)M * (double)N * (double)K;
+                /* warm-up, then rounds in which every implementation runs once, in turn */
+                for (int q = 0; q <= np; q++) {
+                    if (q < np) mg_bf16_path_force(paths[q]), run_small_bf16(M, N, K, a, b, bp, c);
+                    else mg_sgemm(false, false, M, N, K, 1.0f, af, K, bf32, N, 0.0f, c, N);
+                }
+                for (int r = 0; r < reps; r++)
+                    for (int q = 0; q <= np; q++) {
+                        const int which = (q + r) % (np + 1);
+                        if (which < np) mg_bf16_path_force(paths[which]);
+                        const int inner = M <= 16 ? 20 : 4; /* short calls are timed in batches */
+                        const double t0 = bench_clock(th);
+                        for (int i = 0; i < inner; i++) {
+                            if (which < np) run_small_bf16(M, N, K, a, b, bp, c);
+                            else mg_sgemm(false, false, M, N, K, 1.0f, af, K, bf32, N, 0.0f, c, N);
+                        }
+                        t[(size_t)which * (size_t)reps + (size_t)r] = (bench_clock(th) - t0) / inner;
+                    }
+                char kn[48];
+                snprintf(kn, sizeof kn, "%lldx%lld", (long long)K, (long long)N);
+                const double g32 = flops / bench_median(t + (size_t)np * (size_t)reps, reps) / 1e9;
+                printf("%-6lld %-10s %3d  %9.1f", (long long)M, kn, th, g32);
+                double best = 0.0, g_amx = 0.0, g_avx = 0.0;
+                int best_q = 0;
+                for (int q = 0; q < np; q++) {
+                    const double g = flops / bench_median(t + (size_t)q * (size_t)reps, reps) / 1e9;
+                    printf("  %10.1f", g);
+                    if (g > best) best = g, best_q = q;
+                    if (paths[q] == MG_BF16_AMX) g_amx = g;
+                    if (paths[q] == MG_BF16_AVX512) g_avx = g;
+                    if (json)
+                        fprintf(json, "{\"bench\":\"gemm_small_m\",\"m\":%lld,\"n\":%lld,\"k\":%lld,"
+                                      "\"threads\":%d,\"impl\":\"minigrad-bf16\",\"isa\":\"%s\",\"gflops\":%.3f,"
+                                      "\"fp32_gflops\":%.3f,\"reps\":%d,\"clock\":\"%s\"}\n",
+                                (long long)M, (long long)N, (long long)K, th, mg_bf16_path_name(paths[q]), g, g32,
+                                reps, use_cpu_clock ? "cpu" : "wall");
+                }
+                printf("  %s\n", np ? mg_bf16_path_name(paths[best_q]) : "-");
+                if (g_amx > 0.0 && g_avx > 0.0) amx_from = g_amx > g_avx ? (amx_from ? amx_from : (int)M) : 0;
+                fflush(stdout);
+            }
+            if (mg_bf16_path_available(MG_BF16_AMX) && mg_bf16_path_available(MG_BF16_AVX512)) {
+                if (amx_from)
+                    printf("  %lldx%lld, %d thread%s: AMX beats AVX512-BF16 from M = %d on (this build hands "
+                           "products of fewer than %d rows to AVX512-BF16)\n",
+                           (long long)K, (long long)N, th, th > 1 ? "s" : "", amx_from, old_min);
+                else
+                    printf("  %lldx%lld, %d thread%s: AVX512-BF16 beats AMX at the largest M measured\n",
+                           (long long)K, (long long)N, th, th > 1 ? "s" : "");
+            }
+        }
+    }
+    mg_bf16_amx_min_m(old_min);
+    mg_bf16_path_force(was);
+    free(t);
+    mg_aligned_free(a);
+    mg_aligned_free(b);
+    mg_aligned_free(bp);
+}
+
 int main(int argc, char **argv) {
     if (!getenv("OMP_WAIT_POLICY")) {
         setenv("OMP_WAIT_POLICY", "passive", 1);
@@ -294,7 +407,7 @@ int main(int argc, char **argv) {
     }
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0); /* before dlopen: OpenBLAS workers sleep at once */
     bench_stdout_begin();
-    bool quick = false, use_openblas = true, bf16_only = false;
+    bool quick = false, use_openblas = true, bf16_only = false, small_m = false;
     const char *json_path = NULL, *isa_name = NULL, *ob_core = NULL, *bf16_name = NULL;
     int reps = 0;
     for (int i = 1; i < argc; i++) {
@@ -315,6 +428,8 @@ int main(int argc, char **argv) {
             bf16_name = argv[++i];
         else if (!strcmp(a, "--bf16-only"))
             bf16_only = true;
+        else if (!strcmp(a, "--small-m"))
+            small_m = true;
         else if (!strcmp(a, "--openblas-core") && has_value)
             ob_core = argv[++i];
         else if (!strcmp(a, "--clock") && has_value && !strcmp(argv[i + 1], "cpu")) {
@@ -367,7 +482,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: --bf16-only with --bf16 none measures nothing\n");
         return 2;
     }
-    if (bf16_only) use_openblas = false;
+    if (bf16_only || small_m) use_openblas = false;
     FILE *json = NULL;
     if (json_path && !(json = fopen(json_path, "w"))) {
         fprintf(stderr, "bench_gemm: cannot write %s\n", json_path);
@@ -424,6 +539,11 @@ int main(int argc, char **argv) {
         max_b = b > max_b ? b : max_b;
         max_c = c > max_c ? c : max_c;
     }
+    if (small_m) { /* small_m_section's largest operands */
+        max_a = max_a > 256 * 512 ? max_a : 256 * 512;
+        max_b = max_b > 512 * 1536 ? max_b : 512 * 1536;
+        max_c = max_c > 256 * 1536 ? max_c : 256 * 1536;
+    }
     buffers bf = {
         .a = mg_aligned_alloc(max_a * sizeof(float)),
         .b = mg_aligned_alloc(max_b * sizeof(float)),
@@ -439,12 +559,13 @@ int main(int argc, char **argv) {
     memset(bf.c_mg, 0, max_c * sizeof(float));
     memset(bf.c_ob, 0, max_c * sizeof(float));
 
-    printf("%-28s %-3s %3s  %9s %6s  %9s %6s  %6s\n", "shape", "op", "thr", "minigrad", "%peak",
-           "openblas", "%peak", "ratio");
+    if (!bf16_only && !small_m)
+        printf("%-28s %-3s %3s  %9s %6s  %9s %6s  %6s\n", "shape", "op", "thr", "minigrad", "%peak",
+               "openblas", "%peak", "ratio");
     double *t_mg = malloc((size_t)reps * sizeof(double)),
            *t_ob = malloc((size_t)reps * sizeof(double));
     int low_ratio = 0;
-    for (int i = 0; i < (bf16_only ? 0 : nw); i++) {
+    for (int i = 0; i < (bf16_only || small_m ? 0 : nw); i++) {
         const workload *wl = &w[i];
         bf.lda = wl->ta ? wl->m : wl->k;
         bf.ldb = wl->tb ? wl->k : wl->n;
@@ -509,7 +630,8 @@ int main(int argc, char **argv) {
         }
     }
     if (have_ob) printf("\n%d of %d measurements below 90%% of OpenBLAS\n", low_ratio, nw * nthr);
-    if (bf16) bf16_section(w, nw, &bf, max_a, max_b, thread_counts, nthr, reps, json);
+    if (small_m) small_m_section(bf.a, bf.b, bf.c_ob, thread_counts, nthr, reps, quick, json);
+    else if (bf16) bf16_section(w, nw, &bf, max_a, max_b, thread_counts, nthr, reps, json);
     free(t_mg);
     free(t_ob);
     mg_aligned_free(bf.a);

@@ -381,8 +381,14 @@ bool mgk_attention_bf16_usable(void) {
     return mgk_attention_bf16(NULL) != NULL;
 }
 
+static atomic_int amx_min_m = MGK_AMX_MIN_M;
+
+int mg_bf16_amx_min_m(int m) {
+    return m > 0 ? atomic_exchange(&amx_min_m, m) : atomic_load(&amx_min_m);
+}
+
 mg_bf16_path mgk_bgemm_path_for(mg_bf16_path p, int64_t M) {
-    if (p == MG_BF16_AMX && M < MGK_AMX_MIN_M && !atomic_load(&amx_emulated) &&
+    if (p == MG_BF16_AMX && M < atomic_load_explicit(&amx_min_m, memory_order_relaxed) && !atomic_load(&amx_emulated) &&
         bf16_usable(MG_BF16_AVX512))
         return MG_BF16_AVX512;
     return p;

@@ -46,8 +46,8 @@ bool mgk_attention_bf16_usable(void);
 bool mgk_amx_check(const mgk_bgemm_impl *gemm, mgk_attn_tile_product tiles, char *why, size_t why_len);
 
 /* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except
- * that AMX hands products of fewer than MGK_AMX_MIN_M rows (a tile has 16) to AVX512-BF16 when the
- * CPU has it. */
+ * that AMX hands products of fewer than mg_bf16_amx_min_m() rows (MGK_AMX_MIN_M unless set; a tile
+ * has 16) to AVX512-BF16 when the CPU has it. */
 #define MGK_AMX_MIN_M 16
 const mgk_bgemm_impl *mgk_bgemm_for(int64_t M);
 /* The path that runs a product of M rows while path p is active (p, or AVX512-BF16 as above):

@@ -76,6 +76,10 @@ MG_API bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *wh
 /* Whether the CPU, Linux and the build offer AMX, whatever the start-up check found: where it is
  * true and the check fails, the AMX path is not available, and the AMX tests run and fail. */
 MG_API bool mg_bf16_amx_on_cpu(void);
+/* Where AMX is active, products of fewer than this many rows run on AVX512-BF16 (16 by default:
+ * one tile's rows). m > 0 sets it (1: every product on the tiles) and returns the old value; m <= 0
+ * only reads it. For bench_gemm --small-m, which measures where AMX starts to win. */
+MG_API int mg_bf16_amx_min_m(int m);
 
 /* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product, FTZ
  * sums; VDPBF16PS's order (one chain, the odd product of a pair first) or TDPBF16PS's (per 16
