@@ -172,8 +172,9 @@ static void emu_packed_matches_plain_c(mg_isa isa) {
                     if ((v + (int)a + (int)b + (int)m) % 2) continue; /* half the combinations */
                     emu_packed_shape(isa, v & 1, ms[m], emu_ns[a], ks[b], v >> 1 & 1, v >> 2, 1, seed += 3);
                 }
-    /* enough columns for two threads */
-    for (int64_t M = 1; M <= 3; M += 2)
+    /* enough work for two threads (26 MFLOP at 40 rows: split even where idle threads sleep,
+     * OMP_WAIT_POLICY=passive, as under meson test) */
+    for (int64_t M = 3; M <= 40; M += 37)
         for (int v = 0; v < 8; v++)
             for (int nt = 1; nt <= 2; nt++)
                 emu_packed_shape(isa, v & 1, M, 1001, 333, v >> 1 & 1, v >> 2, nt, seed += 3);
@@ -248,7 +249,8 @@ END_TEST
 START_TEST(packed_same_bits_for_any_thread_count) {
 #ifdef _OPENMP
     const int before = omp_get_max_threads();
-    const int64_t M = 3, N = 1001, K = 333;
+    /* 40 and 64 rows: 27 and 43 MFLOP, split into 2 and 3 parts even with OMP_WAIT_POLICY=passive */
+    const int64_t M = 64, N = 1001, K = 333;
     mg_bf16 *A = tu_bf16_fill((size_t)(M * K), 31), *B = tu_bf16_fill((size_t)(N * K), 32);
     uint32_t *Bp = packed_of(true, K, N, B, K);
     float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
@@ -256,7 +258,7 @@ START_TEST(packed_same_bits_for_any_thread_count) {
     int tested = 0;
     for (int p = MG_BF16_EMULATED; p <= MG_BF16_AVX512; p++) {
         if (!mg_bf16_path_force((mg_bf16_path)p)) continue;
-        for (int64_t m = 1; m <= M; m += 2) {
+        for (int64_t m = 40; m <= M; m += 24) {
             omp_set_num_threads(1);
             ck_assert(mg_bgemm_packed(m, N, K, A, K, Bp, false, C1, N));
             for (int nt = 2; nt <= 3; nt++) {

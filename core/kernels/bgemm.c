@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -340,9 +341,21 @@ bool mg_bgemm_packed_available(int64_t M) {
     return mgk_bgemm_for(M > 0 ? M : 1)->packed != NULL;
 }
 
-/* One row of a decoding step is a few hundred thousand flops against a weight streamed from cache:
- * a second thread pays for itself well below the packing driver's threshold. */
-#define PACKED_MIN_FLOPS_PER_THREAD 2.5e5
+/* Threads for a product against a pre-packed B (a few rows: decoding, small batches). Measured with
+ * bench_gemm --small-m on the 2-core Zen 5 VM, AVX512-BF16, the products of textgen's and music's
+ * first Linear (K x N 256 x 768 and 512 x 1536): with idle threads spinning, a second thread pays
+ * from about 3 MFLOP (256 x 768: M = 8 even, M = 4 1.5x slower on 2 threads than on 1; 512 x 1536,
+ * M = 2: 1.45x faster). With OMP_WAIT_POLICY=passive they sleep between parallel regions and
+ * waking one costs 40-50 us there: a second thread was 7x slower at M = 2 and still 27% slower at
+ * 12.6 MFLOP (256 x 768, M = 32), even at 25 MFLOP. The variable is looked up on every call, as
+ * gemm.c does for float32 (a short scan next to a product of a MFLOP or more). */
+#define PACKED_MIN_FLOPS_PER_THREAD 1.5e6
+#define PACKED_MIN_FLOPS_PER_THREAD_PASSIVE 1.2e7
+
+static double packed_min_flops(void) {
+    const char *w = getenv("OMP_WAIT_POLICY");
+    return w && strcasecmp(w, "passive") == 0 ? PACKED_MIN_FLOPS_PER_THREAD_PASSIVE : PACKED_MIN_FLOPS_PER_THREAD;
+}
 
 bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
                      const uint32_t *Bp, bool accumulate, float *C, int64_t ldc) {
@@ -355,7 +368,7 @@ bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t 
         return true;
     }
     const int64_t np = (N + PANEL - 1) / PANEL, kp = (K + 1) / 2;
-    int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, PACKED_MIN_FLOPS_PER_THREAD);
+    int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, packed_min_flops());
     if ((int64_t)nt > np) nt = (int)np;
 #ifdef _OPENMP
     if (nt > 1) {
