@@ -327,17 +327,23 @@ static void on_warning(mg_log_level level, const char *msg, void *user) {
 }
 
 /* The start-up check passes the AMX kernels on the model, and has teeth: on a model that leaves
- * out the odd products each part fails, and says which product and element. */
+ * out the odd products each part, and each of the GEMM's four forms alone, fails and says which
+ * product and element. */
 START_TEST(amx_start_check_on_the_model) {
     char why[256];
-    ck_assert_msg(mg_bf16_amx_check(true, true, true, why, sizeof why), "%s", why);
+    ck_assert_msg(mg_bf16_amx_check(true, 15, true, why, sizeof why), "%s", why);
     mg_bf16_amx_emulation_fault(true);
-    ck_assert(!mg_bf16_amx_check(true, true, false, why, sizeof why));
-    tu_assert_has("GEMM part", why, "matrix product A B: element (");
-    ck_assert(!mg_bf16_amx_check(true, false, true, why, sizeof why));
+    static const char *const forms[4] = {"matrix product A B: element (", "matrix product A^T B: element (",
+                                         "matrix product A B^T: element (", "matrix product A^T B^T: element ("};
+    for (unsigned f = 0; f < 4; f++) {
+        ck_assert(!mg_bf16_amx_check(true, 1u << f, false, why, sizeof why));
+        tu_assert_has("GEMM form", why, forms[f]);
+    }
+    ck_assert(!mg_bf16_amx_check(true, 0, true, why, sizeof why));
     tu_assert_has("attention part", why, "attention tile product: element (");
+    ck_assert_msg(mg_bf16_amx_check(true, 0, false, why, sizeof why), "nothing checked, nothing wrong: %s", why);
     mg_bf16_amx_emulation_fault(false);
-    ck_assert_msg(mg_bf16_amx_check(true, true, true, why, sizeof why), "%s", why);
+    ck_assert_msg(mg_bf16_amx_check(true, 15, true, why, sizeof why), "%s", why);
 }
 END_TEST
 
@@ -368,7 +374,7 @@ END_TEST
 /* On an AMX CPU only: the instructions pass the check that decides whether the path is used. */
 START_TEST(amx_start_check_passes_on_silicon) {
     char why[256];
-    ck_assert_msg(mg_bf16_amx_check(false, true, true, why, sizeof why), "%s", why);
+    ck_assert_msg(mg_bf16_amx_check(false, 15, true, why, sizeof why), "%s", why);
     ck_assert_int_eq(mg_bf16_path_detected(), MG_BF16_AMX);
 }
 END_TEST

@@ -172,12 +172,14 @@ static void emu_packed_matches_plain_c(mg_isa isa) {
                     if ((v + (int)a + (int)b + (int)m) % 2) continue; /* half the combinations */
                     emu_packed_shape(isa, v & 1, ms[m], emu_ns[a], ks[b], v >> 1 & 1, v >> 2, 1, seed += 3);
                 }
-    /* enough work for two threads (26 MFLOP at 40 rows: split even where idle threads sleep,
+    /* enough work for two threads (27 MFLOP at 40 rows: split even where idle threads sleep,
      * OMP_WAIT_POLICY=passive, as under meson test) */
-    for (int64_t M = 3; M <= 40; M += 37)
-        for (int v = 0; v < 8; v++)
-            for (int nt = 1; nt <= 2; nt++)
-                emu_packed_shape(isa, v & 1, M, 1001, 333, v >> 1 & 1, v >> 2, nt, seed += 3);
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+    ck_assert_int_eq(mg_bgemm_packed_threads(40, 1001, 333), 2);
+#endif
+    for (int v = 0; v < 8; v++)
+        for (int nt = 1; nt <= 2; nt++) emu_packed_shape(isa, v & 1, 40, 1001, 333, v >> 1 & 1, v >> 2, nt, seed += 3);
 #ifdef _OPENMP
     omp_set_num_threads(before);
 #endif
@@ -263,6 +265,7 @@ START_TEST(packed_same_bits_for_any_thread_count) {
             ck_assert(mg_bgemm_packed(m, N, K, A, K, Bp, false, C1, N));
             for (int nt = 2; nt <= 3; nt++) {
                 omp_set_num_threads(nt);
+                ck_assert_int_ge(mg_bgemm_packed_threads(m, N, K), 2); /* split for real */
                 ck_assert(mg_bgemm_packed(m, N, K, A, K, Bp, false, C2, N));
                 ck_assert_msg(memcmp(C1, C2, (size_t)(m * N) * sizeof *C1) == 0, "%s M=%lld: %d threads differ",
                               mg_bf16_path_name((mg_bf16_path)p), (long long)m, nt);

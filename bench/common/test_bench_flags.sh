@@ -18,6 +18,8 @@ expect_exit "bench_gemm: unknown --bf16 path refused" 2 \
   "bench_gemm: --bf16 bogus: not a bf16 path this CPU and build support (best: " --bf16 bogus
 expect_exit "bench_gemm: --bf16-only with --bf16 none refused" 2 \
   "bench_gemm: --bf16-only with --bf16 none measures nothing" --bf16-only --bf16 none
+expect_exit "bench_gemm: --small-m with --bf16 refused" 2 \
+  "bench_gemm: --small-m measures every bf16 path the machine has; leave out --bf16" --small-m --bf16 emulated
 
 # --small-m: every bf16 path the machine has against float32 on products of few rows, as a
 # Linear layer runs them; the emulation exists everywhere.
@@ -26,6 +28,6 @@ rc=$?
 rows=$(grep -cE '^(1|4|16|64) +256x768 +1 +[0-9.]+ +[0-9.]+' "$tmp/out")
 lines=$(grep -c '"bench":"gemm_small_m".*"isa":"emulated"' "$tmp/s.json" 2>/dev/null)
 if [ $rc -eq 0 ] && [ "$rows" = 4 ] && [ "${lines:-0}" -ge 4 ] && grep -q "fastest bf16" "$tmp/out" &&
-  ! grep -q "^shape " "$tmp/out"; then ok "bench_gemm --small-m: a row per M, JSON per path"
+  ! grep -q "^shape " "$tmp/out" && grep -qF "openblas: skipped (--small-m)" "$tmp/out"; then ok "bench_gemm --small-m: a row per M, JSON per path"
 else not_ok "bench_gemm --small-m: a row per M, JSON per path" "exit $rc rows $rows json $lines: $(head -c 1200 "$tmp/out")"; fi
 tap_done

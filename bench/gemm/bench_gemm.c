@@ -482,6 +482,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: --bf16-only with --bf16 none measures nothing\n");
         return 2;
     }
+    if (small_m && bf16_name) {
+        fprintf(stderr, "bench_gemm: --small-m measures every bf16 path the machine has; leave out --bf16\n");
+        return 2;
+    }
+    const char *no_ob = !use_openblas ? "--no-openblas" : small_m ? "--small-m" : bf16_only ? "--bf16-only" : NULL;
     if (bf16_only || small_m) use_openblas = false;
     FILE *json = NULL;
     if (json_path && !(json = fopen(json_path, "w"))) {
@@ -496,7 +501,7 @@ int main(int argc, char **argv) {
     openblas ob = {0};
     bool have_ob = false;
     if (!use_openblas)
-        printf("openblas: skipped (--no-openblas)\n");
+        printf("openblas: skipped (%s)\n", no_ob);
     else {
         const char *core = ob_core;
 #ifdef BENCH_X86

@@ -127,7 +127,9 @@ static void print_bf16_targets(const bt_report *rep, FILE *f) {
             } else {
                 char v[32];
                 fmt_num(v, sizeof v, "%.2f", fp32);
-                fprintf(f, "  %-70s %7sx  (no target without a bf16 unit)\n", what, v);
+                fprintf(f, "  %-70s %7sx  (%s)\n", what, v,
+                        strcmp(path, "emulated") ? "no target: the run did not record its bf16 unit"
+                                                 : "no target without a bf16 unit");
             }
         }
     }

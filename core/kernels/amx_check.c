@@ -10,8 +10,9 @@
  * products, at the cost of a few milliseconds once per process.
  *
  * What: every form the AMX path runs. The GEMM in all four transpositions on odd shapes (partial
- * tiles, an odd K over two K groups of 32 values, both 32-row and 16-row blocks), accumulating
- * onto a C that holds values; and the attention's tile product, with and without accumulating.
+ * 32 x 32 blocks through the kernel's edge tile, an odd K over three K groups of 32 values, the
+ * last partial), accumulating onto a C that holds values; and the attention's tile product, with
+ * and without accumulating, on 32-row and 16-row blocks and 32- and 16-column ones.
  * Each element is compared with the reference loops within a bound set by the sizes of its terms
  * (1e-4 of the sum of the absolute products and of C): tight enough for any wrong operand, loose
  * enough that a unit whose rounding differs from the one the SDM describes still passes (that is
@@ -21,6 +22,7 @@
 #include "isa.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +30,8 @@
 enum { CM = 35, CN = 37, CK = 75 };  /* the GEMM's shape */
 enum { TM = 48, TN = 48, TKP = 32 }; /* the tile product's: m, n, pairs of K */
 
-/* bf16 test values: signs, exponents 2^-6 .. 2^6 and mantissas varied, a few exact zeros, and one
- * denormal (read as zero by the unit). */
+/* bf16 test values: signs, exponents 2^-6 .. 2^6 and mantissas varied, about 2% exact zeros and
+ * 1% denormals (read as zero by the unit). */
 static mg_bf16 value(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
     const uint32_t r = *s >> 8;
@@ -66,7 +68,7 @@ static bool close_enough(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int6
     return true;
 }
 
-static bool check_gemm(const mgk_bgemm_impl *im, char *why, size_t why_len) {
+static bool check_gemm(const mgk_bgemm_impl *im, unsigned forms, char *why, size_t why_len) {
     static mg_bf16 a[CM * CK], b[CK * CN], at[CK * CM], bt[CN * CK];
     static float c0[CM * CN], got[CM * CN], want[CM * CN];
     uint32_t s = 12345u;
@@ -80,6 +82,7 @@ static bool check_gemm(const mgk_bgemm_impl *im, char *why, size_t why_len) {
     mgk_bgemm_ref_loops(im->path, false, false, CM, CN, CK, a, CK, b, CN, true,
                         memcpy(want, c0, sizeof want), CN);
     for (int form = 0; form < 4; form++) {
+        if (!(forms >> form & 1u)) continue;
         const bool ta = form & 1, tb = form & 2;
         memcpy(got, c0, sizeof got);
         mgk_bgemm_run_impl(im, ta, tb, CM, CN, CK, ta ? at : a, ta ? CM : CK, tb ? bt : b,
@@ -118,7 +121,14 @@ static bool check_tiles(mgk_attn_tile_product tiles, char *why, size_t why_len) 
     return true;
 }
 
-bool mgk_amx_check(const mgk_bgemm_impl *gemm, mgk_attn_tile_product tiles, char *why,
-                   size_t why_len) {
-    return (!gemm || check_gemm(gemm, why, why_len)) && (!tiles || check_tiles(tiles, why, why_len));
+/* The operands and results live in static buffers (45 KB, off the stack): one check at a time. */
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+
+bool mgk_amx_check(const mgk_bgemm_impl *gemm, unsigned gemm_forms, mgk_attn_tile_product tiles,
+                   char *why, size_t why_len) {
+    pthread_mutex_lock(&one_at_a_time);
+    const bool ok = (!gemm || check_gemm(gemm, gemm_forms, why, why_len)) &&
+                    (!tiles || check_tiles(tiles, why, why_len));
+    pthread_mutex_unlock(&one_at_a_time);
+    return ok;
 }

@@ -346,15 +346,23 @@ bool mg_bgemm_packed_available(int64_t M) {
  * first Linear (K x N 256 x 768 and 512 x 1536): with idle threads spinning, a second thread pays
  * from about 3 MFLOP (256 x 768: M = 8 even, M = 4 1.5x slower on 2 threads than on 1; 512 x 1536,
  * M = 2: 1.45x faster). With OMP_WAIT_POLICY=passive they sleep between parallel regions and
- * waking one costs 40-50 us there: a second thread was 7x slower at M = 2 and still 27% slower at
- * 12.6 MFLOP (256 x 768, M = 32), even at 25 MFLOP. The variable is looked up on every call, as
- * gemm.c does for float32 (a short scan next to a product of a MFLOP or more). */
+ * waking one costs 40-50 us there: a second thread was 7x slower at M = 2, still 27% slower at
+ * 12.6 MFLOP (256 x 768, M = 32), and about even at 25 MFLOP (6% faster at 256 x 768, M = 64; the
+ * same speed at 512 x 1536, M = 16). The variable is looked up on every call, as gemm.c does for
+ * float32 (a short scan next to a product of a MFLOP or more). */
 #define PACKED_MIN_FLOPS_PER_THREAD 1.5e6
 #define PACKED_MIN_FLOPS_PER_THREAD_PASSIVE 1.2e7
 
 static double packed_min_flops(void) {
     const char *w = getenv("OMP_WAIT_POLICY");
     return w && strcasecmp(w, "passive") == 0 ? PACKED_MIN_FLOPS_PER_THREAD_PASSIVE : PACKED_MIN_FLOPS_PER_THREAD;
+}
+
+int mg_bgemm_packed_threads(int64_t M, int64_t N, int64_t K) {
+    if (M <= 0 || N <= 0 || K <= 0) return 1;
+    const int64_t np = (N + PANEL - 1) / PANEL;
+    const int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, packed_min_flops());
+    return (int64_t)nt > np ? (int)np : nt;
 }
 
 bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
@@ -368,8 +376,7 @@ bool mg_bgemm_packed(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t 
         return true;
     }
     const int64_t np = (N + PANEL - 1) / PANEL, kp = (K + 1) / 2;
-    int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, packed_min_flops());
-    if ((int64_t)nt > np) nt = (int)np;
+    const int nt = mg_bgemm_packed_threads(M, N, K);
 #ifdef _OPENMP
     if (nt > 1) {
 #pragma omp parallel num_threads(nt)

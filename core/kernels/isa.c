@@ -14,29 +14,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The path an environment variable (MINIGRAD_ISA, MINIGRAD_BF16_PATH) names in place of the
- * detected one, read when the active path is first chosen: the index lo .. hi whose name(i) is its
- * value, or -1 where it is unset or empty. A value that names no path, or a path the CPU or the
- * build lacks (ok false), is said once as a warning, and the detected path stays. */
-static int env_path(const char *var, int lo, int hi, const char *(*name)(int), bool (*ok)(int),
-                    int detected, atomic_flag *warned) {
+/* The active path when it is first chosen: the one an environment variable (MINIGRAD_ISA,
+ * MINIGRAD_BF16_PATH) names, as the index lo .. hi whose name(i) is its value, where that path is
+ * usable (ok); else the detected one. Detection runs only then, so that naming a path keeps the
+ * others out of the process (AMX's start-up check included). A value that names no path, or a path
+ * that is not usable here, is said once as a warning. */
+static int env_or_detected(const char *var, int lo, int hi, const char *(*name)(int), bool (*ok)(int),
+                           int (*detect)(void), atomic_flag *warned) {
     const char *v = getenv(var);
-    if (!v || !*v) return -1;
+    if (!v || !*v) return detect();
     for (int i = lo; i <= hi; i++) {
         if (strcmp(v, name(i)) != 0) continue;
         if (ok(i)) return i;
+        const int d = detect();
         if (!atomic_flag_test_and_set(warned))
-            mg_log(MG_LOG_WARN, "%s=%s: this CPU or this build lacks that path; using %s", var, v,
-                   name(detected));
-        return -1;
+            mg_log(MG_LOG_WARN, "%s=%s: that path is not available here; using %s", var, v, name(d));
+        return d;
     }
+    const int d = detect();
     if (!atomic_flag_test_and_set(warned)) {
         char known[96] = "";
         for (int i = lo; i <= hi; i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i > lo ? ", " : "", name(i));
-        mg_log(MG_LOG_WARN, "%s=%s: not a path (%s); using %s", var, v, known, name(detected));
+        mg_log(MG_LOG_WARN, "%s=%s: not a path (%s); using %s", var, v, known, name(d));
     }
-    return -1;
+    return d;
 }
 
 static bool cpu_has(mg_isa isa) {
@@ -88,13 +90,15 @@ static bool isa_ok(int i) {
     return usable((mg_isa)i);
 }
 
+static int isa_detect(void) {
+    return (int)mg_isa_detected();
+}
+
 mg_isa mg_isa_active(void) {
     int a = atomic_load_explicit(&active_isa, memory_order_relaxed);
     if (a < 0) {
         static atomic_flag warned = ATOMIC_FLAG_INIT;
-        a = (int)mg_isa_detected();
-        const int e = env_path("MINIGRAD_ISA", MG_ISA_GENERIC, MG_ISA_AVX512, isa_name, isa_ok, a, &warned);
-        if (e >= 0) a = e;
+        a = env_or_detected("MINIGRAD_ISA", MG_ISA_GENERIC, MG_ISA_AVX512, isa_name, isa_ok, isa_detect, &warned);
         atomic_store_explicit(&active_isa, a, memory_order_relaxed);
     }
     return (mg_isa)a;
@@ -248,7 +252,7 @@ static bool amx_verified(bool emu) {
     int ok = atomic_load(&amx_checked[emu]);
     if (ok >= 0) return ok;
     char why[200] = "";
-    ok = mgk_amx_check(emu ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx(),
+    ok = mgk_amx_check(emu ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx(), MGK_AMX_CHECK_ALL_FORMS,
                        emu ? mgk_attn_tiles_amx_emulated() : mgk_attn_tiles_amx(), why, sizeof why);
     int unset = -1; /* two threads may check at once: one of them speaks */
     if (atomic_compare_exchange_strong(&amx_checked[emu], &unset, ok) && !ok)
@@ -278,13 +282,16 @@ static bool bf16_ok(int i) {
     return bf16_usable((mg_bf16_path)i);
 }
 
+static int bf16_detect(void) {
+    return (int)mg_bf16_path_detected();
+}
+
 mg_bf16_path mg_bf16_path_active(void) {
     int a = atomic_load_explicit(&active_bf16, memory_order_relaxed);
     if (a < 0) {
         static atomic_flag warned = ATOMIC_FLAG_INIT;
-        a = (int)mg_bf16_path_detected();
-        const int e = env_path("MINIGRAD_BF16_PATH", MG_BF16_EMULATED, MG_BF16_AMX, bf16_name, bf16_ok, a, &warned);
-        if (e >= 0) a = e;
+        a = env_or_detected("MINIGRAD_BF16_PATH", MG_BF16_EMULATED, MG_BF16_AMX, bf16_name, bf16_ok, bf16_detect,
+                            &warned);
         atomic_store_explicit(&active_bf16, a, memory_order_relaxed);
     }
     return (mg_bf16_path)a;
@@ -301,7 +308,7 @@ bool mg_bf16_amx_on_cpu(void) {
     return mgk_bgemm_amx() && mgk_attn_tiles_amx() && bf16_cpu_has(MG_BF16_AMX);
 }
 
-bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *why, size_t why_len) {
+bool mg_bf16_amx_check(bool on_model, unsigned gemm_forms, bool attention, char *why, size_t why_len) {
     char none[1];
     if (!why || why_len == 0) why = none, why_len = sizeof none;
     why[0] = 0;
@@ -311,7 +318,8 @@ bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *why, size
     }
     const mgk_bgemm_impl *g = on_model ? mgk_bgemm_amx_emulated() : mgk_bgemm_amx();
     const mgk_attn_tile_product t = on_model ? mgk_attn_tiles_amx_emulated() : mgk_attn_tiles_amx();
-    return mgk_amx_check(gemm ? g : NULL, attention ? t : NULL, why, why_len);
+    return mgk_amx_check(gemm_forms ? g : NULL, gemm_forms & MGK_AMX_CHECK_ALL_FORMS, attention ? t : NULL, why,
+                         why_len);
 }
 
 void mg_bf16_amx_emulation_fault(bool on) {

@@ -41,9 +41,13 @@ const mgk_attention_impl *mgk_attention_bf16(mgk_attn_tile_product *tiles);
 bool mgk_attention_bf16_usable(void);
 
 /* The AMX path's start-up check (amx_check.c): small products on the given GEMM kernels and
- * attention tile product (either may be NULL: not checked) against the reference loops. true when
- * every element is right; else false, with what was wrong in why. */
-bool mgk_amx_check(const mgk_bgemm_impl *gemm, mgk_attn_tile_product tiles, char *why, size_t why_len);
+ * attention tile product (either may be NULL: not checked) against the reference loops; of the
+ * GEMM, the transposition forms in gemm_forms (bit 0: A B, 1: A^T B, 2: A B^T, 3: A^T B^T;
+ * MGK_AMX_CHECK_ALL_FORMS: all). true when every element is right; else false, with what was wrong
+ * in why. Thread-safe (one check at a time). */
+#define MGK_AMX_CHECK_ALL_FORMS 15u
+bool mgk_amx_check(const mgk_bgemm_impl *gemm, unsigned gemm_forms, mgk_attn_tile_product tiles,
+                   char *why, size_t why_len);
 
 /* The bf16 GEMM path for a product of M rows: the active bf16 path (mg_bf16_path_active), except
  * that AMX hands products of fewer than mg_bf16_amx_min_m() rows (MGK_AMX_MIN_M unless set; a tile

@@ -69,10 +69,11 @@ MG_API void mg_bf16_amx_emulation_store_tiles(void *cfg);
  * warning logged once. Like mg_bf16_amx_emulation, it sends an active AMX path back to detection. */
 MG_API void mg_bf16_amx_emulation_fault(bool on);
 /* The AMX path's start-up check, which decides whether a process uses the path: small products on
- * the AMX GEMM kernels and/or the attention's tile product, against the reference loops. On the
- * model, or on the instructions (false, with why saying so, where mg_bf16_amx_on_cpu is false).
- * why receives what was wrong. */
-MG_API bool mg_bf16_amx_check(bool on_model, bool gemm, bool attention, char *why, size_t why_len);
+ * the AMX GEMM kernels in the transposition forms of gemm_forms (bit 0: A B, 1: A^T B, 2: A B^T,
+ * 3: A^T B^T; 15 all, as at start-up; 0 none) and, with attention, the attention's tile product,
+ * against the reference loops. On the model, or on the instructions (false, with why saying so,
+ * where mg_bf16_amx_on_cpu is false). why receives what was wrong. */
+MG_API bool mg_bf16_amx_check(bool on_model, unsigned gemm_forms, bool attention, char *why, size_t why_len);
 /* Whether the CPU, Linux and the build offer AMX, whatever the start-up check found: where it is
  * true and the check fails, the AMX path is not available, and the AMX tests run and fail. */
 MG_API bool mg_bf16_amx_on_cpu(void);
@@ -80,6 +81,9 @@ MG_API bool mg_bf16_amx_on_cpu(void);
  * one tile's rows). m > 0 sets it (1: every product on the tiles) and returns the old value; m <= 0
  * only reads it. For bench_gemm --small-m, which measures where AMX starts to win. */
 MG_API int mg_bf16_amx_min_m(int m);
+/* The threads mg_bgemm_packed would share an M x N x K product out to now (thread count, active
+ * path and OMP_WAIT_POLICY as they are): for tests that must know their products are split. */
+MG_API int mg_bgemm_packed_threads(int64_t M, int64_t N, int64_t K);
 
 /* mg_bgemm's arithmetic on plain floats for the given path: DAZ inputs, fmaf per product, FTZ
  * sums; VDPBF16PS's order (one chain, the odd product of a pair first) or TDPBF16PS's (per 16
