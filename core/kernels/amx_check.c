@@ -48,29 +48,36 @@ static float f32(mg_bf16 x) {
     return fpclassify(f) == FP_SUBNORMAL ? 0.0f : f;
 }
 
-/* got[i*ldc + j] against want: |got - want| <= 1e-4 * (|c0| + sum |a b|) + 1e-30, where the sum
- * of absolute products comes from A (M x K row-major, lda) and B (K x N, row-major ldb). */
-static bool close_enough(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
-                         const mg_bf16 *B, int64_t ldb, const float *c0, const float *got,
-                         const float *want, int64_t ldc, char *why, size_t why_len,
-                         const char *what) {
+/* mag[i*N + j] = sum over k of |A(i, k) B(k, j)|, A (M x K row-major, lda), B (K x N, row-major ldb):
+ * the size of an element's terms, which sets how far it may be off. */
+static void magnitudes(int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda, const mg_bf16 *B,
+                       int64_t ldb, double *mag) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            double mag = c0 ? fabs(c0[i * ldc + j]) : 0.0;
-            for (int64_t k = 0; k < K; k++) mag += fabs((double)f32(A[i * lda + k]) * f32(B[k * ldb + j]));
-            const double g = got[i * ldc + j], w = want[i * ldc + j];
-            if (!(fabs(g - w) <= 1e-4 * mag + 1e-30)) {
-                snprintf(why, why_len, "%s: element (%lld, %lld) is %.9g, expected %.9g", what,
-                         (long long)i, (long long)j, g, w);
-                return false;
-            }
+            double m = 0.0;
+            for (int64_t k = 0; k < K; k++) m += fabs((double)f32(A[i * lda + k]) * f32(B[k * ldb + j]));
+            mag[i * N + j] = m;
         }
+}
+
+/* got[i*N + j] against want: |got - want| <= 1e-4 * (|c0| + mag) + 1e-30 (c0 NULL: mag alone). */
+static bool close_enough(int64_t M, int64_t N, const double *mag, const float *c0, const float *got,
+                         const float *want, char *why, size_t why_len, const char *what) {
+    for (int64_t i = 0; i < M * N; i++) {
+        const double g = got[i], w = want[i], bound = 1e-4 * ((c0 ? fabs(c0[i]) : 0.0) + mag[i]) + 1e-30;
+        if (!(fabs(g - w) <= bound)) {
+            snprintf(why, why_len, "%s: element (%lld, %lld) is %.9g, expected %.9g", what, (long long)(i / N),
+                     (long long)(i % N), g, w);
+            return false;
+        }
+    }
     return true;
 }
 
 static bool check_gemm(const mgk_bgemm_impl *im, unsigned forms, char *why, size_t why_len) {
     static mg_bf16 a[CM * CK], b[CK * CN], at[CK * CM], bt[CN * CK];
     static float c0[CM * CN], got[CM * CN], want[CM * CN];
+    static double mag[CM * CN];
     uint32_t s = 12345u;
     for (int i = 0; i < CM * CK; i++) a[i] = value(&s);
     for (int i = 0; i < CK * CN; i++) b[i] = value(&s);
@@ -81,6 +88,7 @@ static bool check_gemm(const mgk_bgemm_impl *im, unsigned forms, char *why, size
         for (int j = 0; j < CN; j++) bt[j * CK + k] = b[k * CN + j];
     mgk_bgemm_ref_loops(im->path, false, false, CM, CN, CK, a, CK, b, CN, true,
                         memcpy(want, c0, sizeof want), CN);
+    magnitudes(CM, CN, CK, a, CK, b, CN, mag);
     for (int form = 0; form < 4; form++) {
         if (!(forms >> form & 1u)) continue;
         const bool ta = form & 1, tb = form & 2;
@@ -89,7 +97,7 @@ static bool check_gemm(const mgk_bgemm_impl *im, unsigned forms, char *why, size
                            tb ? CK : CN, true, got, CN);
         static const char *const names[4] = {"matrix product A B", "matrix product A^T B",
                                              "matrix product A B^T", "matrix product A^T B^T"};
-        if (!close_enough(CM, CN, CK, a, CK, b, CN, c0, got, want, CN, why, why_len, names[form]))
+        if (!close_enough(CM, CN, mag, c0, got, want, why, why_len, names[form]))
             return false;
     }
     return true;
@@ -100,6 +108,7 @@ static bool check_tiles(mgk_attn_tile_product tiles, char *why, size_t why_len) 
     static mg_bf16 a[TM * K], b[K * TN];
     static uint32_t bw[TKP * TN]; /* B's pairs interleaved per column, as the tile unit reads B */
     static float c0[TM * TN], got[TM * TN], want[TM * TN];
+    static double mag[TM * TN];
     uint32_t s = 777u;
     for (int i = 0; i < TM * K; i++) a[i] = value(&s);
     for (int i = 0; i < K * TN; i++) b[i] = value(&s);
@@ -109,19 +118,20 @@ static bool check_tiles(mgk_attn_tile_product tiles, char *why, size_t why_len) 
             bw[p * TN + j] = (uint32_t)b[2 * p * TN + j] | (uint32_t)b[(2 * p + 1) * TN + j] << 16;
     uint32_t aw[TM * TKP]; /* A's rows as words: two neighbouring values of K each */
     memcpy(aw, a, sizeof aw);
+    magnitudes(TM, TN, K, a, K, b, TN, mag);
     for (int acc = 0; acc < 2; acc++) {
         memcpy(want, c0, sizeof want);
         mgk_bgemm_ref_loops(MG_BF16_AMX, false, false, TM, TN, K, a, K, b, TN, acc, want, TN);
         memcpy(got, c0, sizeof got);
         tiles(TM, TN, TKP, aw, TKP, bw, TN, got, TN, acc, 0, 0);
-        if (!close_enough(TM, TN, K, a, K, b, TN, acc ? c0 : NULL, got, want, TN, why, why_len,
+        if (!close_enough(TM, TN, mag, acc ? c0 : NULL, got, want, why, why_len,
                           acc ? "attention tile product, accumulating" : "attention tile product"))
             return false;
     }
     return true;
 }
 
-/* The operands and results live in static buffers (45 KB, off the stack): one check at a time. */
+/* The operands and results live in static buffers (70 KB, off the stack): one check at a time. */
 static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 
 bool mgk_amx_check(const mgk_bgemm_impl *gemm, unsigned gemm_forms, mgk_attn_tile_product tiles,

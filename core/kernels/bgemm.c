@@ -23,7 +23,6 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <strings.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -348,14 +347,12 @@ bool mg_bgemm_packed_available(int64_t M) {
  * M = 2: 1.45x faster). With OMP_WAIT_POLICY=passive they sleep between parallel regions and
  * waking one costs 40-50 us there: a second thread was 7x slower at M = 2, still 27% slower at
  * 12.6 MFLOP (256 x 768, M = 32), and about even at 25 MFLOP (6% faster at 256 x 768, M = 64; the
- * same speed at 512 x 1536, M = 16). The variable is looked up on every call, as gemm.c does for
- * float32 (a short scan next to a product of a MFLOP or more). */
+ * same speed at 512 x 1536, M = 16). */
 #define PACKED_MIN_FLOPS_PER_THREAD 1.5e6
 #define PACKED_MIN_FLOPS_PER_THREAD_PASSIVE 1.2e7
 
 static double packed_min_flops(void) {
-    const char *w = getenv("OMP_WAIT_POLICY");
-    return w && strcasecmp(w, "passive") == 0 ? PACKED_MIN_FLOPS_PER_THREAD_PASSIVE : PACKED_MIN_FLOPS_PER_THREAD;
+    return threads_sleep() ? PACKED_MIN_FLOPS_PER_THREAD_PASSIVE : PACKED_MIN_FLOPS_PER_THREAD;
 }
 
 int mg_bgemm_packed_threads(int64_t M, int64_t N, int64_t K) {

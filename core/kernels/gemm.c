@@ -25,7 +25,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -159,12 +158,7 @@ static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
  * regions, and waking one took 40-50 us here (a virtual machine): decoding, with 4 products a
  * layer, ran slower on 2 threads than on 1. Small products then get the general threshold. */
 static double min_small_flops(void) {
-    /* Looked up on every call (a short scan, next to a product of 0.25+ MFLOP) rather than once,
-     * so that a test can take both branches in one process. libgomp itself reads the variable
-     * once at start-up: a program that changes it later only changes this choice. Other ways of
-     * making threads sleep (GOMP_SPINCOUNT=0, LLVM's KMP_BLOCKTIME) are not looked at. */
-    const char *w = getenv("OMP_WAIT_POLICY");
-    return w && strcasecmp(w, "passive") == 0 ? MIN_FLOPS_PER_THREAD : MIN_SMALL_FLOPS_PER_THREAD;
+    return threads_sleep() ? MIN_FLOPS_PER_THREAD : MIN_SMALL_FLOPS_PER_THREAD;
 }
 #define SMALL_COLS_ALIGN 64 /* column granularity of the small-M split */
 

@@ -94,16 +94,16 @@ const char *ex_precision_banner(const char *prog, bool bf16) {
     case MG_BF16_EMULATED:
         break;
     }
-    /* asked for in the environment: said so, without detecting (which would try the other units) */
-    const char *env = getenv("MINIGRAD_BF16_PATH");
-    if (!warned && env && !strcmp(env, "emulated"))
-        fprintf(stderr, "%s: the bf16 products run in a software emulation, slower than --precision fp32: "
-                        "MINIGRAD_BF16_PATH=emulated asks for it\n", prog);
-    else if (!warned)
+    if (!warned) {
+        /* asked for in the environment: said so, without detecting (which would try the other units) */
+        const char *env = getenv("MINIGRAD_BF16_PATH");
+        const char *why = env && !strcmp(env, "emulated") ? "MINIGRAD_BF16_PATH=emulated asks for it"
+                          : mg_bf16_path_detected() == MG_BF16_EMULATED
+                              ? "this CPU has no bf16 unit (AVX512-BF16 or AMX) this build can use"
+                              : "the CPU's bf16 unit was switched off";
         fprintf(stderr, "%s: the bf16 products run in a software emulation, slower than --precision fp32: %s\n",
-                prog, mg_bf16_path_detected() == MG_BF16_EMULATED
-                          ? "this CPU has no bf16 unit (AVX512-BF16 or AMX) this build can use"
-                          : "the CPU's bf16 unit was switched off");
+                prog, why);
+    }
     warned = true;
     return ", bf16 mixed precision (emulated)";
 }
