@@ -114,63 +114,105 @@ static void pack_b_vec(bool tb, const mg_bf16 *B, int64_t ldb, int64_t kc, int64
     }
 }
 
-/* One pair step of the micro-tile: s[i] += (the word of row i, broadcast) . (B's 32 columns). */
-static inline __attribute__((always_inline)) void micro_step(__m512 s[BG_MR][2], const uint32_t w[BG_MR],
+/* One pair step of an MR-row micro-tile: s[i] += (the word of row i, broadcast) . (B's 32 columns). */
+static inline __attribute__((always_inline)) void micro_step(const int MR, __m512 s[BG_MR][2],
+                                                             const uint32_t w[BG_MR],
                                                              const uint32_t *restrict b) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
-    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
         const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)w[i]);
         s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
         s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
     }
 }
 
-/* C[0:mm, 0:nn] = (acc ? C : 0) + A @ b-panel; the full tile is always computed (packing
- * zero-pads), through a stack tile where it sticks out of C. A is the packed panel a (kp pairs), or
- * with in_place the BG_MR rows at ar (row stride lda, kc values: the pairs read where they lie, an
- * odd kc's last value paired with a zero as the packing does). */
-static inline __attribute__((always_inline)) void micro_any(int64_t kp, const uint32_t *restrict a,
-                                                            bool in_place, const mg_bf16 *restrict ar,
-                                                            int64_t lda, int64_t kc,
-                                                            const uint32_t *restrict b, bool acc,
-                                                            float *restrict c, int64_t ldc, int mm,
-                                                            int nn) {
-    _Alignas(64) float tile[BG_MR][BG_NR];
-    const bool edge = mm < BG_MR || nn < BG_NR;
-    float *t = edge ? &tile[0][0] : c;
-    const int64_t ldt = edge ? BG_NR : ldc;
-    if (edge)
-        for (int i = 0; i < BG_MR; i++)
-            for (int j = 0; j < BG_NR; j++) tile[i][j] = acc && i < mm && j < nn ? c[i * ldc + j] : 0.0f;
+/* T[0:MR, 0:32] = (acc ? T : 0) + (the first MR rows of A) @ b-panel, T at t with row stride ldt:
+ * C itself, or a stack tile where the tile sticks out of C. A is the packed panel a (kp pairs,
+ * BG_MR words a pair), or with in_place the mm rows at ar (row stride lda, kc values: the pairs
+ * read where they lie, an odd kc's last value paired with a zero as the packing does; rows from mm
+ * to MR read row 0 again). MR < BG_MR serves
+ * the last row panel of a block: only the rows it has are computed (a panel of 4 rows costs a
+ * third of a whole one, not all of it). */
+static inline __attribute__((always_inline)) void micro(const int MR, int64_t kp, const uint32_t *restrict a,
+                                                        bool in_place, const mg_bf16 *restrict ar,
+                                                        int64_t lda, int64_t kc, int mm,
+                                                        const uint32_t *restrict b, bool acc,
+                                                        float *restrict t, int64_t ldt) {
     __m512 s[BG_MR][2];
-    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
-        s[i][0] = acc || edge ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
-        s[i][1] = acc || edge ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+        s[i][0] = acc ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
+        s[i][1] = acc ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
     }
     uint32_t w[BG_MR];
     if (!in_place) {
         for (int64_t p = 0; p < kp; p++) {
-            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) w[i] = a[i];
-            micro_step(s, w, b);
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) w[i] = a[i];
+            micro_step(MR, s, w, b);
             a += BG_MR;
             b += BG_NR;
         }
     } else {
         const int64_t full = kc / 2;
         for (int64_t p = 0; p < full; p++) {
-            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++)
-                memcpy(&w[i], ar + (i < mm ? i : 0) * lda + 2 * p, sizeof w[i]);
-            micro_step(s, w, b);
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) memcpy(&w[i], ar + (i < mm ? i : 0) * lda + 2 * p, sizeof w[i]);
+            micro_step(MR, s, w, b);
             b += BG_NR;
         }
         if (kc & 1) {
-            _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) w[i] = ar[(i < mm ? i : 0) * lda + kc - 1];
-            micro_step(s, w, b);
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) w[i] = ar[(i < mm ? i : 0) * lda + kc - 1];
+            micro_step(MR, s, w, b);
         }
     }
-    _Pragma("GCC unroll 16") for (int i = 0; i < BG_MR; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
         _mm512_storeu_ps(t + i * ldt, s[i][0]);
         _mm512_storeu_ps(t + i * ldt + 16, s[i][1]);
+    }
+}
+
+/* The micro-tiles as functions of their own, one per row count, never inlined into the block
+ * loops: there, with the loops' pointers live, GCC 12 spilled one of B's vectors to the stack at
+ * every pair. */
+#define MICRO(MR)                                                                                    \
+    static __attribute__((noinline)) void micro_pk_##MR(int64_t kp, const uint32_t *a, const uint32_t *b, \
+                                                        bool acc, float *t, int64_t ldt) {          \
+        micro(MR, kp, a, false, NULL, 0, 0, MR, b, acc, t, ldt);                                     \
+    }                                                                                                \
+    static __attribute__((noinline)) void micro_rm_##MR(int64_t kc, const mg_bf16 *ar, int64_t lda,  \
+                                                        int mm, const uint32_t *b, bool acc,         \
+                                                        float *t, int64_t ldt) {                     \
+        if (mm == MR) /* the same call twice: with mm a constant the row offsets fold away */      \
+            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, MR, b, acc, t, ldt);                    \
+        else                                                                                         \
+            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, mm, b, acc, t, ldt);                    \
+    }
+MICRO(4)
+MICRO(8)
+MICRO(12)
+#undef MICRO
+
+/* C[0:mm, 0:nn] = (acc ? C : 0) + A @ b-panel, A packed at a or (a NULL) read in place at ar: the
+ * rows in whole groups of 4, through a stack tile where the group or the 32 columns stick out of
+ * C (the rows past mm are computed there and dropped). */
+static void micro_tile(int64_t kp, const uint32_t *a, const mg_bf16 *ar, int64_t lda, int64_t kc,
+                       const uint32_t *b, bool acc, float *c, int64_t ldc, int mm, int nn) {
+    const int mr = (mm + 3) / 4 * 4;
+    const bool edge = mm < mr || nn < BG_NR;
+    _Alignas(64) float tile[BG_MR][BG_NR];
+    float *t = c;
+    int64_t ldt = ldc;
+    if (edge) {
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < BG_NR; j++) tile[i][j] = acc && i < mm && j < nn ? c[i * ldc + j] : 0.0f;
+        t = &tile[0][0], ldt = BG_NR, acc = true;
+    }
+    if (a) {
+        if (mr == 4) micro_pk_4(kp, a, b, acc, t, ldt);
+        else if (mr == 8) micro_pk_8(kp, a, b, acc, t, ldt);
+        else micro_pk_12(kp, a, b, acc, t, ldt);
+    } else {
+        if (mr == 4) micro_rm_4(kc, ar, lda, mm, b, acc, t, ldt);
+        else if (mr == 8) micro_rm_8(kc, ar, lda, mm, b, acc, t, ldt);
+        else micro_rm_12(kc, ar, lda, mm, b, acc, t, ldt);
     }
     if (edge)
         for (int i = 0; i < mm; i++)
@@ -183,13 +225,12 @@ static void block_avx512bf16(int64_t m, int64_t n, int64_t kp, const uint32_t *p
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
-            micro_any(kp, pa + i * kp, false, NULL, 0, 0, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+            micro_tile(kp, pa + i * kp, NULL, 0, 0, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
 
-/* block_avx512bf16 with A read in place. The last panel's rows past m read row 0 again instead
- * (their sums land in the stack tile, never in C). */
+/* block_avx512bf16 with A read in place. */
 static void block_rm_avx512bf16(int64_t m, int64_t n, int64_t kc, const mg_bf16 *A, int64_t lda,
                                 const uint32_t *pb, bool acc, float *C, int64_t ldc) {
     const int64_t kp = bg_pairs(kc);
@@ -197,11 +238,7 @@ static void block_rm_avx512bf16(int64_t m, int64_t n, int64_t kc, const mg_bf16 
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
-            /* the same call twice: with mm a constant the whole panels' row offsets fold away */
-            if (mm == BG_MR)
-                micro_any(kp, NULL, true, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, BG_MR, nn);
-            else
-                micro_any(kp, NULL, true, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+            micro_tile(kp, NULL, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
