@@ -177,6 +177,63 @@ START_TEST(bgemm_same_bits_for_any_thread_count) {
 }
 END_TEST
 
+/* mg_bgemm_bias is filling C's rows with the bias and accumulating: the same bits, on every path
+ * this machine has, in every transposition form, on shapes past whole tiles and K slices and over
+ * more than one row block (M > 1536), at 1 and 3 threads; a NULL bias is the plain product. */
+START_TEST(bgemm_bias_equals_filling_then_accumulating) {
+    static const int64_t bshapes[][3] = {{1, 5, 3}, {13, 70, 600}, {37, 45, 1100}, {1601, 33, 40}};
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+#endif
+    int tested = 0;
+    uint64_t seed = 500;
+    for (int p = MG_BF16_EMULATED; p <= MG_BF16_AMX; p++) {
+        if (!mg_bf16_path_force((mg_bf16_path)p)) continue;
+        tested++;
+        for (size_t s = 0; s < sizeof bshapes / sizeof *bshapes; s++)
+            for (int t = 0; t < 4; t++) {
+                const bool ta = t & 1, tb = t >> 1;
+                const int64_t M = bshapes[s][0], N = bshapes[s][1], K = bshapes[s][2];
+                const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+                mg_bf16 *A = tu_bf16_fill((size_t)((ta ? K : M) * lda), seed += 3);
+                mg_bf16 *B = tu_bf16_fill((size_t)((tb ? N : K) * ldb), seed + 1);
+                float *bias = malloc((size_t)N * sizeof *bias), *C = malloc((size_t)(M * ldc) * sizeof *C),
+                      *R = malloc((size_t)(M * ldc) * sizeof *R);
+                ck_assert(bias && C && R);
+                mg_rng r = mg_rng_make(seed + 2);
+                for (int64_t j = 0; j < N; j++) bias[j] = mg_rng_range(&r, -2.0f, 2.0f);
+                bias[0] = 1e-39f; /* a denormal start reads as zero either way */
+                for (int with = 0; with < 2; with++) {
+                    for (int64_t i = 0; i < M * ldc; i++) R[i] = C[i] = -7.0f; /* C's old values must not count */
+                    for (int64_t i = 0; i < M; i++)
+                        if (with) memcpy(R + i * ldc, bias, (size_t)N * sizeof *R);
+                    mg_bgemm(ta, tb, M, N, K, A, lda, B, ldb, with, R, ldc);
+#ifdef _OPENMP
+                    omp_set_num_threads(s % 2 ? 3 : 1);
+#endif
+                    mg_bgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, with ? bias : NULL, C, ldc);
+#ifdef _OPENMP
+                    omp_set_num_threads(before);
+#endif
+                    for (int64_t i = 0; i < M * ldc; i++)
+                        ck_assert_msg(same_value(C[i], R[i]),
+                                      "%s ta=%d tb=%d %lldx%lldx%lld bias=%d: C[%lld] = %a, filled "
+                                      "and accumulated %a",
+                                      mg_bf16_path_name((mg_bf16_path)p), ta, tb, (long long)M,
+                                      (long long)N, (long long)K, with, (long long)i, C[i], R[i]);
+                }
+                free(A);
+                free(B);
+                free(bias);
+                free(C);
+                free(R);
+            }
+    }
+    ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
+    ck_assert_int_ge(tested, 1);
+}
+END_TEST
+
 /* ---- the emulation's vector kernels ----
  * The emulated path runs on the vector kernels of the active float32 path (AVX-512F, AVX2 + FMA)
  * and on the plain C on the portable one. Each vector kernel gives the plain C's bits (a NaN
@@ -320,6 +377,7 @@ Suite *bf16_suite(void) {
                     "bgemm_emulated_avx512_matches_plain_c");
     tu_add_isa_case(tc, MG_ISA_AVX2, bgemm_emulated_avx2_matches_plain_c, "bgemm_emulated_avx2_matches_plain_c");
     tcase_add_test(tc, bgemm_same_bits_for_any_thread_count);
+    tcase_add_test(tc, bgemm_bias_equals_filling_then_accumulating);
     tcase_add_test(tc, bgemm_close_to_float64);
     suite_add_tcase(s, tc);
     return s;

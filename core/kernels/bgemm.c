@@ -155,9 +155,30 @@ static int64_t pairs(const mgk_bgemm_impl *im, int64_t kc) {
     return round_up(kc, im->kalign) / 2;
 }
 
+/* One packed block, C[0:mb, 0:nb] (= or +=) A-block @ B-block, kb values deep; with bias (first K
+ * slice only), C's rows first hold bias[0:nb], written a row panel at a time just before the panel's
+ * products read it, while it is in cache (instead of a pass of its own over all of C). */
+static void run_block(const mgk_bgemm_impl *im, bool a_in_place, int64_t mb, int64_t nb, int64_t kb,
+                      const mg_bf16 *ap, int64_t lda, const uint32_t *abuf, const uint32_t *bbuf,
+                      const float *bias, bool acc, float *C, int64_t ldc) {
+    const int64_t kp = pairs(im, kb);
+    if (!bias) {
+        if (a_in_place) im->block_rm(mb, nb, kb, ap, lda, bbuf, acc, C, ldc);
+        else im->block(mb, nb, kp, abuf, bbuf, acc, C, ldc);
+        return;
+    }
+    for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
+        const int64_t rows = min64(im->mr, mb - r0);
+        for (int64_t r = r0; r < r0 + rows; r++) memcpy(C + r * ldc, bias, (size_t)nb * sizeof(float));
+        if (a_in_place) im->block_rm(rows, nb, kb, ap + r0 * lda, lda, bbuf, true, C + r0 * ldc, ldc);
+        else im->block(rows, nb, kp, abuf + r0 * kp, bbuf, true, C + r0 * ldc, ldc);
+    }
+}
+
 static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, int64_t i1,
                         int64_t j0, int64_t j1, int64_t K, const mg_bf16 *A, int64_t lda,
-                        const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+                        const mg_bf16 *B, int64_t ldb, const float *bias, bool accumulate, float *C,
+                        int64_t ldc) {
     const int64_t kc = k_slice(im, K), kp = pairs(im, kc);
     const int64_t mc = min64(round_up(im->mc, im->mr), round_up(i1 - i0, im->mr));
     const int64_t nc = min64(round_up(im->nc, im->nr), round_up(j1 - j0, im->nr));
@@ -166,9 +187,11 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
     if (!abuf) {
         mg_log(MG_LOG_WARN, "mg_bgemm: cannot allocate %zu bytes of packing workspace; using the "
                "reference loops", need * sizeof(uint32_t));
-        for (int64_t i = i0; i < i1; i++)
+        for (int64_t i = i0; i < i1; i++) {
+            if (bias) memcpy(C + i * ldc + j0, bias + j0, (size_t)(j1 - j0) * sizeof(float));
             ref_loops(im->path, ta, tb, 1, j1 - j0, K, ta ? A + i : A + i * lda, lda,
-                      tb ? B + j0 * ldb : B + j0, ldb, accumulate, C + i * ldc + j0, ldc);
+                      tb ? B + j0 * ldb : B + j0, ldb, accumulate || bias, C + i * ldc + j0, ldc);
+        }
         return;
     }
     uint32_t *bbuf = abuf + a_words;
@@ -183,10 +206,8 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
                 const int64_t nb = min64(nc, j1 - j);
                 const bool acc = accumulate || p > 0;
                 im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
-                if (a_in_place)
-                    im->block_rm(mb, nb, kb, ap, lda, bbuf, acc, C + i * ldc + j, ldc);
-                else
-                    im->block(mb, nb, pairs(im, kb), abuf, bbuf, acc, C + i * ldc + j, ldc);
+                run_block(im, a_in_place, mb, nb, kb, ap, lda, abuf, bbuf, bias && p == 0 ? bias + j : NULL,
+                          acc, C + i * ldc + j, ldc);
             }
         }
     }
@@ -195,7 +216,7 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
 void mgk_bgemm_run_impl(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                         const mg_bf16 *A, int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate,
                         float *C, int64_t ldc) {
-    if (M > 0 && N > 0 && K > 0) packed_rect(im, ta, tb, 0, M, 0, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    if (M > 0 && N > 0 && K > 0) packed_rect(im, ta, tb, 0, M, 0, N, K, A, lda, B, ldb, NULL, accumulate, C, ldc);
 }
 
 void mgk_bgemm_ref_loops(mg_bf16_path path, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -238,13 +259,14 @@ static plan make_plan(const mgk_bgemm_impl *im, int max_threads, int64_t M, int6
 
 static void run_part(const mgk_bgemm_impl *im, const plan *pl, int tid, bool ta, bool tb,
                      int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
-                     const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+                     const mg_bf16 *B, int64_t ldb, const float *bias, bool accumulate, float *C,
+                     int64_t ldc) {
     const int a = tid / pl->tn, b = tid % pl->tn;
     const int64_t um = (M + im->mr - 1) / im->mr, un = (N + im->nr - 1) / im->nr;
     const int64_t i0 = min64(M, um * a / pl->tm * im->mr), i1 = min64(M, um * (a + 1) / pl->tm * im->mr);
     const int64_t j0 = min64(N, un * b / pl->tn * im->nr), j1 = min64(N, un * (b + 1) / pl->tn * im->nr);
     if (i0 < i1 && j0 < j1)
-        packed_rect(im, ta, tb, i0, i1, j0, j1, K, A, lda, B, ldb, accumulate, C, ldc);
+        packed_rect(im, ta, tb, i0, i1, j0, j1, K, A, lda, B, ldb, bias, accumulate, C, ldc);
 }
 
 static int max_threads(void) {
@@ -255,12 +277,15 @@ static int max_threads(void) {
 #endif
 }
 
-void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
-              const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+static void run_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                      const mg_bf16 *B, int64_t ldb, const float *bias, bool accumulate, float *C,
+                      int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        for (int64_t i = 0; i < M; i++) {
+            if (bias) memcpy(C + i * ldc, bias, (size_t)N * sizeof(float));
+            else if (!accumulate) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        }
         return;
     }
     const mgk_bgemm_impl *im = mgk_bgemm_for(M);
@@ -271,12 +296,22 @@ void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *
         {
             const int got = omp_get_num_threads();
             for (int t = omp_get_thread_num(); t < pl.nt; t += got)
-                run_part(im, &pl, t, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+                run_part(im, &pl, t, ta, tb, M, N, K, A, lda, B, ldb, bias, accumulate, C, ldc);
         }
         return;
     }
 #endif
-    run_part(im, &pl, 0, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    run_part(im, &pl, 0, ta, tb, M, N, K, A, lda, B, ldb, bias, accumulate, C, ldc);
+}
+
+void mg_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+              const mg_bf16 *B, int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+    run_bgemm(ta, tb, M, N, K, A, lda, B, ldb, NULL, accumulate, C, ldc);
+}
+
+void mg_bgemm_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const mg_bf16 *A, int64_t lda,
+                   const mg_bf16 *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
+    run_bgemm(ta, tb, M, N, K, A, lda, B, ldb, bias, false, C, ldc);
 }
 
 /* ---- pre-packed B ---- */

@@ -13,7 +13,8 @@
  * forward and kept (in the node, in the arena) for dW, W's per-step copy, dy rounded once in
  * backward for both of its products (in the context's scratch: it dies with the backward); the
  * bias, the sums and the gradients stay float32. Without a node to record (no gradient wanted) x's
- * copy goes to the scratch too. With kept weights (mg_ctx_keep_bf16_weights) a product of few
+ * copy goes to the scratch too. The bias goes into y inside the product (mg_bgemm_bias: a row tile at
+ * a time, while it is in cache), not in a pass of its own. With kept weights (mg_ctx_keep_bf16_weights) a product of few
  * rows reads W pre-packed (mg_bgemm_packed), the same bits without packing W at every call.
  * mg_linear_bf16 is that forward from an x already in bf16, for the fused ops that write their
  * activation straight in bf16 (fused_linear.c).
@@ -97,14 +98,15 @@ static mg_tensor *linear_output(mg_ctx *ctx, const char *op, const mg_tensor *x,
 
 mg_tensor *mg_linear_bf16(mg_ctx *ctx, const char *op, mg_tensor *x, const mg_bf16 *xb, mg_tensor *w, mg_tensor *b) {
     const int64_t M = mg_rows(x), K = mg_cols(x), N = w->shape[1];
-    mg_tensor *y = linear_output(ctx, op, x, b, N);
+    const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
+    /* y starts from b: filled here for the pre-packed product, by mg_bgemm_bias otherwise */
+    mg_tensor *y = linear_output(ctx, op, x, wp ? b : NULL, N);
     if (!mg_ctx_ok(ctx)) return y;
     const mg_bf16 *wb = NULL;
-    const uint32_t *wp = mg_bf16_packed(ctx, w, false, M);
     if (!wp || !mg_bgemm_packed(M, N, K, xb, K, wp, b != NULL, y->data, N)) {
         wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16");
         if (!wb) return y;
-        mg_bgemm(false, false, M, N, K, xb, K, wb, N, b != NULL, y->data, N);
+        mg_bgemm_bias(false, false, M, N, K, xb, K, wb, N, b ? b->data : NULL, y->data, N);
     }
     mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
     if (n && !wb) wb = mg_bf16_operand(ctx, w, "mg_linear: weight in bf16"); /* for backward */

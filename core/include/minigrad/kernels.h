@@ -165,6 +165,13 @@ MG_API void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst);
 MG_API void mg_bgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
                      int64_t lda, const mg_bf16 *B, int64_t ldb, bool accumulate, float *C,
                      int64_t ldc);
+/* C = bias + op(A) @ op(B): every row of C starts from bias (N values; NULL: from zero) and the
+ * products are added onto it, the same bits as filling C's rows with bias and calling mg_bgemm
+ * with accumulate, without that separate pass over C (the rows are filled a tile of rows at a
+ * time, just before the products read them). */
+MG_API void mg_bgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const mg_bf16 *A,
+                          int64_t lda, const mg_bf16 *B, int64_t ldb, const float *bias, float *C,
+                          int64_t ldc);
 
 /* Products of few rows against a B used many times (the weights of KV-cache decoding): op(B) packed
  * once, then C = A @ B with A read in place. mg_bgemm packs B at every call, which for one row
