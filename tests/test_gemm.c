@@ -242,6 +242,64 @@ START_TEST(small_m_long_rows) {
 }
 END_TEST
 
+/* mg_sgemm_bias is filling C's rows with the bias and calling mg_sgemm with alpha = beta = 1: the
+ * same bits on every ISA path, in the four forms, through the packed path (several K slices and
+ * row blocks), the few-row path, the split of K for decoding (M <= 4, K > 256, N >= 256), K == 0
+ * and the reference loops, at 1 and 3 threads; a NULL bias is the plain product. */
+START_TEST(bias_equals_filling_then_accumulating) {
+    static const int64_t shapes[][3] = {{2061, 13, 301}, {37, 70, 600}, {3, 300, 700},
+                                        {2, 33, 5},      {9, 17, 0},    {65, 129, 65}};
+    const int saved = mg_get_num_threads();
+    int tested = 0;
+    for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
+        if (!mg_isa_force(all_isas[i])) continue;
+        tested++;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int v = 0; v < 4; v++) {
+                const bool ta = v & 2, tb = v & 1;
+                const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                const int64_t lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 1, ldc = N + 3;
+                float *A = fill_new((size_t)((ta ? K : M) * lda + 1), 40 + s),
+                      *B = fill_new((size_t)((tb ? N : K) * ldb + 1), 50 + s),
+                      *bias = fill_new((size_t)N, 60 + s);
+                float *C = malloc((size_t)(M * ldc) * sizeof *C), *R = malloc((size_t)(M * ldc) * sizeof *R);
+                ck_assert(C && R);
+                for (int with = 0; with < 2; with++)
+                    for (int ref = 0; ref < 2; ref++) {
+                        for (int64_t e = 0; e < M * ldc; e++) C[e] = R[e] = -3.0f; /* old C must not count */
+                        for (int64_t r = 0; r < M; r++)
+                            if (with) memcpy(R + r * ldc, bias, (size_t)N * sizeof *R);
+                        mg_set_num_threads(1);
+                        mg_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, with ? 1.0f : 0.0f, R, ldc);
+                        mg_set_num_threads(s % 2 ? 3 : 1);
+                        mg_sgemm_set_reference(ref);
+                        mg_sgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, with ? bias : NULL, C, ldc);
+                        mg_sgemm_set_reference(false);
+                        if (ref) { /* the reference loops: compare with themselves filled */
+                            for (int64_t e = 0; e < M * ldc; e++) R[e] = -3.0f;
+                            for (int64_t r = 0; r < M; r++)
+                                if (with) memcpy(R + r * ldc, bias, (size_t)N * sizeof *R);
+                            mg_sgemm_ref(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, with ? 1.0f : 0.0f, R, ldc);
+                        }
+                        for (int64_t e = 0; e < M * ldc; e++)
+                            ck_assert_msg(C[e] == R[e] || (isnan(C[e]) && isnan(R[e])),
+                                          "%s ta=%d tb=%d %lldx%lldx%lld bias=%d reference=%d: C[%lld] = "
+                                          "%a, filled and accumulated %a",
+                                          mg_isa_name(all_isas[i]), ta, tb, (long long)M, (long long)N,
+                                          (long long)K, with, ref, (long long)e, C[e], R[e]);
+                    }
+                free(A);
+                free(B);
+                free(bias);
+                free(C);
+                free(R);
+            }
+    }
+    mg_set_num_threads(saved);
+    ck_assert_int_ge(tested, 1);
+}
+END_TEST
+
 /* BLAS semantics: with K == 0 or alpha == 0, C = beta C and A, B are not read (NULL here). */
 START_TEST(k_zero_and_alpha_zero) {
     for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
@@ -522,6 +580,7 @@ static Suite *gemm_suite(void) {
     tcase_add_loop_test(shapes, large_shapes_cross_blocks, 0, 4);
     tcase_add_loop_test(shapes, small_m_long_rows, 0, 4);
     tcase_add_test(shapes, k_zero_and_alpha_zero);
+    tcase_add_test(shapes, bias_equals_filling_then_accumulating);
     suite_add_tcase(s, shapes);
     TCase *threads = tcase_create("threads");
     tcase_add_checked_fixture(threads, save_thread_settings, restore_thread_settings);

@@ -81,16 +81,21 @@ static void no_workspace(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, i
     ref_rect(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* C[i0:i1, j0:j1] on the calling thread through the packed path. */
+/* C[i0:i1, j0:j1] on the calling thread through the packed path. With bias (beta is then 1), each
+ * row panel of C is set to bias just before the first K slice's products read it, while it is in
+ * cache, rather than in a pass of its own over C. */
 static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, int64_t i1,
                         int64_t j0, int64_t j1, int64_t K, float alpha, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                        const float *B, int64_t ldb, const float *bias, float beta, float *C,
+                        int64_t ldc) {
     const int64_t kc = k_slice(im, K);
     const int64_t mc = min64(im->mc, round_up(i1 - i0, im->mr));
     const int64_t nc = min64(im->nc, round_up(j1 - j0, im->nr));
     const size_t a_floats = (size_t)(mc * kc), need = a_floats + (size_t)(nc * kc);
     float *abuf = workspace(need);
     if (!abuf) {
+        if (bias)
+            for (int64_t i = i0; i < i1; i++) memcpy(C + i * ldc + j0, bias + j0, (size_t)(j1 - j0) * sizeof(float));
         no_workspace(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, need);
         return;
     }
@@ -103,7 +108,15 @@ static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, in
             for (int64_t j = j0; j < j1; j += nc) {
                 const int64_t nb = min64(nc, j1 - j);
                 im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
-                im->block(mb, nb, kb, abuf, bbuf, p == 0 ? beta : 1.0f, C + i * ldc + j, ldc);
+                if (bias && p == 0)
+                    for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
+                        const int64_t rows = min64(im->mr, mb - r0);
+                        for (int64_t r = r0; r < r0 + rows; r++)
+                            memcpy(C + (i + r) * ldc + j, bias + j, (size_t)nb * sizeof(float));
+                        im->block(rows, nb, kb, abuf + r0 * kb, bbuf, 1.0f, C + (i + r0) * ldc + j, ldc);
+                    }
+                else
+                    im->block(mb, nb, kb, abuf, bbuf, p == 0 ? beta : 1.0f, C + i * ldc + j, ldc);
             }
         }
     }
@@ -203,7 +216,7 @@ static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_
 
 static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, bool tb, int64_t M,
                      int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-                     int64_t ldb, float beta, float *C, int64_t ldc) {
+                     int64_t ldb, const float *bias, float beta, float *C, int64_t ldc) {
     const int a = tid / pl->tn, b = tid % pl->tn;
     const int64_t um = pl->small ? 1 : (M + pl->unit_m - 1) / pl->unit_m;
     const int64_t un = (N + pl->unit_n - 1) / pl->unit_n;
@@ -215,7 +228,7 @@ static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, b
     if (pl->small)
         small_rect(im, ta, tb, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
-        packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        packed_rect(im, ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, bias, beta, C, ldc);
 }
 
 /* Decoding with op(B) = B (K x N, row-major): the time goes to streaming B from memory, and a
@@ -274,22 +287,40 @@ static int max_threads(void) {
 #endif
 }
 
-static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
-                 int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                 float beta, float *C, int64_t ldc) {
+/* C's rows set to bias (N values). */
+static void fill_rows(int64_t M, int64_t N, const float *bias, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, (size_t)N * sizeof(float));
+}
+
+/* With bias, C = bias + alpha op(A) op(B) (beta ignored): the packed path writes the bias tile by
+ * tile (packed_rect); the others get C's rows filled first and add onto them. */
+static void gemm_bias(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
+                      int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      const float *bias, float beta, float *C, int64_t ldc) {
+    if (bias) beta = 1.0f;
     if (atomic_load_explicit(&use_reference, memory_order_relaxed)) {
+        if (bias) fill_rows(M, N, bias, C, ldc);
         mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
-        scale_c(M, N, beta, C, ldc);
+        if (bias) fill_rows(M, N, bias, C, ldc);
+        else scale_c(M, N, beta, C, ldc);
         return;
     }
-    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N &&
-        small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-        return;
     const plan pl = make_plan(im, threads, M, N, K);
+    if (bias && pl.small) { /* few rows: the fill is cheap next to streaming B */
+        fill_rows(M, N, bias, C, ldc);
+        bias = NULL;
+    }
+    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N) {
+        if (bias) {
+            fill_rows(M, N, bias, C, ldc);
+            bias = NULL;
+        }
+        if (small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    }
 #ifdef _OPENMP
     if (pl.nt > 1) {
 #pragma omp parallel num_threads(pl.nt)
@@ -297,12 +328,18 @@ static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t 
             /* The runtime may grant fewer threads than asked: the parts are then shared out. */
             const int got = omp_get_num_threads();
             for (int t = omp_get_thread_num(); t < pl.nt; t += got)
-                run_part(im, &pl, t, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                run_part(im, &pl, t, ta, tb, M, N, K, alpha, A, lda, B, ldb, bias, beta, C, ldc);
         }
         return;
     }
 #endif
-    run_part(im, &pl, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    run_part(im, &pl, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, bias, beta, C, ldc);
+}
+
+static void gemm(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
+                 int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc) {
+    gemm_bias(im, threads, ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc);
 }
 
 void mg_sgemm_set_reference(bool on) { atomic_store(&use_reference, on); }
@@ -312,6 +349,12 @@ void mg_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     gemm(mgk_gemm_active(), max_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
          ldc);
+}
+
+void mg_sgemm_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
+    gemm_bias(mgk_gemm_active(), max_threads(), ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bias, 0.0f, C,
+              ldc);
 }
 
 void mg_sgemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -2,7 +2,8 @@
  *
  * The same value as mg_add(mg_matmul(x, W), b) up to rounding, without the intermediate product
  * tensor, its gradient buffer (allocated, zeroed, accumulated into, read back), or the separate
- * bias pass: forward writes b into every row of y and lets the GEMM accumulate onto it (beta = 1);
+ * bias pass: forward has the GEMM start every row of y from b (mg_sgemm_bias, mg_bgemm_bias: a
+ * tile of rows at a time, just before its products, the bits of filling y with b and accumulating);
  * backward hands dy straight to the GEMMs and the bias column sum.
  *   dx += dy @ W^T (written, not added, into a gradient buffer made for it: mg_grad_for_write),
  *   dW += x^T @ dy (all rows of x folded into one GEMM whose K is the row count),
@@ -13,8 +14,7 @@
  * forward and kept (in the node, in the arena) for dW, W's per-step copy, dy rounded once in
  * backward for both of its products (in the context's scratch: it dies with the backward); the
  * bias, the sums and the gradients stay float32. Without a node to record (no gradient wanted) x's
- * copy goes to the scratch too. The bias goes into y inside the product (mg_bgemm_bias: a row tile at
- * a time, while it is in cache), not in a pass of its own. With kept weights (mg_ctx_keep_bf16_weights) a product of few
+ * copy goes to the scratch too. With kept weights (mg_ctx_keep_bf16_weights) a product of few
  * rows reads W pre-packed (mg_bgemm_packed), the same bits without packing W at every call.
  * mg_linear_bf16 is that forward from an x already in bf16, for the fused ops that write their
  * activation straight in bf16 (fused_linear.c).
@@ -81,7 +81,8 @@ bool mg_linear_check(mg_ctx *ctx, const char *op, const mg_tensor *x, const mg_t
     return true;
 }
 
-/* y (x's shape, last dim N) holding b in every row (b NULL: left as allocated). */
+/* y (x's shape, last dim N) holding b in every row (b NULL: left as allocated, for the products
+ * that start from the bias themselves). */
 static mg_tensor *linear_output(mg_ctx *ctx, const char *op, const mg_tensor *x, const mg_tensor *b, int64_t N) {
     int64_t shape[MG_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
@@ -127,9 +128,9 @@ mg_tensor *mg_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b) {
         mg_ctx_scratch_release(ctx, mark);
         return y;
     }
-    mg_tensor *y = linear_output(ctx, "mg_linear", x, b, N);
+    mg_tensor *y = linear_output(ctx, "mg_linear", x, NULL, N);
     if (!mg_ctx_ok(ctx)) return y;
-    mg_sgemm(false, false, M, N, K, 1.0f, x->data, K, w->data, N, b ? 1.0f : 0.0f, y->data, N);
+    mg_sgemm_bias(false, false, M, N, K, x->data, K, w->data, N, b ? b->data : NULL, y->data, N);
     mg_node *n = mg_op_record(ctx, &mg_op_def_linear, y, 3, (mg_tensor *[]){x, w, b});
     if (n) n->i[0] = M, n->i[1] = K, n->i[2] = N, n->saved[0] = NULL, n->saved[1] = NULL;
     return y;

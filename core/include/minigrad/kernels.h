@@ -36,6 +36,13 @@ MG_API const char *mg_isa_name(mg_isa isa);
 MG_API void mg_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
+/* C = bias + op(A) @ op(B): every row of C starts from bias (N values; NULL: from zero), the same
+ * bits as filling C's rows with bias and calling mg_sgemm with alpha 1 and beta 1, without that
+ * separate pass over C (the rows are filled a tile of rows at a time, just before the products
+ * read them). */
+MG_API void mg_sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, const float *bias, float *C,
+                          int64_t ldc);
 
 /* `batch` independent GEMMs; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
  * A stride of 0 shares one matrix across the batch; stride_c == 0 accumulates the products into
