@@ -247,9 +247,15 @@ static void at_bf16_key_tile(const at_job *J, int64_t bh, int64_t kt, float *scr
                           NULL);
 }
 
-static void at_add_rows(float *dst, const float *acc, int64_t rows, int64_t D, int64_t dp) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < D; d++) dst[r * D + d] += acc[r * dp + d];
+/* dst (rows x D) += acc (row stride dp); with mg_attn_desc.grads_fresh, dst = 0 + acc (the same
+ * bits as zeroing dst first). Every row of dq, dk and dv reaches this exactly once. */
+static void at_add_rows(const at_job *J, float *dst, const float *acc, int64_t rows, int64_t D, int64_t dp) {
+    if (J->a->grads_fresh)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t d = 0; d < D; d++) dst[r * D + d] = 0.0f + acc[r * dp + d];
+    else
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t d = 0; d < D; d++) dst[r * D + d] += acc[r * dp + d];
 }
 
 /* Software prefetch of the rows the next head will read and update, spread over this head's tile
@@ -305,8 +311,8 @@ static void at_key_tile(const at_job *J, int64_t bh, int64_t kt, const float *pk
                     dq_head ? dq_head + qt * AT_BR * dp : NULL, dk, dv, db);
     }
     const int64_t row0 = bh * a->Tk + j0;
-    if (dk) at_add_rows(J->dk + row0 * D, dk, rows, D, dp);
-    if (dv) at_add_rows(J->dv + row0 * D, dv, rows, D, dp);
+    if (dk) at_add_rows(J, J->dk + row0 * D, dk, rows, D, dp);
+    if (dv) at_add_rows(J, J->dv + row0 * D, dv, rows, D, dp);
 }
 
 /* Per-head split: the whole backward of head bh; `next` is the head this thread does next (or -1). */
@@ -340,7 +346,7 @@ static void at_bwd_head(const at_job *J, int64_t bh, int64_t next, float *scratc
     for (int64_t qt = 0; qt < J->nqt; qt++) J->impl->pack_query_tile(J, bh, qt, pk);
     if (dq) memset(dq, 0, (size_t)(J->nqt * AT_BR * J->dp) * sizeof(float));
     for (int64_t kt = 0; kt < nkt_vis; kt++) at_key_tile(J, bh, kt, pk, scratch, dq, pfp, true);
-    if (dq) at_add_rows(J->dq + bh * nq, dq, a->Tq, a->D, J->dp);
+    if (dq) at_add_rows(J, J->dq + bh * nq, dq, a->Tq, a->D, J->dp);
 }
 
 /* Two-pass, second pass: dQ of query tile qt of head bh over the key tiles it sees, in order,
@@ -357,7 +363,7 @@ static void at_bwd_query_tile(const at_job *J, int64_t bh, int64_t qt, float *sc
         at_bf16_key_tile(J, bh, kt, scratch, dq != NULL);
         at_run_pair(J, bh, qt, kt, pk, kp, ldk, scratch, dq, NULL, NULL, true);
     }
-    if (dq) at_add_rows(J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
+    if (dq) at_add_rows(J, J->dq + (bh * a->Tq + i0) * a->D, dq, m, a->D, J->dp);
 }
 
 static int at_choose_split(const mg_attn_desc *a, int nt) {
@@ -396,12 +402,22 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
         split = at_choose_split(a, nt);
         need = at_bwd_floats(&J, split, nt) * sizeof(float);
     }
+    const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
+    if (a->grads_fresh) { /* what no tile writes: all of it below, or keys no query sees */
+        const bool none = need > ws_bytes || !ws;
+        const int64_t kend = none ? 0 : at_kend(a, 0, a->Tq);
+        if (none && dq) memset(dq, 0, (size_t)(BH * a->Tq * a->D) * sizeof(float));
+        for (int64_t bh = 0; bh < BH && kend < a->Tk; bh++) {
+            const size_t off = (size_t)((bh * a->Tk + kend) * a->D), n = (size_t)((a->Tk - kend) * a->D);
+            if (dk) memset(dk + off, 0, n * sizeof(float));
+            if (dv) memset(dv + off, 0, n * sizeof(float));
+        }
+    }
     if (need > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_backward: workspace of %zu bytes is too small (needs %zu)",
                ws_bytes, need);
         return;
     }
-    const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
     const bool causal = a->causal;
     float *base = ws;
     if (split == 2) {
@@ -493,6 +509,11 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
                           void *ws, size_t ws_bytes) {
     if (!at_kv_packed(a, "mg_attn_backward_ref")) return;
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
+    if (a->grads_fresh) { /* the products below add onto them */
+        if (dq) memset(dq, 0, (size_t)(BH * Tq * D) * sizeof(float));
+        if (dk) memset(dk, 0, (size_t)(BH * Tk * D) * sizeof(float));
+        if (dv) memset(dv, 0, (size_t)(BH * Tk * D) * sizeof(float));
+    }
     const size_t per = (size_t)(Tq * Tk);
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;

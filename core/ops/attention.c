@@ -162,13 +162,21 @@ static void attention_reduce_dbias(const mg_attn_desc *a, const float *ds, int64
 static void attention_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const attn_saved *s = n->saved[0];
-    float *dq = mg_requires_grad(q) ? mg_grad(ctx, q) : NULL;
-    float *dk = mg_requires_grad(k) ? mg_grad(ctx, k) : NULL;
-    float *dv = mg_requires_grad(v) ? mg_grad(ctx, v) : NULL;
+    /* Gradient buffers made here are written by the kernels (grads_fresh), not zeroed and added
+     * to, when all three are new; otherwise the new ones are zeroed (q, k and v may be one tensor). */
+    bool fresh[3] = {true, true, true};
+    mg_tensor *in[3] = {q, k, v};
+    float *g[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        if (mg_requires_grad(in[i])) g[i] = mg_grad_for_write(ctx, in[i], &fresh[i]);
+    float *dq = g[0], *dk = g[1], *dv = g[2];
     mg_tensor *bias = n->n_in > 3 ? n->in[3] : NULL;
     float *db = bias && mg_requires_grad(bias) ? mg_grad(ctx, bias) : NULL;
     if (!mg_ctx_ok(ctx)) return;
     mg_attn_desc d = s->desc;
+    d.grads_fresh = !s->qb && fresh[0] && fresh[1] && fresh[2];
+    for (int i = 0; i < 3 && !d.grads_fresh; i++)
+        if (g[i] && fresh[i]) memset(g[i], 0, (size_t)in[i]->numel * sizeof(float));
     const bool full = s->bias_b == d.B && s->bias_h == d.H;
     if (db) {
         d.dbias = full ? db : mg_ctx_alloc(ctx, (size_t)(d.B * d.H * d.Tq * d.Tk) * 4, "mg_attention bias gradient scratch");

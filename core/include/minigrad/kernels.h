@@ -96,6 +96,10 @@ typedef struct mg_attn_desc {
      * element written by one item: no reduction across threads). Entries of keys a causal mask
      * hides get nothing. */
     float *dbias;
+    /* Backward only: dq, dk and dv hold nothing yet (gradient buffers just made, contents
+     * undefined): every element is written (as 0 + its sum) instead of added to, which spares the
+     * caller zeroing them first. False: added to, as always. */
+    bool grads_fresh;
     /* Products in bf16: Q, K, V, dO, the probabilities and dS rounded to bf16 (nearest even),
      * every sum, the softmax and its gradient in float32. Taken where the active bf16 path is
      * AVX512-BF16 (products on VDPBF16PS) or AMX on a CPU that also has AVX512-BF16 (products on
