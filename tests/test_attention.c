@@ -309,6 +309,33 @@ START_TEST(fresh_gradients_are_written_not_added) {
                 free_result(&x), free_result(&y);
             }
     }
+    /* only some gradients asked for: dq alone, dk and dv alone */
+    for (int which = 0; which < 2; which++)
+        for (int split = 1; split <= 2; split++) {
+            in.a.bf16 = false, in.a.backward_split = split;
+            result x, y;
+            float *xg[2][3], *yg[2][3];
+            for (int r = 0; r < 2; r++) {
+                result *res = r ? &y : &x;
+                for (int64_t i = 0; i < ng; i++) in.g0[i] = r ? NAN : 0.0f;
+                alloc_result(&in, res);
+                in.a.grads_fresh = r;
+                const size_t fb = mg_attn_forward_workspace(&in.a), bb = mg_attn_backward_workspace(&in.a);
+                void *ws = need(mg_aligned_alloc(fb > bb ? fb : bb));
+                mg_attn_forward(&in.a, in.q, in.k, in.v, res->o, res->lse, ws, fb);
+                float **gg = r ? yg[which] : xg[which];
+                gg[0] = which == 0 ? res->dq : NULL, gg[1] = which ? res->dk : NULL, gg[2] = which ? res->dv : NULL;
+                mg_attn_backward(&in.a, in.q, in.k, in.v, res->o, res->lse, in.dO, gg[0], gg[1], gg[2], ws, bb);
+                mg_aligned_free(ws);
+            }
+            const char *how = which ? "dk and dv alone" : "dq alone";
+            if (!which) ck_assert_msg(same_bits(x.dq, y.dq, nq), "%s: %s, split %d: dq bits differ", c->name, how, split);
+            else {
+                ck_assert_msg(same_bits(x.dk, y.dk, nk), "%s: %s, split %d: dk bits differ", c->name, how, split);
+                ck_assert_msg(same_bits(x.dv, y.dv, nk), "%s: %s, split %d: dv bits differ", c->name, how, split);
+            }
+            free_result(&x), free_result(&y);
+        }
     in.a.grads_fresh = false;
     free_inputs(&in);
 }
@@ -710,6 +737,13 @@ START_TEST(short_workspace_is_reported_not_overrun) {
     ck_assert_int_eq(c.calls, 3);
     tu_assert_has("error message", c.msg, "mg_attn_backward_ref: workspace of 256 bytes is too small");
     for (int i = 0; i < 70 * 16; i++) ck_assert(o[i] == 0.0f && dq[i] == 0.0f);
+    /* gradient buffers just made (here full of NaN) are left holding zeros, not their contents */
+    for (int i = 0; i < 70 * 16; i++) dq[i] = NAN;
+    in.a.grads_fresh = true;
+    mg_attn_backward(&in.a, in.q, in.k, in.v, o, lse, in.dO, dq, NULL, NULL, ws, sizeof ws);
+    ck_assert_int_eq(c.calls, 4);
+    for (int i = 0; i < 70 * 16; i++) ck_assert(dq[i] == 0.0f);
+    in.a.grads_fresh = false;
     mg_log_set(NULL, NULL);
     free(o), free(dq);
     free_inputs(&in);

@@ -177,58 +177,81 @@ START_TEST(bgemm_same_bits_for_any_thread_count) {
 }
 END_TEST
 
-/* mg_bgemm_bias is filling C's rows with the bias and accumulating: the same bits, on every path
- * this machine has, in every transposition form, on shapes past whole tiles and K slices and over
- * more than one row block (M > 1536), at 1 and 3 threads; a NULL bias is the plain product. */
-START_TEST(bgemm_bias_equals_filling_then_accumulating) {
-    static const int64_t bshapes[][3] = {{1, 5, 3}, {13, 70, 600}, {37, 45, 1100}, {1601, 33, 40}};
+/* mg_bgemm_bias against filling C's rows with the bias and accumulating, bit for bit, on the
+ * active path: the four forms, the shapes given, each at its thread count; a NULL bias is the plain
+ * product. */
+typedef struct {
+    int64_t M, N, K;
+    int threads;
+} bias_shape;
+
+static void bias_matches(const bias_shape *cases, size_t n, uint64_t seed) {
 #ifdef _OPENMP
     const int before = omp_get_max_threads();
 #endif
+    const char *path = mg_bf16_path_name(mg_bf16_path_active());
+    for (size_t s = 0; s < n; s++)
+        for (int t = 0; t < 4; t++) {
+            const bool ta = t & 1, tb = t >> 1;
+            const int64_t M = cases[s].M, N = cases[s].N, K = cases[s].K;
+            const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+            mg_bf16 *A = tu_bf16_fill((size_t)((ta ? K : M) * lda), seed += 3);
+            mg_bf16 *B = tu_bf16_fill((size_t)((tb ? N : K) * ldb), seed + 1);
+            float *bias = malloc((size_t)N * sizeof *bias), *C = malloc((size_t)(M * ldc) * sizeof *C),
+                  *R = malloc((size_t)(M * ldc) * sizeof *R);
+            ck_assert(bias && C && R);
+            mg_rng r = mg_rng_make(seed + 2);
+            for (int64_t j = 0; j < N; j++) bias[j] = mg_rng_range(&r, -2.0f, 2.0f);
+            bias[0] = 1e-39f; /* a denormal start reads as zero either way */
+            if (N > 1) bias[1] = -0.0f;
+            for (int with = 0; with < 2; with++) {
+                for (int64_t i = 0; i < M * ldc; i++) R[i] = C[i] = -7.0f; /* C's old values must not count */
+                for (int64_t i = 0; i < M; i++)
+                    if (with) memcpy(R + i * ldc, bias, (size_t)N * sizeof *R);
+#ifdef _OPENMP
+                omp_set_num_threads(1);
+#endif
+                mg_bgemm(ta, tb, M, N, K, A, lda, B, ldb, with, R, ldc);
+#ifdef _OPENMP
+                omp_set_num_threads(cases[s].threads);
+#endif
+                mg_bgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, with ? bias : NULL, C, ldc);
+#ifdef _OPENMP
+                omp_set_num_threads(before);
+#endif
+                for (int64_t i = 0; i < M * ldc; i++)
+                    ck_assert_msg(memcmp(&C[i], &R[i], sizeof C[i]) == 0,
+                                  "%s ta=%d tb=%d %lldx%lldx%lld, %d threads, bias=%d: C[%lld] = %a, filled "
+                                  "and accumulated %a",
+                                  path, ta, tb, (long long)M, (long long)N, (long long)K, cases[s].threads,
+                                  with, (long long)i, C[i], R[i]);
+            }
+            free(A);
+            free(B);
+            free(bias);
+            free(C);
+            free(R);
+        }
+}
+
+/* On every path this machine has: shapes past whole tiles and K slices, over more than one row
+ * block (M > 1536) and more than one column block (N > 256) with the work split among 3 threads;
+ * then the AMX kernel on the tile model (slow: small shapes, past its 512-column block and its
+ * 1024-value K slice). */
+START_TEST(bgemm_bias_equals_filling_then_accumulating) {
+    static const bias_shape plain[] = {{1, 5, 3, 1},     {13, 70, 600, 3},  {37, 45, 1100, 1},
+                                       {1601, 33, 40, 1}, {200, 300, 600, 3}, {2000, 40, 130, 3}};
+    static const bias_shape model_shapes[] = {{37, 530, 70, 3}, {45, 40, 1100, 1}, {70, 33, 64, 2}};
     int tested = 0;
-    uint64_t seed = 500;
     for (int p = MG_BF16_EMULATED; p <= MG_BF16_AMX; p++) {
         if (!mg_bf16_path_force((mg_bf16_path)p)) continue;
         tested++;
-        for (size_t s = 0; s < sizeof bshapes / sizeof *bshapes; s++)
-            for (int t = 0; t < 4; t++) {
-                const bool ta = t & 1, tb = t >> 1;
-                const int64_t M = bshapes[s][0], N = bshapes[s][1], K = bshapes[s][2];
-                const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
-                mg_bf16 *A = tu_bf16_fill((size_t)((ta ? K : M) * lda), seed += 3);
-                mg_bf16 *B = tu_bf16_fill((size_t)((tb ? N : K) * ldb), seed + 1);
-                float *bias = malloc((size_t)N * sizeof *bias), *C = malloc((size_t)(M * ldc) * sizeof *C),
-                      *R = malloc((size_t)(M * ldc) * sizeof *R);
-                ck_assert(bias && C && R);
-                mg_rng r = mg_rng_make(seed + 2);
-                for (int64_t j = 0; j < N; j++) bias[j] = mg_rng_range(&r, -2.0f, 2.0f);
-                bias[0] = 1e-39f; /* a denormal start reads as zero either way */
-                for (int with = 0; with < 2; with++) {
-                    for (int64_t i = 0; i < M * ldc; i++) R[i] = C[i] = -7.0f; /* C's old values must not count */
-                    for (int64_t i = 0; i < M; i++)
-                        if (with) memcpy(R + i * ldc, bias, (size_t)N * sizeof *R);
-                    mg_bgemm(ta, tb, M, N, K, A, lda, B, ldb, with, R, ldc);
-#ifdef _OPENMP
-                    omp_set_num_threads(s % 2 ? 3 : 1);
-#endif
-                    mg_bgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, with ? bias : NULL, C, ldc);
-#ifdef _OPENMP
-                    omp_set_num_threads(before);
-#endif
-                    for (int64_t i = 0; i < M * ldc; i++)
-                        ck_assert_msg(same_value(C[i], R[i]),
-                                      "%s ta=%d tb=%d %lldx%lldx%lld bias=%d: C[%lld] = %a, filled "
-                                      "and accumulated %a",
-                                      mg_bf16_path_name((mg_bf16_path)p), ta, tb, (long long)M,
-                                      (long long)N, (long long)K, with, (long long)i, C[i], R[i]);
-                }
-                free(A);
-                free(B);
-                free(bias);
-                free(C);
-                free(R);
-            }
+        bias_matches(plain, sizeof plain / sizeof *plain, 500 + 100 * (uint64_t)p);
     }
+    mg_bf16_amx_emulation(true);
+    ck_assert(mg_bf16_path_force(MG_BF16_AMX));
+    bias_matches(model_shapes, sizeof model_shapes / sizeof *model_shapes, 900);
+    mg_bf16_amx_emulation(false);
     ck_assert(mg_bf16_path_force(mg_bf16_path_detected()));
     ck_assert_int_ge(tested, 1);
 }

@@ -243,12 +243,14 @@ START_TEST(small_m_long_rows) {
 END_TEST
 
 /* mg_sgemm_bias is filling C's rows with the bias and calling mg_sgemm with alpha = beta = 1: the
- * same bits on every ISA path, in the four forms, through the packed path (several K slices and
- * row blocks), the few-row path, the split of K for decoding (M <= 4, K > 256, N >= 256), K == 0
- * and the reference loops, at 1 and 3 threads; a NULL bias is the plain product. */
+ * same bits on every ISA path, in the four forms, through the packed path (several K slices, row
+ * blocks and column blocks, split among 3 threads), the few-row path, the split of K for decoding
+ * (M <= 4, K > 256, N >= 256), K == 0 and the reference loops; a NULL bias is the plain product. */
 START_TEST(bias_equals_filling_then_accumulating) {
-    static const int64_t shapes[][3] = {{2061, 13, 301}, {37, 70, 600}, {3, 300, 700},
-                                        {2, 33, 5},      {9, 17, 0},    {65, 129, 65}};
+    static const int64_t shapes[][4] = {/* M, N, K, threads */
+                                        {2061, 13, 301, 3}, {37, 70, 600, 1}, {3, 300, 700, 3},
+                                        {2, 33, 5, 1},      {9, 17, 0, 1},    {65, 129, 65, 1},
+                                        {130, 600, 100, 3}};
     const int saved = mg_get_num_threads();
     int tested = 0;
     for (size_t i = 0; i < sizeof all_isas / sizeof all_isas[0]; i++) {
@@ -262,6 +264,7 @@ START_TEST(bias_equals_filling_then_accumulating) {
                 float *A = fill_new((size_t)((ta ? K : M) * lda + 1), 40 + s),
                       *B = fill_new((size_t)((tb ? N : K) * ldb + 1), 50 + s),
                       *bias = fill_new((size_t)N, 60 + s);
+                bias[0] = -0.0f;
                 float *C = malloc((size_t)(M * ldc) * sizeof *C), *R = malloc((size_t)(M * ldc) * sizeof *R);
                 ck_assert(C && R);
                 for (int with = 0; with < 2; with++)
@@ -271,7 +274,7 @@ START_TEST(bias_equals_filling_then_accumulating) {
                             if (with) memcpy(R + r * ldc, bias, (size_t)N * sizeof *R);
                         mg_set_num_threads(1);
                         mg_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, with ? 1.0f : 0.0f, R, ldc);
-                        mg_set_num_threads(s % 2 ? 3 : 1);
+                        mg_set_num_threads((int)shapes[s][3]);
                         mg_sgemm_set_reference(ref);
                         mg_sgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, with ? bias : NULL, C, ldc);
                         mg_sgemm_set_reference(false);
@@ -282,7 +285,7 @@ START_TEST(bias_equals_filling_then_accumulating) {
                             mg_sgemm_ref(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, with ? 1.0f : 0.0f, R, ldc);
                         }
                         for (int64_t e = 0; e < M * ldc; e++)
-                            ck_assert_msg(C[e] == R[e] || (isnan(C[e]) && isnan(R[e])),
+                            ck_assert_msg(memcmp(&C[e], &R[e], sizeof C[e]) == 0,
                                           "%s ta=%d tb=%d %lldx%lldx%lld bias=%d reference=%d: C[%lld] = "
                                           "%a, filled and accumulated %a",
                                           mg_isa_name(all_isas[i]), ta, tb, (long long)M, (long long)N,

@@ -248,7 +248,8 @@ static void at_bf16_key_tile(const at_job *J, int64_t bh, int64_t kt, float *scr
 }
 
 /* dst (rows x D) += acc (row stride dp); with mg_attn_desc.grads_fresh, dst = 0 + acc (the same
- * bits as zeroing dst first). Every row of dq, dk and dv reaches this exactly once. */
+ * bits as zeroing dst first). A backward that runs brings every row of dq here exactly once, and
+ * every row of dk and dv of a key some query sees; mg_attn_backward zeroes the others. */
 static void at_add_rows(const at_job *J, float *dst, const float *acc, int64_t rows, int64_t D, int64_t dp) {
     if (J->a->grads_fresh)
         for (int64_t r = 0; r < rows; r++)
@@ -386,11 +387,22 @@ size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
     return at_bwd_floats(&J, at_choose_split(a, nt), nt) * sizeof(float);
 }
 
+/* With grads_fresh, what a backward that cannot run leaves: zeros, not the buffers' old contents. */
+static void at_zero_grads(const mg_attn_desc *a, float *dq, float *dk, float *dv) {
+    const size_t nq = (size_t)(a->B * a->H * a->Tq * a->D), nk = (size_t)(a->B * a->H * a->Tk * a->D);
+    if (dq) memset(dq, 0, nq * sizeof(float));
+    if (dk) memset(dk, 0, nk * sizeof(float));
+    if (dv) memset(dv, 0, nk * sizeof(float));
+}
+
 void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
                       float *dv, void *ws, size_t ws_bytes) {
     if (!dq && !dk && !dv && !a->dbias) return;
-    if (!at_kv_packed(a, "mg_attn_backward")) return;
+    if (!at_kv_packed(a, "mg_attn_backward")) {
+        if (a->grads_fresh) at_zero_grads(a, dq, dk, dv);
+        return;
+    }
     at_job J;
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
@@ -406,7 +418,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     if (a->grads_fresh) { /* what no tile writes: all of it below, or keys no query sees */
         const bool none = need > ws_bytes || !ws;
         const int64_t kend = none ? 0 : at_kend(a, 0, a->Tq);
-        if (none && dq) memset(dq, 0, (size_t)(BH * a->Tq * a->D) * sizeof(float));
+        if (none) at_zero_grads(a, dq, NULL, NULL);
         for (int64_t bh = 0; bh < BH && kend < a->Tk; bh++) {
             const size_t off = (size_t)((bh * a->Tk + kend) * a->D), n = (size_t)((a->Tk - kend) * a->D);
             if (dk) memset(dk + off, 0, n * sizeof(float));
@@ -507,13 +519,9 @@ size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a) {
 void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                           const float *P, const float *dO, float *dq, float *dk, float *dv,
                           void *ws, size_t ws_bytes) {
+    if (a->grads_fresh) at_zero_grads(a, dq, dk, dv); /* the products below add onto them */
     if (!at_kv_packed(a, "mg_attn_backward_ref")) return;
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
-    if (a->grads_fresh) { /* the products below add onto them */
-        if (dq) memset(dq, 0, (size_t)(BH * Tq * D) * sizeof(float));
-        if (dk) memset(dk, 0, (size_t)(BH * Tk * D) * sizeof(float));
-        if (dv) memset(dv, 0, (size_t)(BH * Tk * D) * sizeof(float));
-    }
     const size_t per = (size_t)(Tq * Tk);
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;

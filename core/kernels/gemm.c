@@ -298,6 +298,7 @@ static void gemm_bias(const mg_gemm_impl *im, int threads, bool ta, bool tb, int
                       int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       const float *bias, float beta, float *C, int64_t ldc) {
     if (bias) beta = 1.0f;
+    if (bias && (M <= 0 || N <= 0)) return;
     if (atomic_load_explicit(&use_reference, memory_order_relaxed)) {
         if (bias) fill_rows(M, N, bias, C, ldc);
         mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -314,13 +315,9 @@ static void gemm_bias(const mg_gemm_impl *im, int threads, bool ta, bool tb, int
         fill_rows(M, N, bias, C, ldc);
         bias = NULL;
     }
-    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N) {
-        if (bias) {
-            fill_rows(M, N, bias, C, ldc);
-            bias = NULL;
-        }
-        if (small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-    }
+    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N && !bias &&
+        small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return; /* (a bias was filled above: these rows are few) */
 #ifdef _OPENMP
     if (pl.nt > 1) {
 #pragma omp parallel num_threads(pl.nt)

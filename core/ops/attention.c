@@ -159,44 +159,54 @@ static void attention_reduce_dbias(const mg_attn_desc *a, const float *ds, int64
     }
 }
 
+/* The gradient buffers this backward made (fresh), zeroed: what mg_grad would have given. */
+static void zero_new_grads(float *const g[3], const bool fresh[3], mg_tensor *const in[3]) {
+    for (int i = 0; i < 3; i++)
+        if (g[i] && fresh[i]) memset(g[i], 0, (size_t)in[i]->numel * sizeof(float));
+}
+
 static void attention_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const attn_saved *s = n->saved[0];
     /* Gradient buffers made here are written by the kernels (grads_fresh), not zeroed and added
-     * to, when all three are new; otherwise the new ones are zeroed (q, k and v may be one tensor). */
-    bool fresh[3] = {true, true, true};
-    mg_tensor *in[3] = {q, k, v};
+     * to, when all three are new (q, k and v may be one tensor) and the fused kernels or the
+     * reference run; otherwise, and on every early return, the new ones are zeroed. */
+    bool fresh[3] = {false, false, false};
+    mg_tensor *const in[3] = {q, k, v};
     float *g[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)
         if (mg_requires_grad(in[i])) g[i] = mg_grad_for_write(ctx, in[i], &fresh[i]);
     float *dq = g[0], *dk = g[1], *dv = g[2];
     mg_tensor *bias = n->n_in > 3 ? n->in[3] : NULL;
     float *db = bias && mg_requires_grad(bias) ? mg_grad(ctx, bias) : NULL;
-    if (!mg_ctx_ok(ctx)) return;
     mg_attn_desc d = s->desc;
-    d.grads_fresh = !s->qb && fresh[0] && fresh[1] && fresh[2];
-    for (int i = 0; i < 3 && !d.grads_fresh; i++)
-        if (g[i] && fresh[i]) memset(g[i], 0, (size_t)in[i]->numel * sizeof(float));
     const bool full = s->bias_b == d.B && s->bias_h == d.H;
-    if (db) {
+    if (mg_ctx_ok(ctx) && db) {
         d.dbias = full ? db : mg_ctx_alloc(ctx, (size_t)(d.B * d.H * d.Tq * d.Tk) * 4, "mg_attention bias gradient scratch");
-        if (!d.dbias) return;
-        if (!full) memset(d.dbias, 0, (size_t)(d.B * d.H * d.Tq * d.Tk) * 4);
+        if (d.dbias && !full) memset(d.dbias, 0, (size_t)(d.B * d.H * d.Tq * d.Tk) * 4);
     }
-    if (s->qb) {
+    size_t bytes = 0;
+    void *ws = NULL;
+    if (mg_ctx_ok(ctx) && !s->qb) {
+        const bool ref = s->impl == MG_ATTN_REFERENCE;
+        bytes = ref ? mg_attn_backward_ref_workspace(&d) : mg_attn_backward_workspace(&d);
+        ws = mg_ctx_scratch_alloc(ctx, bytes, ref ? "mg_attention (reference) backward scratch"
+                                                  : "mg_attention backward scratch");
+    }
+    if (!mg_ctx_ok(ctx)) {
+        zero_new_grads(g, fresh, in);
+        return;
+    }
+    const bool mine[3] = {!g[0] || fresh[0], !g[1] || fresh[1], !g[2] || fresh[2]};
+    d.grads_fresh = !s->qb && mine[0] && mine[1] && mine[2];
+    if (!d.grads_fresh) zero_new_grads(g, fresh, in);
+    if (s->qb)
         attn_bf16_backward(ctx, &d, s, n->out->grad, dq, dk, dv);
-    } else if (s->impl == MG_ATTN_REFERENCE) {
-        const size_t bytes = mg_attn_backward_ref_workspace(&d);
-        void *ws = mg_ctx_scratch_alloc(ctx, bytes, "mg_attention (reference) backward scratch");
-        if (!ws) return;
+    else if (s->impl == MG_ATTN_REFERENCE)
         mg_attn_backward_ref(&d, q->data, k->data, v->data, s->p, n->out->grad, dq, dk, dv, ws, bytes);
-    } else {
-        const size_t bytes = mg_attn_backward_workspace(&d);
-        void *ws = mg_ctx_scratch_alloc(ctx, bytes, "mg_attention backward scratch");
-        if (!ws) return;
+    else
         mg_attn_backward(&d, q->data, k->data, v->data, n->out->data, s->lse, n->out->grad, dq, dk, dv,
                          ws, bytes);
-    }
     if (db && !full) attention_reduce_dbias(&d, d.dbias, s->bias_b, s->bias_h, db);
 }
 

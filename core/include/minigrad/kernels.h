@@ -97,8 +97,9 @@ typedef struct mg_attn_desc {
      * hides get nothing. */
     float *dbias;
     /* Backward only: dq, dk and dv hold nothing yet (gradient buffers just made, contents
-     * undefined): every element is written (as 0 + its sum) instead of added to, which spares the
-     * caller zeroing them first. False: added to, as always. */
+     * undefined): every element is written (as 0 + its sum; zero where nothing reaches it, or
+     * everywhere when the backward cannot run) instead of added to, which spares the caller
+     * zeroing them first. They must then be three separate buffers. False: added to, as always. */
     bool grads_fresh;
     /* Products in bf16: Q, K, V, dO, the probabilities and dS rounded to bf16 (nearest even),
      * every sum, the softmax and its gradient in float32. Taken where the active bf16 path is
@@ -119,8 +120,9 @@ MG_API void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *
  * with AVX512-BF16 beside it. */
 MG_API bool mg_attn_bf16_fused(void);
 
-/* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv; any of them may be NULL. o and lse
- * are what mg_attn_forward produced for the same q, k, v. */
+/* Backward from dO (B,H,Tq,D): accumulates (+=) into dq, dk, dv, or writes them with
+ * mg_attn_desc.grads_fresh; any of them may be NULL. o and lse are what mg_attn_forward produced
+ * for the same q, k, v. */
 MG_API size_t mg_attn_backward_workspace(const mg_attn_desc *a);
 MG_API void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                       const float *o, const float *lse, const float *dO, float *dq, float *dk,
