@@ -387,12 +387,16 @@ size_t mg_attn_backward_workspace(const mg_attn_desc *a) {
     return at_bwd_floats(&J, at_choose_split(a, nt), nt) * sizeof(float);
 }
 
-/* With grads_fresh, what a backward that cannot run leaves: zeros, not the buffers' old contents. */
-static void at_zero_grads(const mg_attn_desc *a, float *dq, float *dk, float *dv) {
-    const size_t nq = (size_t)(a->B * a->H * a->Tq * a->D), nk = (size_t)(a->B * a->H * a->Tk * a->D);
-    if (dq) memset(dq, 0, nq * sizeof(float));
-    if (dk) memset(dk, 0, nk * sizeof(float));
-    if (dv) memset(dv, 0, nk * sizeof(float));
+/* With grads_fresh, the parts no tile writes, set to zero: all of dq, and of every head the rows of
+ * dk and dv from key kfrom on (kfrom 0: all of them, for a backward that cannot run). */
+static void at_zero_grads(const mg_attn_desc *a, float *dq, float *dk, float *dv, int64_t kfrom) {
+    if (dq) memset(dq, 0, (size_t)(a->B * a->H * a->Tq * a->D) * sizeof(float));
+    const size_t n = (size_t)((a->Tk - kfrom) * a->D);
+    for (int64_t bh = 0; bh < a->B * a->H && kfrom < a->Tk; bh++) {
+        const size_t off = (size_t)((bh * a->Tk + kfrom) * a->D);
+        if (dk) memset(dk + off, 0, n * sizeof(float));
+        if (dv) memset(dv + off, 0, n * sizeof(float));
+    }
 }
 
 void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, const float *v,
@@ -400,7 +404,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
                       float *dv, void *ws, size_t ws_bytes) {
     if (!dq && !dk && !dv && !a->dbias) return;
     if (!at_kv_packed(a, "mg_attn_backward")) {
-        if (a->grads_fresh) at_zero_grads(a, dq, dk, dv);
+        if (a->grads_fresh) at_zero_grads(a, dq, dk, dv, 0);
         return;
     }
     at_job J;
@@ -417,13 +421,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     const int64_t BH = J.BH, nqt = J.nqt, nkt = J.nkt;
     if (a->grads_fresh) { /* what no tile writes: all of it below, or keys no query sees */
         const bool none = need > ws_bytes || !ws;
-        const int64_t kend = none ? 0 : at_kend(a, 0, a->Tq);
-        if (none) at_zero_grads(a, dq, NULL, NULL);
-        for (int64_t bh = 0; bh < BH && kend < a->Tk; bh++) {
-            const size_t off = (size_t)((bh * a->Tk + kend) * a->D), n = (size_t)((a->Tk - kend) * a->D);
-            if (dk) memset(dk + off, 0, n * sizeof(float));
-            if (dv) memset(dv + off, 0, n * sizeof(float));
-        }
+        at_zero_grads(a, none ? dq : NULL, dk, dv, none ? 0 : at_kend(a, 0, a->Tq));
     }
     if (need > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_backward: workspace of %zu bytes is too small (needs %zu)",
@@ -519,7 +517,7 @@ size_t mg_attn_backward_ref_workspace(const mg_attn_desc *a) {
 void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k, const float *v,
                           const float *P, const float *dO, float *dq, float *dk, float *dv,
                           void *ws, size_t ws_bytes) {
-    if (a->grads_fresh) at_zero_grads(a, dq, dk, dv); /* the products below add onto them */
+    if (a->grads_fresh) at_zero_grads(a, dq, dk, dv, 0); /* the products below add onto them */
     if (!at_kv_packed(a, "mg_attn_backward_ref")) return;
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
     const size_t per = (size_t)(Tq * Tk);

@@ -13,6 +13,7 @@
  * no packing per call, the columns split among threads, each element the same chain as in mg_bgemm.
  */
 #include "bgemm_internal.h"
+#include "bias_rows.h"
 #include "isa.h"
 #include "threads.h"
 #include "workspace.h"
@@ -169,7 +170,7 @@ static void run_block(const mgk_bgemm_impl *im, bool a_in_place, int64_t mb, int
     }
     for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
         const int64_t rows = min64(im->mr, mb - r0);
-        for (int64_t r = r0; r < r0 + rows; r++) memcpy(C + r * ldc, bias, (size_t)nb * sizeof(float));
+        bias_rows(rows, nb, bias, C + r0 * ldc, ldc);
         if (a_in_place) im->block_rm(rows, nb, kb, ap + r0 * lda, lda, bbuf, true, C + r0 * ldc, ldc);
         else im->block(rows, nb, kp, abuf + r0 * kp, bbuf, true, C + r0 * ldc, ldc);
     }
@@ -188,7 +189,7 @@ static void packed_rect(const mgk_bgemm_impl *im, bool ta, bool tb, int64_t i0, 
         mg_log(MG_LOG_WARN, "mg_bgemm: cannot allocate %zu bytes of packing workspace; using the "
                "reference loops", need * sizeof(uint32_t));
         for (int64_t i = i0; i < i1; i++) {
-            if (bias) memcpy(C + i * ldc + j0, bias + j0, (size_t)(j1 - j0) * sizeof(float));
+            if (bias) bias_rows(1, j1 - j0, bias + j0, C + i * ldc + j0, ldc);
             ref_loops(im->path, ta, tb, 1, j1 - j0, K, ta ? A + i : A + i * lda, lda,
                       tb ? B + j0 * ldb : B + j0, ldb, accumulate || bias, C + i * ldc + j0, ldc);
         }
@@ -282,10 +283,9 @@ static void run_bgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const m
                       int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        for (int64_t i = 0; i < M; i++) {
-            if (bias) memcpy(C + i * ldc, bias, (size_t)N * sizeof(float));
-            else if (!accumulate) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
-        }
+        if (bias) bias_rows(M, N, bias, C, ldc);
+        else if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
         return;
     }
     const mgk_bgemm_impl *im = mgk_bgemm_for(M);

@@ -130,9 +130,8 @@ static inline __attribute__((always_inline)) void micro_step(const int MR, __m51
  * C itself, or a stack tile where the tile sticks out of C. A is the packed panel a (kp pairs,
  * BG_MR words a pair), or with in_place the mm rows at ar (row stride lda, kc values: the pairs
  * read where they lie, an odd kc's last value paired with a zero as the packing does; rows from mm
- * to MR read row 0 again). MR < BG_MR serves
- * the last row panel of a block: only the rows it has are computed (a panel of 4 rows costs a
- * third of a whole one, not all of it). */
+ * to MR read row 0 again). MR < BG_MR serves the last row panel of a block: only the rows it has
+ * are computed (a panel of 4 rows costs a third of a whole one, not all of it). */
 static inline __attribute__((always_inline)) void micro(const int MR, int64_t kp, const uint32_t *restrict a,
                                                         bool in_place, const mg_bf16 *restrict ar,
                                                         int64_t lda, int64_t kc, int mm,

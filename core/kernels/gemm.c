@@ -12,6 +12,7 @@
  * (small_ksplit) is the one sum across threads: its chunks depend on K only and their partial
  * products are added in chunk order, so it too gives the same bits for any thread count.
  */
+#include "bias_rows.h"
 #include "gemm_internal.h"
 #include "isa.h"
 #include "threads.h"
@@ -94,8 +95,7 @@ static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, in
     const size_t a_floats = (size_t)(mc * kc), need = a_floats + (size_t)(nc * kc);
     float *abuf = workspace(need);
     if (!abuf) {
-        if (bias)
-            for (int64_t i = i0; i < i1; i++) memcpy(C + i * ldc + j0, bias + j0, (size_t)(j1 - j0) * sizeof(float));
+        if (bias) bias_rows(i1 - i0, j1 - j0, bias + j0, C + i0 * ldc + j0, ldc);
         no_workspace(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, need);
         return;
     }
@@ -111,8 +111,7 @@ static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, in
                 if (bias && p == 0)
                     for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
                         const int64_t rows = min64(im->mr, mb - r0);
-                        for (int64_t r = r0; r < r0 + rows; r++)
-                            memcpy(C + (i + r) * ldc + j, bias + j, (size_t)nb * sizeof(float));
+                        bias_rows(rows, nb, bias + j, C + (i + r0) * ldc + j, ldc);
                         im->block(rows, nb, kb, abuf + r0 * kb, bbuf, 1.0f, C + (i + r0) * ldc + j, ldc);
                     }
                 else
@@ -287,37 +286,31 @@ static int max_threads(void) {
 #endif
 }
 
-/* C's rows set to bias (N values). */
-static void fill_rows(int64_t M, int64_t N, const float *bias, float *C, int64_t ldc) {
-    for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, (size_t)N * sizeof(float));
-}
-
 /* With bias, C = bias + alpha op(A) op(B) (beta ignored): the packed path writes the bias tile by
  * tile (packed_rect); the others get C's rows filled first and add onto them. */
 static void gemm_bias(const mg_gemm_impl *im, int threads, bool ta, bool tb, int64_t M, int64_t N,
                       int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       const float *bias, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
     if (bias) beta = 1.0f;
-    if (bias && (M <= 0 || N <= 0)) return;
     if (atomic_load_explicit(&use_reference, memory_order_relaxed)) {
-        if (bias) fill_rows(M, N, bias, C, ldc);
+        if (bias) bias_rows(M, N, bias, C, ldc);
         mg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
-        if (bias) fill_rows(M, N, bias, C, ldc);
+        if (bias) bias_rows(M, N, bias, C, ldc);
         else scale_c(M, N, beta, C, ldc);
         return;
     }
     const plan pl = make_plan(im, threads, M, N, K);
-    if (bias && pl.small) { /* few rows: the fill is cheap next to streaming B */
-        fill_rows(M, N, bias, C, ldc);
+    if (bias && pl.small) { /* few rows (M <= small_m): the fill is cheap next to streaming B */
+        bias_rows(M, N, bias, C, ldc);
         bias = NULL;
     }
-    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N && !bias &&
+    if (M <= im->small_m && !tb && K > SMALL_KCHUNK && N >= SMALL_KSPLIT_MIN_N &&
         small_ksplit(im, threads, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-        return; /* (a bias was filled above: these rows are few) */
+        return;
 #ifdef _OPENMP
     if (pl.nt > 1) {
 #pragma omp parallel num_threads(pl.nt)

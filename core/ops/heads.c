@@ -8,10 +8,11 @@
 
 typedef enum { COPY, ACCUMULATE, ACCUMULATE_FRESH } copy_mode;
 
-/* zero_rest (into rows, ACCUMULATE_FRESH): the columns of each row outside the slice are set to 0
- * too, so that a gradient buffer just made needs no zeroing pass of its own. */
+/* Into rows with ACCUMULATE_FRESH (a gradient buffer just made), the columns of each row outside
+ * the slice are set to 0 too, so that the buffer needs no zeroing pass of its own. */
 static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int64_t H, int64_t D,
-                       int64_t col0, bool to_heads, copy_mode mode, bool zero_rest) {
+                       int64_t col0, bool to_heads, copy_mode mode) {
+    const bool zero_rest = !to_heads && mode == ACCUMULATE_FRESH;
 #pragma omp parallel for collapse(2) schedule(static) if (B * T * H * D > 16384)
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
@@ -41,7 +42,7 @@ static void split_heads_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_grad_for_write(ctx, x, &fresh);
     if (!dx) return;
     int64_t B = x->shape[0], T = x->shape[1], W = x->shape[2], H = n->i[0], col0 = n->i[1], D = n->out->shape[3];
-    split_copy(dx, n->out->grad, B, T, W, H, D, col0, false, fresh ? ACCUMULATE_FRESH : ACCUMULATE, fresh);
+    split_copy(dx, n->out->grad, B, T, W, H, D, col0, false, fresh ? ACCUMULATE_FRESH : ACCUMULATE);
 }
 
 static void merge_heads_backward(mg_ctx *ctx, mg_node *n) {
@@ -50,7 +51,7 @@ static void merge_heads_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_grad_for_write(ctx, x, &fresh);
     if (!dx) return;
     int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
-    split_copy(n->out->grad, dx, B, T, H * D, H, D, 0, true, fresh ? ACCUMULATE_FRESH : ACCUMULATE, false);
+    split_copy(n->out->grad, dx, B, T, H * D, H, D, 0, true, fresh ? ACCUMULATE_FRESH : ACCUMULATE);
 }
 
 const mg_op_def mg_op_def_split_heads = {"mg_split_heads", split_heads_backward};
@@ -68,7 +69,7 @@ mg_tensor *mg_split_heads(mg_ctx *ctx, mg_tensor *x, int64_t H, int64_t col0, in
     int64_t B = x->shape[0], T = x->shape[1], D = width / H;
     mg_tensor *y = mg_op_output(ctx, "mg_split_heads", 4, (int64_t[]){B, H, T, D});
     if (!mg_ctx_ok(ctx)) return y;
-    split_copy(x->data, y->data, B, T, x->shape[2], H, D, col0, true, COPY, false);
+    split_copy(x->data, y->data, B, T, x->shape[2], H, D, col0, true, COPY);
     mg_node *n = mg_op_record(ctx, &mg_op_def_split_heads, y, 1, (mg_tensor *[]){x});
     if (n) n->i[0] = H, n->i[1] = col0;
     return y;
@@ -84,7 +85,7 @@ mg_tensor *mg_merge_heads(mg_ctx *ctx, mg_tensor *x) {
     int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
     mg_tensor *y = mg_op_output(ctx, "mg_merge_heads", 3, (int64_t[]){B, T, H * D});
     if (!mg_ctx_ok(ctx)) return y;
-    split_copy(y->data, x->data, B, T, H * D, H, D, 0, false, COPY, false);
+    split_copy(y->data, x->data, B, T, H * D, H, D, 0, false, COPY);
     mg_op_record(ctx, &mg_op_def_merge_heads, y, 1, (mg_tensor *[]){x});
     return y;
 }
