@@ -87,6 +87,11 @@ static const acase cases[] = {
     {"T=65 D=64 causal alibi + bias rows", 1, 2, 65, 65, 64, true, 0, ALIBI, 0, TB_FULL},
     {"Tq=70 Tk=200 q_pos0=100 causal bias rows", 1, 2, 70, 200, 24, true, 100, NO_BIAS, 0, TB_PER_HEAD},
     {"Tq=2 Tk=100 q_pos0=40 causal bias rows", 2, 1, 2, 100, 64, true, 40, NO_BIAS, 0, TB_FULL},
+    /* a few queries (decoding): keys over several tiles and part groups, a row with no key */
+    {"Tq=2 Tk=151 q_pos0=149 causal alibi D=24", 1, 3, 2, 151, 24, true, 149, ALIBI, 0},
+    {"Tq=1 Tk=6 q_pos0=5 causal -inf holes (no key)", 1, 2, 1, 6, 16, true, 5, HOLES, 0},
+    {"Tq=2 Tk=70 q_pos0=4 full -inf holes D=20", 2, 1, 2, 70, 20, false, 4, HOLES, 0},
+    {"Tq=1 Tk=77 full bias rows per head D=7", 1, 2, 1, 77, 7, false, 0, NO_BIAS, 0.5f, TB_PER_HEAD},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -15,6 +15,8 @@
 #include <math.h>
 #include <string.h>
 
+
+
 #ifndef AT_BF16
 #define AT_BF16 0
 #endif
@@ -115,26 +117,6 @@ static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, flo
         di[r] = s;
     }
     for (int64_t r = m; r < AT_BR; r++) lse[r] = di[r] = 0.0f;
-}
-
-/* Logits of a few queries (decoding) by dot products, which needs no transposed query tile:
- * st[c][r] = q_r . k_c for r < m, zero for the padding columns up to mp. */
-static void MGK_FN(dots)(int64_t m, int64_t mp, int64_t nc, int64_t D, const float *q,
-                         const float *kj, float *st) {
-    const int64_t Dv = D / MGK_W * MGK_W;
-    for (int64_t c = 0; c < nc; c++) {
-        const float *kr = kj + c * D;
-        for (int64_t r = 0; r < m; r++) {
-            const float *qr = q + r * D;
-            mgk_v acc = v_zero();
-            for (int64_t d = 0; d < Dv; d += MGK_W)
-                acc = v_fma(v_load(qr + d), v_load(kr + d), acc);
-            float s = v_hsum(acc);
-            for (int64_t d = Dv; d < D; d++) s += qr[d] * kr[d];
-            st[c * AT_BR + r] = s;
-        }
-        for (int64_t r = m; r < mp; r++) st[c * AT_BR + r] = 0.0f;
-    }
 }
 
 #endif
@@ -241,6 +223,113 @@ static void MGK_FN(ds_tile)(const mg_attn_desc *a, const at_pair *p, float *st, 
 }
 
 #if !AT_BF16
+/* Logits of one query for keys j0 .. j0+nc-1 (rows of kj), into s[0..nc). MGK_W keys at a time:
+ * each key's dot product runs in MGK_W lanes over d (one chain per lane, d increasing), the MGK_W
+ * keys side by side so that their loads are in flight together; then a transpose and halving
+ * sums the lanes of all of them at once, in the order of v_hsum on the AVX paths. A decoding step
+ * reads each key and value once from beyond L2, so the loads decide its speed: the next MGK_W
+ * keys (up to nk, the keys readable from kj) and this group's values (the npf rows of vj, which
+ * the P V product reads next) are prefetched. */
+MGK_ALWAYS_INLINE void MGK_FN(few_dots_d)(int64_t nc, const int64_t D, const float *q,
+                                          const float *kj, int64_t nk, const float *vj,
+                                          int64_t npf, float *s) {
+    const int64_t Dv = D / MGK_W * MGK_W;
+    for (int64_t g = 0; g < nc; g += MGK_W) {
+        const int64_t gw = at_min(MGK_W, nc - g);
+        for (int64_t i = g; i < at_min(g + MGK_W, npf); i++)
+            for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(vj + i * D + d);
+        for (int64_t i = g + MGK_W; i < at_min(g + 2 * MGK_W, nk); i++)
+            for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(kj + i * D + d);
+        const float *kr[MGK_W]; /* past gw: the last key again, its sum not stored */
+        for (int i = 0; i < MGK_W; i++) kr[i] = kj + (g + at_min(i, gw - 1)) * D;
+        mgk_v acc[MGK_W];
+#pragma GCC unroll 16
+        for (int i = 0; i < MGK_W; i++) acc[i] = v_zero();
+        for (int64_t d = 0; d < Dv; d += MGK_W) {
+            const mgk_v qd = v_load(q + d);
+#pragma GCC unroll 16
+            for (int i = 0; i < MGK_W; i++) acc[i] = v_fma(qd, v_load(kr[i] + d), acc[i]);
+        }
+        v_transpose(acc);
+#pragma GCC unroll 8
+        for (int w = MGK_W / 2; w >= 1; w /= 2)
+#pragma GCC unroll 8
+            for (int i = 0; i < w; i++) acc[i] = v_add(acc[i], acc[i + w]);
+        v_store_n(s + g, acc[0], gw);
+        for (int64_t i = 0; i < gw && Dv < D; i++) {
+            float t = s[g + i];
+            for (int64_t d = Dv; d < D; d++) t += q[d] * kr[i][d];
+            s[g + i] = t;
+        }
+    }
+}
+
+/* few_dots_d with the common head sizes known to the compiler (offsets and loops unrolled). */
+static void MGK_FN(few_dots)(int64_t nc, int64_t D, const float *q, const float *kj, int64_t nk,
+                             const float *vj, int64_t npf, float *s) {
+    switch (D) {
+    case 32: MGK_FN(few_dots_d)(nc, 32, q, kj, nk, vj, npf, s); return;
+    case 64: MGK_FN(few_dots_d)(nc, 64, q, kj, nk, vj, npf, s); return;
+    case 128: MGK_FN(few_dots_d)(nc, 128, q, kj, nk, vj, npf, s); return;
+    default: MGK_FN(few_dots_d)(nc, D, q, kj, nk, vj, npf, s); return;
+    }
+}
+
+/* Forward for the m <= AT_FEW_QUERIES queries from i0 of head bh (decoding: one query against a
+ * long cache). The tile layout of fwd_item would leave all but m lanes of every vector idle, so
+ * here the logits of each query are a row (st + r * AT_BC, keys along the vector) and the online
+ * softmax runs along it. */
+static void MGK_FN(fwd_few)(const at_job *J, int64_t bh, int64_t i0, int64_t m, float *ws) {
+    const mg_attn_desc *a = J->a;
+    const int64_t D = a->D, Tq = a->Tq, DP = J->dp, Dn = at_round_up(D, MGK_W);
+    const float *q = J->q + (bh * Tq + i0) * D, *kb = J->k + bh * at_kv_stride(a),
+                *vb = J->v + bh * at_kv_stride(a);
+    float *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m, *lv = ws + J->fl.l,
+          *al = ws + J->fl.al, *vp = ws + J->fl.vp;
+    memset(O, 0, (size_t)(m * DP) * sizeof(float));
+    for (int64_t r = 0; r < m; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
+    const int64_t kend = at_kend(a, i0, m), h = bh % a->H;
+    const float *bias = a->bias_data ? a->bias_data + (bh / a->H) * a->bias_bstride +
+                                           h * a->bias_hstride + i0 * a->Tk
+                                     : NULL;
+    const mgk_v sc = v_set1(a->scale), ninf = v_set1(-INFINITY);
+    for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
+        const int64_t nc = at_min(AT_BC, kend - j0), ncv = at_round_up(nc, MGK_W);
+        const float *kj = kb + j0 * D;
+        for (int64_t r = 0; r < m; r++) {
+            float *s = st + r * AT_BC;
+            const int64_t qpos = a->q_pos0 + i0 + r, n = at_nvis(a, qpos, j0, nc);
+            MGK_FN(few_dots)(nc, D, q + r * D, kj, kend - j0, vb + j0 * D, r == 0 ? nc : 0, s);
+            for (int64_t c = 0; c < nc; c += MGK_W) {
+                const int64_t w = at_min(MGK_W, nc - c);
+                v_store_n(s + c, v_mul(v_load_n(s + c, w), sc), w);
+            }
+            if (a->bias && n > 0) a->bias(a->bias_user, h, qpos, j0, n, s);
+            if (bias)
+                for (int64_t c = 0; c < nc; c++) s[c] += bias[r * a->Tk + j0 + c];
+            for (int64_t c = n; c < ncv; c++) s[c] = -INFINITY; /* hidden keys, lane padding */
+            /* online softmax along the row, as online_max does down a tile's columns */
+            mgk_v mx = ninf;
+            for (int64_t c = 0; c < ncv; c += MGK_W) mx = v_max(mx, v_load(s + c));
+            const float mo = mv[r], mn = fmaxf(mo, v_hmax(mx)), mu = mn == -INFINITY ? 0.0f : mn;
+            const mgk_v muv = v_set1(mu);
+            mgk_v sum = v_zero();
+            for (int64_t c = 0; c < ncv; c += MGK_W) {
+                const mgk_v p = MGK_FN(exp)(v_sub(v_load(s + c), muv));
+                v_store(s + c, p);
+                sum = v_add(sum, p);
+            }
+            const float alpha = v_hmax(MGK_FN(exp)(v_set1(mo - mu)));
+            mv[r] = mn, lv[r] = lv[r] * alpha + v_hsum(sum), al[r] = alpha;
+        }
+        const float *vj = vb + j0 * D;
+        int64_t ldv = D;
+        if (J->pad) at_pad_rows(vj, nc, D, DP, vp), vj = vp, ldv = DP;
+        MGK_FN(gemm_rs)(m, Dn, nc, st, AT_BC, 1, vj, ldv, O, DP, true, al, 0, 0);
+    }
+    MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
+}
+
 /* Forward for query tile qt of head bh: online softmax over the visible key tiles. */
 static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws) {
     const mg_attn_desc *a = J->a;
@@ -250,8 +339,11 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
                 *vb = J->v + bh * at_kv_stride(a);
     float *qt_ = ws + J->fl.qt, *st = ws + J->fl.st, *O = ws + J->fl.o, *mv = ws + J->fl.m,
           *lv = ws + J->fl.l, *al = ws + J->fl.al, *vp = ws + J->fl.vp, *tmp = ws + J->fl.tmp;
-    const bool few = m <= AT_FEW_QUERIES;
-    if (!few) MGK_FN(pack_tile)(q, m, D, qt_);
+    if (m <= AT_FEW_QUERIES) {
+        MGK_FN(fwd_few)(J, bh, i0, m, ws);
+        return;
+    }
+    MGK_FN(pack_tile)(q, m, D, qt_);
     memset(O, 0, (size_t)(m * DP) * sizeof(float));
     for (int64_t r = 0; r < mp; r++) mv[r] = -INFINITY, lv[r] = 0.0f;
     const int64_t kend = at_kend(a, i0, m);
@@ -261,10 +353,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         /* key j0 + c is visible to query i0 + r iff r >= c + delta */
         const int64_t delta = j0 - a->q_pos0 - i0;
         const int band = a->causal ? AT_COLS_FROM : 0;
-        if (few)
-            MGK_FN(dots)(m, mp, nc, D, q, kj, st);
-        else
-            MGK_FN(gemm)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, false, band, delta);
+        MGK_FN(gemm)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, false, band, delta);
         MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
         for (int64_t v = 0; v < mp; v += MGK_W) {
             mgk_v alpha;
