@@ -56,9 +56,10 @@ CONFIGS = {
     "textgen": dict(V=256, T=128, C=256, L=3, H=4, B=32),
     "music": dict(V=390, T=2048, C=512, L=6, H=8, B=2),
     "tiny": dict(V=37, T=24, C=32, L=2, H=2, B=3),  # bench_train's own test only
+    "tiny-long": dict(V=37, T=1024, C=272, L=1, H=2, B=1),  # likewise
 }
 PROMPT_LEN = 16
-GEN_TOKENS = {"textgen": 112, "music": 512, "tiny": 8}  # as bench/train/config.c
+GEN_TOKENS = {"textgen": 112, "music": 512, "tiny": 8, "tiny-long": 8}  # as bench/train/config.c
 GEN_SAMPLE_SECONDS, GEN_MAX_REPS = 0.25, 64  # as bench/train/bench_train.c
 
 

@@ -54,7 +54,8 @@ static void usage(FILE *f) {
             "       bench_train --data-parallel [CONFIG [RANKS [STEPS [ROUNDS]]]]   (textgen 2 12 3; needs mpirun)\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
             "  --quick         fewer steps and runs (a minute or two instead of about 13)\n"
-            "  --steps N       timed training steps per implementation (default 12 textgen, 3 music)\n"
+            "  --steps N       timed training steps per implementation (default 12 textgen; music 3\n"
+            "                  PyTorch, 9 minigrad)\n"
             "  --warmup N      untimed steps first (default 2)\n"
             "  --gen-runs N    rounds of timed generation runs (default 9 textgen, 2 music; the cheap cached\n"
             "                  runs are timed 3 times a round for music)\n"
@@ -198,9 +199,13 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     const int steps = o->steps > 0 ? o->steps : o->quick ? (big ? 1 : 4) : (big ? 3 : 12);
     /* Rounds of several steps: the first step after the other implementation's ran slower (music,
      * 2 threads: 1.64-1.68 s against 1.58-1.60 for the next ones), and the median of a round of
-     * three is one of the steady ones. Music's three steps each make one round (a PyTorch step
-     * costs 10-14 s); textgen's twelve are four rounds of three, alternating. */
+     * three is one of the steady ones. Textgen's twelve steps are four rounds of three,
+     * alternating. Music's PyTorch steps cost 10-14 s: PyTorch runs one round of three, and
+     * minigrad's float32 and bf16 (2-4 s a step) two more rounds between themselves, nine steps
+     * each, so that a slowdown of the machine lasting one round moves their medians, and the ratio
+     * of the two precisions, less. */
     const int per_round = big ? (steps < 3 ? steps : 3) : steps >= 12 ? 3 : 2;
+    const int mg_steps = o->steps > 0 || o->quick || !big ? steps : 3 * steps;
     int impls[BT_N_IMPL], n_impl = 0;
     for (int q = 0; q < BT_N_IMPL; q++)
         if ((q % 2 == BT_MINIGRAD || rep->have_pytorch) && (q < BT_MINIGRAD_BF16 || o->bf16)) impls[n_impl++] = q;
@@ -209,11 +214,19 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, impls[i], "train", c, threads);
     for (int i = 0; i < n_impl; i++) train_round(&sd[i], warm, false);
     /* Rounds alternate which implementation goes first. */
-    for (int done = 0, round = 0; done < steps; round++) {
-        const int k = steps - done < per_round ? steps - done : per_round;
+    int done[BT_N_IMPL] = {0};
+    for (int round = 0, left = 1; left; round++) {
         sample_peak(rep, threads);
-        for (int j = 0; j < n_impl; j++) train_round(&sd[(j + round) % n_impl], k, true);
-        done += k;
+        left = 0;
+        for (int j = 0; j < n_impl; j++) {
+            const int i = (j + round) % n_impl;
+            const int want = impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps;
+            const int k = want - done[i] < per_round ? want - done[i] : per_round;
+            if (k <= 0) continue;
+            train_round(&sd[i], k, true);
+            done[i] += k;
+            left |= done[i] < want;
+        }
     }
     for (int i = 0; i < n_impl; i++) {
         bt_result *r = bt_report_add(rep);

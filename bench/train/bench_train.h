@@ -23,7 +23,7 @@ typedef struct bt_config {
     const char *name;
     int64_t V, T, C, L, H, B; /* vocab, block size, width, layers, heads, batch */
     int64_t gen;              /* new tokens per generation run (bench/README.md says why these) */
-    bool test_only;           /* "tiny": only for the tool's own test, never run by default */
+    bool test_only;           /* "tiny", "tiny-long": only for the tool's own test, never run by default */
 } bt_config;
 
 extern const bt_config bt_configs[];

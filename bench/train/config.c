@@ -11,6 +11,8 @@ const bt_config bt_configs[] = {
     {"textgen", 256, 128, 256, 3, 4, 32, 112, false},
     {"music", 390, 2048, 512, 6, 8, 2, 512, false},
     {"tiny", 37, 24, 32, 2, 2, 3, 8, true},
+    /* as long (T * C) as a big configuration, so that the tool's test sees music's rounds */
+    {"tiny-long", 37, 1024, 272, 1, 2, 1, 8, true},
 };
 const int bt_n_configs = (int)(sizeof bt_configs / sizeof bt_configs[0]);
 

@@ -13,7 +13,7 @@ expect_exit "unknown option is named" 2 "'--bogus'" --bogus
 expect_exit "option without its value" 2 "'--json'" --json
 expect_exit "zero threads refused" 2 "'0' is not a thread count" --threads 0
 expect_exit "thread list with garbage refused" 2 "'2x' is not a thread count" --threads 1,2x
-expect_exit "unknown configuration lists the known ones" 2 "unknown configuration 'nope' (known: textgen music tiny)" --configs nope
+expect_exit "unknown configuration lists the known ones" 2 "unknown configuration 'nope' (known: textgen music tiny tiny-long)" --configs nope
 expect_exit "steps must be positive" 2 "--steps: 0 is out of range 1..1000000" --steps 0
 expect_exit "generation length must be positive" 2 "--gen-tokens: -5 is out of range 1..1000000" --gen-tokens -5
 
@@ -111,6 +111,25 @@ if [ "$(head -c 8 "$tmp/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a 
 else not_ok "PNG written, temporary panels removed" "$(ls -l "$tmp")"; fi
 if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run"; then ok "table printed"
 else not_ok "table printed" "$(head -c 800 "$tmp/run")"; fi
+
+# A long configuration (music's rounds): minigrad's float32 and bf16 run 3 steps with PyTorch's
+# round and two more rounds of 3 between themselves, 9 steps each; --steps N still means N for all.
+"$bench" --configs tiny-long --threads 1 --no-pytorch --no-gen --bf16 --warmup 1 \
+  --json "$tmp/long.json" >"$tmp/long" 2>&1
+rc1=$?
+"$bench" --configs tiny-long --threads 1 --no-pytorch --no-gen --steps 2 --warmup 1 \
+  --json "$tmp/long2.json" >"$tmp/long2" 2>&1
+rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && python3 - "$tmp/long.json" "$tmp/long2.json" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert sorted((r["impl"], r["steps"]) for r in a if r["bench"] == "train") == [("minigrad", 9), ("minigrad-bf16", 9)], a
+assert [(r["impl"], r["steps"]) for r in b if r["bench"] == "train"] == [("minigrad", 2)], b
+EOF
+then ok "long configurations: 9 minigrad steps in three rounds, --steps N for all"
+else not_ok "long configurations: 9 minigrad steps in three rounds, --steps N for all" \
+  "exit $rc1 $rc2: $(tail -c 600 "$tmp/long") $(tail -c 300 "$tmp/long2")"; fi
 
 # --report: an earlier run's JSON gives the same JSON back, and a foreign line is named.
 "$bench" --report "$tmp/r.json" --json "$tmp/again.json" --png "$tmp/again.png" >"$tmp/rep" 2>&1
