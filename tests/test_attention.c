@@ -91,7 +91,10 @@ static const acase cases[] = {
     {"Tq=2 Tk=151 q_pos0=149 causal alibi D=24", 1, 3, 2, 151, 24, true, 149, ALIBI, 0},
     {"Tq=1 Tk=6 q_pos0=5 causal -inf holes (no key)", 1, 2, 1, 6, 16, true, 5, HOLES, 0},
     {"Tq=2 Tk=70 q_pos0=4 full -inf holes D=20", 2, 1, 2, 70, 20, false, 4, HOLES, 0},
-    {"Tq=1 Tk=77 full bias rows per head D=7", 1, 2, 1, 77, 7, false, 0, NO_BIAS, 0.5f, TB_PER_HEAD},
+    {"Tq=1 Tk=77 full bias rows per head D=7", 2, 2, 1, 77, 7, false, 0, NO_BIAS, 0.5f, TB_PER_HEAD},
+    {"Tq=2 Tk=65 q_pos0=63 causal (last tile: one row only)", 1, 2, 2, 65, 64, true, 63, ALIBI, 0},
+    {"Tq=1 Tk=100 q_pos0=99 causal D=32", 2, 2, 1, 100, 32, true, 99, NO_BIAS, 0},
+    {"Tq=2 Tk=129 q_pos0=127 causal D=128", 1, 2, 2, 129, 128, true, 127, NO_BIAS, 0, TB_FULL},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -371,23 +374,36 @@ END_TEST
  * can: HOLES hides every key of HOLE_ROW. That row's output is 0 and its lse -inf, it passes no
  * gradient, and the -inf elsewhere produce no NaN (checked for every case in rel_err). */
 START_TEST(row_with_every_key_hidden_is_zero) {
-    const acase c = {"holes", 1, 2, 9, 9, 16, true, 0, HOLES, 0};
-    inputs in;
-    make_inputs(&c, 7, &in);
-    result f;
-    run_fused(&in, &f);
-    for (int64_t bh = 0; bh < 2; bh++) {
-        ck_assert(f.lse[bh * 9 + HOLE_ROW] == -INFINITY);
-        for (int64_t d = 0; d < 16; d++) {
-            const int64_t at = (bh * 9 + HOLE_ROW) * 16 + d;
-            ck_assert_float_eq(f.o[at], 0.0f);
-            ck_assert_float_eq(f.dq[at], in.g0[at]); /* untouched: no gradient through the row */
+    /* the whole sequence (tiles), and one or two queries at the hidden row (the few-query path) */
+    const acase list[] = {
+        {"holes", 1, 2, 9, 9, 16, true, 0, HOLES, 0},
+        {"holes, one query", 1, 2, 1, HOLE_ROW + 1, 16, true, HOLE_ROW, HOLES, 0},
+        {"holes, two queries", 1, 2, 2, HOLE_ROW + 2, 20, true, HOLE_ROW - 1, HOLES, 0},
+    };
+    for (size_t li = 0; li < sizeof list / sizeof list[0]; li++) {
+        const acase *c = &list[li];
+        const int64_t Tq = c->Tq, D = c->D, hole = HOLE_ROW - c->q_pos0;
+        inputs in;
+        make_inputs(c, 7, &in);
+        for (size_t si = 0; si < sizeof all_isas / sizeof all_isas[0]; si++) {
+            if (!mg_isa_force(all_isas[si])) continue;
+            result f;
+            run_fused(&in, &f);
+            for (int64_t bh = 0; bh < 2; bh++) {
+                ck_assert_msg(f.lse[bh * Tq + hole] == -INFINITY, "%s [%s]: lse %g", c->name,
+                              mg_isa_name(all_isas[si]), (double)f.lse[bh * Tq + hole]);
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t at = (bh * Tq + hole) * D + d;
+                    ck_assert_float_eq(f.o[at], 0.0f);
+                    ck_assert_float_eq(f.dq[at], in.g0[at]); /* untouched: no gradient through the row */
+                }
+                for (int64_t i = 0; i < Tq; i++)
+                    if (i != hole) ck_assert(isfinite(f.lse[bh * Tq + i]));
+            }
+            free_result(&f);
         }
-        for (int64_t i = 0; i < 9; i++)
-            if (i != HOLE_ROW) ck_assert(isfinite(f.lse[bh * 9 + i]));
+        free_inputs(&in);
     }
-    free_result(&f);
-    free_inputs(&in);
 }
 END_TEST
 

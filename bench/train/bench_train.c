@@ -53,7 +53,7 @@ static void usage(FILE *f) {
             "       bench_train --report RUN.json [--json FILE] [--png FILE]\n"
             "       bench_train --data-parallel [CONFIG [RANKS [STEPS [ROUNDS]]]]   (textgen 2 12 3; needs mpirun)\n"
             "Measures minigrad's GPT training step and KV-cache generation against PyTorch (bench/README.md).\n"
-            "  --quick         fewer steps and runs (a minute or two instead of about 13)\n"
+            "  --quick         fewer steps and runs (a minute or two instead of about 15, 20 with --bf16)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen; music 3\n"
             "                  PyTorch, 9 minigrad)\n"
             "  --warmup N      untimed steps first (default 2)\n"
@@ -214,18 +214,20 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
     for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, impls[i], "train", c, threads);
     for (int i = 0; i < n_impl; i++) train_round(&sd[i], warm, false);
     /* Rounds alternate which implementation goes first. */
+    /* Each round, the implementations with steps left, in turn, which goes first rotating. */
     int done[BT_N_IMPL] = {0};
-    for (int round = 0, left = 1; left; round++) {
+    for (int round = 0;; round++) {
+        int act[BT_N_IMPL], n_act = 0;
+        for (int i = 0; i < n_impl; i++)
+            if (done[i] < (impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps)) act[n_act++] = i;
+        if (!n_act) break;
         sample_peak(rep, threads);
-        left = 0;
-        for (int j = 0; j < n_impl; j++) {
-            const int i = (j + round) % n_impl;
-            const int want = impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps;
-            const int k = want - done[i] < per_round ? want - done[i] : per_round;
-            if (k <= 0) continue;
+        for (int j = 0; j < n_act; j++) {
+            const int i = act[(j + round) % n_act];
+            const int left = (impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps) - done[i];
+            const int k = left < per_round ? left : per_round;
             train_round(&sd[i], k, true);
             done[i] += k;
-            left |= done[i] < want;
         }
     }
     for (int i = 0; i < n_impl; i++) {

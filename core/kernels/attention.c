@@ -63,8 +63,12 @@ static void at_job_init(at_job *J, const mg_attn_desc *a) {
     J->dp = at_round_up(a->D, 16);
     J->pad = a->D % 16 != 0;
     mgk_attn_tile_product tiles = NULL;
-    const mgk_attention_impl *bim =
-        a->bf16 && at_kv_stride(a) == a->Tk * a->D ? mgk_attention_bf16(&tiles) : NULL;
+    /* bf16 products for packed keys and values and more than a few queries: a decoding step (one
+     * query, keys usually read in place from a cache) takes the float32 few-query path whatever
+     * the stride, so every step of a generation runs the same kernel */
+    const mgk_attention_impl *bim = a->bf16 && a->Tq > AT_FEW_QUERIES && at_kv_stride(a) == a->Tk * a->D
+                                        ? mgk_attention_bf16(&tiles)
+                                        : NULL;
     J->bf16 = bim != NULL;
     J->impl = bim ? bim : mgk_attention_active();
     J->tiles = tiles;

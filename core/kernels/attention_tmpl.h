@@ -15,8 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-
-
 #ifndef AT_BF16
 #define AT_BF16 0
 #endif

@@ -104,9 +104,10 @@ typedef struct mg_attn_desc {
     /* Products in bf16: Q, K, V, dO, the probabilities and dS rounded to bf16 (nearest even),
      * every sum, the softmax and its gradient in float32. Taken where the active bf16 path is
      * AVX512-BF16 (products on VDPBF16PS) or AMX on a CPU that also has AVX512-BF16 (products on
-     * AMX tiles, TDPBF16PS: other roundings), mg_bf16_path_active; elsewhere the float32 kernel
-     * runs, as if it were false. Results are then bit-identical for any thread count and
-     * backward split as in float32. */
+     * AMX tiles, TDPBF16PS: other roundings), mg_bf16_path_active, for keys and values packed
+     * (kv_stride 0 or Tk * D) and more than two queries; elsewhere (and so in a decoding step) the
+     * float32 kernel runs, as if it were false. Results are then bit-identical for any thread
+     * count and backward split as in float32. */
     bool bf16;
 } mg_attn_desc;
 
