@@ -392,6 +392,46 @@ START_TEST(sum_rows_in_documented_order) {
 }
 END_TEST
 
+/* mg_sum_rows_bf16: the column sums of mg_sum_rows bit for bit, and the bf16 copy of
+ * mg_f32_to_bf16 bit for bit (ties to even, NaN made quiet, infinities, signed zeros, denormals,
+ * the largest floats rounding up to infinity), on every path, on 1 and 2 threads, in both of
+ * mg_sum_rows's forms (chunks in parallel for few columns, columns split for many). */
+START_TEST(sum_rows_bf16_sums_and_rounds_in_one_pass) {
+    static const uint32_t special[] = {
+        0x7fc00000u, 0x7f800001u, 0xffa00000u, 0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,
+        0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7f8000u,
+        0x3f807fffu, 0x00008000u};
+    const int64_t shapes[][2] = {{1, 7}, {3, 65}, {65, 17}, {129, 257}, {300, 1000}, {4, 33000}};
+    mg_isa isas[3];
+    const int ni = usable_isas(isas);
+    mg_rng rng = mg_rng_make(8);
+    char what[160];
+    for (int ii = 0; ii < ni; ii++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int nt = 1; nt <= 2; nt++) {
+                ck_assert(mg_isa_force(isas[ii]));
+                mg_set_num_threads(nt);
+                const int64_t R = shapes[si][0], N = shapes[si][1], n = R * N;
+                float *src = frand(n, &rng, -3.0f, 3.0f), *d0 = frand(N, &rng, -1.0f, 1.0f);
+                for (int64_t k = 0; k < n; k += 97) /* the special values, spread through src */
+                    memcpy(&src[k], &special[(k / 97) % (sizeof special / sizeof special[0])], 4);
+                float *d = fcopy(d0, N), *want = fcopy(d0, N);
+                mg_bf16 *b = malloc((size_t)n * sizeof *b), *bw = malloc((size_t)n * sizeof *bw);
+                ck_assert(b && bw);
+                memset(b, 0xa5, (size_t)n * sizeof *b);
+                mg_sum_rows_bf16(R, N, src, d, b);
+                mg_sum_rows(R, N, src, want);
+                mg_f32_to_bf16(n, src, bw);
+                snprintf(what, sizeof what, "%s sum_rows_bf16 R=%lld N=%lld threads %d",
+                         mg_isa_name(isas[ii]), (long long)R, (long long)N, nt);
+                expect_same_bits(what, d, want, (size_t)N * sizeof(float));
+                expect_same_bits(what, b, bw, (size_t)n * sizeof *b);
+                free(src), free(d0), free(d), free(want), free(b), free(bw);
+            }
+    mg_set_num_threads(0);
+}
+END_TEST
+
 START_TEST(embedding_equals_reference_bit_for_bit) {
     mg_isa isas[3];
     const int ni = usable_isas(isas);
@@ -902,6 +942,7 @@ static Suite *rowops_suite(void) {
     tcase_add_test(tc, adds_equal_reference_bit_for_bit);
     tcase_add_test(tc, fresh_forms_equal_accumulating_onto_zero);
     tcase_add_test(tc, sum_rows_in_documented_order);
+    tcase_add_test(tc, sum_rows_bf16_sums_and_rounds_in_one_pass);
     tcase_add_test(tc, embedding_equals_reference_bit_for_bit);
     tcase_add_test(tc, softmax_matches_reference);
     tcase_add_test(tc, softmax_masked_and_nan_rows);

@@ -472,7 +472,14 @@ typedef struct {
     const float *src;
     float *dst;
     float *parts; /* the chunk-parallel form: chunk c's column sums at parts + c * N */
+    mg_bf16 *bdst; /* mg_sum_rows_bf16: src in bf16, written as each row segment is added */
 } sum_args;
+
+/* part[0:n) += the row segment at src (offset `at` in src), and its bf16 copy when asked for. */
+static void sum_acc(const sum_args *a, int64_t n, float *part, int64_t at) {
+    if (a->bdst) a->im->acc_bf16(n, part, a->src + at, a->bdst + at);
+    else a->im->acc(n, part, a->src + at);
+}
 
 /* Columns [j0, j1) in slabs whose chunk partials live in a buffer on the stack: each row segment is
  * streamed once and added to the partial (which stays in L1), the partial then to dst. */
@@ -484,7 +491,7 @@ static void sum_rows_part(const void *p, int64_t j0, int64_t j1) {
         for (int64_t r0 = 0; r0 < a->R; r0 += CHUNK) {
             const int64_t r1 = a->R - r0 < CHUNK ? a->R : r0 + CHUNK;
             memset(part, 0, (size_t)nc * sizeof(float));
-            for (int64_t r = r0; r < r1; r++) a->im->acc(nc, part, a->src + r * a->N + s0);
+            for (int64_t r = r0; r < r1; r++) sum_acc(a, nc, part, r * a->N + s0);
             a->im->acc(nc, a->dst + s0, part);
         }
     }
@@ -498,22 +505,23 @@ static void chunk_sums_part(const void *p, int64_t c0, int64_t c1) {
         float *part = a->parts + c * a->N;
         const int64_t r1 = a->R - c * CHUNK < CHUNK ? a->R : (c + 1) * CHUNK;
         memset(part, 0, (size_t)a->N * sizeof(float));
-        for (int64_t r = c * CHUNK; r < r1; r++) a->im->acc(a->N, part, a->src + r * a->N);
+        for (int64_t r = c * CHUNK; r < r1; r++) sum_acc(a, a->N, part, r * a->N);
     }
 }
 
-void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
+static void sum_rows(int64_t R, int64_t N, const float *src, float *dst, mg_bf16 *bdst) {
     if (ro_use_ref()) {
         mg_sum_rows_ref(R, N, src, dst);
+        if (bdst && R > 0 && N > 0) mg_f32_to_bf16(R * N, src, bdst);
         return;
     }
     if (R <= 0 || N <= 0) return;
-    sum_args a = {ro_active(), R, N, src, dst, NULL};
+    sum_args a = {ro_active(), R, N, src, dst, NULL, bdst};
     const int64_t nchunk = (R + CHUNK - 1) / CHUNK;
     /* Too few columns to give each thread 16 KB of every row (col_grain), yet work for several:
      * the chunks' sums in parallel into a buffer, then added to dst in chunk order, one pass over
      * N x nchunk floats. The same additions in the same order as the column split, so the same
-     * bits for any thread count. */
+     * bits for any thread count. Either form reads (and converts) each element once. */
     if (ro_threads() > 1 && N < 2 * col_grain(R) && nchunk >= 2 && R * N >= 2 * GRAIN_MEM &&
         (a.parts = thread_workspace((size_t)(nchunk * N) * sizeof(float))) != NULL) {
         ro_run(nchunk, 1, ro_grain(GRAIN_MEM, CHUNK * N), chunk_sums_part, &a);
@@ -521,6 +529,14 @@ void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
         return;
     }
     ro_run(N, 16, col_grain(R), sum_rows_part, &a);
+}
+
+void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst) {
+    sum_rows(R, N, src, dst, NULL);
+}
+
+void mg_sum_rows_bf16(int64_t R, int64_t N, const float *src, float *dst, mg_bf16 *bdst) {
+    sum_rows(R, N, src, dst, bdst);
 }
 
 /* ---- softmax, cross-entropy ---- */

@@ -288,6 +288,20 @@ static void MGK_FN(acc)(int64_t n, float *dst, const float *src) {
     MGK_FN(add2)(n, dst, src, dst);
 }
 
+static void MGK_FN(acc_bf16)(int64_t n, float *dst, const float *src, mg_bf16 *b) {
+    int64_t i = 0;
+    for (; i + MGK_W <= n; i += MGK_W) {
+        const mgk_v x = v_load(src + i);
+        v_store(dst + i, v_add(v_load(dst + i), x));
+        v_store_bf16_n(b + i, x, MGK_W);
+    }
+    if (i < n) {
+        const mgk_v x = v_load_n(src + i, n - i);
+        v_store_n(dst + i, v_add(v_load_n(dst + i, n - i), x), n - i);
+        v_store_bf16_n(b + i, x, n - i);
+    }
+}
+
 static void MGK_FN(acc_fresh)(int64_t n, float *dst, const float *src) {
     int64_t i = 0;
     for (; i + MGK_W <= n; i += MGK_W) v_store(dst + i, v_add(v_zero(), v_load(src + i)));
@@ -465,6 +479,7 @@ const mgk_rowops_impl *MGK_FN(mgk_rowops)(void) {
         .add3 = MGK_FN(add3),
         .acc = MGK_FN(acc),
         .acc_fresh = MGK_FN(acc_fresh),
+        .acc_bf16 = MGK_FN(acc_bf16),
         .softmax_fwd = MGK_FN(softmax_fwd),
         .softmax_bwd = MGK_FN(softmax_bwd),
         .xent_fwd = MGK_FN(xent_fwd),

@@ -19,6 +19,7 @@
 #define MGK_HAVE_ISA 1
 #define MGK_HAVE_SCALEF 0
 #include <immintrin.h>
+#include <string.h>
 
 typedef __m256 mgk_v;
 #define MGK_W 8
@@ -108,6 +109,26 @@ static inline mgk_v v_round(mgk_v x) {
 static inline mgk_v v_pow2(mgk_v n) {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+
+/* The first n (<= 8) lanes of x rounded to bf16 as mg_f32_to_bf16 rounds (to nearest, ties to
+ * even; a NaN stays a NaN, made quiet), stored at p. */
+static inline void v_store_bf16_n(mg_bf16 *p, mgk_v x, int64_t n) {
+    const __m256i u = _mm256_castps_si256(x), hi = _mm256_srli_epi32(u, 16);
+    const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i q = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+    /* values below 2^16: the signed saturation of packus keeps them; lanes 0-3 and 4-7 together */
+    const __m128i w = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(q, q), 0x08));
+    if (n >= 8) {
+        _mm_storeu_si128((__m128i *)p, w);
+    } else {
+        mg_bf16 t[8];
+        _mm_storeu_si128((__m128i *)t, w);
+        memcpy(p, t, (size_t)n * sizeof *p);
+    }
 }
 
 /* 8 x 8: pairs (unpack), quads (shuffle) within 128-bit lanes, then the 128-bit lanes swapped. */

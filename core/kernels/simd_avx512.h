@@ -110,6 +110,18 @@ static inline mgk_v v_scalef(mgk_v x, mgk_v n) {
     return _mm512_scalef_ps(x, n);
 }
 
+/* The first n (<= 16) lanes of x rounded to bf16 as mg_f32_to_bf16 rounds (to nearest, ties to
+ * even; a NaN stays a NaN, made quiet), stored at p. */
+static inline void v_store_bf16_n(mg_bf16 *p, mgk_v x, int64_t n) {
+    const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    const __m512i q = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    _mm512_mask_cvtepi32_storeu_epi16(p, v_mask_(n), q);
+}
+
 /* 16 x 16: pairs within 128-bit lanes (unpack), then quads (shuffle), then the 4 x 4 arrangement of
  * 128-bit lanes in two rounds of shuffle_f32x4. */
 static inline void v_transpose(mgk_v r[16]) {

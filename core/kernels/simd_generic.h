@@ -151,6 +151,18 @@ static inline mgk_v v_pow2(mgk_v n) {
     }
     return n;
 }
+/* The first n (<= MGK_W) lanes of x rounded to bf16 as mg_f32_to_bf16 rounds (to nearest, ties to
+ * even; a NaN stays a NaN, made quiet), stored at p. */
+static inline void v_store_bf16_n(mg_bf16 *p, mgk_v x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float f = v_lane_(x, i);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        p[i] = (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    }
+}
+
 static inline void v_transpose(mgk_v r[MGK_W]) {
 #if MGK_W > 1
     mgk_v t[4];

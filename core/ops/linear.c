@@ -12,7 +12,8 @@
  *
  * In bf16 precision (mg_ctx_set_precision) the products run on bf16 copies: x rounded once in
  * forward and kept (in the node, in the arena) for dW, W's per-step copy, dy rounded once in
- * backward for both of its products (in the context's scratch: it dies with the backward); the
+ * backward for both of its products (in the context's scratch: it dies with the backward; with
+ * a bias, in the same pass over dy as the bias gradient, mg_sum_rows_bf16); the
  * bias, the sums and the gradients stay float32. Without a node to record (no gradient wanted) x's
  * copy goes to the scratch too. With kept weights (mg_ctx_keep_bf16_weights) a product of few
  * rows reads W pre-packed (mg_bgemm_packed), the same bits without packing W at every call.
@@ -27,9 +28,21 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *dy = n->out->grad;
     const int64_t M = n->i[0], K = n->i[1], N = n->i[2];
+    const bool want_db = b && mg_requires_grad(b);
     if (n->saved[0]) { /* bf16: saved[0] x, saved[1] W */
         const mg_bf16 *xb = n->saved[0], *wb = n->saved[1];
-        const mg_bf16 *dyb = mg_bf16_scratch(ctx, dy, M * N, "mg_linear backward: dy in bf16");
+        const mg_bf16 *dyb;
+        if (want_db) { /* the bias gradient's pass over dy rounds it to bf16 as well */
+            float *db = mg_grad(ctx, b);
+            mg_bf16 *d = db ? mg_ctx_scratch_alloc(ctx, (size_t)(M * N > 0 ? M * N : 1) * sizeof(mg_bf16),
+                                                   "mg_linear backward: dy in bf16")
+                            : NULL;
+            if (!d) return;
+            mg_sum_rows_bf16(M, N, dy, db, d);
+            dyb = d;
+        } else {
+            dyb = mg_bf16_scratch(ctx, dy, M * N, "mg_linear backward: dy in bf16");
+        }
         if (!dyb) return;
         if (mg_requires_grad(x)) {
             bool fresh;
@@ -55,7 +68,7 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
             mg_sgemm(true, false, K, N, M, 1.0f, x->data, K, dy, N, 1.0f, dw, N);
         }
     }
-    if (b && mg_requires_grad(b)) {
+    if (want_db && !n->saved[0]) {
         float *db = mg_grad(ctx, b);
         if (!db) return;
         mg_sum_rows(M, N, dy, db);

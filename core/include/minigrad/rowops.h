@@ -22,7 +22,8 @@
 
 #include "minigrad/export.h"
 
-#include "minigrad/ops.h" /* mg_gelu_kind */
+#include "minigrad/kernels.h" /* mg_bf16 */
+#include "minigrad/ops.h"     /* mg_gelu_kind */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -75,6 +76,9 @@ MG_API void mg_accumulate_fresh(int64_t n, float *dst, const float *src);
  * within chunks of MG_ROWOPS_CHUNK rows, the chunk sums added to dst in order (for few columns the
  * chunks run in parallel into a buffer of the calling thread, kept for its next calls). */
 MG_API void mg_sum_rows(int64_t R, int64_t N, const float *src, float *dst);
+/* mg_sum_rows (the same bits), and src rounded to bf16 into bdst (R x N, as mg_f32_to_bf16 rounds)
+ * in the same pass: a bf16 Linear's backward reads dy once for its bias gradient and its products. */
+MG_API void mg_sum_rows_bf16(int64_t R, int64_t N, const float *src, float *dst, mg_bf16 *bdst);
 
 /* ---- softmax over rows of C ---------------------------------------------------------------------
  * A row that is all -inf gives zeros (a fully masked row), not NaN; a NaN anywhere in a row makes
