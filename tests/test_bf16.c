@@ -40,15 +40,29 @@ START_TEST(f32_to_bf16_rounds_to_nearest_even) {
     const mg_bf16 nan = mg_f32_to_bf16_1(bits_f(0x7f800001u)); /* payload only in the low bits */
     ck_assert(isnan(mg_bf16_to_f32_1(nan)));
     ck_assert_float_eq(mg_bf16_to_f32_1(0xc040), -3.0f);
-    /* the array form agrees with the scalar one on every pattern of a stride */
+    /* the array form (on the float32 path's vectors, in parallel pieces) agrees with the scalar one
+     * on every pattern of a stride, on every path, and on short arrays (vector tails) */
     enum { n = 1 << 17 };
     float *x = malloc(n * sizeof *x);
     mg_bf16 *y = malloc(n * sizeof *y);
     float *z = malloc(n * sizeof *z);
     ck_assert(x && y && z);
     for (uint32_t i = 0; i < n; i++) x[i] = bits_f(i * 32749u + (i << 16) * 3u);
-    mg_f32_to_bf16(n, x, y);
-    for (uint32_t i = 0; i < n; i++) ck_assert_uint_eq(y[i], mg_f32_to_bf16_1(x[i]));
+    static const mg_isa isas[] = {MG_ISA_GENERIC, MG_ISA_AVX2, MG_ISA_AVX512};
+    for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++) {
+        if (!mg_isa_force(isas[s])) continue;
+        for (int64_t len = 0; len <= 40; len++) {
+            memset(y, 0xa5, 48 * sizeof *y);
+            mg_f32_to_bf16(len, x + 3, y);
+            for (int64_t i = 0; i < len; i++) ck_assert_uint_eq(y[i], mg_f32_to_bf16_1(x[3 + i]));
+            ck_assert_uint_eq(y[len], 0xa5a5); /* nothing written past the end */
+        }
+        mg_f32_to_bf16(n, x, y);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_msg(y[i] == mg_f32_to_bf16_1(x[i]), "%s: value %u: %04x, want %04x",
+                          mg_isa_name(isas[s]), i, (unsigned)y[i], (unsigned)mg_f32_to_bf16_1(x[i]));
+    }
+    tu_restore_detected_isa();
     mg_bf16_to_f32(n, y, z);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t u;

@@ -392,8 +392,8 @@ START_TEST(sum_rows_in_documented_order) {
 }
 END_TEST
 
-/* mg_sum_rows_bf16: the column sums of mg_sum_rows bit for bit, and the bf16 copy of
- * mg_f32_to_bf16 bit for bit (ties to even, NaN made quiet, infinities, signed zeros, denormals,
+/* mg_sum_rows_bf16: the column sums of mg_sum_rows bit for bit, and the bf16 copy of the scalar
+ * mg_f32_to_bf16_1 bit for bit (ties to even, NaN made quiet, infinities, signed zeros, denormals,
  * the largest floats rounding up to infinity), on every path, on 1 and 2 threads, in both of
  * mg_sum_rows's forms (chunks in parallel for few columns, columns split for many). */
 START_TEST(sum_rows_bf16_sums_and_rounds_in_one_pass) {
@@ -421,7 +421,7 @@ START_TEST(sum_rows_bf16_sums_and_rounds_in_one_pass) {
                 memset(b, 0xa5, (size_t)n * sizeof *b);
                 mg_sum_rows_bf16(R, N, src, d, b);
                 mg_sum_rows(R, N, src, want);
-                mg_f32_to_bf16(n, src, bw);
+                for (int64_t k = 0; k < n; k++) bw[k] = mg_f32_to_bf16_1(src[k]);
                 snprintf(what, sizeof what, "%s sum_rows_bf16 R=%lld N=%lld threads %d",
                          mg_isa_name(isas[ii]), (long long)R, (long long)N, nt);
                 expect_same_bits(what, d, want, (size_t)N * sizeof(float));

@@ -54,17 +54,22 @@ float mg_bf16_to_f32_1(mg_bf16 x) {
  * time. */
 #define CONVERT_PARALLEL_MIN (1 << 16)
 
-static void to_bf16_range(int64_t n, const float *src, mg_bf16 *dst) {
-    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
-}
+/* On the active float32 path's vectors (rowops: the same rounding, lane by lane), in pieces of
+ * CONVERT_PIECE values shared among the threads. */
+#define CONVERT_PIECE 16384
 
 void mg_f32_to_bf16(int64_t n, const float *src, mg_bf16 *dst) {
+    const mgk_rowops_impl *im = mgk_rowops_active();
     if (n <= CONVERT_PARALLEL_MIN) {
-        to_bf16_range(n, src, dst);
+        if (n > 0) im->to_bf16(n, src, dst);
         return;
     }
+    const int64_t pieces = (n + CONVERT_PIECE - 1) / CONVERT_PIECE;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+    for (int64_t p = 0; p < pieces; p++) {
+        const int64_t i = p * CONVERT_PIECE;
+        im->to_bf16(n - i < CONVERT_PIECE ? n - i : CONVERT_PIECE, src + i, dst + i);
+    }
 }
 
 void mg_bf16_to_f32(int64_t n, const mg_bf16 *src, float *dst) {

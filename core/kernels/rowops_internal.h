@@ -34,6 +34,8 @@ typedef struct mgk_rowops_impl {
     void (*acc_fresh)(int64_t n, float *dst, const float *src);
     /* acc, and src rounded to bf16 into b (as mg_f32_to_bf16) */
     void (*acc_bf16)(int64_t n, float *dst, const float *src, mg_bf16 *b);
+    /* dst = src rounded to bf16 (mg_f32_to_bf16's bits, on this path's vectors) */
+    void (*to_bf16)(int64_t n, const float *src, mg_bf16 *dst);
     void (*softmax_fwd)(int64_t r0, int64_t r1, int64_t C, const float *x, float *y);
     void (*softmax_bwd)(int64_t r0, int64_t r1, int64_t C, const float *y, const float *dy,
                         float *dx);

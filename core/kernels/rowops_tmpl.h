@@ -302,6 +302,12 @@ static void MGK_FN(acc_bf16)(int64_t n, float *dst, const float *src, mg_bf16 *b
     }
 }
 
+static void MGK_FN(to_bf16)(int64_t n, const float *src, mg_bf16 *dst) {
+    int64_t i = 0;
+    for (; i + MGK_W <= n; i += MGK_W) v_store_bf16_n(dst + i, v_load(src + i), MGK_W);
+    if (i < n) v_store_bf16_n(dst + i, v_load_n(src + i, n - i), n - i);
+}
+
 static void MGK_FN(acc_fresh)(int64_t n, float *dst, const float *src) {
     int64_t i = 0;
     for (; i + MGK_W <= n; i += MGK_W) v_store(dst + i, v_add(v_zero(), v_load(src + i)));
@@ -480,6 +486,7 @@ const mgk_rowops_impl *MGK_FN(mgk_rowops)(void) {
         .acc = MGK_FN(acc),
         .acc_fresh = MGK_FN(acc_fresh),
         .acc_bf16 = MGK_FN(acc_bf16),
+        .to_bf16 = MGK_FN(to_bf16),
         .softmax_fwd = MGK_FN(softmax_fwd),
         .softmax_bwd = MGK_FN(softmax_bwd),
         .xent_fwd = MGK_FN(xent_fwd),
