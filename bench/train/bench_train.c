@@ -206,26 +206,27 @@ static void measure_train(bt_report *rep, const options *o, const bt_config *c, 
      * of the two precisions, less. */
     const int per_round = big ? (steps < 3 ? steps : 3) : steps >= 12 ? 3 : 2;
     const int mg_steps = o->steps > 0 || o->quick || !big ? steps : 3 * steps;
-    int impls[BT_N_IMPL], n_impl = 0;
+    int impls[BT_N_IMPL], want[BT_N_IMPL], n_impl = 0;
     for (int q = 0; q < BT_N_IMPL; q++)
-        if ((q % 2 == BT_MINIGRAD || rep->have_pytorch) && (q < BT_MINIGRAD_BF16 || o->bf16)) impls[n_impl++] = q;
+        if ((q % 2 == BT_MINIGRAD || rep->have_pytorch) && (q < BT_MINIGRAD_BF16 || o->bf16)) {
+            want[n_impl] = q % 2 == BT_MINIGRAD ? mg_steps : steps;
+            impls[n_impl++] = q;
+        }
     side sd[BT_N_IMPL];
     memset(sd, 0, sizeof sd);
     for (int i = 0; i < n_impl; i++) start_worker(&sd[i], o, impls[i], "train", c, threads);
     for (int i = 0; i < n_impl; i++) train_round(&sd[i], warm, false);
-    /* Rounds alternate which implementation goes first. */
     /* Each round, the implementations with steps left, in turn, which goes first rotating. */
     int done[BT_N_IMPL] = {0};
     for (int round = 0;; round++) {
         int act[BT_N_IMPL], n_act = 0;
         for (int i = 0; i < n_impl; i++)
-            if (done[i] < (impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps)) act[n_act++] = i;
+            if (done[i] < want[i]) act[n_act++] = i;
         if (!n_act) break;
         sample_peak(rep, threads);
         for (int j = 0; j < n_act; j++) {
             const int i = act[(j + round) % n_act];
-            const int left = (impls[i] % 2 == BT_MINIGRAD ? mg_steps : steps) - done[i];
-            const int k = left < per_round ? left : per_round;
+            const int k = want[i] - done[i] < per_round ? want[i] - done[i] : per_round;
             train_round(&sd[i], k, true);
             done[i] += k;
         }

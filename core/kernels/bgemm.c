@@ -12,6 +12,7 @@
  * mg_bgemm_packed (at the end) runs products of few rows against a B packed once (bgemm_internal.h):
  * no packing per call, the columns split among threads, each element the same chain as in mg_bgemm.
  */
+#include "bf16_round.h"
 #include "bgemm_internal.h"
 #include "bias_rows.h"
 #include "isa.h"
@@ -31,15 +32,8 @@
 
 /* ---- conversions ---- */
 
-static inline mg_bf16 round_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even (carries into the exponent) */
-    return (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN: quiet */
-}
-
 mg_bf16 mg_f32_to_bf16_1(float x) {
-    return round_bf16(x);
+    return mgk_round_bf16(x);
 }
 
 float mg_bf16_to_f32_1(mg_bf16 x) {
@@ -334,7 +328,7 @@ static inline uint32_t pair_word(mg_bf16 lo, mg_bf16 hi) {
 
 /* B's element i in bf16: B holds bf16, or float32 rounded here as mg_f32_to_bf16 does. */
 static inline mg_bf16 b_elem(const void *B, bool f32, int64_t i) {
-    return f32 ? round_bf16(((const float *)B)[i]) : ((const mg_bf16 *)B)[i];
+    return f32 ? mgk_round_bf16(((const float *)B)[i]) : ((const mg_bf16 *)B)[i];
 }
 
 /* Panel q of the packed B (bgemm_internal.h), from bf16 or float32 B; inlined with f32 constant. */

@@ -17,6 +17,7 @@
 #ifndef MG_KERNELS_SIMD_GENERIC_H
 #define MG_KERNELS_SIMD_GENERIC_H
 
+#include "bf16_round.h"
 #include "simd.h"
 
 #include <math.h>
@@ -154,13 +155,7 @@ static inline mgk_v v_pow2(mgk_v n) {
 /* The first n (<= MGK_W) lanes of x rounded to bf16 as mg_f32_to_bf16 rounds (to nearest, ties to
  * even; a NaN stays a NaN, made quiet), stored at p. */
 static inline void v_store_bf16_n(mg_bf16 *p, mgk_v x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        const float f = v_lane_(x, i);
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        p[i] = (mg_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-    }
+    for (int64_t i = 0; i < n; i++) p[i] = mgk_round_bf16(v_lane_(x, i));
 }
 
 static inline void v_transpose(mgk_v r[MGK_W]) {

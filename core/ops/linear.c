@@ -28,22 +28,15 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
     mg_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *dy = n->out->grad;
     const int64_t M = n->i[0], K = n->i[1], N = n->i[2];
-    const bool want_db = b && mg_requires_grad(b);
+    float *db = NULL;
+    if (b && mg_requires_grad(b) && !(db = mg_grad(ctx, b))) return;
     if (n->saved[0]) { /* bf16: saved[0] x, saved[1] W */
         const mg_bf16 *xb = n->saved[0], *wb = n->saved[1];
-        const mg_bf16 *dyb;
-        if (want_db) { /* the bias gradient's pass over dy rounds it to bf16 as well */
-            float *db = mg_grad(ctx, b);
-            mg_bf16 *d = db ? mg_ctx_scratch_alloc(ctx, (size_t)(M * N > 0 ? M * N : 1) * sizeof(mg_bf16),
-                                                   "mg_linear backward: dy in bf16")
-                            : NULL;
-            if (!d) return;
-            mg_sum_rows_bf16(M, N, dy, db, d);
-            dyb = d;
-        } else {
-            dyb = mg_bf16_scratch(ctx, dy, M * N, "mg_linear backward: dy in bf16");
-        }
+        mg_bf16 *dyb = mg_ctx_scratch_alloc(ctx, (size_t)(M * N > 0 ? M * N : 1) * sizeof(mg_bf16),
+                                            "mg_linear backward: dy in bf16");
         if (!dyb) return;
+        if (db) mg_sum_rows_bf16(M, N, dy, db, dyb); /* the bias gradient's pass rounds dy too */
+        else mg_f32_to_bf16(M * N, dy, dyb);
         if (mg_requires_grad(x)) {
             bool fresh;
             float *dx = mg_grad_for_write(ctx, x, &fresh);
@@ -68,9 +61,7 @@ static void linear_backward(mg_ctx *ctx, mg_node *n) {
             mg_sgemm(true, false, K, N, M, 1.0f, x->data, K, dy, N, 1.0f, dw, N);
         }
     }
-    if (want_db && !n->saved[0]) {
-        float *db = mg_grad(ctx, b);
-        if (!db) return;
+    if (db && !n->saved[0]) {
         mg_sum_rows(M, N, dy, db);
     }
 }
