@@ -157,6 +157,24 @@ static inline void MGK_FN(bprod)(const at_job *J, int64_t m, int64_t n, int64_t 
 #endif
 }
 
+/* C (m x n, ldc) = scale * A B (a tile's logits), as bprod; on VDPBF16PS the scale is applied as
+ * the sums are stored, on the tiles by a pass over C after them (the same bits). */
+static inline void MGK_FN(bprod_scaled)(const at_job *J, int64_t m, int64_t n, int64_t kp,
+                                        const at_word *A, int64_t lda, const at_word *B,
+                                        int64_t ldb, float *C, int64_t ldc, float scale, int band,
+                                        int64_t off) {
+#if AT_AMX
+    MGK_FN(tprod)(J, m, n, kp, A, lda, B, ldb, C, ldc, false, band, off);
+    const mgk_v sc = v_set1(scale);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t v = 0; v < n; v += MGK_W)
+            v_store(C + r * ldc + v, v_mul(v_load(C + r * ldc + v), sc));
+#else
+    (void)J;
+    MGK_FN(bgemm_scaled)(m, n, kp, A, lda, 1, B, ldb, C, ldc, scale, band, off);
+#endif
+}
+
 /* Keys and values j0 .. j0+nc-1 of head bh as product operands (mgk_attention_impl). */
 static void MGK_FN(pack_kv_tile)(const at_job *J, int64_t bh, int64_t j0, int64_t nc, at_word *kb,
                                  at_word *vb, at_word *kv, at_word *vv) {
@@ -257,11 +275,13 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
             MGK_FN(pack_kv_tile)(J, bh, j0, nc, kb, NULL, NULL, vv);
             kbj = kb, vvj = vv;
         }
-        MGK_FN(bprod)(J, nc, mp, dw, kbj, kw, qw, AT_BR, st, AT_BR, false, band, delta);
-        MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
+        MGK_FN(bprod_scaled)(J, nc, mp, dw, kbj, kw, qw, AT_BR, st, AT_BR, a->scale, band, delta);
+        MGK_FN(logits)(a, st, bh, i0, m, j0, nc, tmp);
+        mgk_v mx[AT_BR / MGK_W];
+        MGK_FN(col_max)(st, nc, mp, mx);
         for (int64_t v = 0; v < mp; v += MGK_W) {
             mgk_v alpha;
-            const mgk_v mu = MGK_FN(online_max)(st + v, nc, mv + v, &alpha);
+            const mgk_v mu = MGK_FN(online_max)(mx[v / MGK_W], mv + v, &alpha);
             mgk_v sum = v_zero();
             for (int64_t c = 0; c < nc; c += 2) {
                 const mgk_v p0 = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
@@ -287,7 +307,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         MGK_FN(tprod)(J, mp, DP, kp, pa, AT_BC / 2, vvj, DP, O, DP, true, band ? AT_K_TO : 0, -delta);
 #else
         MGK_FN(bgemm_rs)(m, DP, (nc + 1) / 2, pw, 1, AT_BR, vvj, DP, O, DP, true, al,
-                         band ? AT_K_TO : 0, -delta);
+                         band ? AT_K_TO : 0, -delta, NULL);
 #endif
     }
     MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
@@ -305,8 +325,8 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     at_word *pb = p->pb;
     const int64_t delta = p->j0 - a->q_pos0 - p->i0;
     const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
-    MGK_FN(bprod)(J, nc, mp, dw, kb, kw, qw, AT_BR, st, AT_BR, false, cols, delta);
-    MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
+    MGK_FN(bprod_scaled)(J, nc, mp, dw, kb, kw, qw, AT_BR, st, AT_BR, a->scale, cols, delta);
+    MGK_FN(logits)(a, st, p->bh, p->i0, m, p->j0, nc, p->tmp);
     MGK_FN(probs)(p, st, mp);
     if (p->dv) {
         MGK_FN(bw_tile_rows)(st, nc, mp, pb);

@@ -1,6 +1,7 @@
 /* attention_mk.h: the small matrix products of the fused attention tiles, included by
- * attention_tmpl.h (float32 operands: mk, mk_any, gemm_rs, gemm) and by attention_bf16_tmpl.h (bf16
- * pairs: bmk, bmk_any, bgemm_rs, bgemm), each time after defining
+ * attention_tmpl.h (float32 operands: mk, mk_any, gemm_rs, gemm, gemm_scaled) and by
+ * attention_bf16_tmpl.h (bf16 pairs: bmk, bmk_any, bgemm_rs, bgemm, bgemm_scaled), each time
+ * after defining
  *   AT_MK_NAME(n)       the functions' names (n, or b##n)
  *   AT_MK_ELEM          an element of A and B: float, or a 32-bit word of two bf16 values
  *   AT_MK_BVEC          a vector of B: MGK_W of its elements
@@ -12,13 +13,15 @@
  * and undefines them at its end. */
 
 /* C[0:mr, 0:nv*W] (= or +=) sum over k < K of A(r, k) * B[k][..], A(r, k) = A[r*ars + k*aks];
- * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free).
- * Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
+ * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free);
+ * with os (and no acc), each sum is multiplied by *os as it is stored (the logit scale: the same
+ * bits as scaling C in a pass of its own afterwards, without that pass). Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
  * in: that is what makes results independent of how work is cut. */
 MGK_ALWAYS_INLINE void MGK_FN(AT_MK_NAME(mk))(const int mr, const int nv, int64_t K,
                                               const AT_MK_ELEM *A, int64_t ars, int64_t aks,
                                               const AT_MK_ELEM *B, int64_t ldb, float *C,
-                                              int64_t ldc, bool acc, const float *rs) {
+                                              int64_t ldc, bool acc, const float *rs,
+                                              const float *os) {
     mgk_v c[AT_MR][AT_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
@@ -41,6 +44,13 @@ MGK_ALWAYS_INLINE void MGK_FN(AT_MK_NAME(mk))(const int mr, const int nv, int64_
             for (int v = 0; v < nv; v++) c[r][v] = AT_MK_MAC(av, bv[v], c[r][v]);
         }
     }
+    if (os) {
+        const mgk_v s = v_set1(*os);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) c[r][v] = v_mul(c[r][v], s);
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
@@ -49,26 +59,26 @@ MGK_ALWAYS_INLINE void MGK_FN(AT_MK_NAME(mk))(const int mr, const int nv, int64_
 
 static void MGK_FN(AT_MK_NAME(mk_any))(int mr, int nv, int64_t K, const AT_MK_ELEM *A, int64_t ars,
                                        int64_t aks, const AT_MK_ELEM *B, int64_t ldb, float *C,
-                                       int64_t ldc, bool acc, const float *rs) {
+                                       int64_t ldc, bool acc, const float *rs, const float *os) {
 #define AT_MK_CASE(MR_, NV_)                                                                       \
     case (MR_)*8 + (NV_):                                                                          \
-        MGK_FN(AT_MK_NAME(mk))(MR_, NV_, K, A, ars, aks, B, ldb, C, ldc, acc, rs);                 \
+        MGK_FN(AT_MK_NAME(mk))(MR_, NV_, K, A, ars, aks, B, ldb, C, ldc, acc, rs, os);             \
         return;
     switch (mr * 8 + nv) { AT_MK_CASES(AT_MK_CASE) }
 #undef AT_MK_CASE
 }
 
 /* C[0:m, 0:n] (= or +=) A(m x K) B(K x n); n a multiple of MGK_W, B rows hold n readable elements.
- * rs: see mk. band and off skip what a causal mask zeroes: with AT_COLS_FROM the columns of row i
- * below i + off (rounded down to a vector) are set to 0 instead of computed; with AT_K_FROM and
- * AT_K_TO row i sums only k >= i + off, or k < i + off + 1, the terms whose A entries can be
- * nonzero (off and the bands count values of K; with pairs, whole pairs: the other value of a
- * pair has a zero operand). A register block of rows takes the widest range any of its rows
- * needs. */
+ * rs and os: see mk. band and off skip what a causal mask zeroes: with AT_COLS_FROM the columns
+ * of row i below i + off (rounded down to a vector) are set to 0 instead of computed (and not
+ * scaled: the mask hides them); with AT_K_FROM and AT_K_TO row i sums only k >= i + off, or
+ * k < i + off + 1, the terms whose A entries can be nonzero (off and the bands count values of K;
+ * with pairs, whole pairs: the other value of a pair has a zero operand). A register block of
+ * rows takes the widest range any of its rows needs. */
 static void MGK_FN(AT_MK_NAME(gemm_rs))(int64_t m, int64_t n, int64_t K, const AT_MK_ELEM *A,
                                         int64_t ars, int64_t aks, const AT_MK_ELEM *B, int64_t ldb,
                                         float *C, int64_t ldc, bool acc, const float *rs, int band,
-                                        int64_t off) {
+                                        int64_t off, const float *os) {
     for (int64_t j = 0; j < n; j += AT_NV * MGK_W) {
         const int64_t jend = j + at_min(AT_NV * MGK_W, n - j);
         for (int64_t r = 0; r < m; r += AT_MR) {
@@ -85,7 +95,7 @@ static void MGK_FN(AT_MK_NAME(gemm_rs))(int64_t m, int64_t n, int64_t K, const A
             }
             MGK_FN(AT_MK_NAME(mk_any))(mr, (int)((jend - j0) / MGK_W), k1 - k0,
                                        A + r * ars + k0 * aks, ars, aks, B + k0 * ldb + j0, ldb,
-                                       C + r * ldc + j0, ldc, acc, rs ? rs + r : NULL);
+                                       C + r * ldc + j0, ldc, acc, rs ? rs + r : NULL, os);
         }
     }
 }
@@ -93,7 +103,15 @@ static void MGK_FN(AT_MK_NAME(gemm_rs))(int64_t m, int64_t n, int64_t K, const A
 static void MGK_FN(AT_MK_NAME(gemm))(int64_t m, int64_t n, int64_t K, const AT_MK_ELEM *A,
                                      int64_t ars, int64_t aks, const AT_MK_ELEM *B, int64_t ldb,
                                      float *C, int64_t ldc, bool acc, int band, int64_t off) {
-    MGK_FN(AT_MK_NAME(gemm_rs))(m, n, K, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off);
+    MGK_FN(AT_MK_NAME(gemm_rs))(m, n, K, A, ars, aks, B, ldb, C, ldc, acc, NULL, band, off, NULL);
+}
+
+/* C = scale * A B (the logits of a tile before the bias and mask), band and off as gemm_rs. */
+static void MGK_FN(AT_MK_NAME(gemm_scaled))(int64_t m, int64_t n, int64_t K, const AT_MK_ELEM *A,
+                                            int64_t ars, int64_t aks, const AT_MK_ELEM *B,
+                                            int64_t ldb, float *C, int64_t ldc, float scale,
+                                            int band, int64_t off) {
+    MGK_FN(AT_MK_NAME(gemm_rs))(m, n, K, A, ars, aks, B, ldb, C, ldc, false, NULL, band, off, &scale);
 }
 
 #undef AT_MK_ELEM

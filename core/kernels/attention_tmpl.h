@@ -119,14 +119,10 @@ static void MGK_FN(pack_query_tile)(const at_job *J, int64_t bh, int64_t qt, flo
 
 #endif
 
-/* Raw products -> logits: scale, the bias callback on each query's visible keys, the bias rows,
- * the causal mask. */
+/* Scaled products (the product that makes them applies the scale as it stores them) -> logits:
+ * the bias callback on each query's visible keys, the bias rows, the causal mask. */
 static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t i0, int64_t m,
-                           int64_t mp, int64_t j0, int64_t nc, float *tmp) {
-    const mgk_v sc = v_set1(a->scale);
-    for (int64_t c = 0; c < nc; c++)
-        for (int64_t v = 0; v < mp; v += MGK_W)
-            v_store(st + c * AT_BR + v, v_mul(v_load(st + c * AT_BR + v), sc));
+                           int64_t j0, int64_t nc, float *tmp) {
     if (a->bias) {
         const int64_t h = bh % a->H;
         for (int64_t r = 0; r < m; r++) {
@@ -151,13 +147,28 @@ static void MGK_FN(logits)(const mg_attn_desc *a, float *st, int64_t bh, int64_t
         }
 }
 
-/* The online softmax's running max for columns v .. v+W of a tile's logits (st, nc keys): the new
- * max goes to mv (the W running maxima), *alpha = exp(old max - new), and the return value is the
- * max to exponentiate the tile against. A column that has seen no visible key yet keeps max -inf:
- * it exponentiates against 0 instead, so its probabilities come out 0 rather than NaN. */
-static inline mgk_v MGK_FN(online_max)(const float *st, int64_t nc, float *mv, mgk_v *alpha) {
-    mgk_v mx = v_set1(-INFINITY);
-    for (int64_t c = 0; c < nc; c++) mx = v_max(mx, v_load(st + c * AT_BR));
+/* The maxima of a tile's logits (st, nc keys) down its columns 0 .. mp: mx[v] for the queries
+ * v*W .. v*W+W-1. The nv vectors go side by side, nv chains of maxima instead of one after
+ * another (each chain waits on its last max); the order within a column, and so the result, is
+ * the same. */
+MGK_ALWAYS_INLINE void MGK_FN(col_max_n)(const float *st, int64_t nc, const int nv, mgk_v *mx) {
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; v++) mx[v] = v_set1(-INFINITY);
+    for (int64_t c = 0; c < nc; c++)
+#pragma GCC unroll 16
+        for (int v = 0; v < nv; v++) mx[v] = v_max(mx[v], v_load(st + c * AT_BR + v * MGK_W));
+}
+
+static void MGK_FN(col_max)(const float *st, int64_t nc, int64_t mp, mgk_v *mx) {
+    if (mp == AT_BR) MGK_FN(col_max_n)(st, nc, AT_BR / MGK_W, mx); /* a whole tile: unrolled */
+    else MGK_FN(col_max_n)(st, nc, (int)(mp / MGK_W), mx);
+}
+
+/* The online softmax's running max for W columns of a tile whose new maxima are mx (col_max): the
+ * new max goes to mv (the W running maxima), *alpha = exp(old max - new), and the return value is
+ * the max to exponentiate the tile against. A column that has seen no visible key yet keeps max
+ * -inf: it exponentiates against 0 instead, so its probabilities come out 0 rather than NaN. */
+static inline mgk_v MGK_FN(online_max)(mgk_v mx, float *mv, mgk_v *alpha) {
     const mgk_v mo = v_load(mv), mn = v_max(mo, mx);
     const mgk_v mu = v_eq_sel(mn, v_set1(-INFINITY), v_zero(), mn);
     *alpha = MGK_FN(exp)(v_sub(mo, mu));
@@ -323,7 +334,7 @@ static void MGK_FN(fwd_few)(const at_job *J, int64_t bh, int64_t i0, int64_t m, 
         const float *vj = vb + j0 * D;
         int64_t ldv = D;
         if (J->pad) at_pad_rows(vj, nc, D, DP, vp), vj = vp, ldv = DP;
-        MGK_FN(gemm_rs)(m, Dn, nc, st, AT_BC, 1, vj, ldv, O, DP, true, al, 0, 0);
+        MGK_FN(gemm_rs)(m, Dn, nc, st, AT_BC, 1, vj, ldv, O, DP, true, al, 0, 0, NULL);
     }
     MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
 }
@@ -351,11 +362,13 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         /* key j0 + c is visible to query i0 + r iff r >= c + delta */
         const int64_t delta = j0 - a->q_pos0 - i0;
         const int band = a->causal ? AT_COLS_FROM : 0;
-        MGK_FN(gemm)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, false, band, delta);
-        MGK_FN(logits)(a, st, bh, i0, m, mp, j0, nc, tmp);
+        MGK_FN(gemm_scaled)(nc, mp, D, kj, D, 1, qt_, AT_BR, st, AT_BR, a->scale, band, delta);
+        MGK_FN(logits)(a, st, bh, i0, m, j0, nc, tmp);
+        mgk_v mx[AT_BR / MGK_W];
+        MGK_FN(col_max)(st, nc, mp, mx);
         for (int64_t v = 0; v < mp; v += MGK_W) {
             mgk_v alpha;
-            const mgk_v mu = MGK_FN(online_max)(st + v, nc, mv + v, &alpha);
+            const mgk_v mu = MGK_FN(online_max)(mx[v / MGK_W], mv + v, &alpha);
             mgk_v sum = v_zero();
             for (int64_t c = 0; c < nc; c++) {
                 const mgk_v p = MGK_FN(exp)(v_sub(v_load(st + c * AT_BR + v), mu));
@@ -369,7 +382,7 @@ static void MGK_FN(fwd_item)(const at_job *J, int64_t bh, int64_t qt, float *ws)
         int64_t ldv = D;
         if (J->pad) at_pad_rows(vj, nc, D, DP, vp), vj = vp, ldv = DP;
         MGK_FN(gemm_rs)(m, Dn, nc, st, 1, AT_BR, vj, ldv, O, DP, true, al, band ? AT_K_TO : 0,
-                        -delta);
+                        -delta, NULL);
     }
     MGK_FN(fwd_finish)(J, bh, i0, m, O, mv, lv);
 }
@@ -385,8 +398,8 @@ static void MGK_FN(bwd_pair)(const at_job *J, const at_pair *p) {
     const int64_t delta =
         p->j0 - a->q_pos0 - p->i0; /* key c visible to query r iff r >= c + delta */
     const int cols = a->causal ? AT_COLS_FROM : 0, kfrom = a->causal ? AT_K_FROM : 0;
-    MGK_FN(gemm)(nc, mp, D, p->kj, D, 1, p->qt, AT_BR, st, AT_BR, false, cols, delta);
-    MGK_FN(logits)(a, st, p->bh, p->i0, m, mp, p->j0, nc, p->tmp);
+    MGK_FN(gemm_scaled)(nc, mp, D, p->kj, D, 1, p->qt, AT_BR, st, AT_BR, a->scale, cols, delta);
+    MGK_FN(logits)(a, st, p->bh, p->i0, m, p->j0, nc, p->tmp);
     MGK_FN(probs)(p, st, mp);
     if (p->dv) MGK_FN(gemm)(nc, Dn, m, st, AT_BR, 1, p->dop, p->ldq, p->dv, DP, true, kfrom, delta);
     if (!p->dk && !p->dq && !p->db) return;
