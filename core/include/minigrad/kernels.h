@@ -66,8 +66,10 @@ MG_API void mg_sgemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t 
  * (batch, head, tile) items that each write only their own rows, and every sum runs in an order
  * fixed by the shapes, so results are bit-identical whatever the thread count.
  *
- * Memory: the caller passes a workspace (any memory; the op uses its arena) of the size the
- * *_workspace function returns for the current thread count; a smaller one runs on fewer threads.
+ * Memory: the caller passes a workspace (any memory at any address; the op uses its scratch) of
+ * the size the *_workspace function returns for the current thread count; a smaller one runs on
+ * fewer threads. The kernels start their scratch at its first 64-byte boundary (the sizes include
+ * the 64 bytes that may cost).
  * None is kept after the call. The bias callback is called concurrently from several threads, on
  * row segments of at most 64 keys, and again during backward: it must be a pure function. */
 typedef struct mg_attn_desc {
