@@ -17,6 +17,8 @@
 #if MGK_HAVE_ISA
 
 #define MGK_NR (MGK_W * MGK_NV)
+/* Rows of a transposed A packed at a time where its rows are a page or more apart (pack_a). */
+#define MGK_TA_KB 16
 
 #if MGK_MR > MGK_W
 #error "pack_a transposes MGK_W rows at a time: MGK_MR must not exceed MGK_W"
@@ -35,18 +37,26 @@ static void MGK_FN(pack_a)(bool ta, const float *A, int64_t lda, int64_t m, int6
         /* op(A) is stored K x M: each k is one contiguous run of mm floats, loaded as a (partial)
          * vector whose zero lanes pad the last panel. Panel by panel keeps the writes sequential
          * (dealing whole rows out to all panels was slower: the writes, a power of two apart,
-         * fight over L1 sets). */
-        for (int64_t i = 0; i < m; i += MGK_MR) {
-            const int mm = (int)mgk_min(MGK_MR, m - i);
-            const float *s = A + i;
-            float *d = dst + i * kc;
-            for (int64_t k = 0; k < kc; k++) {
+         * fight over L1 sets). But where the rows are a page or more apart (M >= 1024), a panel's
+         * walk down kc rows touches kc pages and as many cache lines in a few L1 sets, and the
+         * next panel, which reads the other halves of those lines, finds them gone: there
+         * MGK_TA_KB rows at a time go to every panel while they are in L1 (1 thread, 1024 x 4096
+         * by 4096 x 256: 176 -> 195 GFLOP/s on Zen 5). The same values land in the same places. */
+        const int64_t kb = lda * (int64_t)sizeof(float) >= 4096 ? MGK_TA_KB : kc;
+        for (int64_t k0 = 0; k0 < kc; k0 += kb) {
+            const int64_t kn = mgk_min(kb, kc - k0);
+            for (int64_t i = 0; i < m; i += MGK_MR) {
+                const int mm = (int)mgk_min(MGK_MR, m - i);
+                const float *s = A + i + k0 * lda;
+                float *d = dst + i * kc + k0 * MGK_MR;
+                for (int64_t k = 0; k < kn; k++) {
 #if MGK_MR == MGK_W
-                const mgk_v x = mm == MGK_MR ? v_load(s + k * lda) : v_load_n(s + k * lda, mm);
-                v_store(d + k * MGK_MR, v_mul(va, x));
+                    const mgk_v x = mm == MGK_MR ? v_load(s + k * lda) : v_load_n(s + k * lda, mm);
+                    v_store(d + k * MGK_MR, v_mul(va, x));
 #else
-                v_store_n(d + k * MGK_MR, v_mul(va, v_load_n(s + k * lda, mm)), MGK_MR);
+                    v_store_n(d + k * MGK_MR, v_mul(va, v_load_n(s + k * lda, mm)), MGK_MR);
 #endif
+                }
             }
         }
         return;
