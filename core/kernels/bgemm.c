@@ -162,16 +162,18 @@ static void run_block(const mgk_bgemm_impl *im, bool a_in_place, int64_t mb, int
                       const mg_bf16 *ap, int64_t lda, const uint32_t *abuf, const uint32_t *bbuf,
                       const float *bias, bool acc, float *C, int64_t ldc) {
     const int64_t kp = pairs(im, kb);
+    if (a_in_place) { /* the bias, if any, is where the micro-kernels' sums start */
+        im->block_rm(mb, nb, kb, ap, lda, bbuf, bias, bias ? false : acc, C, ldc);
+        return;
+    }
     if (!bias) {
-        if (a_in_place) im->block_rm(mb, nb, kb, ap, lda, bbuf, acc, C, ldc);
-        else im->block(mb, nb, kp, abuf, bbuf, acc, C, ldc);
+        im->block(mb, nb, kp, abuf, bbuf, acc, C, ldc);
         return;
     }
     for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
         const int64_t rows = min64(im->mr, mb - r0);
         bias_rows(rows, nb, bias, C + r0 * ldc, ldc);
-        if (a_in_place) im->block_rm(rows, nb, kb, ap + r0 * lda, lda, bbuf, true, C + r0 * ldc, ldc);
-        else im->block(rows, nb, kp, abuf + r0 * kp, bbuf, true, C + r0 * ldc, ldc);
+        im->block(rows, nb, kp, abuf + r0 * kp, bbuf, true, C + r0 * ldc, ldc);
     }
 }
 

@@ -141,7 +141,9 @@ static inline __attribute__((always_inline)) void micro_step(const int MR, __m51
     }
 }
 
-/* T[0:MR, 0:32] = (acc ? T : 0) + (the first MR rows of A) @ b-panel, T at t with row stride ldt:
+/* T[0:MR, 0:32] = (acc ? T : 0) + (the first MR rows of A) @ b-panel, T at t with row stride ldt,
+ * or with bias (32 floats, acc false) bias in every row + the product, each sum starting from its
+ * column's bias as it would from a C filled with it:
  * C itself, or a stack tile where the tile sticks out of C. A is the packed panel a (kp pairs,
  * BG_MR words a pair), or with in_place the mm rows at ar (row stride lda, kc values: the pairs
  * read where they lie, an odd kc's last value paired with a zero as the packing does; rows from mm
@@ -151,11 +153,14 @@ static inline __attribute__((always_inline)) void micro(const int MR, int64_t kp
                                                         bool in_place, const mg_bf16 *restrict ar,
                                                         int64_t lda, int64_t kc, int mm,
                                                         const uint32_t *restrict b, bool acc,
+                                                        const float *restrict bias,
                                                         float *restrict t, int64_t ldt) {
     __m512 s[BG_MR][2];
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
-        s[i][0] = acc ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
-        s[i][1] = acc ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
+        s[i][0] = acc ? _mm512_loadu_ps(t + i * ldt) : b0;
+        s[i][1] = acc ? _mm512_loadu_ps(t + i * ldt + 16) : b1;
     }
     uint32_t w[BG_MR];
     if (!in_place) {
@@ -189,15 +194,15 @@ static inline __attribute__((always_inline)) void micro(const int MR, int64_t kp
 #define MICRO(MR)                                                                                    \
     static __attribute__((noinline)) void micro_pk_##MR(int64_t kp, const uint32_t *a, const uint32_t *b, \
                                                         bool acc, float *t, int64_t ldt) {          \
-        micro(MR, kp, a, false, NULL, 0, 0, MR, b, acc, t, ldt);                                     \
+        micro(MR, kp, a, false, NULL, 0, 0, MR, b, acc, NULL, t, ldt);                               \
     }                                                                                                \
     static __attribute__((noinline)) void micro_rm_##MR(int64_t kc, const mg_bf16 *ar, int64_t lda,  \
                                                         int mm, const uint32_t *b, bool acc,         \
-                                                        float *t, int64_t ldt) {                     \
+                                                        const float *bias, float *t, int64_t ldt) {  \
         if (mm == MR) /* the same call twice: with mm a constant the row offsets fold away */      \
-            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, MR, b, acc, t, ldt);                    \
+            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, MR, b, acc, bias, t, ldt);              \
         else                                                                                         \
-            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, mm, b, acc, t, ldt);                    \
+            micro(MR, (kc + 1) / 2, NULL, true, ar, lda, kc, mm, b, acc, bias, t, ldt);              \
     }
 MICRO(4)
 MICRO(8)
@@ -206,9 +211,11 @@ MICRO(12)
 
 /* C[0:mm, 0:nn] = (acc ? C : 0) + A @ b-panel, A packed at a or (a NULL) read in place at ar: the
  * rows in whole groups of 4, through a stack tile where the group or the 32 columns stick out of
- * C (the rows past mm are computed there and dropped). */
+ * C (the rows past mm are computed there and dropped). With bias (in place only; acc false): the
+ * bias of the nn columns in every row + the product. */
 static void micro_tile(int64_t kp, const uint32_t *a, const mg_bf16 *ar, int64_t lda, int64_t kc,
-                       const uint32_t *b, bool acc, float *c, int64_t ldc, int mm, int nn) {
+                       const uint32_t *b, bool acc, const float *bias, float *c, int64_t ldc,
+                       int mm, int nn) {
     const int mr = (mm + 3) / 4 * 4;
     const bool edge = mm < mr || nn < BG_NR;
     _Alignas(64) float tile[BG_MR][BG_NR];
@@ -216,17 +223,18 @@ static void micro_tile(int64_t kp, const uint32_t *a, const mg_bf16 *ar, int64_t
     int64_t ldt = ldc;
     if (edge) {
         for (int i = 0; i < mr; i++)
-            for (int j = 0; j < BG_NR; j++) tile[i][j] = acc && i < mm && j < nn ? c[i * ldc + j] : 0.0f;
-        t = &tile[0][0], ldt = BG_NR, acc = true;
+            for (int j = 0; j < BG_NR; j++)
+                tile[i][j] = j >= nn ? 0.0f : bias ? bias[j] : (acc && i < mm ? c[i * ldc + j] : 0.0f);
+        t = &tile[0][0], ldt = BG_NR, acc = true, bias = NULL;
     }
     if (a) {
         if (mr == 4) micro_pk_4(kp, a, b, acc, t, ldt);
         else if (mr == 8) micro_pk_8(kp, a, b, acc, t, ldt);
         else micro_pk_12(kp, a, b, acc, t, ldt);
     } else {
-        if (mr == 4) micro_rm_4(kc, ar, lda, mm, b, acc, t, ldt);
-        else if (mr == 8) micro_rm_8(kc, ar, lda, mm, b, acc, t, ldt);
-        else micro_rm_12(kc, ar, lda, mm, b, acc, t, ldt);
+        if (mr == 4) micro_rm_4(kc, ar, lda, mm, b, acc, bias, t, ldt);
+        else if (mr == 8) micro_rm_8(kc, ar, lda, mm, b, acc, bias, t, ldt);
+        else micro_rm_12(kc, ar, lda, mm, b, acc, bias, t, ldt);
     }
     if (edge)
         for (int i = 0; i < mm; i++)
@@ -239,20 +247,22 @@ static void block_avx512bf16(int64_t m, int64_t n, int64_t kp, const uint32_t *p
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
-            micro_tile(kp, pa + i * kp, NULL, 0, 0, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+            micro_tile(kp, pa + i * kp, NULL, 0, 0, pb + j * kp, acc, NULL, C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
 
-/* block_avx512bf16 with A read in place. */
+/* block_avx512bf16 with A read in place, and the bias as the sums' start where given. */
 static void block_rm_avx512bf16(int64_t m, int64_t n, int64_t kc, const mg_bf16 *A, int64_t lda,
-                                const uint32_t *pb, bool acc, float *C, int64_t ldc) {
+                                const uint32_t *pb, const float *bias, bool acc, float *C,
+                                int64_t ldc) {
     const int64_t kp = bg_pairs(kc);
     for (int64_t i = 0; i < m; i += BG_MR) {
         const int mm = m - i < BG_MR ? (int)(m - i) : BG_MR;
         for (int64_t j = 0; j < n; j += BG_NR) {
             const int nn = n - j < BG_NR ? (int)(n - j) : BG_NR;
-            micro_tile(kp, NULL, A + i * lda, lda, kc, pb + j * kp, acc, C + i * ldc + j, ldc, mm, nn);
+            micro_tile(kp, NULL, A + i * lda, lda, kc, pb + j * kp, acc, bias ? bias + j : NULL,
+                       C + i * ldc + j, ldc, mm, nn);
         }
     }
 }

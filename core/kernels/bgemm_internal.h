@@ -47,9 +47,11 @@ typedef struct mgk_bgemm_impl {
     /* Optional (NULL: A is always packed). The same as block on A packed from op(A) = A, with A
      * read in place instead: C[0:m, 0:n] = (acc ? C : 0) + A[0:m, 0:kc] @ pb, A row-major with row
      * stride lda, kc values deep (the B block packed from the same kc); the same sums, the same
-     * bits, without the pass that transposes A's pairs into panels. */
+     * bits, without the pass that transposes A's pairs into panels. With bias (n floats; acc
+     * false): each row of C = bias + the product, every sum starting from its column's bias, the
+     * bits of filling C with the bias first and accumulating onto it. */
     void (*block_rm)(int64_t m, int64_t n, int64_t kc, const mg_bf16 *A, int64_t lda,
-                     const uint32_t *pb, bool acc, float *C, int64_t ldc);
+                     const uint32_t *pb, const float *bias, bool acc, float *C, int64_t ldc);
     /* Optional (NULL: the path has none, mg_bgemm runs instead). C[0:m, 0:n] = (acc ? C : 0) +
      * A[0:m, 0:K] @ the pre-packed B whose panel of column 0 is at pb, K values deep (kp pairs);
      * A row-major with row stride lda; n need not be a multiple of 16. */
