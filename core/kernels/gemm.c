@@ -82,9 +82,9 @@ static void no_workspace(bool ta, bool tb, int64_t i0, int64_t i1, int64_t j0, i
     ref_rect(ta, tb, i0, i1, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* C[i0:i1, j0:j1] on the calling thread through the packed path. With bias (beta is then 1), each
- * row panel of C is set to bias just before the first K slice's products read it, while it is in
- * cache, rather than in a pass of its own over C. */
+/* C[i0:i1, j0:j1] on the calling thread through the packed path. With bias (beta is then 1), the
+ * first K slice's micro-kernels add the bias to their sums as they write C (the bits of C filled
+ * with it first), rather than a pass of its own over C or a fill of each row panel. */
 static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, int64_t i1,
                         int64_t j0, int64_t j1, int64_t K, float alpha, const float *A, int64_t lda,
                         const float *B, int64_t ldb, const float *bias, float beta, float *C,
@@ -108,14 +108,9 @@ static void packed_rect(const mg_gemm_impl *im, bool ta, bool tb, int64_t i0, in
             for (int64_t j = j0; j < j1; j += nc) {
                 const int64_t nb = min64(nc, j1 - j);
                 im->pack_b(tb, tb ? B + j * ldb + p : B + p * ldb + j, ldb, kb, nb, bbuf);
-                if (bias && p == 0)
-                    for (int64_t r0 = 0; r0 < mb; r0 += im->mr) {
-                        const int64_t rows = min64(im->mr, mb - r0);
-                        bias_rows(rows, nb, bias + j, C + (i + r0) * ldc + j, ldc);
-                        im->block(rows, nb, kb, abuf + r0 * kb, bbuf, 1.0f, C + (i + r0) * ldc + j, ldc);
-                    }
-                else
-                    im->block(mb, nb, kb, abuf, bbuf, p == 0 ? beta : 1.0f, C + i * ldc + j, ldc);
+                /* the first K slice adds the bias as it writes C: no fill of C beforehand */
+                im->block(mb, nb, kb, abuf, bbuf, bias && p == 0 ? bias + j : NULL,
+                          p == 0 ? beta : 1.0f, C + i * ldc + j, ldc);
             }
         }
     }

@@ -33,9 +33,11 @@ typedef struct mg_gemm_impl {
                    float *dst);
     /* op(B)[0:kc, 0:n] -> packed B block. */
     void (*pack_b)(bool tb, const float *B, int64_t ldb, int64_t kc, int64_t n, float *dst);
-    /* C[0:m, 0:n] = pa @ pb + beta * C; beta == 0 never reads C. */
-    void (*block)(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb, float beta,
-                  float *C, int64_t ldc);
+    /* C[0:m, 0:n] = pa @ pb + beta * C; beta == 0 never reads C. With bias (n floats), each row
+     * of C = bias + pa @ pb instead (beta not used, C not read): the bits of C filled with the bias
+     * and beta 1. */
+    void (*block)(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb,
+                  const float *bias, float beta, float *C, int64_t ldc);
     /* Whole GEMM for m <= small_m without packing: C = alpha op(A) op(B) + beta C. */
     void (*small)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

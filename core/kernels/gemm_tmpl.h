@@ -140,12 +140,15 @@ static void MGK_FN(pack_b)(bool tb, const float *B, int64_t ldb, int64_t kc, int
 
 /* ---- register micro-kernel ---- */
 
-/* C[0:mm, 0:nn] = a-panel @ b-panel + beta * C. The full MGK_MR x MGK_NR tile is always computed
- * (packing zero-pads), so an element's arithmetic does not depend on where the tile edge falls. The
- * accumulators go through a stack tile before the C update: keeping that (branchy) update out of
- * the k-loop's register allocation stops GCC from spilling a B vector inside the loop. */
+/* C[0:mm, 0:nn] = a-panel @ b-panel + beta * C, or with bias (the nn columns' bias; beta is then
+ * not used) bias + a-panel @ b-panel in every row: the bits of C filled with the bias and beta 1.
+ * The full MGK_MR x MGK_NR tile is always computed (packing zero-pads), so an element's arithmetic
+ * does not depend on where the tile edge falls. The accumulators go through a stack tile before
+ * the C update: keeping that (branchy) update out of the k-loop's register allocation stops GCC
+ * from spilling a B vector inside the loop. */
 MGK_ALWAYS_INLINE void MGK_FN(micro)(int64_t kc, const float *restrict a, const float *restrict b,
-                                     float beta, float *restrict c, int64_t ldc, int mm, int nn) {
+                                     const float *restrict bias, float beta, float *restrict c,
+                                     int64_t ldc, int mm, int nn) {
     _Alignas(64) float tile[MGK_MR][MGK_NR];
     /* C is usually out in L3 (it is revisited once per K slice): start fetching it now so the
      * update after the k-loop does not wait. */
@@ -179,13 +182,17 @@ MGK_ALWAYS_INLINE void MGK_FN(micro)(int64_t kc, const float *restrict a, const 
             float *p = ci + v * MGK_W;
             mgk_v x = v_load(tile[i] + v * MGK_W);
             if (cnt >= MGK_W) {
-                if (beta == 1.0f)
+                if (bias)
+                    x = v_add(v_load(bias + v * MGK_W), x);
+                else if (beta == 1.0f)
                     x = v_add(v_load(p), x);
                 else if (beta != 0.0f)
                     x = v_fma(vb, v_load(p), x);
                 v_store(p, x);
             } else {
-                if (beta == 1.0f)
+                if (bias)
+                    x = v_add(v_load_n(bias + v * MGK_W, cnt), x);
+                else if (beta == 1.0f)
                     x = v_add(v_load_n(p, cnt), x);
                 else if (beta != 0.0f)
                     x = v_fma(vb, v_load_n(p, cnt), x);
@@ -196,14 +203,15 @@ MGK_ALWAYS_INLINE void MGK_FN(micro)(int64_t kc, const float *restrict a, const 
 }
 
 static void MGK_FN(block)(int64_t m, int64_t n, int64_t kc, const float *pa, const float *pb,
-                          float beta, float *C, int64_t ldc) {
+                          const float *bias, float beta, float *C, int64_t ldc) {
     /* The a-panel (MGK_MR x kc) stays in L1 while the b-panels of the L2-resident B block stream
      * past it. */
     for (int64_t i = 0; i < m; i += MGK_MR) {
         const int mm = (int)mgk_min(MGK_MR, m - i);
         for (int64_t j = 0; j < n; j += MGK_NR) {
             const int nn = (int)mgk_min(MGK_NR, n - j);
-            MGK_FN(micro)(kc, pa + i * kc, pb + j * kc, beta, C + i * ldc + j, ldc, mm, nn);
+            MGK_FN(micro)(kc, pa + i * kc, pb + j * kc, bias ? bias + j : NULL, beta,
+                          C + i * ldc + j, ldc, mm, nn);
         }
     }
 }
