@@ -42,14 +42,13 @@
  * 16 bytes off one, float32 forward ran about a quarter slower). The caller's workspace may start
  * anywhere: the *_workspace sizes include AT_WS_SLACK bytes, and each call starts its scratch at
  * the first 64-byte boundary in the workspace (at_ws_start, which takes the bytes skipped off
- * *bytes). */
+ * *bytes and says how many in *skip). */
 #define AT_WS_SLACK 64
 
-static float *at_ws_start(void *ws, size_t *bytes) {
-    if (!ws) return NULL;
-    const size_t skip = (size_t)(-(uintptr_t)ws & (AT_WS_SLACK - 1));
-    *bytes = *bytes > skip ? *bytes - skip : 0;
-    return (float *)((char *)ws + skip);
+static float *at_ws_start(void *ws, size_t *bytes, size_t *skip) {
+    *skip = ws ? (size_t)(-(uintptr_t)ws & (AT_WS_SLACK - 1)) : 0;
+    *bytes = *bytes > *skip ? *bytes - *skip : 0;
+    return ws ? (float *)((char *)ws + *skip) : NULL;
 }
 
 static size_t at_take(size_t *off, int64_t floats) {
@@ -179,12 +178,13 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     at_job_init(&J, a);
     J.q = q, J.k = k, J.v = v, J.o = o, J.lse = lse;
     const size_t per = J.fl.total, given = ws_bytes;
-    float *base = at_ws_start(ws, &ws_bytes);
+    size_t skip;
+    float *base = at_ws_start(ws, &ws_bytes, &skip);
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
     if (per * sizeof(float) > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_forward: workspace of %zu bytes is too small (needs %zu)",
-               given, per * sizeof(float) + (given - ws_bytes));
+               given, per * sizeof(float) + skip);
         return;
     }
     /* A decoding step (one query over a short cache) is a few microseconds of work, less than
@@ -430,7 +430,8 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     J.q = q, J.k = k, J.v = v, J.oin = o, J.lse_in = lse, J.dO = dO;
     J.dq = dq, J.dk = dk, J.dv = dv;
     const size_t given = ws_bytes;
-    float *base = at_ws_start(ws, &ws_bytes);
+    size_t skip;
+    float *base = at_ws_start(ws, &ws_bytes, &skip);
     int nt = at_threads(), split = at_choose_split(a, nt);
     size_t need = at_bwd_floats(&J, split, nt) * sizeof(float);
     while (nt > 1 && need > ws_bytes) {
@@ -445,7 +446,7 @@ void mg_attn_backward(const mg_attn_desc *a, const float *q, const float *k, con
     }
     if (need > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_backward: workspace of %zu bytes is too small (needs %zu)",
-               given, need + (given - ws_bytes));
+               given, need + skip);
         return;
     }
     const bool causal = a->causal;
@@ -540,12 +541,13 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
     if (!at_kv_packed(a, "mg_attn_backward_ref")) return;
     const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, BH = a->B * a->H;
     const size_t per = (size_t)(Tq * Tk), given = ws_bytes;
-    float *scratch = at_ws_start(ws, &ws_bytes);
+    size_t skip;
+    float *scratch = at_ws_start(ws, &ws_bytes, &skip);
     int nt = at_threads();
     while (nt > 1 && (size_t)nt * per * sizeof(float) > ws_bytes) nt--;
     if (per * sizeof(float) > ws_bytes || !ws) {
         mg_log(MG_LOG_ERROR, "mg_attn_backward_ref: workspace of %zu bytes is too small (needs %zu)",
-               given, per * sizeof(float) + (given - ws_bytes));
+               given, per * sizeof(float) + skip);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
