@@ -9,6 +9,7 @@
 #define MGK_MC 2048
 #define MGK_NC 256
 #define MGK_SMALL_M 4
+#define MGK_SMALL_KB 8
 
 #if MGK_HAVE_ISA
 /* Packs an 8-row x 16-k block of row-major A (rows lda apart) into 128 floats, k-major: output

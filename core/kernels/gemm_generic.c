@@ -8,5 +8,6 @@
 #define MGK_MC 256
 #define MGK_NC 512
 #define MGK_SMALL_M 2
+#define MGK_SMALL_KB 4
 
 #include "gemm_tmpl.h"
