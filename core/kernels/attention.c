@@ -204,7 +204,14 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
         return;
     }
     /* Causal: the last query tiles see the most keys, so they go first. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && items > 1)
+    if (nt <= 1 || items <= 1) { /* a decoding step: no OpenMP region, whose start costs more */
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
+            J.impl->fwd_item(&J, bh, qt, base);
+        }
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int64_t it = 0; it < items; it++) {
         const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
         J.impl->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);

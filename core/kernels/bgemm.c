@@ -393,8 +393,9 @@ static double packed_min_flops(void) {
 
 int mg_bgemm_packed_threads(int64_t M, int64_t N, int64_t K) {
     if (M <= 0 || N <= 0 || K <= 0) return 1;
-    const int64_t np = (N + PANEL - 1) / PANEL;
-    const int nt = threads_for(max_threads(), 2.0 * (double)M * (double)N * (double)K, packed_min_flops());
+    const int64_t np = (N + PANEL - 1) / PANEL, most = max_threads();
+    if (most <= 1) return 1; /* and no look at the environment on every decoding product */
+    const int nt = threads_for(most, 2.0 * (double)M * (double)N * (double)K, packed_min_flops());
     return (int64_t)nt > np ? (int)np : nt;
 }
 

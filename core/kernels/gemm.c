@@ -182,6 +182,7 @@ static int64_t part_begin(int64_t units, int parts, int idx) {
 static plan make_plan(const mg_gemm_impl *im, int max_threads, int64_t M, int64_t N, int64_t K) {
     plan pl = {1, 1, 1, im->mr, im->nr, M <= im->small_m};
     if (pl.small) pl.unit_n = SMALL_COLS_ALIGN;
+    if (max_threads <= 1) return pl; /* and no look at the environment on every decoding product */
     const double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = threads_for(max_threads, flops, pl.small ? min_small_flops() : MIN_FLOPS_PER_THREAD);
     const int64_t um = pl.small ? 1 : (M + pl.unit_m - 1) / pl.unit_m;
@@ -235,6 +236,15 @@ static void run_part(const mg_gemm_impl *im, const plan *pl, int tid, bool ta, b
 /* Narrower B (attention's P V: N = head size) is contiguous row after row already, and has too
  * few columns to share: its register kernel over the whole K is faster than partial sums. */
 #define SMALL_KSPLIT_MIN_N 256
+
+/* Chunk c of small_ksplit: op(A)[:, chunk] op(B)[chunk, :] into its own part of the buffer. */
+static void ksplit_chunk(const mg_gemm_impl *im, int64_t c, int64_t M, int64_t N, int64_t K,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float *part) {
+    const int64_t p0 = c * SMALL_KCHUNK, kc = min64(SMALL_KCHUNK, K - p0);
+    im->small(false, false, M, N, kc, 1.0f, A + p0, lda, B + p0 * ldb, ldb, 0.0f,
+              part + (size_t)(c * M * N), N);
+}
+
 static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M, int64_t N,
                          int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -247,13 +257,15 @@ static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M
         A = part + part_floats;
         lda = K;
     }
-    int nt = threads_for(threads, 2.0 * (double)M * (double)N * (double)K, min_small_flops());
+    int nt = threads > 1 ? threads_for(threads, 2.0 * (double)M * (double)N * (double)K,
+                                       min_small_flops())
+                         : 1;
     if (nt > nch) nt = (int)nch;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t c = 0; c < nch; c++) {
-        const int64_t p0 = c * SMALL_KCHUNK, kc = min64(SMALL_KCHUNK, K - p0);
-        im->small(false, false, M, N, kc, 1.0f, A + p0, lda, B + p0 * ldb, ldb, 0.0f,
-                  part + (size_t)(c * M * N), N);
+    if (nt <= 1) /* no OpenMP region: its start would cost more than a chunk */
+        for (int64_t c = 0; c < nch; c++) ksplit_chunk(im, c, M, N, K, A, lda, B, ldb, part);
+    else {
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t c = 0; c < nch; c++) ksplit_chunk(im, c, M, N, K, A, lda, B, ldb, part);
     }
     /* chunk 1, 2, ... added onto chunk 0 in order, then alpha and beta */
     const size_t mn = (size_t)(M * N);

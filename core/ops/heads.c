@@ -8,32 +8,42 @@
 
 typedef enum { COPY, ACCUMULATE, ACCUMULATE_FRESH } copy_mode;
 
-/* Into rows with ACCUMULATE_FRESH (a gradient buffer just made), the columns of each row outside
- * the slice are set to 0 too, so that the buffer needs no zeroing pass of its own. */
+/* One row (b, t) of the copy. Into rows with ACCUMULATE_FRESH (a gradient buffer just made), the
+ * columns of each row outside the slice are set to 0 too, so that the buffer needs no zeroing pass
+ * of its own. */
+static inline void split_row(float *x, float *y, int64_t b, int64_t t, int64_t T, int64_t W,
+                             int64_t H, int64_t D, int64_t col0, bool to_heads, copy_mode mode) {
+    if (!to_heads && mode == ACCUMULATE_FRESH) {
+        float *row = x + (b * T + t) * W;
+        memset(row, 0, (size_t)col0 * sizeof(float));
+        memset(row + col0 + H * D, 0, (size_t)(W - col0 - H * D) * sizeof(float));
+    }
+    for (int64_t h = 0; h < H; h++) {
+        float *hp = y + ((b * H + h) * T + t) * D;        /* head layout */
+        float *rp = x + (b * T + t) * W + col0 + h * D;   /* row layout */
+        float *dst = to_heads ? hp : rp;
+        const float *src = to_heads ? rp : hp;
+        if (mode == ACCUMULATE)
+            for (int64_t d = 0; d < D; d++) dst[d] += src[d];
+        else if (mode == ACCUMULATE_FRESH)
+            for (int64_t d = 0; d < D; d++) dst[d] = 0.0f + src[d];
+        else
+            memcpy(dst, src, (size_t)D * 4);
+    }
+}
+
+/* A small copy (a decoding step's few rows) runs here without entering an OpenMP region, whose
+ * start costs more than the copy. */
 static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int64_t H, int64_t D,
                        int64_t col0, bool to_heads, copy_mode mode) {
-    const bool zero_rest = !to_heads && mode == ACCUMULATE_FRESH;
-#pragma omp parallel for collapse(2) schedule(static) if (B * T * H * D > 16384)
+    if (B * T * H * D <= 16384) {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) split_row(x, y, b, t, T, W, H, D, col0, to_heads, mode);
+        return;
+    }
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            if (zero_rest) {
-                float *row = x + (b * T + t) * W;
-                memset(row, 0, (size_t)col0 * sizeof(float));
-                memset(row + col0 + H * D, 0, (size_t)(W - col0 - H * D) * sizeof(float));
-            }
-            for (int64_t h = 0; h < H; h++) {
-                float *hp = y + ((b * H + h) * T + t) * D;        /* head layout */
-                float *rp = x + (b * T + t) * W + col0 + h * D;   /* row layout */
-                float *dst = to_heads ? hp : rp;
-                const float *src = to_heads ? rp : hp;
-                if (mode == ACCUMULATE)
-                    for (int64_t d = 0; d < D; d++) dst[d] += src[d];
-                else if (mode == ACCUMULATE_FRESH)
-                    for (int64_t d = 0; d < D; d++) dst[d] = 0.0f + src[d];
-                else
-                    memcpy(dst, src, (size_t)D * 4);
-            }
-        }
+        for (int64_t t = 0; t < T; t++) split_row(x, y, b, t, T, W, H, D, col0, to_heads, mode);
 }
 
 static void split_heads_backward(mg_ctx *ctx, mg_node *n) {
