@@ -166,6 +166,13 @@ static int at_tid(void) {
 #endif
 }
 
+/* Forward item `it` of B*H*(query tiles): causal, the last query tiles go first (they see the most
+ * keys). */
+static void at_fwd_item(const at_job *J, int64_t it, float *ws) {
+    const int64_t BH = J->BH, qt = J->a->causal ? J->nqt - 1 - it / BH : it / BH;
+    J->impl->fwd_item(J, it % BH, qt, ws);
+}
+
 size_t mg_attn_forward_workspace(const mg_attn_desc *a) {
     at_job J;
     at_job_init(&J, a);
@@ -192,7 +199,6 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     const double flops = 4.0 * (double)a->B * (double)a->H * (double)a->Tq * (double)a->Tk * (double)a->D;
     nt = threads_for(nt, flops, 1.0e6);
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
-    const bool causal = a->causal;
     if (J.head_pack) { /* whole heads, each thread packing a head's keys and values once */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
         for (int64_t bh = 0; bh < BH; bh++) {
@@ -203,19 +209,12 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
         }
         return;
     }
-    /* Causal: the last query tiles see the most keys, so they go first. */
     if (nt <= 1 || items <= 1) { /* a decoding step: no OpenMP region, whose start costs more */
-        for (int64_t it = 0; it < items; it++) {
-            const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
-            J.impl->fwd_item(&J, bh, qt, base);
-        }
+        for (int64_t it = 0; it < items; it++) at_fwd_item(&J, it, base);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (int64_t it = 0; it < items; it++) {
-        const int64_t qt = causal ? nqt - 1 - it / BH : it / BH, bh = it % BH;
-        J.impl->fwd_item(&J, bh, qt, base + (size_t)at_tid() * per);
-    }
+    for (int64_t it = 0; it < items; it++) at_fwd_item(&J, it, base + (size_t)at_tid() * per);
 }
 
 /* The tile pair (qt, kt) of head bh with the operands in place; dq/dk/dv accumulators or NULL;

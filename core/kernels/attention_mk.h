@@ -15,8 +15,9 @@
 /* C[0:mr, 0:nv*W] (= or +=) sum over k < K of A(r, k) * B[k][..], A(r, k) = A[r*ars + k*aks];
  * with rs, the old C rows are first scaled by rs[r] (the online softmax's rescaling, for free);
  * with os (and no acc), each sum is multiplied by *os as it is stored (the logit scale: the same
- * bits as scaling C in a pass of its own afterwards, without that pass). Every element is one multiply-add chain over k in increasing order, whatever the tile it falls
- * in: that is what makes results independent of how work is cut. */
+ * bits as scaling C in a pass of its own afterwards, without that pass). Every element is one
+ * multiply-add chain over k in increasing order, whatever the tile it falls in: that is what makes
+ * results independent of how work is cut. */
 MGK_ALWAYS_INLINE void MGK_FN(AT_MK_NAME(mk))(const int mr, const int nv, int64_t K,
                                               const AT_MK_ELEM *A, int64_t ars, int64_t aks,
                                               const AT_MK_ELEM *B, int64_t ldb, float *C,

@@ -231,6 +231,35 @@ static void MGK_FN(block)(int64_t m, int64_t n, int64_t kc, const float *pa, con
 #endif
 #define MGK_DOT_J 4    /* columns per group of the dot-product kernel */
 
+/* acc[i][0 .. wf + tail) += the kb rows of B at bp (row stride ldb, a stripe of wf + tail columns)
+ * times A's columns p .. p+kb-1 of row i: per element kb multiply-adds in k order, one after
+ * another, so the bits do not depend on kb. */
+MGK_ALWAYS_INLINE void MGK_FN(small_rows_pass)(const int m, const int kb, const float *A,
+                                               int64_t lda, int64_t p, const float *bp, int64_t ldb,
+                                               float *const *acc, int64_t wf, int tail) {
+    mgk_v ai[MGK_SMALL_M][MGK_SMALL_KB];
+    MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < kb; q++)
+        ai[i][q] = v_set1(A[i * lda + p + q]);
+    for (int64_t c = 0; c < wf; c += MGK_W) {
+        mgk_v bv[MGK_SMALL_KB];
+        MGK_UNROLL for (int q = 0; q < kb; q++) bv[q] = v_load(bp + q * ldb + c);
+        MGK_UNROLL for (int i = 0; i < m; i++) {
+            mgk_v x = v_load(acc[i] + c);
+            MGK_UNROLL for (int q = 0; q < kb; q++) x = v_fma(ai[i][q], bv[q], x);
+            v_store(acc[i] + c, x);
+        }
+    }
+    if (tail) {
+        mgk_v bv[MGK_SMALL_KB];
+        MGK_UNROLL for (int q = 0; q < kb; q++) bv[q] = v_load_n(bp + q * ldb + wf, tail);
+        MGK_UNROLL for (int i = 0; i < m; i++) {
+            mgk_v x = v_load(acc[i] + wf);
+            MGK_UNROLL for (int q = 0; q < kb; q++) x = v_fma(ai[i][q], bv[q], x);
+            v_store(acc[i] + wf, x);
+        }
+    }
+}
+
 /* op(B) not transposed: stream B row by row (contiguous, prefetch-friendly) into an L1-resident
  * accumulator stripe; each element still sums over k in order. */
 MGK_ALWAYS_INLINE void MGK_FN(small_rows)(const int m, int64_t n, int64_t k, float alpha,
@@ -272,50 +301,14 @@ MGK_ALWAYS_INLINE void MGK_FN(small_rows)(const int m, int64_t n, int64_t k, flo
                 for (int64_t c = 0; c < w; c += MGK_W) v_store(acc[i] + c, v_zero());
             /* kb rows of B per pass over the stripe (MGK_SMALL_KB for one row of A, fewer for more,
              * so that A's broadcasts stay in registers): the buffer is loaded and stored 1/kb as
-             * often, and kb rows of B stream at once. Each element still takes its multiply-adds
-             * in the order of k, one after another: the same bits. */
+             * often, and kb rows of B stream at once; the rows left over one at a time. */
             const int kb0 = m == 1 ? MGK_SMALL_KB : m == 2 ? MGK_SMALL_KB / 2 : MGK_SMALL_KB / 4;
             const int kb = kb0 > 1 ? kb0 : 1;
             int64_t p = 0;
-            for (; p + kb <= k; p += kb) {
-                const float *bp = B + p * ldb + j;
-                mgk_v ai[MGK_SMALL_M][MGK_SMALL_KB];
-                MGK_UNROLL for (int i = 0; i < m; i++) MGK_UNROLL for (int q = 0; q < kb; q++)
-                    ai[i][q] = v_set1(A[i * lda + p + q]);
-                for (int64_t c = 0; c < wf; c += MGK_W) {
-                    mgk_v bv[MGK_SMALL_KB];
-                    MGK_UNROLL for (int q = 0; q < kb; q++) bv[q] = v_load(bp + q * ldb + c);
-                    MGK_UNROLL for (int i = 0; i < m; i++) {
-                        mgk_v x = v_load(acc[i] + c);
-                        MGK_UNROLL for (int q = 0; q < kb; q++) x = v_fma(ai[i][q], bv[q], x);
-                        v_store(acc[i] + c, x);
-                    }
-                }
-                if (tail) {
-                    mgk_v bv[MGK_SMALL_KB];
-                    MGK_UNROLL for (int q = 0; q < kb; q++) bv[q] = v_load_n(bp + q * ldb + wf, tail);
-                    MGK_UNROLL for (int i = 0; i < m; i++) {
-                        mgk_v x = v_load(acc[i] + wf);
-                        MGK_UNROLL for (int q = 0; q < kb; q++) x = v_fma(ai[i][q], bv[q], x);
-                        v_store(acc[i] + wf, x);
-                    }
-                }
-            }
-            for (; p < k; p++) {
-                const float *bp = B + p * ldb + j;
-                mgk_v ai[MGK_SMALL_M];
-                MGK_UNROLL for (int i = 0; i < m; i++) ai[i] = v_set1(A[i * lda + p]);
-                for (int64_t c = 0; c < wf; c += MGK_W) {
-                    const mgk_v bv = v_load(bp + c);
-                    MGK_UNROLL for (int i = 0; i < m; i++)
-                        v_store(acc[i] + c, v_fma(ai[i], bv, v_load(acc[i] + c)));
-                }
-                if (tail) {
-                    const mgk_v bv = v_load_n(bp + wf, tail);
-                    MGK_UNROLL for (int i = 0; i < m; i++)
-                        v_store(acc[i] + wf, v_fma(ai[i], bv, v_load(acc[i] + wf)));
-                }
-            }
+            for (; p + kb <= k; p += kb)
+                MGK_FN(small_rows_pass)(m, kb, A, lda, p, B + p * ldb + j, ldb, acc, wf, tail);
+            for (; p < k; p++)
+                MGK_FN(small_rows_pass)(m, 1, A, lda, p, B + p * ldb + j, ldb, acc, wf, tail);
         }
         const mgk_v valpha = v_set1(alpha), vbeta = v_set1(beta);
         for (int i = 0; i < m; i++) {
