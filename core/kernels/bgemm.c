@@ -376,15 +376,21 @@ bool mg_bgemm_packed_available(int64_t M) {
     return mgk_bgemm_for(M > 0 ? M : 1)->packed != NULL;
 }
 
-/* Threads for a product against a pre-packed B (a few rows: decoding, small batches). Measured with
- * bench_gemm --small-m on the 2-core Zen 5 VM, AVX512-BF16, the products of textgen's and music's
- * first Linear (K x N 256 x 768 and 512 x 1536): with idle threads spinning, a second thread pays
- * from about 3 MFLOP (256 x 768: M = 8 even, M = 4 1.5x slower on 2 threads than on 1; 512 x 1536,
- * M = 2: 1.45x faster). With OMP_WAIT_POLICY=passive they sleep between parallel regions and
- * waking one costs 40-50 us there: a second thread was 7x slower at M = 2, still 27% slower at
- * 12.6 MFLOP (256 x 768, M = 32), and about even at 25 MFLOP (6% faster at 256 x 768, M = 64; the
- * same speed at 512 x 1536, M = 16). */
-#define PACKED_MIN_FLOPS_PER_THREAD 1.5e6
+/* Threads for a product against a pre-packed B (a few rows: decoding, small batches). With M this
+ * small the time goes to reading B, and in decoding B comes from L3 or memory: every Linear layer's
+ * weight is read once per token, and a model's weights do not fit in L2. A second thread pays from
+ * about 1 MFLOP: 1 MB of B at M = 1, half a MB each (the float32 few-row products' threshold in
+ * gemm.c comes to the same bytes of B per thread). Measured on the 2-core Zen 5 VM, AVX512-BF16, idle threads
+ * spinning, bench_train's generation worker: music decoding (K x N 512 x 1536, 512 x 2048,
+ * 2048 x 512 at M = 1) took 355-533 ms for 256 tokens on 2 threads with a threshold of 3 MFLOP
+ * (1 thread for all of them) and 225-230 ms with this one; textgen's (256 x 1024 and smaller, one
+ * thread either way at M = 1) 15.1-15.3 ms and 14.6 ms for 112 tokens. bench_gemm --small-m reuses
+ * one B from L2, which flatters one thread: there 256 x 768 at M = 4 runs 1.6x slower on 2 threads.
+ * With OMP_WAIT_POLICY=passive the threads sleep between parallel regions and waking one costs
+ * 40-50 us there: a second thread was 7x slower at M = 2, still 27% slower at 12.6 MFLOP
+ * (256 x 768, M = 32), and about even at 25 MFLOP (6% faster at 256 x 768, M = 64; the same speed
+ * at 512 x 1536, M = 16). */
+#define PACKED_MIN_FLOPS_PER_THREAD 5.0e5
 #define PACKED_MIN_FLOPS_PER_THREAD_PASSIVE 1.2e7
 
 static double packed_min_flops(void) {
