@@ -229,6 +229,60 @@ START_TEST(pack_from_float32_equals_pack_of_bf16) {
 }
 END_TEST
 
+/* The packed words by their definition: panel q holds columns 16q .. 16q + 15, pair p of column c
+ * is op(B)(2p, c) in the low half and op(B)(2p + 1, c) in the high half, zero past K and past N.
+ * Shapes longer than the pieces packing reads at a time (N 1043 with B as stored, K 2051
+ * transposed), from bf16 and from float32, on 1 and 2 threads. */
+START_TEST(pack_layout_by_definition) {
+    static const int64_t shapes[][3] = {{0, 7, 1043}, {0, 2, 1024}, {1, 2051, 21}, {1, 1024, 17}}; /* tb K N */
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+#endif
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const bool tb = shapes[s][0];
+        const int64_t K = shapes[s][1], N = shapes[s][2], ldb = (tb ? K : N) + 3, rows = tb ? N : K;
+        float *F = malloc((size_t)(rows * ldb) * sizeof *F);
+        mg_bf16 *B = malloc((size_t)(rows * ldb) * sizeof *B);
+        ck_assert(F && B);
+        mg_rng r = mg_rng_make((uint64_t)(70 + s));
+        for (int64_t i = 0; i < rows * ldb; i++) F[i] = mg_rng_range(&r, -2.0f, 2.0f);
+        mg_f32_to_bf16(rows * ldb, F, B);
+        const int64_t kp = (K + 1) / 2, np = (N + 15) / 16;
+        const size_t words = mg_bgemm_packed_words(K, N);
+        uint32_t *p = malloc(words * sizeof *p);
+        ck_assert_ptr_nonnull(p);
+        for (int from_f32 = 0; from_f32 < 2; from_f32++)
+            for (int nt = 1; nt <= 2; nt++) {
+#ifdef _OPENMP
+                omp_set_num_threads(nt);
+#endif
+                memset(p, 0xab, words * sizeof *p);
+                if (from_f32) mg_bgemm_pack_b_f32(tb, K, N, F, ldb, p);
+                else mg_bgemm_pack_b(tb, K, N, B, ldb, p);
+                for (int64_t q = 0; q < np; q++)
+                    for (int64_t pr = 0; pr < kp; pr++)
+                        for (int64_t c = 0; c < 16; c++) {
+                            const int64_t j = 16 * q + c;
+                            uint32_t want = 0;
+                            for (int h = 0; h < 2; h++) {
+                                const int64_t k = 2 * pr + h;
+                                if (j < N && k < K) want |= (uint32_t)B[tb ? j * ldb + k : k * ldb + j] << (16 * h);
+                            }
+                            const uint32_t got = p[(q * kp + pr) * 16 + c];
+                            ck_assert_msg(got == want, "tb=%d K=%lld N=%lld from %s, %d thread(s): panel %lld pair %lld "
+                                          "column %lld holds %#x, not %#x", tb, (long long)K, (long long)N,
+                                          from_f32 ? "float32" : "bf16", nt, (long long)q, (long long)pr,
+                                          (long long)c, got, want);
+                        }
+            }
+        free(F), free(B), free(p);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(before);
+#endif
+}
+END_TEST
+
 /* Edges: M or N zero leave C alone, K zero writes zeros (or leaves C when accumulating). */
 START_TEST(packed_degenerate_shapes) {
     ck_assert(mg_bf16_path_force(MG_BF16_EMULATED));
@@ -412,6 +466,7 @@ Suite *bf16_packed_suite(void) {
     tu_add_isa_case(tc, MG_ISA_AVX2, packed_emulated_avx2_matches_plain_c,
                     "packed_emulated_avx2_matches_plain_c");
     tcase_add_test(tc, pack_from_float32_equals_pack_of_bf16);
+    tcase_add_test(tc, pack_layout_by_definition);
     tcase_add_test(tc, packed_degenerate_shapes);
     tcase_add_test(tc, packed_same_bits_for_any_thread_count);
     tu_add_bf16_path_case(tc, MG_BF16_AMX, packed_declined_on_amx_rows, "packed_declined_on_amx_rows",
