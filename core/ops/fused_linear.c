@@ -63,6 +63,14 @@ static mg_tensor *fused_hidden(mg_ctx *ctx, const mg_tensor *x) {
 
 /* ---- linear(gelu(x)) ---- */
 
+/* Block k of gelu(x) into t, then rounded into hb: elementwise, so the bits of one call over all
+ * of x. */
+static inline void gelu_block(mg_gelu_kind kind, int64_t n, int64_t k, const float *x, float *t, mg_bf16 *hb) {
+    const int64_t i0 = k * FUSED_BLOCK, len = n - i0 < FUSED_BLOCK ? n - i0 : FUSED_BLOCK;
+    mg_gelu_fwd(kind, len, x + i0, t);
+    mg_f32_to_bf16(len, t, hb + i0);
+}
+
 static mg_tensor *gelu_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind, mg_tensor *w, mg_tensor *b) {
     static const char op[] = "mg_gelu_linear";
     const int64_t n = x->numel;
@@ -73,13 +81,7 @@ static mg_tensor *gelu_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind,
     float *buf = mg_ctx_scratch_alloc(ctx, (size_t)nt * FUSED_BLOCK * sizeof(float), "mg_gelu_linear: gelu block");
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     const int64_t nblk = (n + FUSED_BLOCK - 1) / FUSED_BLOCK;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t k = 0; k < nblk; k++) {
-        const int64_t i0 = k * FUSED_BLOCK, len = n - i0 < FUSED_BLOCK ? n - i0 : FUSED_BLOCK;
-        float *t = buf + (size_t)fused_tid() * FUSED_BLOCK;
-        mg_gelu_fwd(kind, len, x->data + i0, t); /* elementwise: the bits of one call over all of x */
-        mg_f32_to_bf16(len, t, hb + i0);
-    }
+    MG_PAR_FOR(n > 65536, k, nblk, gelu_block(kind, n, k, x->data, buf + (size_t)fused_tid() * FUSED_BLOCK, hb));
     mg_tensor *h = x;
     if (keep) {
         h = fused_hidden(ctx, x);
@@ -106,6 +108,15 @@ mg_tensor *mg_gelu_linear(mg_ctx *ctx, mg_tensor *x, mg_gelu_kind kind, mg_tenso
 
 /* ---- linear(layernorm(x)) ---- */
 
+/* Rows [k * rows, k * rows + rows) of layernorm(x) into t, then rounded into hb: row by row, so
+ * the bits of one call over all of x; mean and rstd when kept. */
+static inline void ln_block(int64_t R, int64_t C, int64_t rows, int64_t k, const float *x, const float *lw,
+                            const float *lb, float eps, float *t, float *mean, float *rstd, mg_bf16 *hb) {
+    const int64_t r0 = k * rows, nr = R - r0 < rows ? R - r0 : rows;
+    mg_layernorm_fwd(nr, C, x + r0 * C, lw, lb, eps, t, mean ? mean + r0 : NULL, rstd ? rstd + r0 : NULL);
+    mg_f32_to_bf16(nr * C, t, hb + r0 * C);
+}
+
 static mg_tensor *layernorm_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_tensor *lw, mg_tensor *lb, float eps,
                                         mg_tensor *w, mg_tensor *b) {
     static const char op[] = "mg_layernorm_linear";
@@ -123,15 +134,10 @@ static mg_tensor *layernorm_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_tensor *lw
     float *rstd = keep_ln ? mg_ctx_alloc(ctx, (size_t)R * 4, "mg_layernorm rstd") : NULL;
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     const int64_t nblk = (R + rows - 1) / rows;
-#pragma omp parallel for schedule(static) if (R * C > 32768)
-    for (int64_t k = 0; k < nblk; k++) {
-        const int64_t r0 = k * rows, nr = R - r0 < rows ? R - r0 : rows;
-        float *t = buf + (size_t)fused_tid() * (size_t)(rows * C);
-        /* row by row: the bits of one call over all of x */
-        mg_layernorm_fwd(nr, C, x->data + r0 * C, lw ? lw->data : NULL, lb ? lb->data : NULL, eps, t,
-                         mean ? mean + r0 : NULL, rstd ? rstd + r0 : NULL);
-        mg_f32_to_bf16(nr * C, t, hb + r0 * C);
-    }
+    const float *lwd = lw ? lw->data : NULL, *lbd = lb ? lb->data : NULL;
+    MG_PAR_FOR(R * C > 32768, k, nblk,
+               ln_block(R, C, rows, k, x->data, lwd, lbd, eps, buf + (size_t)fused_tid() * (size_t)(rows * C), mean,
+                        rstd, hb));
     mg_tensor *h = x;
     if (keep) {
         h = fused_hidden(ctx, x);
@@ -185,11 +191,10 @@ static mg_tensor *merge_heads_linear_bf16(mg_ctx *ctx, mg_tensor *x, mg_tensor *
     mg_bf16 *hb = fused_copy(ctx, keep, B * T * C, "mg_merge_heads_linear: merged heads in bf16");
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     /* row (b, t) of the merged layout, head h at columns h*D..: a copy, then the rounding */
-#pragma omp parallel for collapse(2) schedule(static) if (B * T * C > 65536)
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < H; h++)
-                mg_f32_to_bf16(D, x->data + ((bi * H + h) * T + t) * D, hb + (bi * T + t) * C + h * D);
+    MG_PAR_FOR(B * T * C > 65536, r, B * T, {
+        const int64_t bi = r / T, t = r % T;
+        for (int64_t h = 0; h < H; h++) mg_f32_to_bf16(D, x->data + ((bi * H + h) * T + t) * D, hb + r * C + h * D);
+    });
     mg_tensor *hx = mg_tensor_wrap(ctx, MG_F32, 3, (int64_t[]){B, T, C}, NULL); /* merge_heads' output */
     if (keep && mg_ctx_ok(ctx)) mg_op_record(ctx, &mg_op_def_merge_heads, hx, 1, (mg_tensor *[]){x});
     mg_tensor *y = mg_ctx_ok(ctx) ? mg_linear_bf16(ctx, op, hx, hb, w, b) : mg_ctx_dummy(ctx);

@@ -96,8 +96,7 @@ static mg_tensor *linear_output(mg_ctx *ctx, const char *op, const mg_tensor *x,
     const int64_t M = mg_rows(x);
     float *Y = y->data;
     const float *B = b->data;
-#pragma omp parallel for schedule(static) if (M * N > 65536)
-    for (int64_t r = 0; r < M; r++) memcpy(Y + r * N, B, (size_t)N * sizeof(float));
+    MG_PAR_FOR(M * N > 65536, r, M, memcpy(Y + r * N, B, (size_t)N * sizeof(float)));
     return y;
 }
 
