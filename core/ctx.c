@@ -51,11 +51,13 @@ struct mg_ctx {
      * a packed copy instead (mg_bf16_packed), each made at its first use */
     bool keep_bf16;
     int n_bf16;
+    unsigned bf16_epoch; /* mg_ctx_refresh_bf16_weights: kept copies made in an older epoch are redone */
     struct bf16_copy {
         const mg_tensor *t;
         const float *data;
         mg_bf16 *bf;
         uint32_t *packed[2]; /* kept only: bf packed for mg_bgemm_packed as B = t, B = t^T */
+        unsigned epoch[3];   /* kept only: the epoch bf, packed[0] and packed[1] were made in */
     } bf16[256];
     /* Transient buffers of one op (mg_ctx_scratch_alloc): one block, kept across resets, that a use
      * past its end regrows to the high-water mark once every buffer is released; until then the
@@ -182,6 +184,12 @@ void mg_ctx_keep_bf16_weights(mg_ctx *ctx, bool keep) {
     ctx->keep_bf16 = keep;
 }
 
+void mg_ctx_refresh_bf16_weights(mg_ctx *ctx) {
+    ctx->bf16_epoch++;
+}
+
+bool mg_ctx_keeps_bf16_weights(const mg_ctx *ctx) { return ctx->keep_bf16; }
+
 mg_precision mg_ctx_precision(const mg_ctx *ctx) { return ctx->precision; }
 
 const char *mg_precision_name(mg_precision precision) {
@@ -222,18 +230,25 @@ static bool bf16_room(const mg_ctx *ctx) {
 const mg_bf16 *mg_bf16_operand(mg_ctx *ctx, const mg_tensor *t, const char *what) {
     if (!(t->flags & MG_PARAM)) return mg_bf16_copy(ctx, t->data, t->numel, what);
     struct bf16_copy *e = bf16_entry(ctx, t);
-    if (e && e->bf) return e->bf;
+    if (e && e->bf) {
+        if (ctx->keep_bf16 && e->epoch[0] != ctx->bf16_epoch) { /* the weights may have changed: again, in place */
+            mg_f32_to_bf16(t->numel, t->data, e->bf);
+            e->epoch[0] = ctx->bf16_epoch;
+        }
+        return e->bf;
+    }
     if (ctx->keep_bf16 && (e || bf16_room(ctx))) { /* kept: on the heap (e: so far only packed) */
         mg_bf16 *d = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(mg_bf16));
         if (d) {
             mg_f32_to_bf16(t->numel, t->data, d);
-            if (!e) e = &ctx->bf16[ctx->n_bf16++], *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}};
+            if (!e) e = &ctx->bf16[ctx->n_bf16++], *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}, {0}};
             e->bf = d;
+            e->epoch[0] = ctx->bf16_epoch;
             return d;
         }
     }
     mg_bf16 *d = mg_bf16_copy(ctx, t->data, t->numel, what);
-    if (d && !ctx->keep_bf16 && bf16_room(ctx)) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d, {NULL, NULL}};
+    if (d && !ctx->keep_bf16 && bf16_room(ctx)) ctx->bf16[ctx->n_bf16++] = (struct bf16_copy){t, t->data, d, {NULL, NULL}, {0}};
     return d;
 }
 
@@ -245,13 +260,17 @@ const uint32_t *mg_bf16_packed(mg_ctx *ctx, const mg_tensor *t, bool trans, int6
     if (!e) {
         if (!bf16_room(ctx)) return NULL;
         e = &ctx->bf16[ctx->n_bf16++];
-        *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}};
+        *e = (struct bf16_copy){t, t->data, NULL, {NULL, NULL}, {0}};
     }
-    if (!e->packed[trans]) { /* once per entry, straight from the float32 values */
+    const bool made = e->packed[trans] != NULL;
+    if (!made || e->epoch[1 + trans] != ctx->bf16_epoch) { /* once per entry and epoch, from the float32 values */
         const int64_t K = trans ? t->shape[1] : t->shape[0], N = trans ? t->shape[0] : t->shape[1];
-        const size_t words = mg_bgemm_packed_words(K, N);
-        e->packed[trans] = mg_aligned_alloc((words ? words : 1) * sizeof(uint32_t));
+        if (!made) {
+            const size_t words = mg_bgemm_packed_words(K, N);
+            e->packed[trans] = mg_aligned_alloc((words ? words : 1) * sizeof(uint32_t));
+        }
         if (e->packed[trans]) mg_bgemm_pack_b_f32(trans, K, N, t->data, t->shape[1], e->packed[trans]);
+        e->epoch[1 + trans] = ctx->bf16_epoch;
     }
     return e->packed[trans];
 }

@@ -131,22 +131,34 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
                                             "heads x %lld dims does not fit in memory's address range (max_new_tokens "
                                             "%lld; set max_context or no_cache)",
                             (long long)cap, (long long)L, (long long)H, (long long)D, (long long)opts->max_new_tokens);
+    /* The model's buffers from its last call when no other call holds them, else this call's own */
+    mg_gen_buffers own = {NULL, NULL, 0}, *gb = mg_gpt_gen_take(g);
+    const bool kept = gb != NULL;
+    if (!kept) gb = &own;
+    if (use_cache && gb->slab_bytes < slab_bytes + 1) {
+        free(gb->slab);
+        gb->slab = malloc(slab_bytes + 1);
+        gb->slab_bytes = gb->slab ? slab_bytes + 1 : 0;
+    }
+    if (!gb->ctx) gb->ctx = mg_ctx_new(0);
     int32_t *hist = malloc(hist_bytes);
     mg_kv_cache *kv = calloc((size_t)(L ? L : 1), sizeof *kv);
-    float *slab = !use_cache ? NULL : malloc(slab_bytes + 1);
+    float *slab = use_cache ? gb->slab : NULL;
     void *scratch = malloc(MG_SAMPLE_SCRATCH(V));
-    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx *ctx = gb->ctx;
     gen_err err = {""};
     mg_status st = MG_OK;
     if (!hist || !kv || (use_cache && !slab) || !scratch || !ctx) {
         st = mg_set_error(MG_ERR_NOMEM, "mg_gpt_generate: out of memory (KV cache of %lld positions)", (long long)cap);
         goto done;
     }
+    mg_ctx_clear_error(ctx);
     mg_ctx_set_error_handler(ctx, on_ctx_error, &err);
     mg_ctx_set_grad_enabled(ctx, false);
+    if (mg_ctx_precision(ctx) != opts->precision) mg_ctx_set_precision(ctx, opts->precision); /* drops bf16 copies */
     if (opts->precision == MG_PRECISION_BF16) {
-        mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
-        mg_ctx_keep_bf16_weights(ctx, true);
+        if (!mg_ctx_keeps_bf16_weights(ctx)) mg_ctx_keep_bf16_weights(ctx, true);
+        else mg_ctx_refresh_bf16_weights(ctx); /* the weights may have changed since the last call */
     }
     for (int64_t l = 0; l < L && slab; l++)
         kv[l] = (mg_kv_cache){slab + (2 * l) * H * cap * D, slab + (2 * l + 1) * H * cap * D, 1, H, cap, D, 0};
@@ -182,9 +194,10 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
         if (opts->on_token && !opts->on_token(opts->user, made - 1, tok, row, V)) break;
     }
 done:
-    mg_ctx_free(ctx);
+    if (ctx) mg_ctx_set_error_handler(ctx, NULL, NULL); /* err goes out of scope */
+    if (kept) mg_gpt_gen_give(g, gb);
+    else mg_gen_buffers_free(&own);
     free(scratch);
-    free(slab);
     free(kv);
     free(hist);
     return st;

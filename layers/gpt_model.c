@@ -4,6 +4,7 @@
 #include "registry_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@ struct mg_gpt {
     mg_gpt_config cfg;
     mg_params *params;
     mg_layer *root;
+    mg_gen_buffers gen; /* mg_gpt_generate's, kept for the next call */
+    atomic_bool gen_busy;
 };
 
 /* The shortest decimal that reads back as the same float ("0.02", not "0.0199999996"). */
@@ -128,8 +131,30 @@ mg_status mg_gpt_config_read(const char *path, mg_gpt_config *out) {
     return st;
 }
 
+void mg_gen_buffers_free(mg_gen_buffers *b) {
+    mg_ctx_free(b->ctx);
+    free(b->slab);
+    *b = (mg_gen_buffers){NULL, NULL, 0};
+}
+
+mg_gen_buffers *mg_gpt_gen_take(mg_gpt *g) {
+    return atomic_exchange(&g->gen_busy, true) ? NULL : &g->gen;
+}
+
+void mg_gpt_gen_give(mg_gpt *g, mg_gen_buffers *b) {
+    (void)b;
+    atomic_store(&g->gen_busy, false);
+}
+
+void mg_gpt_release_generation(mg_gpt *g) {
+    if (!g || atomic_exchange(&g->gen_busy, true)) return; /* a call holds them: it keeps them */
+    mg_gen_buffers_free(&g->gen);
+    atomic_store(&g->gen_busy, false);
+}
+
 void mg_gpt_free(mg_gpt *g) {
     if (!g) return;
+    mg_gen_buffers_free(&g->gen);
     mg_layer_free(g->root);
     mg_params_free(g->params);
     free(g);

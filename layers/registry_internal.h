@@ -25,6 +25,20 @@ extern const char mg_plugin_install_dir[], mg_plugin_build_root[], mg_plugin_bui
 void mg_fmt_count(int64_t n, char *buf, size_t len);
 void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);
 
+/* What mg_gpt_generate allocates, kept by the model from one call to the next, so that repeated
+ * calls neither allocate nor fault in fresh memory: the step context (arena, scratch, kept bf16
+ * weights) and the KV cache slab. One call holds them at a time: mg_gpt_gen_take returns NULL while
+ * another call has them, and that call then allocates its own. */
+typedef struct mg_gen_buffers {
+    mg_ctx *ctx;
+    float *slab;
+    size_t slab_bytes;
+} mg_gen_buffers;
+typedef struct mg_gpt mg_gpt;
+mg_gen_buffers *mg_gpt_gen_take(mg_gpt *g);
+void mg_gpt_gen_give(mg_gpt *g, mg_gen_buffers *b);
+void mg_gen_buffers_free(mg_gen_buffers *b);
+
 /* The built-in layers, one file each. */
 extern const mg_layer_vtable mg_layer_linear, mg_layer_embedding, mg_layer_segment_embedding,
     mg_layer_learned_pos, mg_layer_sinusoidal_pos, mg_layer_learned_sinusoidal_pos, mg_layer_rope,

@@ -12,6 +12,7 @@
 #include "minigrad/gpt.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -446,6 +447,117 @@ START_TEST(bf16_weights_kept_across_resets) {
     ck_assert_float_eq(out[1][0], 9.0f);   /* the copy kept from step 0 */
     ck_assert_float_eq(out[2][0], 109.0f); /* keep off: converted afresh */
     mg_ctx_free(ctx);
+}
+END_TEST
+
+/* mg_ctx_refresh_bf16_weights: the kept copies (packed, for one row; plain, for more rows than the
+ * packed products take) are made again from the changed weights at their next use. */
+START_TEST(bf16_kept_weights_refreshed) {
+    mg_ctx *ctx = mg_ctx_new(0);
+    mg_ctx_set_precision(ctx, MG_PRECISION_BF16);
+    mg_ctx_keep_bf16_weights(ctx, true);
+    ck_assert(mg_ctx_keeps_bf16_weights(ctx));
+    float wd[6] = {1, 2, 3, 4, 5, 6}, xd[3 * 20];
+    for (int i = 0; i < 60; i++) xd[i] = 1.0f;
+    mg_tensor w = {0};
+    w.dtype = MG_F32, w.ndim = 2, w.shape[0] = 3, w.shape[1] = 2, w.numel = 6, w.data = wd, w.flags = MG_PARAM;
+    for (int step = 0; step < 4; step++) {
+        if (step == 1) wd[0] = 101.0f; /* not yet seen: the copies are kept */
+        if (step == 2) mg_ctx_refresh_bf16_weights(ctx);
+        if (step == 3) wd[0] = 1.0f, mg_ctx_refresh_bf16_weights(ctx);
+        const float want = step < 2 || step == 3 ? 9.0f : 109.0f;
+        for (int rows = 1; rows <= 20; rows += 19) {
+            mg_ctx_reset(ctx);
+            mg_tensor *y = mg_linear(ctx, mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){rows, 3}, xd), &w, NULL);
+            ck_assert_msg(mg_ctx_ok(ctx), "%s", mg_ctx_error(ctx));
+            for (int r = 0; r < rows; r++)
+                ck_assert_msg(y->data[2 * r] == want && y->data[2 * r + 1] == 12.0f, "step %d, %d rows: row %d is (%g, %g)",
+                              step, rows, r, (double)y->data[2 * r], (double)y->data[2 * r + 1]);
+        }
+    }
+    mg_ctx_free(ctx);
+}
+END_TEST
+
+/* The model keeps its generation buffers for the next call and reads its weights afresh on every
+ * call: after the weights change, a call on the kept buffers gives, bit for bit, what a call on
+ * fresh buffers (after mg_gpt_release_generation) gives; float32 (_i 0) and bf16 (_i 1), 1 and 2
+ * threads. */
+static void scale_weights(mg_gpt *g, float by) {
+    const mg_params *p = mg_gpt_params(g);
+    float *d = mg_params_data(p);
+    for (int64_t i = 0; i < mg_params_slab_size(p); i++) d[i] *= by;
+}
+
+START_TEST(generation_buffers_kept_and_weights_reread) {
+    mg_gpt_config c = small("learned");
+    mg_gpt *g = make(&c, 140 + (uint64_t)_i);
+    const int32_t prompt[3] = {4, 9, 2};
+    mg_gen_opts o = {.max_new_tokens = 12, .on_token = record, .precision = _i ? MG_PRECISION_BF16 : MG_PRECISION_FP32};
+    const int saved = mg_get_num_threads();
+    for (int nt = 1; nt <= 2; nt++) {
+        mg_set_num_threads(nt);
+        gen_rec before = {.n = 0}, kept = {.n = 0}, fresh = {.n = 0}, again = {.n = 0};
+        o.user = &before;
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        scale_weights(g, 1.25f);
+        o.user = &kept;
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        mg_gpt_release_generation(g);
+        mg_gpt_release_generation(g); /* twice: nothing left to free */
+        o.user = &fresh;
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        o.user = &again; /* the kept buffers once more, the weights unchanged */
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        ck_assert_int_eq(kept.n, 12);
+        ck_assert_int_eq(fresh.n, 12);
+        ck_assert_int_eq(again.n, 12);
+        ck_assert_msg(memcmp(before.logits, kept.logits, sizeof kept.logits) != 0, "the scaled weights changed nothing");
+        ck_assert_msg(memcmp(kept.logits, fresh.logits, sizeof kept.logits) == 0 && memcmp(kept.tok, fresh.tok, sizeof kept.tok) == 0,
+                      "%s, %d thread(s): the kept buffers read the old weights", _i ? "bf16" : "fp32", nt);
+        ck_assert(memcmp(again.logits, fresh.logits, sizeof again.logits) == 0);
+        scale_weights(g, 0.8f);
+    }
+    mg_set_num_threads(saved);
+    mg_gpt_free(g);
+}
+END_TEST
+
+/* Two calls at once on one model: one holds the kept buffers, the other allocates its own; both
+ * give what a call alone gives. */
+typedef struct {
+    mg_gpt *g;
+    mg_precision prec;
+    int32_t out[16];
+    int64_t n;
+    mg_status st;
+} gen_job;
+
+static void *gen_thread(void *arg) {
+    gen_job *j = arg;
+    const int32_t prompt[3] = {1, 5, 3};
+    mg_gen_opts o = {.max_new_tokens = 16, .precision = j->prec};
+    for (int rep = 0; rep < 20 && j->st == MG_OK; rep++) j->st = mg_gpt_generate(j->g, prompt, 3, &o, NULL, j->out, &j->n);
+    return NULL;
+}
+
+START_TEST(concurrent_generation_on_one_model) {
+    mg_gpt_config c = small("rope");
+    mg_gpt *g = make(&c, 150);
+    const mg_precision prec = _i ? MG_PRECISION_BF16 : MG_PRECISION_FP32;
+    gen_job alone = {g, prec, {0}, 0, MG_OK};
+    gen_thread(&alone);
+    ck_assert_msg(alone.st == MG_OK, "%s", mg_last_error());
+    gen_job jobs[2] = {{g, prec, {0}, 0, MG_OK}, {g, prec, {0}, 0, MG_OK}};
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(pthread_create(&th[k], NULL, gen_thread, &jobs[k]), 0);
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(jobs[k].st, MG_OK);
+        ck_assert_int_eq(jobs[k].n, 16);
+        ck_assert_msg(memcmp(jobs[k].out, alone.out, sizeof alone.out) == 0, "thread %d generated other tokens", k);
+    }
+    mg_gpt_free(g);
 }
 END_TEST
 
@@ -1220,6 +1332,9 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tk, sampling_rules);
     tcase_add_loop_test(tk, generation_in_bf16, 0, 2);
     tcase_add_test(tk, bf16_weights_kept_across_resets);
+    tcase_add_test(tk, bf16_kept_weights_refreshed);
+    tcase_add_loop_test(tk, generation_buffers_kept_and_weights_reread, 0, 2);
+    tcase_add_loop_test(tk, concurrent_generation_on_one_model, 0, 2);
     tcase_add_loop_test(tk, bf16_decoding_packed_weights_wide_model, 0, 2);
     suite_add_tcase(s, tk);
     TCase *tc = tcase_create("checkpoint");

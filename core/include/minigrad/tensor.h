@@ -98,10 +98,15 @@ MG_API void mg_ctx_set_precision(mg_ctx *ctx, mg_precision precision);
 MG_API mg_precision mg_ctx_precision(const mg_ctx *ctx);
 /* Inference in bf16 (KV-cache decoding): with keep, the parameters' bf16 copies are made once, on
  * the heap, and kept across mg_ctx_reset until keep is turned off, the precision is set again or
- * the context is freed; the parameters must not change meanwhile. Products of few rows (decoding)
+ * the context is freed; when the parameters change meanwhile, call mg_ctx_refresh_bf16_weights. Products of few rows (decoding)
  * read a weight through a second kept copy, packed once for mg_bgemm_packed (minigrad/kernels.h),
  * with the same bits as mg_bgemm. Turning keep on or off drops the copies made so far. */
 MG_API void mg_ctx_keep_bf16_weights(mg_ctx *ctx, bool keep);
+MG_API bool mg_ctx_keeps_bf16_weights(const mg_ctx *ctx);
+/* With kept bf16 weights: the parameters may have changed since their copies were made (a context
+ * kept from one generation call to the next, with training in between). Each kept copy is made
+ * again, into the buffer it already has, at its next use; nothing is freed or allocated. */
+MG_API void mg_ctx_refresh_bf16_weights(mg_ctx *ctx);
 /* mg_precision_name: "fp32", "bf16", or "unknown" for a value outside the enum. mg_precision_parse
  * accepts "fp32" or "float32", "bf16" or "bfloat16" (lower case) and sets *out; anything else,
  * NULL included, returns false and leaves *out as it was. */

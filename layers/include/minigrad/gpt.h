@@ -131,12 +131,17 @@ typedef struct mg_gen_opts {
  * KV cache: the prompt is run once, then each new token costs one position. When the context
  * would outgrow the crop length, the last `crop` tokens are re-run from position 0 (what a
  * learned table demands). Tokens are written to out (room for max_new_tokens; may be NULL) and
- * their number to *n_out (may be NULL). Randomness only from rng. Memory: one arena and the
- * caches, allocated once per call. MG_ERR_INVALID (nothing generated) for a negative or
+ * their number to *n_out (may be NULL). Randomness only from rng. Memory: a step context (arena,
+ * and with bf16 the weights' bf16 copies) and the KV cache, which the model keeps for its next call
+ * (mg_gpt_release_generation frees them; a call made while another runs on the same model uses
+ * buffers of its own). The weights are read afresh on every call. MG_ERR_INVALID (nothing generated) for a negative or
  * non-finite temperature, top_k, top_p or max_context, and for a max_new_tokens whose history or
  * KV cache would not fit the address space. */
 MG_API mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, const mg_gen_opts *opts,
                           mg_rng *rng, int32_t *out, int64_t *n_out);
+/* Frees the buffers mg_gpt_generate keeps for the model's next call (mg_gpt_free does too); the
+ * next call allocates them again. Does nothing while a generation runs on the model. */
+MG_API void mg_gpt_release_generation(mg_gpt *g);
 
 /* Picks a token from logits (n values) with the temperature / top-k / top-p rules above, drawing
  * at most one number from rng (none when greedy). scratch: MG_SAMPLE_SCRATCH(n) bytes, or NULL to
