@@ -148,15 +148,14 @@ static void attn_bf16_backward(mg_ctx *ctx, const mg_attn_desc *a, const attn_sa
 /* dS (B,H,Tq,Tk) summed into the bias gradient (bB,bH,Tq,Tk): b-major, then h, in order. */
 static void attention_reduce_dbias(const mg_attn_desc *a, const float *ds, int64_t bB, int64_t bH, float *g) {
     const int64_t TT = a->Tq * a->Tk;
-#pragma omp parallel for schedule(static) if (bB * bH * TT > 65536)
-    for (int64_t x = 0; x < bB * bH * TT; x++) {
+    MG_PAR_FOR(bB * bH * TT > 65536, x, bB * bH * TT, {
         const int64_t bb = x / (bH * TT), hh = x / TT % bH, e = x % TT;
         float acc = 0.0f;
         for (int64_t b = bB == 1 ? 0 : bb; b < (bB == 1 ? a->B : bb + 1); b++)
             for (int64_t h = bH == 1 ? 0 : hh; h < (bH == 1 ? a->H : hh + 1); h++)
                 acc += ds[(b * a->H + h) * TT + e];
         g[x] += acc;
-    }
+    });
 }
 
 /* The gradient buffers this backward made (fresh), zeroed: what mg_grad would have given. */

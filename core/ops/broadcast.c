@@ -111,8 +111,7 @@ bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, 
     double *part = mg_ctx_alloc(ctx, (size_t)(nchunk * tn) * sizeof(double), "broadcast gradient reduction");
     if (!part) return false;
     const int64_t ntask = nkept * nslab * nchunk;
-#pragma omp parallel for schedule(static) if (bc.numel > 65536)
-    for (int64_t task = 0; task < ntask; task++) {
+    MG_PAR_FOR(bc.numel > 65536, task, ntask, {
         const int64_t c = task % nchunk, slab = task / nchunk % nslab, row = task / nchunk / nslab;
         int64_t obase = 0, tbase = 0, q = row;
         for (int i = nk - 1; i >= 0; i--) {
@@ -142,12 +141,11 @@ bool mg_bcast_reduce(mg_ctx *ctx, mg_tensor *t, int ndim, const int64_t *shape, 
             }
             part[c * tn + tbase] = acc;
         }
-    }
-#pragma omp parallel for schedule(static) if (tn > 65536)
-    for (int64_t e = 0; e < tn; e++) {
+    });
+    MG_PAR_FOR(tn > 65536, e, tn, {
         double s = 0.0;
         for (int64_t c = 0; c < nchunk; c++) s += part[c * tn + e];
         dst[e] += sign * (float)s;
-    }
+    });
     return true;
 }

@@ -22,12 +22,11 @@ static void cat_backward(mg_ctx *ctx, mg_node *n) {
         if (mg_requires_grad(x) && x->numel > 0) {
             float *dx = mg_grad(ctx, x);
             if (!dx) return;
-#pragma omp parallel for schedule(static) if (x->numel > 65536 && outer > 1)
-            for (int64_t o = 0; o < outer; o++) {
+            MG_PAR_FOR(x->numel > 65536 && outer > 1, o, outer, {
                 float *d = dx + o * blk;
                 const float *s = dy + o * row + off;
                 for (int64_t j = 0; j < blk; j++) d[j] += s[j];
-            }
+            });
         }
         off += blk;
     }
@@ -86,16 +85,16 @@ mg_tensor *mg_cat(mg_ctx *ctx, mg_tensor *const *xs, int n, int64_t dim) {
     if (!mg_ctx_ok(ctx)) return y;
     const int64_t row = total * inner;
     char *dst = (char *)y->data;
-#pragma omp parallel for schedule(static) if (y->numel > 65536 && outer > 1)
-    for (int64_t o = 0; o < outer; o++) {
+    MG_PAR_FOR(y->numel > 65536 && outer > 1, o, outer, {
         int64_t off = 0;
         for (int k = 0; k < n; k++) {
             const int64_t blk = xs[k]->shape[d] * inner;
-            if (blk) memcpy(dst + (size_t)(o * row + off) * 4, (const char *)xs[k]->data + (size_t)(o * blk) * 4,
-                            (size_t)blk * 4);
+            if (blk)
+                memcpy(dst + (size_t)(o * row + off) * 4,
+                       (const char *)xs[k]->data + (size_t)(o * blk) * 4, (size_t)blk * 4);
             off += blk;
         }
-    }
+    });
     if (x0->dtype != MG_F32 || !mg_ctx_grad_enabled(ctx)) return y;
     mg_tensor *want[MG_MAX_INPUTS];
     int n_want = 0;

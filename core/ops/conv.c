@@ -123,15 +123,14 @@ static void col2im(const conv_geom *g, const float *dcol, float *dx) {
  * the order of row o of dYt. */
 static void bias_grad(const conv_geom *g, const float *dy, float *db) {
     const int64_t OHW = conv_ohw(g);
-#pragma omp parallel for schedule(static) if (g->O * g->N * OHW > 65536)
-    for (int64_t o = 0; o < g->O; o++) {
+    MG_PAR_FOR(g->O * g->N * OHW > 65536, o, g->O, {
         double s = 0.0;
         for (int64_t i = 0; i < g->N; i++) {
             const float *r = dy + (i * g->O + o) * OHW;
             for (int64_t j = 0; j < OHW; j++) s += r[j];
         }
         db[o] += (float)s;
-    }
+    });
 }
 
 /* bf16 backward: saved[2] the bf16 col, saved[3] W's bf16 copy. */
@@ -194,13 +193,12 @@ static void conv_backward(mg_ctx *ctx, mg_node *n) {
     if (b && mg_requires_grad(b)) {
         float *db = mg_grad(ctx, b);
         if (!db) return;
-#pragma omp parallel for schedule(static) if (g->O * NP > 65536)
-        for (int64_t o = 0; o < g->O; o++) {
+        MG_PAR_FOR(g->O * NP > 65536, o, g->O, {
             double s = 0.0;
             const float *r = dyt + o * NP;
             for (int64_t j = 0; j < NP; j++) s += r[j];
             db[o] += (float)s;
-        }
+        });
     }
     if (mg_requires_grad(w)) {
         float *dw = mg_grad(ctx, w);

@@ -24,13 +24,12 @@ static void cross_entropy_backward(mg_ctx *ctx, mg_node *n) {
     mg_xent_bwd(R, V, x->data, y->i32, ignore, n->saved[0], n->saved[1], g, dx);
     if (eps == 0.0f) return;
     const float on = g * eps, all = (float)((double)g * eps / (double)V);
-#pragma omp parallel for schedule(static) if (R * V > 65536)
-    for (int64_t r = 0; r < R; r++) {
+    MG_PAR_FOR(R * V > 65536, r, R, {
         if (y->i32[r] == ignore) continue;
         float *d = dx + r * V;
         for (int64_t j = 0; j < V; j++) d[j] -= all;
         d[y->i32[r]] += on;
-    }
+    });
 }
 
 const mg_op_def mg_op_def_cross_entropy = {"mg_cross_entropy", cross_entropy_backward};
@@ -54,15 +53,14 @@ static mg_tensor *cross_entropy(mg_ctx *ctx, const mg_op_def *def, mg_tensor *x,
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     mg_xent_fwd(R, V, x->data, y->i32, ignore, mx, ls, row);
     if (eps > 0.0f) {
-#pragma omp parallel for schedule(static) if (R * V > 65536)
-        for (int64_t r = 0; r < R; r++) {
+        MG_PAR_FOR(R * V > 65536, r, R, {
             if (y->i32[r] == ignore) continue;
             const float *xr = x->data + r * V;
             double s = 0.0;
             for (int64_t j = 0; j < V; j++) s += xr[j];
             double smooth = ((double)mx[r] + (double)ls[r]) - s / (double)V;
             row[r] = (1.0 - (double)eps) * row[r] + (double)eps * smooth;
-        }
+        });
     }
     double total = 0.0;
     for (int64_t r = 0; r < R; r++) total += row[r];

@@ -7,8 +7,7 @@ static void dropout_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_grad(ctx, n->in[0]);
     if (!dx) return;
     const float *m = n->saved[0], *dy = n->out->grad;
-#pragma omp parallel for schedule(static) if (n->out->numel > 65536)
-    for (int64_t i = 0; i < n->out->numel; i++) dx[i] += dy[i] * m[i];
+    MG_PAR_FOR(n->out->numel > 65536, i, n->out->numel, dx[i] += dy[i] * m[i]);
 }
 
 const mg_op_def mg_op_def_dropout = {"mg_dropout", dropout_backward};
@@ -27,8 +26,7 @@ mg_tensor *mg_dropout(mg_ctx *ctx, mg_tensor *x, float p, mg_rng *rng) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     float keep = 1.0f / (1.0f - p);
     for (int64_t i = 0; i < x->numel; i++) m[i] = mg_rng_uniform(rng) < p ? 0.0f : keep;
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] * m[i];
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, y->data[i] = x->data[i] * m[i]);
     mg_node *n = mg_op_record(ctx, &mg_op_def_dropout, y, 1, (mg_tensor *[]){x});
     if (n) n->saved[0] = m;
     return y;

@@ -15,8 +15,7 @@ static void index_select_backward(mg_ctx *ctx, mg_node *n) {
     const int64_t cnt = index->numel, nblk = (v.inner + IS_COLS - 1) / IS_COLS;
     const int32_t *idx = index->i32;
     const float *dy = n->out->grad;
-#pragma omp parallel for schedule(static) if (v.outer * cnt * v.inner > 65536)
-    for (int64_t it = 0; it < v.outer * nblk; it++) {
+    MG_PAR_FOR(v.outer * cnt * v.inner > 65536, it, v.outer * nblk, {
         const int64_t o = it / nblk, c0 = (it % nblk) * IS_COLS;
         const int64_t nc = v.inner - c0 < IS_COLS ? v.inner - c0 : IS_COLS;
         for (int64_t j = 0; j < cnt; j++) {
@@ -24,7 +23,7 @@ static void index_select_backward(mg_ctx *ctx, mg_node *n) {
             const float *g = dy + (o * cnt + j) * v.inner + c0;
             for (int64_t c = 0; c < nc; c++) d[c] += g[c];
         }
-    }
+    });
 }
 
 const mg_op_def mg_op_def_index_select = {"mg_index_select", index_select_backward};
@@ -57,11 +56,10 @@ mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *in
     mg_tensor *y = mg_op_output(ctx, op, x->ndim, shape);
     if (!mg_ctx_ok(ctx)) return y;
     const int32_t *idx = index->i32;
-#pragma omp parallel for schedule(static) if (v.outer * cnt * v.inner > 65536)
-    for (int64_t it = 0; it < v.outer * cnt; it++) {
+    MG_PAR_FOR(v.outer * cnt * v.inner > 65536, it, v.outer * cnt, {
         const int64_t o = it / cnt, j = it % cnt;
         memcpy(y->data + it * v.inner, x->data + (o * v.D + idx[j]) * v.inner, (size_t)v.inner * sizeof(float));
-    }
+    });
     mg_node *n = mg_op_record(ctx, &mg_op_def_index_select, y, 2, (mg_tensor *[]){x, index});
     if (n) n->i[0] = v.outer, n->i[1] = v.D, n->i[2] = v.inner;
     return y;

@@ -51,8 +51,7 @@ static inline bool mg_is_suffix_shape(const mg_tensor *a, const mg_tensor *b) {
 }
 
 static inline void mg_acc(float *restrict dst, const float *restrict src, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+    MG_PAR_FOR(n > 65536, i, n, dst[i] += src[i]);
 }
 
 /* ---- bf16 precision (mg_ctx_set_precision; ctx.c) ---- */

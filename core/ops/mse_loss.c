@@ -12,12 +12,11 @@ static void mse_loss_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_requires_grad(x) ? mg_grad(ctx, x) : NULL;
     float *dt = mg_requires_grad(t) ? mg_grad(ctx, t) : NULL;
     if (!mg_ctx_ok(ctx)) return;
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) {
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, {
         float g = c * (x->data[i] - t->data[i]);
         if (dx) dx[i] += g;
         if (dt) dt[i] -= g;
-    }
+    });
 }
 
 const mg_op_def mg_op_def_mse_loss = {"mg_mse_loss", mse_loss_backward};
@@ -36,8 +35,7 @@ mg_tensor *mg_mse_loss(mg_ctx *ctx, mg_tensor *input, mg_tensor *target) {
     double *part = mg_ctx_alloc(ctx, (size_t)nchunk * sizeof(double), "mg_mse_loss partial sums");
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     const float *x = input->data, *t = target->data;
-#pragma omp parallel for schedule(static) if (nchunk > 1)
-    for (int64_t c = 0; c < nchunk; c++) {
+    MG_PAR_FOR(nchunk > 1, c, nchunk, {
         int64_t i1 = (c + 1) * MSE_CHUNK < n ? (c + 1) * MSE_CHUNK : n;
         double s = 0.0;
         for (int64_t i = c * MSE_CHUNK; i < i1; i++) {
@@ -45,7 +43,7 @@ mg_tensor *mg_mse_loss(mg_ctx *ctx, mg_tensor *input, mg_tensor *target) {
             s += d * d;
         }
         part[c] = s;
-    }
+    });
     double total = 0.0;
     for (int64_t c = 0; c < nchunk; c++) total += part[c];
     loss->data[0] = (float)(total / (double)n);

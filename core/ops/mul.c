@@ -14,9 +14,9 @@ static void mul_backward(mg_ctx *ctx, mg_node *n) {
     if (mg_requires_grad(a)) {
         float *da = mg_grad(ctx, a);
         if (!da) return;
-#pragma omp parallel for schedule(static) if (a->numel > 65536)
-        for (int64_t r = 0; r < rows; r++)
+        MG_PAR_FOR(a->numel > 65536, r, rows, {
             for (int64_t j = 0; j < nb; j++) da[r * nb + j] += dc[r * nb + j] * b->data[j];
+        });
     }
     if (mg_requires_grad(b)) {
         float *db = mg_grad(ctx, b);
@@ -26,8 +26,7 @@ static void mul_backward(mg_ctx *ctx, mg_node *n) {
             for (int64_t j = 0; j < nb; j++) db[j] += dc[j] * a->data[j];
             return;
         }
-#pragma omp parallel for schedule(static) if (a->numel > 65536)
-        for (int64_t i = 0; i < a->numel; i++) prod[i] = dc[i] * a->data[i];
+        MG_PAR_FOR(a->numel > 65536, i, a->numel, prod[i] = dc[i] * a->data[i]);
         mg_reduce_rows_add(ctx, prod, rows, nb, db);
     }
 }
@@ -45,9 +44,9 @@ mg_tensor *mg_mul(mg_ctx *ctx, mg_tensor *a, mg_tensor *b) {
     mg_tensor *c = mg_op_output(ctx, "mg_mul", a->ndim, a->shape);
     if (!mg_ctx_ok(ctx)) return c;
     int64_t nb = b->numel, rows = nb ? a->numel / nb : 0;
-#pragma omp parallel for schedule(static) if (a->numel > 65536)
-    for (int64_t r = 0; r < rows; r++)
+    MG_PAR_FOR(a->numel > 65536, r, rows, {
         for (int64_t j = 0; j < nb; j++) c->data[r * nb + j] = a->data[r * nb + j] * b->data[j];
+    });
     mg_op_record(ctx, &mg_op_def_mul, c, 2, (mg_tensor *[]){a, b});
     return c;
 }

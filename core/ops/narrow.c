@@ -11,12 +11,11 @@ static void narrow_backward(mg_ctx *ctx, mg_node *n) {
     const int64_t outer = n->i[0], size = n->i[1], start = n->i[2], inner = n->i[3];
     const int64_t blk = outer ? n->out->numel / outer : 0; /* length * inner */
     const float *dy = n->out->grad;
-#pragma omp parallel for schedule(static) if (n->out->numel > 65536 && outer > 1)
-    for (int64_t o = 0; o < outer; o++) {
+    MG_PAR_FOR(n->out->numel > 65536 && outer > 1, o, outer, {
         float *d = dx + o * size * inner + start * inner;
         const float *s = dy + o * blk;
         for (int64_t j = 0; j < blk; j++) d[j] += s[j];
-    }
+    });
 }
 
 const mg_op_def mg_op_def_narrow = {"mg_narrow", narrow_backward};
@@ -52,9 +51,9 @@ mg_tensor *mg_narrow(mg_ctx *ctx, mg_tensor *x, int64_t dim, int64_t start, int6
     if (blk > 0) {
         const char *src = (const char *)x->data;
         char *dst = (char *)y->data;
-#pragma omp parallel for schedule(static) if (y->numel > 65536 && outer > 1)
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(dst + (size_t)(o * blk) * 4, src + (size_t)(o * size * inner + s0 * inner) * 4, (size_t)blk * 4);
+        MG_PAR_FOR(y->numel > 65536 && outer > 1, o, outer,
+                   memcpy(dst + (size_t)(o * blk) * 4,
+                          src + (size_t)(o * size * inner + s0 * inner) * 4, (size_t)blk * 4));
     }
     if (x->dtype == MG_F32) {
         mg_node *n = mg_op_record(ctx, &mg_op_def_narrow, y, 1, (mg_tensor *[]){x});

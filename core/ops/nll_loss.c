@@ -13,9 +13,9 @@ static void nll_loss_backward(mg_ctx *ctx, mg_node *n) {
     const int32_t ignore = (int32_t)n->i[1];
     const int64_t R = mg_rows(x), C = mg_cols(x);
     const float g = -n->out->grad[0] / (float)count;
-#pragma omp parallel for schedule(static) if (R > 65536)
-    for (int64_t r = 0; r < R; r++)
+    MG_PAR_FOR(R > 65536, r, R, {
         if (y->i32[r] != ignore) dx[r * C + y->i32[r]] += g;
+    });
 }
 
 const mg_op_def mg_op_def_nll_loss = {"mg_nll_loss", nll_loss_backward};

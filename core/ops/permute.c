@@ -21,8 +21,7 @@ static void strided_gather(int ndim, const int64_t *shape, const int64_t *src_st
     int64_t rows = 1;
     for (int k = 0; k < ndim - 1; k++) rows *= shape[k];
     if (L == 0) return;
-#pragma omp parallel for schedule(static) if (rows * L > 65536)
-    for (int64_t r = 0; r < rows; r++) {
+    MG_PAR_FOR(rows * L > 65536, r, rows, {
         int64_t off = 0, rem = r;
         for (int k = ndim - 2; k >= 0; k--) {
             off += (rem % shape[k]) * src_stride[k];
@@ -34,7 +33,7 @@ static void strided_gather(int ndim, const int64_t *shape, const int64_t *src_st
             for (int64_t j = 0; j < L; j++) d[j] += s[j * sl];
         else
             for (int64_t j = 0; j < L; j++) d[j] = s[j * sl];
-    }
+    });
 }
 
 static void contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {

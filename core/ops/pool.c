@@ -20,12 +20,12 @@ static void max_backward(mg_ctx *ctx, mg_node *n) {
     const int32_t *arg = n->saved[0];
     const float *dy = n->out->grad;
     const int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (g->planes * OHW > 32768)
-    for (int64_t p = 0; p < g->planes; p++)
+    MG_PAR_FOR(g->planes * OHW > 32768, p, g->planes, {
         for (int64_t j = 0; j < OHW; j++) {
             int32_t a = arg[p * OHW + j];
             if (a >= 0) dx[p * HW + a] += dy[p * OHW + j];
         }
+    });
 }
 
 static void avg_backward(mg_ctx *ctx, mg_node *n) {
@@ -35,15 +35,16 @@ static void avg_backward(mg_ctx *ctx, mg_node *n) {
     const float *dy = n->out->grad;
     const float inv = 1.0f / (float)(g->kh * g->kw);
     const int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (g->planes * OHW > 32768)
-    for (int64_t p = 0; p < g->planes; p++)
+    MG_PAR_FOR(g->planes * OHW > 32768, p, g->planes, {
         for (int64_t oh = 0; oh < g->OH; oh++)
             for (int64_t ow = 0; ow < g->OW; ow++) {
                 float v = dy[p * OHW + oh * g->OW + ow] * inv;
                 int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
                 for (int64_t i = h0 < 0 ? 0 : h0; i < h0 + g->kh && i < g->H; i++)
-                    for (int64_t j = w0 < 0 ? 0 : w0; j < w0 + g->kw && j < g->W; j++) dx[p * HW + i * g->W + j] += v;
+                    for (int64_t j = w0 < 0 ? 0 : w0; j < w0 + g->kw && j < g->W; j++)
+                        dx[p * HW + i * g->W + j] += v;
             }
+    });
 }
 
 const mg_op_def mg_op_def_max_pool2d = {"mg_max_pool2d", max_backward};
@@ -101,8 +102,7 @@ static mg_tensor *pool(mg_ctx *ctx, mg_tensor *x, const mg_pool2d_opts *opts, bo
     float *Y = y->data;
     const float inv = 1.0f / (float)(g.kh * g.kw);
     const bool fast2x2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
-#pragma omp parallel for schedule(static) if (y->numel * g.kh * g.kw > 32768)
-    for (int64_t p = 0; p < g.planes; p++) {
+    MG_PAR_FOR(y->numel * g.kh * g.kw > 32768, p, g.planes, {
         const float *xp = X + p * HW;
         float *yp = Y + p * OHW;
         int32_t *ap = is_max ? arg + p * OHW : NULL;
@@ -160,7 +160,7 @@ static mg_tensor *pool(mg_ctx *ctx, mg_tensor *x, const mg_pool2d_opts *opts, bo
                 }
             }
         }
-    }
+    });
     mg_node *n = mg_op_record(ctx, def, y, 1, (mg_tensor *[]){x});
     if (n) n->saved[0] = arg, n->saved[1] = gs;
     return y;

@@ -31,8 +31,7 @@ static void reduce_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_grad(ctx, x);
     if (!dx) return;
     float g = n->out->grad[0] * n->f[0];
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) dx[i] += g;
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, dx[i] += g);
 }
 
 const mg_op_def mg_op_def_sum = {"mg_sum", reduce_backward};

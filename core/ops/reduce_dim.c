@@ -16,8 +16,7 @@ typedef enum { RD_SUM, RD_MEAN, RD_MAX, RD_LSE } rd_kind;
 
 static void rd_forward_lanes(rd_kind kind, mg_dim_view v, const float *x, float *y, int64_t *arg) {
     const int64_t nblk = mg_lane_blocks(v);
-#pragma omp parallel for schedule(static) if (v.outer * v.D * v.inner > 32768)
-    for (int64_t it = 0; it < v.outer * nblk; it++) {
+    MG_PAR_FOR(v.outer * v.D * v.inner > 32768, it, v.outer * nblk, {
         const int64_t o = it / nblk, i0 = (it % nblk) * MG_LANE_BLOCK;
         const int64_t nb = v.inner - i0 < MG_LANE_BLOCK ? v.inner - i0 : MG_LANE_BLOCK;
         const float *xb = x + o * v.D * v.inner + i0;
@@ -26,7 +25,8 @@ static void rd_forward_lanes(rd_kind kind, mg_dim_view v, const float *x, float 
             double acc[MG_LANE_BLOCK] = {0};
             for (int64_t k = 0; k < v.D; k++)
                 for (int64_t j = 0; j < nb; j++) acc[j] += xb[k * v.inner + j];
-            for (int64_t j = 0; j < nb; j++) yb[j] = (float)(kind == RD_MEAN ? acc[j] / (double)v.D : acc[j]);
+            for (int64_t j = 0; j < nb; j++)
+                yb[j] = (float)(kind == RD_MEAN ? acc[j] / (double)v.D : acc[j]);
             continue;
         }
         if (v.D == 0) { /* log of an empty sum (max and mean refuse an empty dim) */
@@ -50,7 +50,7 @@ static void rd_forward_lanes(rd_kind kind, mg_dim_view v, const float *x, float 
             for (int64_t j = 0; j < nb; j++) s[j] += expf(xb[k * v.inner + j] - best[j]);
         for (int64_t j = 0; j < nb; j++)
             yb[j] = isinf(best[j]) || isnan(best[j]) ? best[j] : (float)((double)best[j] + log(s[j]));
-    }
+    });
 }
 
 static void reduce_dim_backward(mg_ctx *ctx, mg_node *n) {
@@ -62,8 +62,7 @@ static void reduce_dim_backward(mg_ctx *ctx, mg_node *n) {
     const float *dy = n->out->grad, *y = n->out->data;
     const int64_t *arg = n->saved[0];
     const int64_t nblk = mg_lane_blocks(v);
-#pragma omp parallel for schedule(static) if (v.outer * v.D * v.inner > 32768)
-    for (int64_t it = 0; it < v.outer * nblk; it++) {
+    MG_PAR_FOR(v.outer * v.D * v.inner > 32768, it, v.outer * nblk, {
         const int64_t o = it / nblk, i0 = (it % nblk) * MG_LANE_BLOCK;
         const int64_t nb = v.inner - i0 < MG_LANE_BLOCK ? v.inner - i0 : MG_LANE_BLOCK;
         const int64_t off = o * v.D * v.inner + i0;
@@ -73,7 +72,8 @@ static void reduce_dim_backward(mg_ctx *ctx, mg_node *n) {
         case RD_SUM:
         case RD_MEAN: {
             float gs[MG_LANE_BLOCK];
-            for (int64_t j = 0; j < nb; j++) gs[j] = kind == RD_MEAN ? (float)((double)g[j] / (double)v.D) : g[j];
+            for (int64_t j = 0; j < nb; j++)
+                gs[j] = kind == RD_MEAN ? (float)((double)g[j] / (double)v.D) : g[j];
             for (int64_t k = 0; k < v.D; k++)
                 for (int64_t j = 0; j < nb; j++) db[k * v.inner + j] += gs[j];
             break;
@@ -85,11 +85,12 @@ static void reduce_dim_backward(mg_ctx *ctx, mg_node *n) {
             const float *xb = x->data + off;
             for (int64_t k = 0; k < v.D; k++)
                 for (int64_t j = 0; j < nb; j++)
-                    if (yb[j] != -INFINITY) db[k * v.inner + j] += g[j] * expf(xb[k * v.inner + j] - yb[j]);
+                    if (yb[j] != -INFINITY)
+                        db[k * v.inner + j] += g[j] * expf(xb[k * v.inner + j] - yb[j]);
             break;
         }
         }
-    }
+    });
 }
 
 const mg_op_def mg_op_def_sum_dim = {"mg_sum_dim", reduce_dim_backward};

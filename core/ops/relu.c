@@ -6,8 +6,7 @@ static void relu_backward(mg_ctx *ctx, mg_node *n) {
     float *dx = mg_grad(ctx, x);
     if (!dx) return;
     const float *xv = x->data, *dy = n->out->grad;
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) dx[i] += xv[i] > 0.0f ? dy[i] : 0.0f;
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, dx[i] += xv[i] > 0.0f ? dy[i] : 0.0f);
 }
 
 const mg_op_def mg_op_def_relu = {"mg_relu", relu_backward};
@@ -19,8 +18,7 @@ mg_tensor *mg_relu(mg_ctx *ctx, mg_tensor *x) {
     if (!mg_ctx_ok(ctx)) return y;
     const float *xv = x->data;
     float *yv = y->data;
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) yv[i] = xv[i] > 0.0f ? xv[i] : 0.0f;
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, yv[i] = xv[i] > 0.0f ? xv[i] : 0.0f);
     mg_op_record(ctx, &mg_op_def_relu, y, 1, (mg_tensor *[]){x});
     return y;
 }

@@ -16,13 +16,13 @@ static void rms_norm_backward(mg_ctx *ctx, mg_node *n) {
     float *dw = w && mg_requires_grad(w) ? mg_grad(ctx, w) : NULL;
     float *prod = dw ? mg_ctx_alloc(ctx, (size_t)(R * C) * sizeof(float), "mg_rms_norm backward scratch") : NULL;
     if (!mg_ctx_ok(ctx)) return;
-#pragma omp parallel for schedule(static) if (R * C > 32768)
-    for (int64_t r = 0; r < R; r++) {
+    MG_PAR_FOR(R * C > 32768, r, R, {
         const float *xr = xd + r * C, *gr = dy + r * C;
         const float s = rstd[r];
         if (dx) {
             double dot = 0.0; /* sum of g * xhat */
-            for (int64_t j = 0; j < C; j++) dot += (double)(gr[j] * (wd ? wd[j] : 1.0f)) * (double)(xr[j] * s);
+            for (int64_t j = 0; j < C; j++)
+                dot += (double)(gr[j] * (wd ? wd[j] : 1.0f)) * (double)(xr[j] * s);
             const float m = (float)(dot / (double)C);
             float *dxr = dx + r * C;
             for (int64_t j = 0; j < C; j++) {
@@ -32,7 +32,7 @@ static void rms_norm_backward(mg_ctx *ctx, mg_node *n) {
         }
         if (prod)
             for (int64_t j = 0; j < C; j++) prod[r * C + j] = gr[j] * xr[j] * s;
-    }
+    });
     if (prod) mg_reduce_rows_add(ctx, prod, R, C, dw);
 }
 
@@ -61,8 +61,7 @@ mg_tensor *mg_rms_norm(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, float eps) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
     const float *xd = x->data, *wd = w ? w->data : NULL;
     float *yd = y->data;
-#pragma omp parallel for schedule(static) if (R * C > 32768)
-    for (int64_t r = 0; r < R; r++) {
+    MG_PAR_FOR(R * C > 32768, r, R, {
         const float *xr = xd + r * C;
         double ss = 0.0;
         for (int64_t j = 0; j < C; j++) ss += (double)xr[j] * (double)xr[j];
@@ -70,7 +69,7 @@ mg_tensor *mg_rms_norm(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, float eps) {
         rstd[r] = s;
         float *yr = yd + r * C;
         for (int64_t j = 0; j < C; j++) yr[j] = xr[j] * s * (wd ? wd[j] : 1.0f);
-    }
+    });
     mg_node *n = mg_op_record(ctx, &mg_op_def_rms_norm, y, 2, (mg_tensor *[]){x, w});
     if (n) n->saved[0] = rstd, n->f[0] = eps;
     return y;

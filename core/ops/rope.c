@@ -7,20 +7,18 @@
 
 static void rope_apply(const float *x, float *y, const float *cs, int64_t BH, int64_t T, int64_t D,
                        float sign, bool accumulate) {
-#pragma omp parallel for collapse(2) schedule(static) if (BH * T * D > 16384)
-    for (int64_t bh = 0; bh < BH; bh++)
-        for (int64_t t = 0; t < T; t++) {
-            const float *xr = x + (bh * T + t) * D, *c = cs + t * D;
-            float *yr = y + (bh * T + t) * D;
-            for (int64_t i = 0; i < D; i += 2) {
-                float co = c[i], si = sign * c[i + 1];
-                float y0 = xr[i] * co - xr[i + 1] * si, y1 = xr[i] * si + xr[i + 1] * co;
-                if (accumulate)
-                    yr[i] += y0, yr[i + 1] += y1;
-                else
-                    yr[i] = y0, yr[i + 1] = y1;
-            }
+    MG_PAR_FOR(BH * T * D > 16384, r, BH * T, { /* row r = bh * T + t */
+        const float *xr = x + r * D, *c = cs + r % T * D;
+        float *yr = y + r * D;
+        for (int64_t i = 0; i < D; i += 2) {
+            float co = c[i], si = sign * c[i + 1];
+            float y0 = xr[i] * co - xr[i + 1] * si, y1 = xr[i] * si + xr[i + 1] * co;
+            if (accumulate)
+                yr[i] += y0, yr[i + 1] += y1;
+            else
+                yr[i] = y0, yr[i + 1] = y1;
         }
+    });
 }
 
 static void rope_backward(mg_ctx *ctx, mg_node *n) {

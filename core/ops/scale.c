@@ -6,8 +6,7 @@ static void scale_backward(mg_ctx *ctx, mg_node *n) {
     if (!dx) return;
     const float *dy = n->out->grad;
     float s = n->f[0];
-#pragma omp parallel for schedule(static) if (n->out->numel > 65536)
-    for (int64_t i = 0; i < n->out->numel; i++) dx[i] += s * dy[i];
+    MG_PAR_FOR(n->out->numel > 65536, i, n->out->numel, dx[i] += s * dy[i]);
 }
 
 const mg_op_def mg_op_def_scale = {"mg_scale", scale_backward};
@@ -17,8 +16,7 @@ mg_tensor *mg_scale(mg_ctx *ctx, mg_tensor *x, float s) {
     if (!mg_expect_f32(ctx, "mg_scale", "x", x)) return mg_ctx_dummy(ctx);
     mg_tensor *y = mg_op_output(ctx, "mg_scale", x->ndim, x->shape);
     if (!mg_ctx_ok(ctx)) return y;
-#pragma omp parallel for schedule(static) if (x->numel > 65536)
-    for (int64_t i = 0; i < x->numel; i++) y->data[i] = s * x->data[i];
+    MG_PAR_FOR(x->numel > 65536, i, x->numel, y->data[i] = s * x->data[i]);
     mg_node *n = mg_op_record(ctx, &mg_op_def_scale, y, 1, (mg_tensor *[]){x});
     if (n) n->f[0] = s;
     return y;

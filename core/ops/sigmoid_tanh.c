@@ -16,8 +16,7 @@ static void sigmoid_backward(mg_ctx *ctx, mg_node *n) {
     if (!dx) return;
     const float *y = n->out->data, *dy = n->out->grad;
     const int64_t N = n->out->numel;
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (int64_t i = 0; i < N; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+    MG_PAR_FOR(N > 65536, i, N, dx[i] += dy[i] * y[i] * (1.0f - y[i]));
 }
 
 static void tanh_backward(mg_ctx *ctx, mg_node *n) {
@@ -25,8 +24,7 @@ static void tanh_backward(mg_ctx *ctx, mg_node *n) {
     if (!dx) return;
     const float *y = n->out->data, *dy = n->out->grad;
     const int64_t N = n->out->numel;
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (int64_t i = 0; i < N; i++) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+    MG_PAR_FOR(N > 65536, i, N, dx[i] += dy[i] * (1.0f - y[i] * y[i]));
 }
 
 const mg_op_def mg_op_def_sigmoid = {"mg_sigmoid", sigmoid_backward};
@@ -38,8 +36,7 @@ mg_tensor *mg_sigmoid(mg_ctx *ctx, mg_tensor *x) {
     mg_tensor *y = mg_op_output(ctx, "mg_sigmoid", x->ndim, x->shape);
     if (!mg_ctx_ok(ctx)) return y;
     const int64_t N = x->numel;
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (int64_t i = 0; i < N; i++) y->data[i] = sigmoid1(x->data[i]);
+    MG_PAR_FOR(N > 65536, i, N, y->data[i] = sigmoid1(x->data[i]));
     mg_op_record(ctx, &mg_op_def_sigmoid, y, 1, (mg_tensor *[]){x});
     return y;
 }
@@ -50,8 +47,7 @@ mg_tensor *mg_tanh(mg_ctx *ctx, mg_tensor *x) {
     mg_tensor *y = mg_op_output(ctx, "mg_tanh", x->ndim, x->shape);
     if (!mg_ctx_ok(ctx)) return y;
     const int64_t N = x->numel;
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (int64_t i = 0; i < N; i++) y->data[i] = tanhf(x->data[i]);
+    MG_PAR_FOR(N > 65536, i, N, y->data[i] = tanhf(x->data[i]));
     mg_op_record(ctx, &mg_op_def_tanh, y, 1, (mg_tensor *[]){x});
     return y;
 }

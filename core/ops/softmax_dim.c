@@ -14,8 +14,7 @@
 
 static void lanes_forward(bool log_out, mg_dim_view v, const float *x, float *y) {
     const int64_t nblk = mg_lane_blocks(v);
-#pragma omp parallel for schedule(static) if (v.outer * v.D * v.inner > 32768)
-    for (int64_t it = 0; it < v.outer * nblk; it++) {
+    MG_PAR_FOR(v.outer * v.D * v.inner > 32768, it, v.outer * nblk, {
         const int64_t o = it / nblk, i0 = (it % nblk) * MG_LANE_BLOCK;
         const int64_t nb = v.inner - i0 < MG_LANE_BLOCK ? v.inner - i0 : MG_LANE_BLOCK;
         const int64_t off = o * v.D * v.inner + i0;
@@ -44,13 +43,12 @@ static void lanes_forward(bool log_out, mg_dim_view v, const float *x, float *y)
                     *out = (float)(expf(e - m[j]) / s[j]);
             }
         }
-    }
+    });
 }
 
 static void lanes_backward(bool log_out, mg_dim_view v, const float *y, const float *dy, float *dx) {
     const int64_t nblk = mg_lane_blocks(v);
-#pragma omp parallel for schedule(static) if (v.outer * v.D * v.inner > 32768)
-    for (int64_t it = 0; it < v.outer * nblk; it++) {
+    MG_PAR_FOR(v.outer * v.D * v.inner > 32768, it, v.outer * nblk, {
         const int64_t o = it / nblk, i0 = (it % nblk) * MG_LANE_BLOCK;
         const int64_t nb = v.inner - i0 < MG_LANE_BLOCK ? v.inner - i0 : MG_LANE_BLOCK;
         const int64_t off = o * v.D * v.inner + i0;
@@ -70,7 +68,7 @@ static void lanes_backward(bool log_out, mg_dim_view v, const float *y, const fl
                 else
                     db[e] += yb[e] * (gb[e] - (float)dot[j]);
             }
-    }
+    });
 }
 
 static void softmax_dim_backward(mg_ctx *ctx, mg_node *n) {
