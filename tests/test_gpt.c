@@ -523,6 +523,36 @@ START_TEST(generation_buffers_kept_and_weights_reread) {
 }
 END_TEST
 
+/* Calls that need more KV cache than the kept one (a longer request, no crop with RoPE), one
+ * without a cache between them, and the precision switched back and forth: each gives what the
+ * same call on fresh buffers gives. */
+START_TEST(generation_buffers_follow_the_request) {
+    mg_gpt_config c = small("rope");
+    mg_gpt *g = make(&c, 160);
+    const int32_t prompt[3] = {3, 8, 6};
+    static const struct {
+        int64_t n;
+        bool no_cache;
+        mg_precision prec;
+    } calls[] = {{2, false, MG_PRECISION_FP32}, {20, false, MG_PRECISION_FP32}, {9, true, MG_PRECISION_FP32},
+                 {30, false, MG_PRECISION_BF16}, {5, false, MG_PRECISION_FP32}, {40, false, MG_PRECISION_BF16}};
+    for (size_t k = 0; k < sizeof calls / sizeof *calls; k++) {
+        gen_rec kept = {.n = 0}, fresh = {.n = 0};
+        mg_gen_opts o = {.max_new_tokens = calls[k].n, .no_cache = calls[k].no_cache, .precision = calls[k].prec,
+                         .on_token = record, .user = &kept};
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        mg_gpt_release_generation(g);
+        o.user = &fresh;
+        ck_assert_msg(mg_gpt_generate(g, prompt, 3, &o, NULL, NULL, NULL) == MG_OK, "%s", mg_last_error());
+        ck_assert_int_eq(kept.n, calls[k].n);
+        ck_assert_msg(memcmp(&kept, &fresh, sizeof kept) == 0, "call %zu (%lld tokens%s, %s): kept and fresh buffers differ",
+                      k, (long long)calls[k].n, calls[k].no_cache ? ", no cache" : "", mg_precision_name(calls[k].prec));
+        if (k % 2) mg_gpt_release_generation(g); /* every other call starts from no kept buffers */
+    }
+    mg_gpt_free(g);
+}
+END_TEST
+
 /* Two calls at once on one model: one holds the kept buffers, the other allocates its own; both
  * give what a call alone gives. */
 typedef struct {
@@ -1335,6 +1365,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tk, bf16_kept_weights_refreshed);
     tcase_add_loop_test(tk, generation_buffers_kept_and_weights_reread, 0, 2);
     tcase_add_loop_test(tk, concurrent_generation_on_one_model, 0, 2);
+    tcase_add_test(tk, generation_buffers_follow_the_request);
     tcase_add_loop_test(tk, bf16_decoding_packed_weights_wide_model, 0, 2);
     suite_add_tcase(s, tk);
     TCase *tc = tcase_create("checkpoint");
