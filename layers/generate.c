@@ -195,7 +195,7 @@ mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, co
     }
 done:
     if (ctx) mg_ctx_set_error_handler(ctx, NULL, NULL); /* err goes out of scope */
-    if (kept) mg_gpt_gen_give(g, gb);
+    if (kept) mg_gpt_gen_give(g);
     else mg_gen_buffers_free(&own);
     free(scratch);
     free(kv);

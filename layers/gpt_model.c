@@ -141,10 +141,7 @@ mg_gen_buffers *mg_gpt_gen_take(mg_gpt *g) {
     return atomic_exchange(&g->gen_busy, true) ? NULL : &g->gen;
 }
 
-void mg_gpt_gen_give(mg_gpt *g, mg_gen_buffers *b) {
-    (void)b;
-    atomic_store(&g->gen_busy, false);
-}
+void mg_gpt_gen_give(mg_gpt *g) { atomic_store(&g->gen_busy, false); }
 
 void mg_gpt_release_generation(mg_gpt *g) {
     if (!g || atomic_exchange(&g->gen_busy, true)) return; /* a call holds them: it keeps them */

@@ -36,7 +36,7 @@ typedef struct mg_gen_buffers {
 } mg_gen_buffers;
 typedef struct mg_gpt mg_gpt;
 mg_gen_buffers *mg_gpt_gen_take(mg_gpt *g);
-void mg_gpt_gen_give(mg_gpt *g, mg_gen_buffers *b);
+void mg_gpt_gen_give(mg_gpt *g);
 void mg_gen_buffers_free(mg_gen_buffers *b);
 
 /* The built-in layers, one file each. */
