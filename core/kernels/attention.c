@@ -209,12 +209,9 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
         }
         return;
     }
-    if (nt <= 1 || items <= 1) { /* a decoding step: no OpenMP region, whose start costs more */
-        for (int64_t it = 0; it < items; it++) at_fwd_item(&J, it, base);
-        return;
-    }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (int64_t it = 0; it < items; it++) at_fwd_item(&J, it, base + (size_t)at_tid() * per);
+    /* a decoding step (one item, or one thread) enters no OpenMP region */
+    MG_PAR_FOR_NT(items > 1 ? nt : 1, (dynamic, 1), it, items,
+                  at_fwd_item(&J, it, base + (size_t)at_tid() * per));
 }
 
 /* The tile pair (qt, kt) of head bh with the operands in place; dq/dk/dv accumulators or NULL;

@@ -261,12 +261,7 @@ static bool small_ksplit(const mg_gemm_impl *im, int threads, bool ta, int64_t M
                                        min_small_flops())
                          : 1;
     if (nt > nch) nt = (int)nch;
-    if (nt <= 1) /* no OpenMP region: its start would cost more than a chunk */
-        for (int64_t c = 0; c < nch; c++) ksplit_chunk(im, c, M, N, K, A, lda, B, ldb, part);
-    else {
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t c = 0; c < nch; c++) ksplit_chunk(im, c, M, N, K, A, lda, B, ldb, part);
-    }
+    MG_PAR_FOR_NT(nt, (static), c, nch, ksplit_chunk(im, c, M, N, K, A, lda, B, ldb, part));
     /* chunk 1, 2, ... added onto chunk 0 in order, then alpha and beta */
     const size_t mn = (size_t)(M * N);
     for (int64_t c = 1; c < nch; c++) mg_accumulate((int64_t)mn, part, part + (size_t)c * mn);

@@ -1,8 +1,10 @@
-/* threads.h: private to core/kernels. How many threads a piece of work is worth. */
+/* threads.h: private to core (the kernels, and the ops through ops/internal.h). How many threads a
+ * piece of work is worth, and loops that enter OpenMP only when more than one thread runs them. */
 #ifndef MG_KERNELS_THREADS_H
 #define MG_KERNELS_THREADS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -23,5 +25,41 @@ static inline bool threads_sleep(void) {
     const char *w = getenv("OMP_WAIT_POLICY");
     return w && strcasecmp(w, "passive") == 0;
 }
+
+/* for (int64_t i = 0; i < n; i++) { body } on nt threads with the given OpenMP schedule, a
+ * parenthesised clause argument such as (static) or (dynamic, 1); with nt <= 1 on the calling
+ * thread, without entering the OpenMP runtime. A region whose if() clause is false, or that gets
+ * one thread, still calls into libgomp and starts a team of one, which costs microseconds against
+ * the few rows of a decoding step. The body may use `continue`. */
+#define MG_PRAGMA_(x) _Pragma(#x)
+#define MG_PAR_FOR_NT(nt, sched, i, n, ...)                                                        \
+    do {                                                                                           \
+        const int mg_par_nt_ = (nt);                                                               \
+        const int64_t mg_par_n_ = (n);                                                             \
+        if (mg_par_nt_ > 1) {                                                                      \
+            MG_PRAGMA_(omp parallel for schedule sched num_threads(mg_par_nt_))                    \
+            for (int64_t i = 0; i < mg_par_n_; i++) {                                              \
+                __VA_ARGS__;                                                                       \
+            }                                                                                      \
+        } else                                                                                     \
+            for (int64_t i = 0; i < mg_par_n_; i++) {                                              \
+                __VA_ARGS__;                                                                       \
+            }                                                                                      \
+    } while (0)
+
+/* The same on all of OpenMP's threads (static schedule) when `par` holds, else on the calling
+ * thread: the ops' loops over elements or rows, `par` their size threshold. */
+#define MG_PAR_FOR(par, i, n, ...)                                                                 \
+    do {                                                                                           \
+        const int64_t mg_par_n_ = (n);                                                             \
+        if (par) {                                                                                 \
+            _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < mg_par_n_; i++) { \
+                __VA_ARGS__;                                                                       \
+            }                                                                                      \
+        } else                                                                                     \
+            for (int64_t i = 0; i < mg_par_n_; i++) {                                              \
+                __VA_ARGS__;                                                                       \
+            }                                                                                      \
+    } while (0)
 
 #endif

@@ -32,18 +32,11 @@ static inline void split_row(float *x, float *y, int64_t b, int64_t t, int64_t T
     }
 }
 
-/* A small copy (a decoding step's few rows) runs here without entering an OpenMP region, whose
- * start costs more than the copy. */
+/* Row by row; a small copy (a decoding step's few rows) without entering OpenMP. */
 static void split_copy(float *x, float *y, int64_t B, int64_t T, int64_t W, int64_t H, int64_t D,
                        int64_t col0, bool to_heads, copy_mode mode) {
-    if (B * T * H * D <= 16384) {
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) split_row(x, y, b, t, T, W, H, D, col0, to_heads, mode);
-        return;
-    }
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) split_row(x, y, b, t, T, W, H, D, col0, to_heads, mode);
+    MG_PAR_FOR(B * T * H * D > 16384, r, B * T,
+               split_row(x, y, r / T, r % T, T, W, H, D, col0, to_heads, mode));
 }
 
 static void split_heads_backward(mg_ctx *ctx, mg_node *n) {

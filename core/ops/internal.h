@@ -4,6 +4,7 @@
 
 #include "minigrad/op.h"
 #include "minigrad/ops.h"
+#include "../kernels/threads.h" /* MG_PAR_FOR */
 
 #include <math.h>
 #include <stdio.h>
@@ -11,23 +12,6 @@
 
 /* "(2,128,256)" in a temporary that lives until the end of the enclosing full expression's block. */
 #define MG_SHAPE(t) mg_shape_str((t), (char[80]){0}, 80)
-
-/* for (int64_t i = 0; i < n; i++) { body }: shared out among the OpenMP threads (static schedule)
- * when `par` holds, else run on the calling thread without entering the OpenMP runtime. A region
- * whose if() clause is false still calls into libgomp and starts a team of one, which costs
- * microseconds against the few rows of a decoding step. */
-#define MG_PAR_FOR(par, i, n, ...)                                                                 \
-    do {                                                                                           \
-        const int64_t mg_par_n_ = (n);                                                             \
-        if (par) {                                                                                 \
-            _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < mg_par_n_; i++) { \
-                __VA_ARGS__;                                                                       \
-            }                                                                                      \
-        } else                                                                                     \
-            for (int64_t i = 0; i < mg_par_n_; i++) {                                              \
-                __VA_ARGS__;                                                                       \
-            }                                                                                      \
-    } while (0)
 
 /* Returns the placeholder from the calling op if the context has already failed. */
 #define MG_BAIL_IF_FAILED(ctx)                                                                     \
