@@ -200,13 +200,12 @@ void mg_attn_forward(const mg_attn_desc *a, const float *q, const float *k, cons
     nt = threads_for(nt, flops, 1.0e6);
     const int64_t BH = J.BH, nqt = J.nqt, items = BH * nqt;
     if (J.head_pack) { /* whole heads, each thread packing a head's keys and values once */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
-        for (int64_t bh = 0; bh < BH; bh++) {
+        MG_PAR_FOR_NT(nt > 1 && BH > 1 ? nt : 1, (dynamic, 1), bh, BH, {
             float *w = base + (size_t)at_tid() * per;
             J.impl->pack_kv_tile(&J, bh, 0, a->Tk, (uint32_t *)(w + J.fl.kb), NULL, NULL,
                                  (uint32_t *)(w + J.fl.vv));
             for (int64_t qt = 0; qt < nqt; qt++) J.impl->fwd_item(&J, bh, qt, w);
-        }
+        });
         return;
     }
     /* a decoding step (one item, or one thread) enters no OpenMP region */
@@ -553,8 +552,7 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
                given, per * sizeof(float) + skip);
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-    for (int64_t bh = 0; bh < BH; bh++) {
+    MG_PAR_FOR_NT(nt, (dynamic, 1), bh, BH, {
         const float *p = P + bh * Tq * Tk, *go = dO + bh * Tq * D;
         const float *qs = q + bh * Tq * D, *ks = k + bh * Tk * D, *vs = v + bh * Tk * D;
         if (dv) mg_sgemm(true, false, Tk, D, Tq, 1.0f, p, Tk, go, D, 1.0f, dv + bh * Tk * D, D);
@@ -570,9 +568,11 @@ void mg_attn_backward_ref(const mg_attn_desc *a, const float *q, const float *k,
             if (a->dbias)
                 for (int64_t j = 0; j < Tk; j++) a->dbias[(bh * Tq + i) * Tk + j] += r[j];
         }
-        if (dq) mg_sgemm(false, false, Tq, D, Tk, a->scale, ds, Tk, ks, D, 1.0f, dq + bh * Tq * D, D);
-        if (dk) mg_sgemm(true, false, Tk, D, Tq, a->scale, ds, Tk, qs, D, 1.0f, dk + bh * Tk * D, D);
-    }
+        if (dq)
+            mg_sgemm(false, false, Tq, D, Tk, a->scale, ds, Tk, ks, D, 1.0f, dq + bh * Tq * D, D);
+        if (dk)
+            mg_sgemm(true, false, Tk, D, Tq, a->scale, ds, Tk, qs, D, 1.0f, dk + bh * Tk * D, D);
+    });
 }
 
 /* ---- which one mg_attention uses -------------------------------------------------------------- */

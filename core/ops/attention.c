@@ -91,8 +91,7 @@ static bool attn_bf16_forward(mg_ctx *ctx, const mg_attn_desc *a, const mg_tenso
                  : mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 4, "mg_attention (bf16) scratch");
     mg_bf16 *pb = mg_ctx_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) probabilities in bf16");
     if (!mg_ctx_ok(ctx)) return false;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
-    for (int64_t bh = 0; bh < BH; bh++) {
+    MG_PAR_FOR_NT(nt > 1 && BH > 1 ? nt : 1, (dynamic, 1), bh, BH, {
         const int tid = attn_bf16_tid();
         float *p = s ? P + bh * Tq * Tk : P + (size_t)tid * (size_t)(Tq * Tk);
         mg_bf16 *pbh = pb + (size_t)tid * (size_t)(Tq * Tk);
@@ -100,7 +99,7 @@ static bool attn_bf16_forward(mg_ctx *ctx, const mg_attn_desc *a, const mg_tenso
         for (int64_t i = 0; i < Tq; i++) attn_bf16_softmax_row(a, bh, i, p + i * Tk);
         mg_f32_to_bf16(Tq * Tk, p, pbh);
         mg_bgemm(false, false, Tq, D, Tk, pbh, Tk, vb + bh * Tk * D, D, false, o + bh * Tq * D, D);
-    }
+    });
     if (s) s->p = P, s->qb = qb, s->kb = kb, s->vb = vb;
     return true;
 }
@@ -114,8 +113,7 @@ static void attn_bf16_backward(mg_ctx *ctx, const mg_attn_desc *a, const attn_sa
     mg_bf16 *tb =
         mg_ctx_scratch_alloc(ctx, (size_t)nt * (size_t)(Tq * Tk) * 2, "mg_attention (bf16) backward bf16 scratch");
     if (!mg_ctx_ok(ctx)) return;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && BH > 1)
-    for (int64_t bh = 0; bh < BH; bh++) {
+    MG_PAR_FOR_NT(nt > 1 && BH > 1 ? nt : 1, (dynamic, 1), bh, BH, {
         const int tid = attn_bf16_tid();
         const float *p = s->p + bh * Tq * Tk;
         float *r = ds + (size_t)tid * (size_t)(Tq * Tk);
@@ -142,7 +140,7 @@ static void attn_bf16_backward(mg_ctx *ctx, const mg_attn_desc *a, const attn_sa
         mg_f32_to_bf16(Tq * Tk, r, t);
         if (dq) mg_bgemm(false, false, Tq, D, Tk, t, Tk, ks, D, true, dq + bh * Tq * D, D);
         if (dk) mg_bgemm(true, false, Tk, D, Tq, t, Tk, qs, D, true, dk + bh * Tk * D, D);
-    }
+    });
 }
 
 /* dS (B,H,Tq,Tk) summed into the bias gradient (bB,bH,Tq,Tk): b-major, then h, in order. */

@@ -276,12 +276,11 @@ static void conv_forward_bf16(const conv_geom *g, const mg_bf16 *wb, const mg_bf
     const int nt = 1;
 #endif
     const bool per_task = nt > 1 && tasks > 1 && (tasks % nt == 0 || tasks >= 4 * (int64_t)nt);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (per_task)
-    for (int64_t t = 0; t < tasks; t++) {
+    MG_PAR_FOR_NT(per_task ? nt : 1, (dynamic, 1), t, tasks, {
         const int64_t i = t / g->G, gi = t % g->G;
         mg_bgemm(false, false, Og, OHW, KG, wb + gi * Og * KG, KG, colb + gi * KG * NP + i * OHW, NP, accumulate,
                  y + (i * g->O + gi * Og) * OHW, OHW);
-    }
+    });
 }
 
 /* Runs the convolution described by g (spatial fields filled) and records the node. */
