@@ -130,6 +130,20 @@ START_TEST(bad_files_are_refused_by_name) {
              imgp);
     ck_assert_str_eq(mg_last_error(), want);
 
+    /* neither gzip nor IDX (a text file under the right name): the messages say it is not gzip */
+    tu_write_bytes(imgp, "hello\n", 6);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want,
+             "%s: truncated: 16 bytes of header expected, the file holds 6 (the file is not gzip data: read as an "
+             "uncompressed IDX file)",
+             imgp);
+    ck_assert_str_eq(mg_last_error(), want);
+    tu_write_bytes(imgp, "hello, this is not an IDX file\n", 31);
+    ck_assert_int_eq(fm_load(dir, "t10k", 0, &s), MG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: not an IDX file of unsigned bytes with 3 dims (magic 0x68656c6c, want 0x00000803) "
+             "(the file is not gzip data: read as an uncompressed IDX file)", imgp);
+    ck_assert_str_eq(mg_last_error(), want);
+
     /* images of another size */
     write_idx(imgp, 3, (uint32_t[]){2, 32, 32}, images, 2 * 32 * 32, true);
     write_idx(labp, 1, (uint32_t[]){2}, labels, 2, true);
@@ -277,6 +291,72 @@ START_TEST(program_trains_in_bf16) {
 }
 END_TEST
 
+/* A run already in --out is not replaced without --force; --resume needs one, of this program; a
+ * signal saves and exits 128 + its number. */
+START_TEST(program_keeps_the_run_it_finds) {
+    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
+    tu_find_program(&p);
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_keep");
+    make_split(dir, "train", N_IMG);
+    make_split(dir, "t10k", N_IMG);
+    const char *env = "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive";
+    char args[2048], ckpt[600];
+    snprintf(ckpt, sizeof ckpt, "%s/out/model.safetensors", dir);
+    snprintf(args, sizeof args, "--data '%s' --out '%s/out' --epochs 2 --batch 8 --limit 32 --threads 1 --stop-after 3",
+             dir, dir);
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 0);
+    size_t n0, n1;
+    char *before = tu_read_file(ckpt, &n0);
+    /* the same command again: refused, the checkpoint untouched */
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 1);
+    tu_assert_stderr_has(&p, "fashion_mnist: ");
+    tu_assert_stderr_has(&p, "/out already holds a run (");
+    tu_assert_stderr_has(&p, "pass --resume to continue it, --force to start over");
+    char *after = tu_read_file(ckpt, &n1);
+    ck_assert_msg(n0 == n1 && memcmp(before, after, n0) == 0, "a refused run changed %s", ckpt);
+    free(after);
+    /* --resume where there is no run */
+    snprintf(args, sizeof args, "--data '%s' --out '%s/none' --epochs 2 --batch 8 --limit 32 --resume", dir, dir);
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 1);
+    tu_assert_stderr_has(&p, "/none holds no checkpoint (");
+    tu_assert_stderr_has(&p, "start without --resume");
+    /* --resume on another program's checkpoint: said so, not a list of missing tensors */
+    char other[600];
+    snprintf(other, sizeof other, "%s/other", dir);
+    ck_assert_int_eq(mkdir(other, 0755), 0);
+    const float w[2] = {1.0f, 2.0f};
+    const mg_st_entry e = {"tok_emb.weight", 1, {2}, w};
+    const mg_st_meta m = {"train.step", "5"};
+    ck_assert(mg_safetensors_write(tu_path_in(other, "model.safetensors"), &e, 1, &m, 1) == MG_OK);
+    snprintf(args, sizeof args, "--data '%s' --out '%s' --epochs 2 --batch 8 --limit 32 --resume", dir, other);
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 1);
+    tu_assert_stderr_has(&p, "model.safetensors: not a checkpoint of fashion_mnist (no fm.* metadata");
+    /* --force starts over */
+    snprintf(args, sizeof args, "--data '%s' --out '%s/out' --epochs 1 --batch 8 --limit 32 --threads 1 --force", dir,
+             dir);
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 0);
+    tu_assert_stdout_has(&p, "epoch 1: test accuracy");
+    after = tu_read_file(ckpt, &n1);
+    ck_assert_msg(n0 != n1 || memcmp(before, after, n0) != 0, "--force left the old run in %s", ckpt);
+    free(after), free(before);
+    /* SIGTERM, as `kill` or a job scheduler sends it: saved, exit 143, and --resume goes on */
+    char outdir[600];
+    snprintf(outdir, sizeof outdir, "%s/sig", dir);
+    char *const argv[] = {"fashion_mnist", "--data", dir, "--out", outdir, "--epochs", "1000", "--batch", "8",
+                          "--limit", "32", "--threads", "1", NULL};
+    int st = tu_run_signalled(&p, dir, argv, "sig/train.jsonl", 300, SIGTERM);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "status %d; stdout %.1000s; stderr %.1000s", st, p.out,
+                  p.err);
+    tu_assert_stdout_has(&p, "interrupted (SIGTERM): saved step");
+    snprintf(args, sizeof args, "--data '%s' --out '%s' --epochs 1000 --batch 8 --limit 32 --threads 1 --resume "
+             "--stop-after 1", dir, outdir);
+    ck_assert_int_eq(tu_run_in(&p, dir, env, args), 0);
+    tu_assert_stdout_has(&p, "resumed at step");
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
 static Suite *fm_suite(void) {
     Suite *s = suite_create("fashion_mnist");
     TCase *tc = tcase_create("synthetic");
@@ -284,6 +364,7 @@ static Suite *fm_suite(void) {
     tcase_add_test(tc, bad_files_are_refused_by_name);
     tcase_add_test(tc, program_trains_on_synthetic_data);
     tcase_add_test(tc, program_trains_in_bf16);
+    tcase_add_test(tc, program_keeps_the_run_it_finds);
     suite_add_tcase(s, tc);
     return s;
 }

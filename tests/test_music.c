@@ -549,20 +549,23 @@ START_TEST(resume_continues_exactly) {
 }
 END_TEST
 
-START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
+/* Ctrl-C (SIGINT), and SIGTERM as `kill`, `timeout` or a job scheduler sends it */
+START_TEST(signal_saves_a_resumable_checkpoint) {
+    static const int sigs[] = {SIGINT, SIGTERM};
+    static const char *const said[] = {"interrupted (Ctrl-C): saved step", "interrupted (SIGTERM): saved step"};
     tu_find_program(&music);
     make_tmpdir();
     /* interrupted once it is training: the log has a few steps */
-    int st = tu_run_interrupted(
+    int st = tu_run_signalled(
         &music, tmpdir,
         (char *[]){"music",        "train", "--out",        "int", "--pieces",  "16",
                    "--block-size", "64",    "--n-embd",     "32",  "--n-layer", "1",
                    "--n-head",     "2",     "--threads",    "1",   "--steps",   "1000000",
                    "--ckpt-every", "0",     "--eval-every", "0",   NULL},
-        "int/log.jsonl", 300);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130,
+        "int/log.jsonl", 300, sigs[_i]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sigs[_i],
                   "status %d; stdout %.1000s; stderr %.1000s", st, music.out, music.err);
-    tu_assert_stdout_has(&music, "interrupted: saved step");
+    tu_assert_stdout_has(&music, said[_i]);
     tu_run_log lg;
     tu_read_log(tmp_path("int/log.jsonl"), &lg, NULL);
     ck_assert_int_gt(lg.n, 0);
@@ -1028,7 +1031,7 @@ Suite *music_suite(void) {
     tcase_add_test(tc, training_learns_the_generated_corpus);
     tcase_add_test(tc, a_context_of_one_token_is_refused);
     tcase_add_test(tc, resume_continues_exactly);
-    tcase_add_test(tc, ctrl_c_saves_a_resumable_checkpoint);
+    tcase_add_loop_test(tc, signal_saves_a_resumable_checkpoint, 0, 2);
     tcase_add_test(tc, sampling_is_deterministic_and_continues_a_prompt);
     tcase_add_test(tc, long_samples_and_every_positional_scheme);
     tcase_add_test(tc, eval_reports_the_validation_loss);

@@ -622,7 +622,7 @@ START_TEST(ctrl_c_saves_a_resumable_checkpoint) {
                                            "--steps", "1000000", "--ckpt-every", "0", "--eval-every", "0", NULL},
                                 "int/log.jsonl", 300);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d; stdout %.1000s; stderr %.1000s", st, textgen.out, textgen.err);
-    tu_assert_stdout_has(&textgen, "interrupted: saved step");
+    tu_assert_stdout_has(&textgen, "interrupted (Ctrl-C): saved step");
     tu_run_log lg;
     tu_read_log(tmp_path("int/log.jsonl"), &lg, "\"lr\": ");
     ck_assert_int_gt(lg.n, 0);

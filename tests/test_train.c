@@ -198,7 +198,8 @@ static mg_train_cfg test_cfg(const char *name, int64_t steps) {
 typedef struct {
     mlp m;
     int64_t steps_done;
-    int64_t interrupt_at; /* on_step raises SIGINT after this step */
+    int64_t interrupt_at; /* on_step raises interrupt_sig (SIGINT when 0) after this step */
+    int interrupt_sig;
     int64_t poison_at;    /* the loss of this step is NaN */
     int64_t copy_at;      /* before this step, the checkpoint files are read into before[] */
     int64_t val_nan_at;   /* the validation loss after this step is NaN */
@@ -238,7 +239,7 @@ static void t_step(void *user, int64_t step, float loss) {
     tmodel *t = user;
     (void)loss;
     t->steps_done = step;
-    if (step == t->interrupt_at) raise(SIGINT);
+    if (step == t->interrupt_at) raise(t->interrupt_sig ? t->interrupt_sig : SIGINT);
 }
 
 static mg_train_model t_model(tmodel *t) {
@@ -395,6 +396,7 @@ START_TEST(resume_is_bit_identical) {
     TU_OK(mg_train_run(&model, &c, &res));
     mlp_free(&t.m);
     ck_assert(res.interrupted);
+    ck_assert_int_eq(res.stop_signal, SIGINT);
     ck_assert_int_eq(res.step, 16);
     void (*now)(int) = signal(SIGINT, SIG_DFL);
     ck_assert_msg(now == count_sigint, "the trainer did not restore the SIGINT handler it found");
@@ -402,9 +404,34 @@ START_TEST(resume_is_bit_identical) {
     c.resume = true;
     TU_OK(run_plain(&c, &res));
     ck_assert_int_eq(res.steps_run, 44);
+    ck_assert(!res.interrupted);
+    ck_assert_int_eq(res.stop_signal, 0);
     assert_same_file("straight.safetensors", "ctrlc.safetensors");
     assert_same_file("straight.state.safetensors", "ctrlc.state.safetensors");
     assert_same_log("straight.jsonl", "ctrlc.jsonl", 60);
+
+    /* SIGTERM (kill, timeout, a job scheduler) after step 9: the same, and a SIGINT handler and a
+     * SIGTERM handler found are both put back */
+    mg_train_cfg d = test_cfg("term", 60);
+    tmodel u = {.interrupt_at = 9, .interrupt_sig = SIGTERM};
+    mlp_init(&u.m);
+    model = t_model(&u);
+    signal(SIGINT, count_sigint);
+    signal(SIGTERM, count_sigint);
+    TU_OK(mg_train_run(&model, &d, &res));
+    mlp_free(&u.m);
+    ck_assert(res.interrupted);
+    ck_assert_int_eq(res.stop_signal, SIGTERM);
+    ck_assert_int_eq(res.step, 9);
+    ck_assert_msg(signal(SIGTERM, SIG_DFL) == count_sigint, "the trainer did not restore the SIGTERM handler it found");
+    ck_assert_msg(signal(SIGINT, SIG_DFL) == count_sigint, "the trainer did not restore the SIGINT handler it found");
+    ck_assert_int_eq(sigints, 0);
+    d.resume = true;
+    TU_OK(run_plain(&d, &res));
+    ck_assert_int_eq(res.steps_run, 51);
+    assert_same_file("straight.safetensors", "term.safetensors");
+    assert_same_file("straight.state.safetensors", "term.state.safetensors");
+    assert_same_log("straight.jsonl", "term.jsonl", 60);
     remove_dir();
 }
 END_TEST

@@ -209,10 +209,11 @@ static inline int tu_run_in(tu_program *p, const char *dir, const char *env, con
 
 /* Starts BIN with argv (argv[0] the program's name, NULL-terminated) in dir, waits (up to about
  * 30 s) until the file dir/watch holds more than min_bytes (the program is well under way), then
- * interrupts it with SIGINT as Ctrl-C would. Its stdout and stderr, kept in dir/int.out and
- * dir/int.err, are read back into p->out and p->err. Returns the child's wait status. */
-static inline int tu_run_interrupted(tu_program *p, const char *dir, char *const argv[],
-                                     const char *watch, long min_bytes) {
+ * sends it signal sig (SIGINT as Ctrl-C would, SIGTERM as `kill` would). Its stdout and stderr,
+ * kept in dir/int.out and dir/int.err, are read back into p->out and p->err. Returns the child's
+ * wait status. */
+static inline int tu_run_signalled(tu_program *p, const char *dir, char *const argv[], const char *watch,
+                                   long min_bytes, int sig) {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -226,12 +227,18 @@ static inline int tu_run_interrupted(tu_program *p, const char *dir, char *const
         if (stat(tu_path_in(dir, watch), &sb) == 0 && sb.st_size > min_bytes) break;
         usleep(10000);
     }
-    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    ck_assert_int_eq(kill(pid, sig), 0);
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     tu_read_into(tu_path_in(dir, "int.out"), p->out, sizeof p->out);
     tu_read_into(tu_path_in(dir, "int.err"), p->err, sizeof p->err);
     return st;
+}
+
+/* tu_run_signalled with SIGINT, as Ctrl-C. */
+static inline int tu_run_interrupted(tu_program *p, const char *dir, char *const argv[],
+                                     const char *watch, long min_bytes) {
+    return tu_run_signalled(p, dir, argv, watch, min_bytes, SIGINT);
 }
 
 /* text (what, e.g. "stdout", names it) contains part. */

@@ -46,12 +46,17 @@ mg_status mg_train_state_path(const char *ckpt, char *buf, size_t n) {
     return MG_OK;
 }
 
-/* ---- Ctrl-C: the first one asks the loop to save and stop; a second one ends the process ---- */
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+/* ---- Ctrl-C or SIGTERM: the first one asks the loop to save and stop; a second one (of either)
+ * ends the process ---- */
+static volatile sig_atomic_t interrupted; /* the signal's number, 0 while none came */
+static void on_stop_signal(int sig) {
+    interrupted = sig;
     signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}
+
+static const char *stop_signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : "Ctrl-C";
 }
 
 /* ---- the loss history (kept in the state file so a resumed run's curve is the whole run) ---- */
@@ -991,7 +996,8 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                                dp.zero1 ? ", AdamW's moments sharded (ZeRO-1)" : "");
 
     interrupted = 0;
-    void (*old_handler)(int) = cfg->catch_sigint ? signal(SIGINT, on_sigint) : SIG_DFL;
+    void (*old_int)(int) = cfg->catch_sigint ? signal(SIGINT, on_stop_signal) : SIG_DFL;
+    void (*old_term)(int) = cfg->catch_sigint ? signal(SIGTERM, on_stop_signal) : SIG_DFL;
     double per_step = m->tokens_per_step > 0 ? (double)m->tokens_per_step : 1.0;
     double t_start = mg_time(), ema_dt = 0;
     int64_t last_good = cfg->resume ? step : -1, first = step, n_saves = 0;
@@ -1141,12 +1147,16 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
         }
         if (stop_now) {
             res->interrupted = true;
+            /* a rank that stops because another one was signalled reports SIGINT */
+            res->stop_signal = interrupted ? (int)interrupted : SIGINT;
+            const char *by = stop_signal_name(res->stop_signal);
             if (cfg->ckpt)
-                mg_train_progress_note(&prog_line, "%s: interrupted: saved step %lld to %s (a resume continues from there)",
-                                       prog, (long long)step, cfg->ckpt);
+                mg_train_progress_note(&prog_line,
+                                       "%s: interrupted (%s): saved step %lld to %s (a resume continues from there)",
+                                       prog, by, (long long)step, cfg->ckpt);
             else
-                mg_train_progress_note(&prog_line, "%s: interrupted at step %lld (no checkpoint path: nothing saved)",
-                                       prog, (long long)step);
+                mg_train_progress_note(&prog_line, "%s: interrupted (%s) at step %lld (no checkpoint path: nothing saved)",
+                                       prog, by, (long long)step);
             break;
         }
         if (pause && !last) {
@@ -1157,7 +1167,10 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
             break;
         }
     }
-    if (cfg->catch_sigint) signal(SIGINT, old_handler);
+    if (cfg->catch_sigint) {
+        signal(SIGINT, old_int);
+        signal(SIGTERM, old_term);
+    }
     /* the run's own error, if any, is what the caller hears of; the log's and the plot's come second */
     char first_error[1024] = "";
     if (st != MG_OK) snprintf(first_error, sizeof first_error, "%s", mg_last_error());

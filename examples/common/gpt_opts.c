@@ -7,6 +7,7 @@
 #include "minigrad/kernels.h"
 
 #include <assert.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,21 +141,25 @@ static bool file_exists(const char *p) {
     return stat(p, &sb) == 0;
 }
 
-int ex_train_check_out(const char *prog, const ex_train_opts *o, const char *ckpt) {
-    if (o->resume && !file_exists(ckpt)) {
+int ex_check_out_dir(const char *prog, const char *out, const char *ckpt, bool resume, bool force) {
+    if (resume && !file_exists(ckpt)) {
         fprintf(stderr,
                 "%s: --resume: %s holds no checkpoint (%s is missing); start without --resume\n",
-                prog, o->out, ckpt);
+                prog, out, ckpt);
         return 1;
     }
-    if (!o->resume && file_exists(ckpt) && !o->force) {
+    if (!resume && file_exists(ckpt) && !force) {
         fprintf(stderr,
                 "%s: %s already holds a run (%s): pass --resume to continue it, --force to start "
                 "over (replacing it), or another --out\n",
-                prog, o->out, ckpt);
+                prog, out, ckpt);
         return 1;
     }
     return 0;
+}
+
+int ex_train_check_out(const char *prog, const ex_train_opts *o, const char *ckpt) {
+    return ex_check_out_dir(prog, o->out, ckpt, o->resume, o->force);
 }
 
 mg_status ex_train_opts_from_ckpt(mg_st_file *f, ex_train_opts *o) {
@@ -275,10 +280,14 @@ mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, co
     return tc;
 }
 
+int ex_interrupted_status(const mg_train_result *res) {
+    return 128 + (res->stop_signal > 0 ? res->stop_signal : SIGINT);
+}
+
 int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res) {
     if (!res->interrupted && !res->stopped) return -1;
     printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
-    return res->interrupted ? 130 : 0;
+    return res->interrupted ? ex_interrupted_status(res) : 0;
 }
 
 void ex_train_print_files(const char *prog, const ex_run_files *f) {

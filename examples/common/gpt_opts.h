@@ -68,6 +68,8 @@ mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_
 /* --resume needs a checkpoint in --out, and a new run must not replace one without --force.
  * Returns 0 to go on; otherwise prints why and returns the exit status 1. */
 int ex_train_check_out(const char *prog, const ex_train_opts *o, const char *ckpt);
+/* The same for a program with options of its own: out is the folder, ckpt the checkpoint in it. */
+int ex_check_out_dir(const char *prog, const char *out, const char *ckpt, bool resume, bool force);
 
 /* The model options of a checkpoint being resumed (its model config, pos and pos_opts). */
 mg_status ex_train_opts_from_ckpt(mg_st_file *f, ex_train_opts *o);
@@ -108,10 +110,13 @@ void ex_run_files_make(ex_run_files *f, const ex_train_opts *o);
 /* The library trainer's settings from the options and files; prog names the program in messages. */
 mg_train_cfg ex_train_cfg_from(const ex_train_opts *o, const ex_run_files *f, const char *prog);
 
-/* After ex_lm_train returned MG_OK: 130 when Ctrl-C stopped it, 0 when --stop-after did (both
- * after saying how to continue), -1 when the run is complete and the program goes on to its
- * summary. */
+/* After ex_lm_train returned MG_OK: 130 when Ctrl-C stopped it (143 for SIGTERM), 0 when
+ * --stop-after did (both after saying how to continue), -1 when the run is complete and the
+ * program goes on to its summary. */
 int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res);
+
+/* The exit status of a run a signal stopped: 128 + the signal, as a shell reports it. */
+int ex_interrupted_status(const mg_train_result *res);
 
 /* The closing lines naming the checkpoint, the loss curve and the log. */
 void ex_train_print_files(const char *prog, const ex_run_files *f);

@@ -12,6 +12,12 @@
 const char *const fm_class_names[FM_CLASSES] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
+/* What a format error adds when the file is not gzip data: zlib then reads it as it is (so that
+ * unpacked IDX files work), and a file that is neither gives messages that would puzzle without it. */
+static const char *plain_note(gzFile f) {
+    return gzdirect(f) ? " (the file is not gzip data: read as an uncompressed IDX file)" : "";
+}
+
 /* Reads exactly n bytes; MG_ERR_FORMAT naming what was being read when the stream ends early or
  * is corrupt. `got` receives the bytes read. */
 static mg_status read_all(gzFile f, const char *path, const char *what, void *dst, int64_t n, int64_t *got) {
@@ -32,8 +38,8 @@ static mg_status read_all(gzFile f, const char *path, const char *what, void *ds
             if (zerr != Z_OK && zerr != Z_STREAM_END)
                 return mg_set_error(MG_ERR_FORMAT, "%s: truncated or corrupt gzip data in the %s (zlib: %s)", path, what,
                                     msg);
-            return mg_set_error(MG_ERR_FORMAT, "%s: truncated: %lld bytes of %s expected, the file holds %lld", path,
-                                (long long)n, what, (long long)*got);
+            return mg_set_error(MG_ERR_FORMAT, "%s: truncated: %lld bytes of %s expected, the file holds %lld%s", path,
+                                (long long)n, what, (long long)*got, plain_note(f));
         }
         *got += r;
     }
@@ -55,8 +61,8 @@ mg_status fm_read_idx(const char *path, int ndim, int64_t limit, uint8_t **data,
     if (s != MG_OK) goto done;
     uint32_t magic = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
     if (magic != (uint32_t)(0x800 | ndim)) {
-        s = mg_set_error(MG_ERR_FORMAT, "%s: not an IDX file of unsigned bytes with %d dims (magic 0x%08x, want 0x%08x)",
-                         path, ndim, magic, (unsigned)(0x800 | ndim));
+        s = mg_set_error(MG_ERR_FORMAT, "%s: not an IDX file of unsigned bytes with %d dims (magic 0x%08x, want 0x%08x)%s",
+                         path, ndim, magic, (unsigned)(0x800 | ndim), plain_note(f));
         goto done;
     }
     int64_t total = 1;

@@ -171,7 +171,7 @@ typedef struct fm_opts {
     const char *precision; /* fp32 (NULL) or bf16 */
     int64_t epochs, batch, limit, threads, seed, eval_batch, stop_after;
     float lr;
-    bool resume;
+    bool resume, force;
 } fm_opts;
 
 /* A training run on the library trainer (minigrad/train.h): its batches, its loss on any rows of a
@@ -308,6 +308,13 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step, mg_pre
         return mg_set_error(MG_ERR_FORMAT, "%s: no training step (metadata train.step): not a checkpoint of %s train",
                             ckpt, PROG);
     }
+    if (!mg_st_meta_get(f, "fm.batch") && !mg_st_meta_get(f, "fm.train_images")) {
+        mg_st_close(f);
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: not a checkpoint of %s (no fm.* metadata: written by another program?); start without "
+                            "--resume, with --force to replace it",
+                            ckpt, PROG);
+    }
     /* the batches of the rest of the run must be those of the saved one */
     static const struct {
         const char *key, *what, *flag;
@@ -349,6 +356,10 @@ static int run(const fm_opts *o, mg_precision precision) {
     double *losses = NULL, *loss_x = NULL, *loss_y = NULL;
     uint8_t *pred = NULL;
     mg_st_meta meta[6];
+    char log_path[4096], ckpt[4096], png[4096];
+    snprintf(log_path, sizeof log_path, "%s/train.jsonl", o->out);
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", o->out);
+    if (ex_check_out_dir(PROG, o->out, ckpt, o->resume, o->force) != 0) return 1; /* before anything is read */
     if (fm_load(o->data, "train", o->limit, &j.train) != MG_OK || fm_load(o->data, "t10k", o->limit, &j.test) != MG_OK ||
         ex_mkdirs(o->out) != MG_OK) {
         rc = ex_fail(PROG);
@@ -372,9 +383,6 @@ static int run(const fm_opts *o, mg_precision precision) {
         goto done;
     }
     for (int64_t e = 0; e < o->epochs; e++) j.acc[e] = NAN;
-    char log_path[4096], ckpt[4096], png[4096];
-    snprintf(log_path, sizeof log_path, "%s/train.jsonl", o->out);
-    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", o->out);
     mg_precision saved_precision;
     if (o->resume && fm_read_ckpt(ckpt, &j, &j.step, &saved_precision) != MG_OK) {
         rc = ex_fail(PROG);
@@ -419,6 +427,7 @@ static int run(const fm_opts *o, mg_precision precision) {
     if (res.stopped || res.interrupted) {
         printf("%s: stopped at step %lld of %lld; --resume continues from %s\n", PROG, (long long)res.step,
                (long long)total, ckpt);
+        if (res.interrupted) rc = ex_interrupted_status(&res);
         goto done;
     }
     if (mg_train_rank() != 0) goto done; /* rank 0 alone writes the figures */
@@ -490,6 +499,7 @@ int main(int argc, char **argv) {
         EX_INT_OPT("seed", &o.seed, 0, INT64_MAX, "initialisation and shuffling seed"),
         EX_INT_OPT("eval-batch", &o.eval_batch, 1, EX_MAX_BATCH, "batch size for the test set"),
         EX_FLAG_OPT("resume", &o.resume, "continue the run saved in --out (the same data, batch and epochs)"),
+        EX_FLAG_OPT("force", &o.force, "start a new run even if --out already holds one (it is replaced)"),
         EX_INT_OPT("stop-after", &o.stop_after, 0, INT64_MAX,
                    "stop after this many steps, saving a checkpoint that --resume continues (0: run to the end)"),
         EX_STR_OPT("precision", &o.precision,

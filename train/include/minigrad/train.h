@@ -13,7 +13,7 @@
  *     stop if a weight is now not finite or beyond cfg.max_weight; then model.on_step
  *     every cfg.eval_every steps and at the last one: model.eval, the validation loss
  *     the progress line, one JSON line in cfg.log_path
- *     every cfg.ckpt_every steps, at the last one, after cfg.stop_after steps and on Ctrl-C:
+ *     every cfg.ckpt_every steps, at the last one, after cfg.stop_after steps and on Ctrl-C or SIGTERM:
  *       a checkpoint
  *   at the end: the PNG loss curve (cfg.plot_path), training and validation loss against step.
  *
@@ -43,17 +43,19 @@
  * or checksums ("weights.checksum") disagree is refused with MG_ERR_FORMAT, the message naming
  * both files and which is older. The run continues from the saved step to cfg.steps, which counts
  * the whole run. Given the same
- * configuration, a run that stops (cfg.stop_after, Ctrl-C) and resumes ends bit for bit where an
+ * configuration, a run that stops (cfg.stop_after, Ctrl-C, SIGTERM) and resumes ends bit for bit where an
  * uninterrupted one does, provided every random draw of the callbacks comes from a generator in
  * model.rngs or from the dropout stream handed to model.loss, and next_batch depends on nothing
  * else that changes between processes. Changing lr, steps or warmup on resume changes the
  * schedule of the steps still to run. A checkpoint already at cfg.steps leaves nothing to do:
  * mg_train_run returns MG_OK with res.steps_run 0.
  *
- * Signals (cfg.catch_sigint, on by default): the first Ctrl-C lets the current step finish, saves
- * a checkpoint (when cfg.ckpt is set) and returns MG_OK with res.interrupted; a second one ends
- * the process as usual. The previous SIGINT handler is restored on return. The flag is
- * process-wide: run one mg_train_run with catch_sigint at a time.
+ * Signals (cfg.catch_sigint, on by default; despite its name it covers SIGTERM too, which `kill`,
+ * `timeout` and job schedulers send): the first Ctrl-C (SIGINT) or SIGTERM lets the current step
+ * finish, saves a checkpoint (when cfg.ckpt is set) and returns MG_OK with res.interrupted and
+ * res.stop_signal; a second signal of either kind ends the process as usual. The previous SIGINT
+ * and SIGTERM handlers are restored on return. The flag is process-wide: run one mg_train_run
+ * with catch_sigint at a time.
  *
  * Divergence: the run stops, and the step at fault is not saved, when
  *   - the loss or the gradient norm of step s is NaN or infinite (before its optimizer step);
@@ -226,7 +228,7 @@ typedef struct mg_train_cfg {
     const char *plot_ylabel; /* its value axis (NULL: "loss") */
     const char *prog;        /* name in messages and on the progress line */
     bool quiet;              /* nothing on stdout: no progress line, no notes (the log is kept) */
-    bool catch_sigint;       /* Ctrl-C saves and stops (see Signals above) */
+    bool catch_sigint;       /* Ctrl-C or SIGTERM saves and stops (see Signals above) */
     float max_weight;        /* a weight beyond this in magnitude after an update is divergence
                                 (0: no bound; non-finite weights always are) */
     bool zero1;              /* data parallel: shard AdamW's moments over the ranks (ZeRO stage 1;
@@ -243,9 +245,11 @@ typedef struct mg_train_result {
     int64_t step;         /* steps done in total */
     int64_t steps_run;    /* steps done by this call (the others were done before a resume) */
     float loss, val_loss; /* last training loss, last validation loss (NAN if none) */
-    bool interrupted;     /* Ctrl-C stopped the run (after saving, when cfg.ckpt is set) */
+    bool interrupted;     /* Ctrl-C or SIGTERM stopped the run (after saving, when cfg.ckpt is set) */
     bool stopped;         /* cfg.stop_after stopped the run before cfg.steps, after saving */
     bool diverged;        /* divergence stopped it (see Divergence); the step at fault not saved */
+    int stop_signal;      /* with interrupted: SIGINT or SIGTERM (a program exits 128 + it); else 0.
+                             It sits in what was padding: the struct kept its size and layout */
     double seconds;       /* wall time of the call */
     double tokens_per_s;  /* recent speed (0 when model.tokens_per_step is 0) */
     double steps_per_s;
@@ -257,7 +261,7 @@ typedef struct mg_train_result {
 } mg_train_result;
 
 /* Runs (or resumes) training. MG_OK when the run reached cfg.steps or was stopped on purpose
- * (stop_after, Ctrl-C) after saving; otherwise an error status with mg_last_error, divergence
+ * (stop_after, Ctrl-C, SIGTERM) after saving; otherwise an error status with mg_last_error, divergence
  * included. res is filled either way. */
 MG_API mg_status mg_train_run(const mg_train_model *model, const mg_train_cfg *cfg, mg_train_result *res);
 
