@@ -230,6 +230,10 @@ START_TEST(program_trains_on_synthetic_data) {
     rc = tu_run_in(&p, dir, "", "--epochs 0");
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(p.err, "--epochs"), "%s", p.err);
+    /* the usage line names the program once */
+    rc = tu_run_in(&p, dir, "", "--help");
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strncmp(p.out, "usage: fashion_mnist [train] [options]\n", 39) == 0, "%s", p.out);
     ck_assert(tu_remove_tree(dir));
 }
 END_TEST

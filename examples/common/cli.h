@@ -46,7 +46,8 @@ typedef enum { EX_PARSE_OK = 0, EX_PARSE_HELP = 1, EX_PARSE_ERROR = 2 } ex_parse
  * subcommand). Defaults are whatever the pointers hold before the call. Positional words are
  * stored in pos[0..max_pos) and counted in *n_pos (pos may be NULL when max_pos is 0; then any
  * positional word is an error). On --help prints usage to stdout; on error prints a message
- * prefixed by `prog` to stderr. */
+ * prefixed by `prog` to stderr. `usage` is what follows the program's name on the usage line
+ * ("usage: PROG USAGE"), so it does not repeat the name. */
 ex_parse_result ex_parse(const char *prog, const char *usage, int argc, char **argv, const ex_opt *opts,
                          int n_opts, const char **pos, int max_pos, int *n_pos);
 

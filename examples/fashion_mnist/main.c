@@ -508,7 +508,7 @@ int main(int argc, char **argv) {
     };
     /* `fashion_mnist train [options]` is the same as `fashion_mnist [options]` */
     if (argc > 1 && strcmp(argv[1], "train") == 0) argv++, argc--;
-    ex_parse_result pr = ex_parse(PROG, "fashion_mnist [train] [options]", argc - 1, argv + 1, opts,
+    ex_parse_result pr = ex_parse(PROG, "[train] [options]", argc - 1, argv + 1, opts,
                                   (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
     if (pr == EX_PARSE_HELP) return ex_exit_status(PROG, 0);
     if (pr == EX_PARSE_ERROR) return 2;

@@ -37,7 +37,7 @@ static int cmd_init(int argc, char **argv) {
         EX_STR_OPT("out", &out, "checkpoint to write (safetensors)"),
         EX_INT_OPT("seed", &seed, 0, INT64_MAX, "initialisation seed"),
     };
-    ex_parse_result r = ex_parse("gpt init", "gpt init --config FILE --out FILE [--seed N]", argc, argv, opts, 3, NULL, 0, NULL);
+    ex_parse_result r = ex_parse("gpt init", "--config FILE --out FILE [--seed N]", argc, argv, opts, 3, NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
     if (!config || !out) {
         fprintf(stderr, "gpt init: --config and --out are required (see --help)\n");
@@ -120,7 +120,7 @@ static int cmd_eval(int argc, char **argv) {
         EX_INT_OPT("threads", &threads, 0, EX_MAX_THREADS, "threads (0: all)"),
         EX_STR_OPT("precision", &precision, "fp32 (default) or bf16: the products in bfloat16 (docs/bf16.md)"),
     };
-    ex_parse_result r = ex_parse("gpt eval", "gpt eval --ckpt FILE --tokens FILE --batch B --seq T [--dump-grads FILE]",
+    ex_parse_result r = ex_parse("gpt eval", "--ckpt FILE --tokens FILE --batch B --seq T [--dump-grads FILE]",
                                  argc, argv, opts, 7, NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
     if (!ckpt || !tokens || B < 1 || T < 1) {
@@ -190,7 +190,7 @@ static int cmd_eval(int argc, char **argv) {
 static int cmd_inspect(int argc, char **argv) {
     const char *pos[1];
     int n_pos = 0;
-    ex_parse_result r = ex_parse("gpt inspect", "gpt inspect model.safetensors", argc, argv, NULL, 0, pos, 1, &n_pos);
+    ex_parse_result r = ex_parse("gpt inspect", "model.safetensors", argc, argv, NULL, 0, pos, 1, &n_pos);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
     if (n_pos != 1) {
         fprintf(stderr, "gpt inspect: give one checkpoint file\n");
@@ -253,7 +253,7 @@ static int cmd_sample(int argc, char **argv) {
         EX_INT_OPT("seed", &seed, 0, INT64_MAX, "sampling seed"),
         EX_FLAG_OPT("no-cache", &no_cache, "recompute the context for every token (no KV cache)"),
     };
-    ex_parse_result r = ex_parse("gpt sample", "gpt sample --ckpt FILE --prompt \"IDS\" [options]", argc, argv, opts, 8,
+    ex_parse_result r = ex_parse("gpt sample", "--ckpt FILE --prompt \"IDS\" [options]", argc, argv, opts, 8,
                                  NULL, 0, NULL);
     if (r != EX_PARSE_OK) return r == EX_PARSE_HELP ? 0 : 2;
     if (!ckpt || !prompt) {

@@ -99,6 +99,15 @@ size=$(wc -c <"$dir/flip.safetensors")
 printf '\125' | dd of="$dir/flip.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
 refuse "a changed weight byte" 1 "flip.safetensors: checksum mismatch" "$GPT" eval --ckpt "$dir/flip.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8
 refuse "unknown command" 2 "unknown command 'train'" "$GPT" train
+# each command's usage line names the program and the command once
+for cmd in init eval inspect sample plugins; do
+    "$GPT" $cmd --help >"$dir/out" 2>"$dir/err"
+    rc=$?
+    first=$(head -n 1 "$dir/out")
+    if [ "$rc" -eq 0 ] && [ "${first#"usage: gpt $cmd "}" != "$first" ] && [ "$(echo "$first" | grep -o 'gpt' | wc -l)" -eq 1 ]; then
+        ok "$cmd --help: '$first'"
+    else bad "$cmd --help: exit $rc, usage line '$first'"; fi
+done
 refuse "missing options" 2 "required" "$GPT" eval --ckpt "$dir/rope.safetensors"
 refuse "absurd sizes (no overflow)" 2 "--seq: 6843146995085801406 is out of range 1..16777216" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 31 --seq 6843146995085801406
 refuse "threads past int" 2 "--threads: 4294967297 is out of range 0..1024" "$GPT" eval --ckpt "$dir/rope.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 8 --threads 4294967297
