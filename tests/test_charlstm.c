@@ -115,6 +115,9 @@ START_TEST(bad_runs_say_why) {
         {"frobnicate", 2, "unknown command 'frobnicate'"},
     };
     tu_expect_bad_runs(&charlstm, tmpdir, cases, sizeof cases / sizeof cases[0]);
+    /* --help states the prompt's default once (an empty default is not printed after it) */
+    ck_assert_int_eq(run("sample --help"), 0);
+    tu_assert_stdout_has(&charlstm, "text to continue (default: a newline)\n");
     teardown();
 }
 END_TEST

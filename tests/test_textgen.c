@@ -436,6 +436,48 @@ static const char *banner_with_stderr(bool bf16, char *err, size_t cap) {
     return b;
 }
 
+/* The option list --help prints (stdout captured). */
+static void usage_text(const ex_opt *opts, int n, char *out, size_t cap) {
+    fflush(stdout);
+    FILE *tmp = tmpfile();
+    ck_assert_ptr_nonnull(tmp);
+    const int saved = dup(1);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(tmp), 1), 0);
+    ex_print_usage("prog", "[options]", opts, n);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    rewind(tmp);
+    const size_t got = fread(out, 1, cap - 1, tmp);
+    out[got] = 0;
+    fclose(tmp);
+}
+
+START_TEST(usage_shows_string_defaults_readably) {
+    const char *empty = "", *nl = "\n", *mixed = "a\tb\x01", *none = NULL;
+    char long_def[400];
+    memset(long_def, 'x', sizeof long_def - 1);
+    long_def[sizeof long_def - 1] = 0;
+    const char *lng = long_def;
+    const ex_opt opts[] = {
+        EX_STR_OPT("empty", &empty, "E"),
+        EX_STR_OPT("nl", &nl, "N"),
+        EX_STR_OPT("mixed", &mixed, "M"),
+        EX_STR_OPT("none", &none, "Z"),
+        EX_STR_OPT("long", &lng, "L"),
+    };
+    char out[2048];
+    usage_text(opts, 5, out, sizeof out);
+    tu_assert_has("usage", out, "usage: prog [options]\n");
+    tu_assert_has("usage", out, " E\n"); /* nothing after an empty default */
+    tu_assert_has("usage", out, " N (default \\n)\n");
+    tu_assert_has("usage", out, " M (default a\\tb\\x01)\n");
+    tu_assert_has("usage", out, " Z\n");
+    tu_assert_has("usage", out, "xxx...)\n"); /* cut, and said to be */
+}
+END_TEST
+
 START_TEST(precision_banner_names_the_bf16_unit) {
     char err[512];
     ck_assert_str_eq(banner_with_stderr(false, err, sizeof err), "");
@@ -841,6 +883,9 @@ START_TEST(bad_inputs_give_clear_errors) {
     ck_assert_int_eq(run("train --help"), 0);
     tu_assert_stdout_has(&textgen, "--block-size");
     tu_assert_stdout_has(&textgen, "--resume");
+    /* the prompt's default is stated once (an empty default is not printed after it) */
+    ck_assert_int_eq(run("sample --help"), 0);
+    tu_assert_stdout_has(&textgen, "text to continue (default: a newline)\n");
     /* no --data and no bible-kjv: say what to install or pass */
     char env[600];
     snprintf(env, sizeof env, "env PATH=/nonexistent XDG_CACHE_HOME='%s/cache'", tmpdir);
@@ -1049,6 +1094,7 @@ Suite *textgen_suite(void) {
     tcase_add_test(tc, default_corpus_location_and_missing_program);
     tcase_add_test(tc, default_corpus_from_bible_kjv);
     tcase_add_test(tc, precision_banner_names_the_bf16_unit);
+    tcase_add_test(tc, usage_shows_string_defaults_readably);
     suite_add_tcase(s, tc);
     add_model_tests(s);
     return s;

@@ -32,9 +32,22 @@ void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int
         case EX_FLOAT:
             snprintf(def, sizeof def, " (%g..%g, default %g)", opts[i].lo, opts[i].hi, (double)*(float *)opts[i].ptr);
             break;
-        case EX_STR:
-            if (*(const char **)opts[i].ptr) snprintf(def, sizeof def, " (default %s)", *(const char **)opts[i].ptr);
+        case EX_STR: {
+            /* an empty default is not shown (the help text says what it means); control
+             * characters are written as escapes so that the line stays one line */
+            const char *v = *(const char **)opts[i].ptr;
+            if (!v || !*v) break;
+            size_t k = (size_t)snprintf(def, sizeof def, " (default ");
+            for (; *v && k + 8 < sizeof def; v++) {
+                unsigned char c = (unsigned char)*v;
+                if (c == '\n') k += (size_t)snprintf(def + k, sizeof def - k, "\\n");
+                else if (c == '\t') k += (size_t)snprintf(def + k, sizeof def - k, "\\t");
+                else if (c < 0x20 || c == 0x7f) k += (size_t)snprintf(def + k, sizeof def - k, "\\x%02x", c);
+                else def[k++] = (char)c;
+            }
+            snprintf(def + k, sizeof def - k, "%s)", *v ? "..." : "");
             break;
+        }
         case EX_FLAG: break;
         }
         printf("  %-22s %s%s\n", left, opts[i].help ? opts[i].help : "", def);
