@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- init ---- */
 
@@ -72,16 +73,20 @@ static mg_status read_tokens(const char *path, int64_t B, int64_t T, int64_t voc
     FILE *f = fopen(path, "rb");
     if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     int64_t want = B * (T + 1) * 2;
-    if (fseek(f, 0, SEEK_END) != 0) {
+    /* the size from fstat: a directory opens, and seeking to its end gives no size */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return mg_set_error(MG_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+        return mg_set_error(MG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     }
-    long size = ftell(f);
-    rewind(f);
-    if (size != want) {
+    if (!S_ISREG(sb.st_mode)) {
         fclose(f);
-        return mg_set_error(MG_ERR_FORMAT, "%s: %ld bytes, but --batch %lld --seq %lld needs %lld (B rows of T+1 uint16)",
-                            path, size, (long long)B, (long long)T, (long long)want);
+        return mg_set_error(MG_ERR_IO, "%s: not a regular file (--tokens needs a file of B rows of T+1 uint16)", path);
+    }
+    if ((int64_t)sb.st_size != want) {
+        fclose(f);
+        return mg_set_error(MG_ERR_FORMAT, "%s: %lld bytes, but --batch %lld --seq %lld needs %lld (B rows of T+1 uint16)",
+                            path, (long long)sb.st_size, (long long)B, (long long)T, (long long)want);
     }
     unsigned char *buf = malloc((size_t)want);
     if (!buf) {

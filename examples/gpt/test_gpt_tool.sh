@@ -59,6 +59,9 @@ if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(echo "$a" | wc -w)" -eq 12 ]; then ok 
 refuse "sample a bad prompt" 2 "not a list of token ids" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 x"
 refuse "sample a token beyond the vocabulary" 1 "prompt token 0 is 60" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "60"
 refuse "batch of the wrong size" 1 "needs 32" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 7
+mkdir "$dir/tokdir"
+refuse "tokens from a directory" 1 "tokdir: not a regular file" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/tokdir" --batch 2 --seq 8
+refuse "tokens from a device" 1 "/dev/null: not a regular file" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens /dev/null --batch 2 --seq 8
 printf '\001\000\377\000' >"$dir/big.bin"
 refuse "token beyond the vocabulary" 1 "byte offset 2 (row 0, position 1): token 255 >= vocab_size 50" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/big.bin" --batch 1 --seq 1
 refuse "longer than a learned table" 1 "outside the table's 8 rows" "$GPT" eval --ckpt "$dir/learned.safetensors" --tokens "$dir/batch.bin" --batch 1 --seq 17
