@@ -21,6 +21,7 @@
 #include "minigrad/minigrad.h"
 #include "minigrad/plugin.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -268,22 +269,35 @@ static int cmd_sample(int argc, char **argv) {
     int32_t ids[4096];
     int64_t np = 0;
     for (const char *p = prompt; *p;) {
+        if (*p == ',' || isspace((unsigned char)*p)) { /* separators (strtoll would skip white space) */
+            p++;
+            continue;
+        }
         char *end;
-        long v = strtol(p, &end, 10);
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
         if (end == p) {
-            if (*p == ' ' || *p == ',') {
-                p++;
-                continue;
-            }
             fprintf(stderr, "gpt sample: --prompt: '%s' is not a list of token ids\n", p);
             return 2;
         }
-        if (np == 4096 || v < 0 || v > INT32_MAX) {
-            fprintf(stderr, "gpt sample: --prompt: token %ld out of range (or more than 4096 tokens)\n", v);
+        if (errno == ERANGE || v < 0 || v > INT32_MAX) { /* the id as typed: strtoll clamps it */
+            fprintf(stderr, "gpt sample: --prompt: token id '%.*s' is out of range 0..%d\n", (int)(end - p), p,
+                    INT32_MAX);
+            return 2;
+        }
+        if (np == (int64_t)(sizeof ids / sizeof ids[0])) {
+            fprintf(stderr, "gpt sample: --prompt: more than %d token ids\n", (int)(sizeof ids / sizeof ids[0]));
             return 2;
         }
         ids[np++] = (int32_t)v;
         p = end;
+    }
+    if (np == 0) { /* checked here, before the checkpoint is loaded, in the option's words */
+        if (*prompt)
+            fprintf(stderr, "gpt sample: --prompt '%s' holds no token id: give at least one\n", prompt);
+        else
+            fprintf(stderr, "gpt sample: --prompt is empty: give at least one token id\n");
+        return 2;
     }
     mg_gpt *g;
     if (mg_gpt_from_checkpoint(ckpt, &g, NULL) != MG_OK) return ex_fail("gpt sample");

@@ -57,6 +57,12 @@ a=$("$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 2,3" --n 12 --to
 b=$("$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 2,3" --n 12 --top-k 5 --seed 3 --no-cache 2>/dev/null)
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(echo "$a" | wc -w)" -eq 12 ]; then ok "sample: KV cache = no cache past block_size"; else bad "sample: '$a' vs '$b'"; fi
 refuse "sample a bad prompt" 2 "not a list of token ids" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 x"
+refuse "sample an empty prompt" 2 "gpt sample: --prompt is empty: give at least one token id" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "" --n 5
+refuse "sample a prompt of separators only" 2 "gpt sample: --prompt ' , ' holds no token id" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt " , " --n 5
+refuse "sample a token id past int64, as typed" 2 "--prompt: token id '99999999999999999999' is out of range 0..2147483647" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "1 99999999999999999999"
+refuse "sample a token id past int32, as typed" 2 "--prompt: token id '2147483648' is out of range 0..2147483647" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "2147483648"
+refuse "sample a negative token id" 2 "--prompt: token id '-3' is out of range" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "-3"
+refuse "sample a prompt past 4096 ids" 2 "--prompt: more than 4096 token ids" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "$(seq -s ' ' 0 4096 | sed 's/[0-9][0-9]*/1/g')"
 refuse "sample a token beyond the vocabulary" 1 "prompt token 0 is 60" "$GPT" sample --ckpt "$dir/learned.safetensors" --prompt "60"
 refuse "batch of the wrong size" 1 "needs 32" "$GPT" eval --ckpt "$dir/none.safetensors" --tokens "$dir/batch.bin" --batch 2 --seq 7
 mkdir "$dir/tokdir"
