@@ -303,7 +303,8 @@ mg_status mg_gpt_from_checkpoint(const char *path, mg_gpt **out, mg_st_file **fi
     st = mg_gpt_config_from_file(f, &c);
     mg_gpt *g = NULL;
     mg_rng rng = mg_rng_make(0); /* every value is overwritten by the load */
-    if (st == MG_OK) st = gpt_build(&c, &g);
+    /* the file's config names what cannot be built (a scheme nothing provides): say which file */
+    if (st == MG_OK && (st = gpt_build(&c, &g)) != MG_OK) mg_wrap_error(st, "%s", path);
     if (st == MG_OK) st = check_declared(g, f);
     if (st == MG_OK) st = mg_params_alloc(g->params, &rng);
     if (st == MG_OK) {

@@ -911,6 +911,12 @@ START_TEST(malformed_checkpoints_at_model_level) {
     mg_gpt *h = (mg_gpt *)1;
     TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_INVALID, "n_embd 8 is not a multiple of n_head 3");
     ck_assert_ptr_null(h);
+    /* a scheme nothing provides: the message names the file, as the others do */
+    write_variant(other, p, NULL, NULL, 0, NULL, "pos", "bogus");
+    h = (mg_gpt *)1;
+    TU_ASSERT_ERR(mg_gpt_from_checkpoint(p, &h, NULL), MG_ERR_NOT_FOUND,
+                  "bad.safetensors: pos: positional scheme 'bogus' not found");
+    ck_assert_ptr_null(h);
     /* dropout is training, not architecture: a different value loads */
     write_variant(other, p, NULL, NULL, 0, NULL, "dropout", "0.5");
     ck_assert_msg(mg_gpt_load(g, p) == MG_OK, "%s", mg_last_error());

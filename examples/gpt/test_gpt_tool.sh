@@ -100,6 +100,9 @@ if [ -n "${MG_TEST_PLUGIN_DIR:-}" ]; then
 else
     echo "# test plugins not built: the MINIGRAD_PLUGIN_PATH checks skipped"
 fi
+# a scheme nothing provides, named in the file's metadata: the message names the file
+sed 's/"pos":"learned"/"pos":"bogus12"/' "$dir/learned.safetensors" >"$dir/bogus.safetensors"
+refuse "unknown scheme in a checkpoint, with the file" 1 "bogus.safetensors: pos: positional scheme 'bogus12' not found" "$GPT" inspect "$dir/bogus.safetensors"
 head -c 100 "$dir/rope.safetensors" >"$dir/trunc.safetensors"
 refuse "truncated checkpoint" 1 "trunc.safetensors" "$GPT" inspect "$dir/trunc.safetensors"
 # one byte of the last weight changed: refused by its checksum, not evaluated as another model
