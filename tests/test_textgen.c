@@ -242,6 +242,17 @@ START_TEST(split_refuses_text_shorter_than_a_context) {
     ck_assert_ptr_null(d.ids);
     ck_assert_int_eq(tg_data_make(&d, &v, t, strlen(t), 16, "short.txt"), MG_OK);
     tg_data_free(&d);
+    /* too short for any context length: said so, without suggesting one */
+    ck_assert_int_eq(tg_data_make(&d, &v, t, 1, 1, "one.txt"), MG_ERR_FORMAT);
+    tu_assert_error_has("one.txt: the text is too short: 1 byte (1 token); training needs at least 3 tokens");
+    ck_assert_msg(!strstr(mg_last_error(), "--block-size"), "%s", mg_last_error());
+    ck_assert_ptr_null(d.ids);
+    ck_assert_int_eq(tg_data_make(&d, &v, t, 2, 8, "two.txt"), MG_ERR_FORMAT);
+    tu_assert_error_has("two.txt: the text is too short: 2 bytes (2 tokens)");
+    ck_assert_int_eq(tg_data_make(&d, &v, t, 3, 1, "three.txt"), MG_OK);
+    tg_data_free(&d);
+    ck_assert_int_eq(tg_data_make(&d, &v, t, 3, 2, "three.txt"), MG_ERR_FORMAT);
+    tu_assert_error_has("--block-size (at most 1 here)");
     ck_assert_int_eq(tg_data_make(&d, &v, "0x", 2, 1, "odd.txt"), MG_ERR_INVALID);
     tu_assert_error_has("odd.txt: byte offset 1: the character 'x'");
     tg_vocab_free(&v);

@@ -22,7 +22,12 @@ mg_status tg_data_make(tg_data *d, const tg_vocab *v, const char *text, size_t n
         return st;
     }
     d->n_train = d->n / 10 * 9 + d->n % 10 * 9 / 10; /* floor(0.9 n) without overflow */
-    if (d->n_train < (size_t)block + 1) {
+    if (d->n_train < 2) { /* no context length fits: a context of 1 and its target need 2 */
+        st = mg_set_error(MG_ERR_FORMAT, "%s: the text is too short: %zu byte%s (%zu token%s); training needs at "
+                          "least 3 tokens (its first 90%% must hold one token and the next one as its target)",
+                          name, n, n == 1 ? "" : "s", d->n, d->n == 1 ? "" : "s");
+        tg_data_free(d);
+    } else if (d->n_train < (size_t)block + 1) {
         st = mg_set_error(MG_ERR_FORMAT, "%s: too short: %zu tokens give a training split (the first 90%%) of %zu, "
                           "shorter than one context window of %lld tokens plus its next-token target; use a longer "
                           "text or a smaller --block-size (at most %lld here)", name, d->n, d->n_train,
