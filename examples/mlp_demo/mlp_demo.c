@@ -2,7 +2,7 @@
  * interleaved spirals (a generated task) with AdamW, printing progress, then reports the
  * training accuracy.
  *
- *   mlp_demo [--steps N] [--hidden H] [--seed S] [--threads N]
+ *   mlp_demo [--steps N] [--hidden H] [--seed S] [--threads N]   (--help lists them)
  */
 #include "minigrad/minigrad.h"
 
@@ -26,38 +26,75 @@ static void make_spirals(float *x, int32_t *y, mg_rng *r) {
     }
 }
 
-/* The value of option `name`, or def when it is not given; a value that is not a whole number in
- * min..max ends the program with a message naming the option and the range. */
-static long arg_long(int argc, char **argv, const char *name, long def, long min, long max) {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mlp_demo: %s needs a value\n", name);
-                exit(2);
-            }
-            char *end;
-            errno = 0;
-            long v = strtol(argv[i + 1], &end, 10);
-            if (end == argv[i + 1] || *end || errno || v < min || v > max) {
-                fprintf(stderr, "mlp_demo: %s: '%s' is not a whole number in %ld..%ld\n", name, argv[i + 1], min, max);
-                exit(2);
-            }
-            return v;
+/* The options: whole numbers, each in its range. */
+typedef struct {
+    const char *name, *help;
+    long *value;
+    long min, max;
+} demo_opt;
+
+static void usage(const demo_opt *o, int n) {
+    printf("usage: mlp_demo [options]\n\n"
+           "Trains a 3-layer MLP (2-H-H-3) with AdamW to separate three interleaved spirals of %d points,\n"
+           "printing the loss and the training accuracy as it goes.\n\noptions:\n", N_PTS);
+    for (int i = 0; i < n; i++)
+        printf("  --%-8s N  %s (%ld..%ld, default %ld)\n", o[i].name, o[i].help, o[i].min, o[i].max, *o[i].value);
+    printf("  --help        this text\n");
+}
+
+/* Reads `--name value` and `--name=value` into the table. Returns -1 to go on, otherwise the exit
+ * status: 0 after --help, 2 after a message naming what is wrong. */
+static int parse_args(int argc, char **argv, const demo_opt *o, int n) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(o, n);
+            return 0;
         }
-    return def;
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            fprintf(stderr, "mlp_demo: unexpected argument '%s' (it takes only options; see --help)\n", a);
+            return 2;
+        }
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        const demo_opt *k = NULL;
+        for (int j = 0; j < n && !k; j++)
+            if (strlen(o[j].name) == len && !strncmp(o[j].name, a + 2, len)) k = &o[j];
+        if (!k) {
+            fprintf(stderr, "mlp_demo: unknown option '%.*s' (see --help)\n", (int)(len + 2), a);
+            return 2;
+        }
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!v) {
+            fprintf(stderr, "mlp_demo: --%s needs a value\n", k->name);
+            return 2;
+        }
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || errno || x < k->min || x > k->max) {
+            fprintf(stderr, "mlp_demo: --%s: '%s' is not a whole number in %ld..%ld\n", k->name, v, k->min, k->max);
+            return 2;
+        }
+        *k->value = x;
+    }
+    return -1;
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: mlp_demo [--steps N (1..1000000)] [--hidden H (1..65536)] [--seed S (0..%ld)] "
-                   "[--threads N (0..1024)]\n", LONG_MAX);
-            return 0;
-        }
-    int steps = (int)arg_long(argc, argv, "--steps", 500, 1, 1000000);
-    int64_t hidden = arg_long(argc, argv, "--hidden", 64, 1, 65536);
-    uint64_t seed = (uint64_t)arg_long(argc, argv, "--seed", 1, 0, LONG_MAX);
-    int threads = mg_set_num_threads((int)arg_long(argc, argv, "--threads", 0, 0, 1024));
+    long steps_l = 500, hidden_l = 64, seed_l = 1, threads_l = 0;
+    const demo_opt opts[] = {
+        {"steps", "training steps", &steps_l, 1, 1000000},
+        {"hidden", "width H of the two hidden layers", &hidden_l, 1, 65536},
+        {"seed", "seed of the data and the initialisation", &seed_l, 0, LONG_MAX},
+        {"threads", "threads (0: all cores)", &threads_l, 0, 1024},
+    };
+    int rc = parse_args(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    if (rc >= 0) return rc;
+    int steps = (int)steps_l;
+    int64_t hidden = hidden_l;
+    uint64_t seed = (uint64_t)seed_l;
+    int threads = mg_set_num_threads((int)threads_l);
 
     mg_rng rng = mg_rng_make(seed);
     static float x[2 * N_PTS];
