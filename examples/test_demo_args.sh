@@ -1,9 +1,10 @@
 #!/bin/sh
-# The command lines of the one-file demos (mlp_demo): --help says what each does and succeeds; an
-# unknown option, a stray argument or a missing value is refused with exit status 2 and a message
-# naming it, before any work is done.
+# The command lines of the one-file demos (mlp_demo, bert_embedding): --help says what each does and
+# succeeds; an unknown option, a stray argument or a missing value is refused with exit status 2 and a
+# message naming it, before any work is done.
 set -u
 : "${MLP_DEMO:?set MLP_DEMO to the mlp_demo binary}"
+: "${BERT_EMBEDDING:?set BERT_EMBEDDING to the bert_embedding binary}"
 dir=$(mktemp -d /tmp/mg_demo_args_XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fails=0
@@ -33,6 +34,11 @@ refuse "mlp_demo stray argument" "mlp_demo: unexpected argument 'extra'" "$MLP_D
 refuse "mlp_demo missing value" "mlp_demo: --steps needs a value" "$MLP_DEMO" --steps
 refuse "mlp_demo value out of range" "mlp_demo: --hidden: '0' is not a whole number in 1..65536" "$MLP_DEMO" --hidden=0
 helps "mlp_demo runs with --name=value" "after 2 steps" "$MLP_DEMO" --steps=2 --hidden 8 --threads 1
+
+helps "bert_embedding --help" "It takes no options" "$BERT_EMBEDDING" --help
+refuse "bert_embedding unknown option" "bert_embedding: unknown option '--bogus'" "$BERT_EMBEDDING" --bogus
+refuse "bert_embedding stray argument" "bert_embedding: unexpected argument 'extra'" "$BERT_EMBEDDING" extra
+refuse "bert_embedding --help with more" "unexpected argument 'extra'" "$BERT_EMBEDDING" --help extra
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

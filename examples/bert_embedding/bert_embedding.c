@@ -3,13 +3,15 @@
  * The point it makes: positions come from their own [max_len, dim] table, never from the token
  * table, so a sequence may be longer than the vocabulary is large (here T = 10 > vocab = 6).
  * Indexing positions into the token table would fail at position 6.
- * Parameter names follow Hugging Face's BERT (embeddings.word_embeddings.weight, ...). */
+ * Parameter names follow Hugging Face's BERT (embeddings.word_embeddings.weight, ...).
+ *     bert_embedding   (no options; --help says what it does) */
 #include "minigrad/minigrad.h"
 #include "minigrad/layer.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { VOCAB = 6, MAX_LEN = 16, DIM = 8, B = 2, T = 10 };
 
@@ -35,7 +37,26 @@ static void show(const char *what, const mg_tensor *t, int rows) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            printf("usage: bert_embedding\n\n"
+                   "Builds BERT's input embedding from minigrad layers,\n"
+                   "    LayerNorm(token_embedding[ids] + position_embedding[0..T-1] + segment_embedding[segments]),\n"
+                   "runs it on two packed sentences of T = %d tokens over a vocabulary of %d (positions have their\n"
+                   "own table of %d rows, so a sequence may be longer than the vocabulary is large), prints the\n"
+                   "parameters and the embeddings, and checks that every output row is normalised.\n"
+                   "It takes no options.\n", T, VOCAB, MAX_LEN);
+            return 0;
+        }
+        const char *a = argv[1];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) a = argv[2]; /* --help with something else */
+        if (!strncmp(a, "-", 1))
+            fprintf(stderr, "bert_embedding: unknown option '%s': it takes no options (see --help)\n", a);
+        else
+            fprintf(stderr, "bert_embedding: unexpected argument '%s': it takes no arguments (see --help)\n", a);
+        return 2;
+    }
     mg_params *P = mg_params_new();
     char keys[128];
     snprintf(keys, sizeof keys, "vocab=%d,dim=%d", VOCAB, DIM);
