@@ -1,10 +1,11 @@
 #!/bin/sh
-# The command lines of the one-file demos (mlp_demo, bert_embedding): --help says what each does and
-# succeeds; an unknown option, a stray argument or a missing value is refused with exit status 2 and a
-# message naming it, before any work is done.
+# The command lines of the one-file demos (mlp_demo, bert_embedding, gpt2_positions): --help says
+# what each does and succeeds; an unknown option, a stray argument or a missing value is refused
+# with exit status 2 and a message naming it, before any work is done.
 set -u
 : "${MLP_DEMO:?set MLP_DEMO to the mlp_demo binary}"
 : "${BERT_EMBEDDING:?set BERT_EMBEDDING to the bert_embedding binary}"
+: "${GPT2_POSITIONS:?set GPT2_POSITIONS to the gpt2_positions binary}"
 dir=$(mktemp -d /tmp/mg_demo_args_XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fails=0
@@ -39,6 +40,13 @@ helps "bert_embedding --help" "It takes no options" "$BERT_EMBEDDING" --help
 refuse "bert_embedding unknown option" "bert_embedding: unknown option '--bogus'" "$BERT_EMBEDDING" --bogus
 refuse "bert_embedding stray argument" "bert_embedding: unexpected argument 'extra'" "$BERT_EMBEDDING" extra
 refuse "bert_embedding --help with more" "unexpected argument 'extra'" "$BERT_EMBEDDING" --help extra
+
+helps "gpt2_positions --help" "--vocab N" "$GPT2_POSITIONS" --help
+refuse "gpt2_positions unknown option" "gpt2_positions: unknown option '--bogus'" "$GPT2_POSITIONS" --bogus
+refuse "gpt2_positions --vocab without a value" "gpt2_positions: --vocab needs a value" "$GPT2_POSITIONS" --vocab
+refuse "gpt2_positions stray argument" "gpt2_positions: unexpected argument '7000'" "$GPT2_POSITIONS" --vocab 700 7000
+refuse "gpt2_positions bad value" "gpt2_positions: --vocab: 'x' is not a whole number" "$GPT2_POSITIONS" --vocab=x
+helps "gpt2_positions --vocab=N" "sum checked element by element: exact" "$GPT2_POSITIONS" --vocab=70
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

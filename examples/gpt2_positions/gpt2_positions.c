@@ -3,7 +3,7 @@
  * position table is 1,024 x 1,600 and the token table 50,257 x 1,600. The model input is the
  * 4 x 1,600 token matrix plus the 4 x 1,600 position matrix, rows 0..3 of the table.
  * Weights are random (normal(0, 0.02) tokens, uniform(-0.1, 0.1) positions), not GPT-2's.
- *     gpt2_positions [--vocab N]   (a smaller token table for quick runs) */
+ *     gpt2_positions [--vocab N]   (a smaller token table for quick runs; --help) */
 #include "minigrad/minigrad.h"
 #include "minigrad/layer.h"
 
@@ -39,16 +39,38 @@ static void show(const char *what, const mg_tensor *t) {
 
 int main(int argc, char **argv) {
     long vocab = 50257;
-    if ((argc != 1 && argc != 3) || (argc == 3 && strcmp(argv[1], "--vocab") != 0)) {
-        fprintf(stderr, "usage: gpt2_positions [--vocab N]   (N in 1..%d, default 50257)\n", INT32_MAX);
-        return 2;
-    }
-    if (argc == 3) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: gpt2_positions [--vocab N]\n\n"
+                   "How GPT-2 adds positions, at GPT-2 XL's sizes (random weights): the 4-token prompt\n"
+                   "\"this is a prompt\" through the token table and the %d x %d learned position table.\n\n"
+                   "options:\n"
+                   "  --vocab N   rows of the token table (1..%d, default 50257; smaller for quick runs)\n",
+                   N_CTX, N_EMBD, INT32_MAX);
+            return 0;
+        }
+        const char *v = NULL;
+        if (!strcmp(a, "--vocab")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gpt2_positions: --vocab needs a value (a whole number in 1..%d)\n", INT32_MAX);
+                return 2;
+            }
+            v = argv[++i];
+        } else if (!strncmp(a, "--vocab=", 8)) {
+            v = a + 8;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "gpt2_positions: unknown option '%s' (the one option is --vocab N; see --help)\n", a);
+            return 2;
+        } else {
+            fprintf(stderr, "gpt2_positions: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        }
         char *end;
         errno = 0;
-        vocab = strtol(argv[2], &end, 10);
-        if (end == argv[2] || *end || errno || vocab < 1 || vocab > INT32_MAX) {
-            fprintf(stderr, "gpt2_positions: --vocab: '%s' is not a whole number in 1..%d\n", argv[2], INT32_MAX);
+        vocab = strtol(v, &end, 10);
+        if (end == v || *end || errno || vocab < 1 || vocab > INT32_MAX) {
+            fprintf(stderr, "gpt2_positions: --vocab: '%s' is not a whole number in 1..%d\n", v, INT32_MAX);
             return 2;
         }
     }
