@@ -113,7 +113,8 @@ START_TEST(bad_runs_say_why) {
         {"compare --x wall run.jsonl", 2, "--x: 'wall' is not time or step"},
         {"compare missing.jsonl=x", 1, "missing.jsonl: cannot open"},
         {"frobnicate", 2, "unknown command 'frobnicate'"},
-        {"train --data one.txt --out r", 1, "one.txt: the text is too short: 1 byte (1 token); training needs at least 3"},
+        {"train --data one.txt --out r", 1,
+         "one.txt: the text is too short: 1 byte (1 token); training needs at least 3"},
     };
     tu_write_text(tmp_path("one.txt"), "a");
     tu_expect_bad_runs(&charlstm, tmpdir, cases, sizeof cases / sizeof cases[0]);

@@ -86,8 +86,9 @@ static mg_status read_tokens(const char *path, int64_t B, int64_t T, int64_t voc
     }
     if ((int64_t)sb.st_size != want) {
         fclose(f);
-        return mg_set_error(MG_ERR_FORMAT, "%s: %lld bytes, but --batch %lld --seq %lld needs %lld (B rows of T+1 uint16)",
-                            path, (long long)sb.st_size, (long long)B, (long long)T, (long long)want);
+        return mg_set_error(MG_ERR_FORMAT,
+                            "%s: %lld bytes, but --batch %lld --seq %lld needs %lld (B rows of T+1 uint16)", path,
+                            (long long)sb.st_size, (long long)B, (long long)T, (long long)want);
     }
     unsigned char *buf = malloc((size_t)want);
     if (!buf) {
