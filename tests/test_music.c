@@ -920,7 +920,7 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"train --out r --threads 4294967297", 2, "--threads: 4294967297 is out of range 0..1024"},
         {"train --out r --pieces 4294967297", 2, "--pieces: 4294967297 is out of range 1..100000"},
         {"train --data /dev/zero --out r", 1, "/dev/zero: cannot open directory: Not a directory"},
-        {"train --out r " TINY " --n-head 3", 2, "n_head"},
+        {"train --out r " TINY " --n-head 3", 2, "music train: --n-embd 32 is not a multiple of --n-head 3\n"},
         {"train --out r " TINY " --pos nosuchscheme", 1, "nosuchscheme"},
         {"train --out nothing --resume", 1, "nothing holds no checkpoint"},
         {"train --out textrun --resume", 1, "textrun/model.safetensors: not a music model"},

@@ -860,7 +860,7 @@ START_TEST(bad_inputs_give_clear_errors) {
         {"train --data tiny.txt --out r --lr 0", 2, "--lr must be positive"},
         {"train --data tiny.txt --out r --dropout nan", 2, "--dropout expects a number in 0..0.99, got 'nan'"},
         {"train --data tiny.txt --out r --tokenizer words", 2, "unknown tokenizer 'words' (known: char, byte)"},
-        {"train --data tiny.txt --out r " TINY_MODEL " --n-head 3", 2, "n_head"},
+        {"train --data tiny.txt --out r " TINY_MODEL " --n-head 3", 2, "textgen train: --n-embd 32 is not a multiple of --n-head 3\n"},
         {"train --data tiny.txt --out r " TINY_MODEL " --pos nosuchscheme", 1, "nosuchscheme"},
         {"train --data tiny.txt --out r " TINY_MODEL " --prompt '\xC3\xA0'", 1,
          "--prompt: byte offset 0: the character U+00E0 '\xC3\xA0' is not in the vocabulary (31 characters)"},

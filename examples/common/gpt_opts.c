@@ -116,10 +116,13 @@ bool ex_precision_from(const char *prog, const char *name, mg_precision *p) {
     return false;
 }
 
-mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
-                                mg_gpt_config *cfg) {
+mg_status ex_train_model_config(const ex_train_opts *o, int64_t vocab, mg_gpt_config *cfg) {
     *cfg = mg_gpt_config_default();
-    mg_config *kv = mg_config_new(what);
+    /* the library would name its keys (n_embd, n_head); the user gave options */
+    if (o->n_head > 0 && o->n_embd % o->n_head)
+        return mg_set_error(MG_ERR_INVALID, "--n-embd %lld is not a multiple of --n-head %lld",
+                            (long long)o->n_embd, (long long)o->n_head);
+    mg_config *kv = mg_config_new("model options");
     if (!kv) return mg_set_error(MG_ERR_NOMEM, "out of memory");
     mg_config_setf(kv, "vocab_size", "%lld", (long long)vocab);
     mg_config_setf(kv, "block_size", "%lld", (long long)o->block);

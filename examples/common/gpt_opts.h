@@ -48,9 +48,6 @@ int ex_train_rows_run(ex_train_opts *o, const ex_train_help *h, ex_opt *t);
 bool ex_train_check(const char *prog, const ex_train_opts *o, const ex_opt *table, int n_opts, const char *where,
                     int64_t max_batch_tokens);
 
-/* The model config from the options (vocab_size, block_size, n_embd, n_layer, n_head, dropout,
- * pos, pos_opts), checked by the library, whose message names the key; `what` names the source in
- * it ("textgen train options"). */
 /* --precision's value (NULL: fp32) into *p; false with "PROG: --precision ..." printed if unknown. */
 bool ex_precision_from(const char *prog, const char *name, mg_precision *p);
 /* Whether a checked --precision value (NULL: fp32) names bf16. */
@@ -60,8 +57,11 @@ bool ex_precision_is_bf16(const char *name);
  * prints to stderr, once per process, that the run is slower than in fp32 and why ("PROG: ..."). */
 const char *ex_precision_banner(const char *prog, bool bf16);
 
-mg_status ex_train_model_config(const char *what, const ex_train_opts *o, int64_t vocab,
-                                mg_gpt_config *cfg);
+/* The model config from the options (vocab_size, block_size, n_embd, n_layer, n_head, dropout,
+ * pos, pos_opts). --n-embd not a multiple of --n-head is refused here, naming both options; the rest
+ * is checked by the library, whose message names the key and starts with "model options". The
+ * message is meant to follow "PROG: ". */
+mg_status ex_train_model_config(const ex_train_opts *o, int64_t vocab, mg_gpt_config *cfg);
 
 /* ---- resuming ---- */
 

@@ -195,7 +195,7 @@ int music_cmd_train(int argc, char **argv) {
 
     /* the model config first: a bad size is a usage error, found before any loading */
     mg_gpt_config cfg;
-    if (ex_train_model_config("music train options", &o.c, MUSIC_PERF_VOCAB, &cfg) != MG_OK) {
+    if (ex_train_model_config(&o.c, MUSIC_PERF_VOCAB, &cfg) != MG_OK) {
         fprintf(stderr, PROG ": %s\n", mg_last_error());
         rc = 2;
         goto out;

@@ -187,7 +187,7 @@ int textgen_cmd_train(int argc, char **argv) {
 
     /* the model */
     mg_gpt_config cfg;
-    if (ex_train_model_config("textgen train options", &o.c, j.vocab.size, &cfg) != MG_OK) {
+    if (ex_train_model_config(&o.c, j.vocab.size, &cfg) != MG_OK) {
         fprintf(stderr, PROG ": %s\n", mg_last_error());
         rc = 2;
         goto out;
