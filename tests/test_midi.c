@@ -755,6 +755,9 @@ static const corrupt_case corrupt[] = {
          TRK(1), 0),
     CASE("second track corrupt", 35, "data byte 0x40 in track 1 with no running status",
          HDR(1, 2, 96), TRK(4), 0, 0xFF, 0x2F, 0, TRK(4), 0, 0x40, 0x40, 0x40),
+    CASE("tempo of 0", 23, "tempo meta event (0x51) sets 0 microseconds per quarter note",
+         HDR(0, 1, 96), TRK(18), 0, 0xFF, 0x51, 0x03, 0, 0, 0, 0, 0x90, 0x3C, 0x40, 0x60, 0x3C, 0,
+         0, 0xFF, 0x2F, 0),
 };
 #define N_CORRUPT (sizeof corrupt / sizeof corrupt[0])
 /* clang-format on */
@@ -1750,6 +1753,18 @@ START_TEST(music_command_line) {
         ck_assert_msg(strstr(out, bad[i].says), "music %s: %s", bad[i].args, out);
         free(out);
     }
+    /* a tempo of 0 once put every note at 0 s; the file is refused where the event is */
+    const corrupt_case *t0 = &corrupt[N_CORRUPT - 1];
+    ck_assert_str_eq(t0->name, "tempo of 0");
+    p = path_in(dir, "tempo0.mid");
+    tu_write_bytes(p, t0->bytes, t0->len);
+    snprintf(cmd, sizeof cmd, "'%s' tokens '%s' 2>&1", bin, p);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    char want[8192];
+    snprintf(want, sizeof want, "%s: offset 23: tempo meta event (0x51) sets 0 microseconds per quarter note", p);
+    ck_assert_msg(strstr(out, want), "music tokens tempo0.mid: %s", out);
+    free(out);
+    free(p);
     snprintf(cmd, sizeof cmd, "'%s' help", bin);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "stats --data DIR"));

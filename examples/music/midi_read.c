@@ -123,6 +123,11 @@ static mg_status read_track(reader *r, size_t track, size_t p, size_t end) {
                             "meta event 0x%02x of %u bytes runs past the end of track %zu, "
                             "which ends at offset %zu",
                             type, len, track, end);
+            /* a tempo of 0 us per quarter would put every later event at the same instant */
+            if (type == MUSIC_MIDI_META_TEMPO && len == 3 && !(b[p] | b[p + 1] | b[p + 2]))
+                return FAIL(ev_off,
+                            "tempo meta event (0x51) sets 0 microseconds per quarter note; a tempo "
+                            "is at least 1");
             if (type == MUSIC_MIDI_META_END_OF_TRACK) {
                 t->end_tick = tick;
                 return MG_OK; /* bytes after End-of-Track in the chunk are not events */
