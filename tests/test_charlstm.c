@@ -96,6 +96,16 @@ START_TEST(stopped_and_resumed_ends_exactly) {
     ck_assert_int_eq(run("train --resume --out b --sample-tokens 0 --threads 1"), 0);
     static const char *const wkeys[] = {"charlstm.hidden", "charlstm.block", "vocab_size", NULL};
     tu_assert_resumed_exactly(tmpdir, "a", "b", wkeys, 12, 5, "\"lr\": ");
+    /* a model size other than the checkpoint's is named, not found as a tensor shape */
+    ck_assert_int_eq(run("train --resume --out b --sample-tokens 0 --threads 1 --hidden 32"), 2);
+    tu_assert_stderr_has(&charlstm, "charlstm train: cannot resume: --hidden 32 but the checkpoint "
+                                    "b/model.safetensors was trained with --hidden 24 (leave --hidden out to keep it)\n");
+    ck_assert_int_eq(run("train --resume --out b --sample-tokens 0 --threads 1 --embd 16"), 2);
+    tu_assert_stderr_has(&charlstm, "--embd 16 but the checkpoint b/model.safetensors was trained with --embd 8");
+    ck_assert_int_eq(run("train --resume --out b --sample-tokens 0 --threads 1 --layers 2"), 2);
+    tu_assert_stderr_has(&charlstm, "--layers 2 but the checkpoint b/model.safetensors was trained with --layers 1");
+    /* the same sizes given again are no change */
+    ck_assert_int_eq(run("train --resume --out b --sample-tokens 0 --threads 1 --hidden 24 --embd 8"), 0);
     teardown();
 }
 END_TEST

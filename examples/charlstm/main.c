@@ -225,10 +225,27 @@ static int cmd_train(int argc, char **argv) {
         o.tokenizer = tok ? tok : "char";
         const char *data = mg_st_meta_get(saved, CL_META_DATA);
         int n_given = n_files;
+        /* the sizes of the saved weights: a command line that changes one could not load them */
+        const struct {
+            const char *opt, *key;
+            int64_t *now, saved;
+        } sizes[] = {{"embd", CL_META_PREFIX ".embd", &o.c.n_embd, o.c.n_embd},
+                     {"hidden", CL_META_PREFIX ".hidden", &o.hidden, o.hidden},
+                     {"layers", CL_META_PREFIX ".layers", &o.c.n_layer, o.c.n_layer}};
         if (ex_parse(TRAIN, TRAIN_USAGE, argc - 1, argv + 1, table, n_opts, files, 64, &n_files) != EX_PARSE_OK) {
             rc = 2;
             goto out;
         }
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            if (mg_st_meta_get(saved, sizes[i].key) && *sizes[i].now != sizes[i].saved) {
+                fprintf(stderr,
+                        TRAIN ": cannot resume: --%s %lld but the checkpoint %s was trained with --%s %lld "
+                        "(leave --%s out to keep it)\n",
+                        sizes[i].opt, (long long)*sizes[i].now, rf.ckpt, sizes[i].opt, (long long)sizes[i].saved,
+                        sizes[i].opt);
+                rc = 2;
+                goto out;
+            }
         if (n_given == 0 && !o.c.data && data && data[0]) n_files = cl_split_list(data, files, 64);
     }
     if (!o.prompt) o.prompt = "";
