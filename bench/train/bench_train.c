@@ -488,7 +488,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--python")) o.python = v;
         else if (!strcmp(a, "--pytorch-script")) o.script = v;
         else if (!strcmp(a, "--openblas-core")) o.blas_core = v;
-        else if (!strcmp(a, "--pytorch-wait-policy")) o.wait_policy = v;
+        else if (!strcmp(a, "--pytorch-wait-policy")) {
+            if (strcmp(v, "passive") && strcmp(v, "active") && strcmp(v, "env")) {
+                fprintf(stderr, "bench_train: --pytorch-wait-policy '%s': expected passive, active or env\n", v);
+                return 2;
+            }
+            o.wait_policy = v;
+        }
         else if (!strcmp(a, "--pytorch-malloc")) {
             if (strcmp(v, "retain") && strcmp(v, "default")) {
                 fprintf(stderr, "bench_train: --pytorch-malloc '%s': expected retain or default\n", v);
