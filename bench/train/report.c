@@ -222,7 +222,7 @@ void bt_print_table(const bt_report *rep, FILE *f) {
 bool bt_write_json(const bt_report *rep, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
-        perror(path);
+        fprintf(stderr, "bench_train: cannot write %s: %s\n", path, strerror(errno));
         return false;
     }
     for (int i = 0; i < rep->n; i++) {
@@ -376,7 +376,7 @@ const char *bt_json_str(const cJSON *j, const char *key, const char *missing) {
 bool bt_report_load(bt_report *rep, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        perror(path);
+        fprintf(stderr, "bench_train: cannot read %s: %s\n", path, strerror(errno));
         return false;
     }
     char *line = NULL;

@@ -180,8 +180,11 @@ if [ $rc -eq 0 ] &&
 else not_ok "--report judges bf16 by the unit the run had" "exit $rc: $(grep -A30 '^targets' "$tmp/rep" | head -c 1500)"; fi
 "$bench" --report "$tmp/missing.json" >"$tmp/rep" 2>&1
 rc=$?
-if [ $rc -eq 1 ] && grep -qF "missing.json: No such file" "$tmp/rep"; then ok "--report names a missing file"
+if [ $rc -eq 1 ] && grep -qF "bench_train: cannot read $tmp/missing.json: No such file or directory" "$tmp/rep"; then
+  ok "--report names a missing file"
 else not_ok "--report names a missing file" "exit $rc: $(head -c 400 "$tmp/rep")"; fi
+expect_exit "--json in a missing folder is named" 1 "bench_train: cannot write $tmp/nodir/r.json: No such file or directory" \
+  --report "$tmp/r.json" --json "$tmp/nodir/r.json"
 
 # --gen-tokens: the length asked for, or what fits the context after the prompt, said so.
 "$bench" --configs tiny --threads 1 --no-pytorch --steps 1 --warmup 1 --gen-runs 1 --gen-tokens 3 \
