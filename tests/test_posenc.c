@@ -895,6 +895,15 @@ START_TEST(program_missing_plugin_is_explained) {
     snprintf(args, sizeof args, "--plugin-path '%s' --list-schemes", tmp_path("empty"));
     ck_assert_int_eq(run_env(env, args), 0);
     ck_assert_msg(!strstr(posenc.out, "alibi"), "%s", posenc.out);
+    /* a folder named on the command line that is not there is said so, before anything runs */
+    snprintf(args, sizeof args, "--plugin-path '%s:%s' --list-schemes", tmp_path("empty"), tmp_path("nowhere"));
+    ck_assert_int_eq(run_env(env, args), 2);
+    snprintf(want, sizeof want, "posenc: --plugin-path: directory %s does not exist\n", tmp_path("nowhere"));
+    tu_assert_stderr_has(&posenc, want);
+    ck_assert_int_eq(run_env(env, "--plugin-path /nonexistent --list-schemes"), 2);
+    tu_assert_stderr_has(&posenc, "posenc: --plugin-path: directory /nonexistent does not exist\n");
+    ck_assert_int_eq(run_env(env, "--plugin-path /dev/null --list-schemes"), 2);
+    tu_assert_stderr_has(&posenc, "posenc: --plugin-path: /dev/null is not a directory\n");
 }
 END_TEST
 

@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -323,6 +324,34 @@ static void print_catalog(const posenc_catalog *c) {
         printf("shadowed by a file of the same name found earlier (not loaded):\n%s", c->shadowed);
 }
 
+/* The folders of --plugin-path exist: the loader skips a missing one quietly (as it must for
+ * MINIGRAD_PLUGIN_PATH), but one named on the command line is a mistake to report, not a folder
+ * that happens to hold no plugins. Prints the first that is not a folder as "posenc: ...". */
+static bool plugin_dirs_exist(const char *list) {
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%.*s", (int)len, p);
+            struct stat sb;
+            if (stat(dir, &sb) != 0) {
+                if (errno == ENOENT)
+                    fprintf(stderr, "%s: --plugin-path: directory %s does not exist\n", prog, dir);
+                else
+                    fprintf(stderr, "%s: --plugin-path: %s: %s\n", prog, dir, strerror(errno));
+                return false;
+            }
+            if (!S_ISDIR(sb.st_mode)) {
+                fprintf(stderr, "%s: --plugin-path: %s is not a directory\n", prog, dir);
+                return false;
+            }
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     ex_stdout_begin();
     options o = {.tasks = "rev,sort,lmax,perm",
@@ -366,6 +395,7 @@ int main(int argc, char **argv) {
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
     mg_precision precision;
     if (!ex_precision_from(prog, o.precision, &precision)) return 2;
+    if (o.plugin_path && !plugin_dirs_exist(o.plugin_path)) return 2;
 
     posenc_catalog catalog, *cat = &catalog;
     if (posenc_catalog_discover(cat, o.plugin_path) != MG_OK) {
