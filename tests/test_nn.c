@@ -544,6 +544,8 @@ END_TEST
 /* ---- the example of docs/layers.md, compiled and run, and compared with the page ---- */
 
 /* layers-example:begin */
+#include "minigrad/minigrad.h" /* minigrad/nn.h alone lacks the optimizers */
+
 /* Each token id of a sequence predicts the next id (modulo V): a frozen random embedding, an
  * RMSNorm, dropout and a linear head, built with the typed constructors of minigrad/nn.h. */
 static float train_next_id(void) {
