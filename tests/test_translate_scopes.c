@@ -2,7 +2,8 @@
  * numbers against PyTorch): a badly shaped input or configuration raises an error that says where
  * (the layer's name and kind from mg_layer_forward's scope, the layer's own check, or the scope the
  * translated Llama block pushes around its attention and feed-forward code), the scopes are popped
- * after a failure, and docs/pytorch.md shows exactly the tested code of both sides. */
+ * after a failure, and docs/pytorch.md shows exactly the tested code of both sides (with the structs
+ * and the naming helper the C side uses). */
 #include "test_util.h"
 #include "translate_models.h"
 
@@ -183,6 +184,21 @@ START_TEST(the_guide_shows_the_tested_code) {
         ck_assert_msg(strcmp(py_doc, py_src) == 0, "docs/pytorch.md's pytorch-%s block differs from tests/test_translate.py",
                       models[i]);
         free(c_src), free(py_src), free(c_doc), free(py_doc);
+    }
+    /* the C the models use besides: their structs and the llama block's naming helper */
+    static const char *const extras[][2] = {{"cnn-types", "tests/translate_models.h"},
+                                            {"lstm-types", "tests/translate_models.h"},
+                                            {"llama-types", "tests/translate_models.h"},
+                                            {"llama-name", "tests/translate_models.c"}};
+    for (int i = 0; i < 4; i++) {
+        char b1[64], e1[64], b2[64], e2[64];
+        snprintf(b1, sizeof b1, "translate-%s:begin", extras[i][0]), snprintf(e1, sizeof e1, "translate-%s:end", extras[i][0]);
+        snprintf(b2, sizeof b2, "minigrad-%s:begin", extras[i][0]), snprintf(e2, sizeof e2, "minigrad-%s:end", extras[i][0]);
+        char *src = block_of(extras[i][1], b1, e1), *doc = block_of("docs/pytorch.md", b2, e2);
+        ck_assert_msg(src, "%s lacks the translate-%s block", extras[i][1], extras[i][0]);
+        ck_assert_msg(doc, "docs/pytorch.md lacks the minigrad-%s block", extras[i][0]);
+        ck_assert_msg(strcmp(doc, src) == 0, "docs/pytorch.md's minigrad-%s block differs from %s", extras[i][0], extras[i][1]);
+        free(src), free(doc);
     }
 }
 END_TEST

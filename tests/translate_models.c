@@ -58,11 +58,13 @@ void tr_lstm_lm_free(tr_lstm_lm *m) {
     mg_layer_free(m->emb), mg_layer_free(m->lstm), mg_layer_free(m->head);
 }
 
+/* translate-llama-name:begin */
 /* "<prefix>.<local>" into buf (a layer's name, which is also its parameters' prefix). */
 static const char *tr_name(char *buf, size_t cap, const char *prefix, const char *local) {
     snprintf(buf, cap, "%s.%s", prefix, local);
     return buf;
 }
+/* translate-llama-name:end */
 
 /* translate-llama:begin */
 /* class TransformerBlock(nn.Module): Attention, FeedForward and two RMSNorms */
