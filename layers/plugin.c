@@ -141,6 +141,14 @@ static void spath_add(spath *p, const char *dir, size_t len, const char *role) {
     p->n++;
 }
 
+/* Whether dir (a real path) lies in the build tree minigrad was built in. */
+static bool in_build_tree(const char *dir) {
+    char root[PATH_MAX];
+    if (!mg_plugin_build_root[0] || !realpath(mg_plugin_build_root, root)) return false;
+    size_t rl = strlen(root);
+    return strncmp(dir, root, rl) == 0 && (dir[rl] == '/' || dir[rl] == 0);
+}
+
 /* The folder of the running program, and whether it lies in the build tree minigrad was built in. */
 static bool program_dir(char *buf, size_t n, bool *in_build) {
     *in_build = false;
@@ -149,12 +157,30 @@ static bool program_dir(char *buf, size_t n, bool *in_build) {
     if (k <= 0) return false;
     exe[k] = 0;
     snprintf(buf, n, "%s", dirname(exe));
-    char root[PATH_MAX];
-    if (mg_plugin_build_root[0] && realpath(mg_plugin_build_root, root)) {
-        size_t rl = strlen(root);
-        *in_build = strncmp(buf, root, rl) == 0 && (buf[rl] == '/' || buf[rl] == 0);
-    }
+    *in_build = in_build_tree(buf);
     return true;
+}
+
+/* The installed plugin folder as seen from the library this code was loaded from
+ * (<its folder>/minigrad/plugins): the one that came with it, even where the prefix has been moved
+ * since it was configured. False when that library is the program itself (linked statically) or lies
+ * in the build tree, which has a plugins folder of its own. */
+static bool library_plugin_dir(char *buf, size_t n) {
+    Dl_info info;
+    char lib[PATH_MAX], exe[PATH_MAX];
+    if (!dladdr(&plug_lock, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) return false;
+    if (realpath("/proc/self/exe", exe) && strcmp(exe, lib) == 0) return false;
+    const char *dir = dirname(lib);
+    if (in_build_tree(dir)) return false;
+    int w = snprintf(buf, n, "%s/%s", dir, mg_plugin_lib_subdir);
+    return w > 0 && (size_t)w < n;
+}
+
+/* Whether a and b name the same directory (same text, or the same real directory). */
+static bool same_dir(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return true;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
 /* Builds the search path (minigrad/plugin.h); the caller holds plug_lock. */
@@ -171,10 +197,16 @@ static void search_path(spath *p) {
         char exe_dir[PATH_MAX];
         bool in_build;
         bool have_exe = program_dir(exe_dir, sizeof exe_dir, &in_build);
-        if (in_build)
+        if (in_build) {
             spath_add(p, mg_plugin_build_dir, strlen(mg_plugin_build_dir), "build tree");
-        else
+        } else {
+            /* the plugins that came with the loaded library first; where the prefix has not moved
+             * that is the configured folder, named as such */
+            char lib_dir[PATH_MAX];
+            if (library_plugin_dir(lib_dir, sizeof lib_dir) && !same_dir(lib_dir, mg_plugin_install_dir))
+                spath_add(p, lib_dir, strlen(lib_dir), "beside the library");
             spath_add(p, mg_plugin_install_dir, strlen(mg_plugin_install_dir), "installed");
+        }
         if (have_exe && !in_build) {
             spath_add(p, exe_dir, strlen(exe_dir), "program folder");
             char sub[PATH_MAX + 16];

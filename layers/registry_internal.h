@@ -19,8 +19,9 @@ mg_status mg_reg_commit(const mg_layer_vtable *const *vts, int n, const char *or
 /* Comma-separated registered layer names, or positional scheme names. */
 void mg_reg_names(char *buf, size_t n, bool schemes);
 /* The plugin folders this build knows (generated from layers/plugin_dirs.c.in by meson): the
- * installed one, the build tree's root and its plugins folder. */
-extern const char mg_plugin_install_dir[], mg_plugin_build_root[], mg_plugin_build_dir[];
+ * installed one relative to the library's folder ("minigrad/plugins") and as configured (absolute),
+ * the build tree's root and its plugins folder. */
+extern const char mg_plugin_lib_subdir[], mg_plugin_install_dir[], mg_plugin_build_root[], mg_plugin_build_dir[];
 /* 1234567 -> "1,234,567" */
 void mg_fmt_count(int64_t n, char *buf, size_t len);
 void mg_layer_print_rows(mg_layer *const *layers, int n, FILE *f);

@@ -8,8 +8,9 @@
 # then, with pkg-config alone (PKG_CONFIG_PATH to the prefix, no path into the source tree):
 # build and run a program of our own, a core-only program, a custom op under the gradient checker
 # (when it is installed), a positional-scheme plugin the installed `posenc` picks up from
-# MINIGRAD_PLUGIN_PATH; run the installed `textgen` without LD_LIBRARY_PATH, also from a copy of
-# the prefix elsewhere; and use the source tree as a meson subproject, dependency('minigrad').
+# MINIGRAD_PLUGIN_PATH; run the installed `textgen` without LD_LIBRARY_PATH; move the prefix
+# elsewhere and check that its programs still run and find its plugins; and use the source tree as
+# a meson subproject, dependency('minigrad').
 #
 # Run by `meson test --suite install` (tests/install/meson.build sets the variables):
 #   MINIGRAD_SOURCE_ROOT  this source tree
@@ -204,14 +205,21 @@ else
   for f in tgpe tga; do [ -f "$work/$f.run" ] && sed 's/^/# /' "$work/$f.run"; done
 fi
 
-# ---- 10. relocatable: the programs find the libraries relative to themselves --------------------
+# ---- 10. relocatable: the programs find the libraries relative to themselves, the plugins -------
+# relative to the libraries (the configured plugin folder is gone with the old prefix)
 runpath=$(readelf -d "$P/bin/textgen" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 mv "$P" "$work/moved"
+moved_plugins=$(cd "$work/moved" && pwd -P)${plugindir#"$P"}
 if [[ "$runpath" == '$ORIGIN'* ]] && run "$work/moved.run" "$work/moved/bin/textgen" --help &&
-   run "$work/moved2.run" "$work/moved/bin/mlp_demo" --help; then
-  ok "programs carry RUNPATH $runpath: the prefix moved elsewhere still runs"
+   run "$work/moved2.run" "$work/moved/bin/mlp_demo" --help &&
+   run "$work/moved3.run" "$work/moved/bin/gpt" plugins --schemes &&
+   grep -q "^  alibi .*$moved_plugins/libalibi.so" "$work/moved3.run" &&
+   grep -q "$moved_plugins (beside the library)" "$work/moved3.run" &&
+   grep -q "$plugindir (installed, missing)" "$work/moved3.run"; then
+  ok "programs carry RUNPATH $runpath: the prefix moved elsewhere still runs and finds its alibi plugin"
 else
   not_ok "relocatable install (RUNPATH '$runpath')" "$work/moved.run"
+  [ -f "$work/moved3.run" ] && sed 's/^/# /' "$work/moved3.run"
 fi
 mv "$work/moved" "$P"
 

@@ -31,8 +31,11 @@
  *
  * The search path, one for every program and every call below, in this order:
  *  1. the directories of MINIGRAD_PLUGIN_PATH (colon-separated; read at each search);
- *  2. the installed plugin folder, <prefix>/<libdir>/minigrad/plugins, fixed when minigrad is
- *     configured; but for a program that runs from inside the build tree minigrad was built in,
+ *  2. the installed plugin folder: first minigrad/plugins beside the libminigrad-layers the
+ *     program loaded (found with dladdr), so a prefix moved or copied elsewhere uses the plugins
+ *     that came with it; then <prefix>/<libdir>/minigrad/plugins, fixed when minigrad is
+ *     configured (where the prefix has not moved, the two are one folder, searched once, as
+ *     "installed"). But for a program that runs from inside the build tree minigrad was built in,
  *     that build tree's plugins folder (<build>/plugins) instead, so an uninstalled build uses its
  *     own plugins and never an older installed copy;
  *  3. the folder of the running program (the directory of /proc/self/exe) and its plugins/
@@ -135,8 +138,9 @@ typedef struct mg_plugin_entry {
     const char *scheme; /* LAYER: its positional scheme, NULL if it has none */
     const char *path;   /* DIR, FAILED, SHADOWED: the path; LAYER: "built-in", "program" or the
                            real path of the plugin that registered it */
-    const char *why;    /* DIR: "MINIGRAD_PLUGIN_PATH", "installed", "build tree", "program folder"
-                           or "added", with ", missing" when it does not exist; FAILED, SHADOWED:
+    const char *why;    /* DIR: "MINIGRAD_PLUGIN_PATH", "beside the library", "installed", "build
+                           tree", "program folder" or "added", with ", missing" when it does not
+                           exist; FAILED, SHADOWED:
                            as above; NULL for LAYER */
 } mg_plugin_entry;
 
