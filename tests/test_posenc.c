@@ -941,6 +941,29 @@ START_TEST(program_picks_up_a_plugin_scheme) {
 }
 END_TEST
 
+/* A --plugin-path folder whose path is longer than 1024 bytes is searched like any other. */
+START_TEST(program_searches_a_long_plugin_path) {
+    find_binary();
+    ck_assert_msg(access(plugin_so, F_OK) == 0, "%s not built", plugin_so);
+    char deep[2048], name[201];
+    memset(name, 'd', 200);
+    name[200] = 0;
+    snprintf(deep, sizeof deep, "%s", tmpdir);
+    for (int i = 0; i < 6; i++) {
+        size_t n = strlen(deep);
+        snprintf(deep + n, sizeof deep - n, "/%s", name);
+        ck_assert_int_eq(mkdir(deep, 0755), 0);
+    }
+    ck_assert_uint_gt(strlen(deep), 1024);
+    char cmd[2600], args[2600];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", plugin_so, deep);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(args, sizeof args, "--plugin-path '%s' --list-schemes", deep);
+    ck_assert_int_eq(run_env("MINIGRAD_PLUGIN_PATH=", args), 0);
+    tu_assert_stdout_has(&posenc, "  logbias      logbias              ");
+}
+END_TEST
+
 static Suite *posenc_suite(void) {
     Suite *s = suite_create("posenc");
     TCase *m = tcase_create("model");
@@ -973,6 +996,7 @@ static Suite *posenc_suite(void) {
         fprintf(stderr, "# /dev/full not found: program_report_on_a_full_disk_fails_by_name skipped\n");
     tcase_add_test(p, program_missing_plugin_is_explained);
     tcase_add_test(p, program_picks_up_a_plugin_scheme);
+    tcase_add_test(p, program_searches_a_long_plugin_path);
     suite_add_tcase(s, p);
     return s;
 }

@@ -16,6 +16,7 @@
 #include "minigrad/tensor.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -429,7 +430,11 @@ static int worker_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--threads") && !bench_int_flag("bench_train worker", "--threads", argv[i + 1], 1, 1024, &threads))
             return 2;
-        else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--seed")) {
+            int s;
+            if (!bench_int_flag("bench_train worker", "--seed", argv[i + 1], 0, INT_MAX, &s)) return 2;
+            seed = (unsigned long long)s;
+        }
         else if (!strcmp(argv[i], "--precision")) {
             mg_precision p;
             if (!mg_precision_parse(argv[i + 1], &p)) { /* one JSON line, as the worker's other errors */
@@ -502,7 +507,11 @@ int main(int argc, char **argv) {
             }
             o.malloc_mode = v;
         }
-        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--seed")) {
+            int seed;
+            if (!bench_int_flag("bench_train", "--seed", v, 0, INT_MAX, &seed)) return 2;
+            o.seed = (uint64_t)seed;
+        }
         else if (!strcmp(a, "--configs")) {
             memset(o.configs, 0, sizeof o.configs);
             if (!parse_configs(v, o.configs)) return 2;

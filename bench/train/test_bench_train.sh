@@ -16,6 +16,10 @@ expect_exit "thread list with garbage refused" 2 "'2x' is not a thread count" --
 expect_exit "unknown configuration lists the known ones" 2 "unknown configuration 'nope' (known: textgen music tiny tiny-long)" --configs nope
 expect_exit "steps must be positive" 2 "--steps: 0 is out of range 1..1000000" --steps 0
 expect_exit "generation length must be positive" 2 "--gen-tokens: -5 is out of range 1..1000000" --gen-tokens -5
+expect_exit "a seed that is no number refused" 2 "bench_train: --seed expects an integer in 0..2147483647, got 'abc'" \
+  --seed abc --no-pytorch --configs tiny --threads 1 --steps 1 --warmup 1 --gen-runs 1 --json "$tmp/wp.json"
+expect_exit "the worker refuses such a seed too" 2 "bench_train worker: --seed expects an integer in 0..2147483647, got '12x'" \
+  --worker train --config tiny --threads 1 --seed 12x
 # the values PyTorch's worker takes are checked before anything runs (the tiny run keeps a miss short)
 expect_exit "unknown wait policy lists the known ones" 2 \
   "bench_train: --pytorch-wait-policy 'bogus': expected passive, active or env" \

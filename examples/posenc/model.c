@@ -55,11 +55,12 @@ static void add_dirs(const char *list) {
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > 0 && len < 1024) {
-            char dir[1024];
+        char *dir = len > 0 ? malloc(len + 1) : NULL;
+        if (dir) {
             memcpy(dir, p, len);
             dir[len] = 0;
             mg_plugin_add_dir(dir);
+            free(dir);
         }
         p += len + (end ? 1 : 0);
     }
