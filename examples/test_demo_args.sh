@@ -47,6 +47,9 @@ refuse "gpt2_positions --vocab without a value" "gpt2_positions: --vocab needs a
 refuse "gpt2_positions stray argument" "gpt2_positions: unexpected argument '7000'" "$GPT2_POSITIONS" --vocab 700 7000
 refuse "gpt2_positions bad value" "gpt2_positions: --vocab: 'x' is not a whole number" "$GPT2_POSITIONS" --vocab=x
 helps "gpt2_positions --vocab=N" "sum checked element by element: exact" "$GPT2_POSITIONS" --vocab=70
+if [ "$(head -n 1 "$dir/out")" = "gpt2_positions: filling the token table (70 x 1600) and the position table (1024 x 1600) at random..." ]
+then ok "gpt2_positions says what it fills before the tables' seconds of work"
+else bad "gpt2_positions' first line: $(head -n 1 "$dir/out")"; fi
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -209,6 +209,12 @@ START_TEST(program_trains_on_synthetic_data) {
     rc = tu_run_in(&p, dir, "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive", args);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, p.err);
     ck_assert_msg(strstr(p.out, "stopped at step 3 of 8"), "%s", p.out);
+    char hint[4096]; /* the command that continues the run: this one, with --resume for --stop-after */
+    snprintf(hint, sizeof hint,
+             "fashion_mnist: continue with: %s train --data %s --out %s/out3 --epochs 2 --batch 8 --limit 32 --threads 2 "
+             "--eval-batch 7 --resume\n",
+             p.bin, dir, dir);
+    tu_assert_stdout_has(&p, hint);
     ck_assert_msg(!strstr(p.out, "epoch 1: test accuracy"), "%s", p.out);
     snprintf(args, sizeof args, "train --data '%s' --out '%s/out3' --epochs 2 --batch 8 --limit 32 --threads 2 "
              "--eval-batch 7 --resume", dir, dir);
@@ -361,6 +367,33 @@ START_TEST(program_keeps_the_run_it_finds) {
 }
 END_TEST
 
+/* On a terminal (a pseudo-terminal from script(1)) the accuracy line after an epoch starts a line
+ * of its own: the live progress line is cleared first, not continued. */
+START_TEST(epoch_line_clears_the_live_progress_line) {
+    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
+    tu_find_program(&p);
+    char dir[400];
+    tu_make_tmpdir(dir, sizeof dir, "fm_tty");
+    make_split(dir, "train", N_IMG);
+    make_split(dir, "t10k", N_IMG);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && env -u MINIGRAD_NO_TTY OMP_WAIT_POLICY=passive script -qec \"'%s' --data . --out out --epochs 2 "
+             "--batch 8 --limit 32 --threads 1\" /dev/null >tty.out 2>&1",
+             dir, p.bin);
+    int st = system(cmd);
+    char *out = tu_read_file(tu_path_in(dir, "tty.out"), NULL);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %.3000s", st, out);
+    const char *e = strstr(out, "epoch 1: test accuracy");
+    ck_assert_msg(e, "no epoch line: %.3000s", out);
+    ck_assert_msg(e - out >= 4 && memcmp(e - 4, "\r\033[K", 4) == 0, "the epoch line continues the progress line: %.3000s",
+                  out);
+    ck_assert_msg(strstr(out, "1 thread,") || strstr(out, "1 thread\r") || strstr(out, "1 thread\n"), "%.3000s", out);
+    free(out);
+    ck_assert(tu_remove_tree(dir));
+}
+END_TEST
+
 static Suite *fm_suite(void) {
     Suite *s = suite_create("fashion_mnist");
     TCase *tc = tcase_create("synthetic");
@@ -369,6 +402,10 @@ static Suite *fm_suite(void) {
     tcase_add_test(tc, program_trains_on_synthetic_data);
     tcase_add_test(tc, program_trains_in_bf16);
     tcase_add_test(tc, program_keeps_the_run_it_finds);
+    if (system("command -v script >/dev/null 2>&1") == 0)
+        tcase_add_test(tc, epoch_line_clears_the_live_progress_line);
+    else
+        fprintf(stderr, "# script(1) not found: fashion_mnist's terminal case skipped (util-linux's script)\n");
     suite_add_tcase(s, tc);
     return s;
 }

@@ -558,7 +558,7 @@ START_TEST(signal_saves_a_resumable_checkpoint) {
     /* interrupted once it is training: the log has a few steps */
     int st = tu_run_signalled(
         &music, tmpdir,
-        (char *[]){"music",        "train", "--out",        "int", "--pieces",  "16",
+        (char *[]){music.bin,     "train", "--out",        "int", "--pieces",  "16",
                    "--block-size", "64",    "--n-embd",     "32",  "--n-layer", "1",
                    "--n-head",     "2",     "--threads",    "1",   "--steps",   "1000000",
                    "--ckpt-every", "0",     "--eval-every", "0",   NULL},
@@ -566,6 +566,10 @@ START_TEST(signal_saves_a_resumable_checkpoint) {
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sigs[_i],
                   "status %d; stdout %.1000s; stderr %.1000s", st, music.out, music.err);
     tu_assert_stdout_has(&music, said[_i]);
+    tu_assert_stderr_has(&music, "music: stopping after this step, then saving (a second signal ends it at once)");
+    char hint[1200]; /* the program as it was started */
+    snprintf(hint, sizeof hint, "music: continue with: %s train --resume --out int\n", music.bin);
+    tu_assert_stdout_has(&music, hint);
     tu_run_log lg;
     tu_read_log(tmp_path("int/log.jsonl"), &lg, NULL);
     ck_assert_int_gt(lg.n, 0);

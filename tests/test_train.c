@@ -988,6 +988,38 @@ START_TEST(progress_reports_a_log_it_cannot_write) {
 }
 END_TEST
 
+/* Off a terminal (MINIGRAD_NO_TTY, output to a file): the first step gets a line, then every 1/50
+ * of the run, and any step after 30 s without a line. */
+START_TEST(plain_progress_shows_the_first_step_and_keeps_talking) {
+    setup_dir();
+    setenv("MINIGRAD_NO_TTY", "1", 1);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_ptr_nonnull(freopen("plain.txt", "w", stdout));
+    mg_train_progress p;
+    TU_OK(mg_train_progress_open(&p, "loop", 1000, 0, NULL, false));
+    for (int64_t step = 1; step <= 25; step++) {
+        if (step == 7) p.last_print -= 31.0; /* as if step 7 came 31 s after the last line */
+        TU_OK(mg_train_progress_step(&p, step, 1.0f, 1e-3f, 10.0, NAN, NAN));
+    }
+    TU_OK(mg_train_progress_close(&p));
+    fflush(stdout);
+    ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    char *out = tu_read_file("plain.txt", NULL);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    tu_assert_has("the progress", out, "loop step 1/1000 ");
+    tu_assert_has("the progress", out, "loop step 7/1000 ");
+    tu_assert_has("the progress", out, "loop step 20/1000 ");
+    ck_assert_msg(lines == 3, "%d lines: %s", lines, out);
+    ck_assert_msg(!strchr(out, '\r') && !strchr(out, '\033'), "terminal codes off a terminal: %s", out);
+    free(out);
+    remove_dir();
+}
+END_TEST
+
 static Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -1004,12 +1036,13 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, quiet_run_without_files);
     if (tu_have_dev_full()) {
         tcase_add_test(tc, a_checkpoint_path_that_is_not_a_file_is_refused);
-    tcase_add_test(tc, a_log_that_cannot_be_written_stops_the_run);
+        tcase_add_test(tc, a_log_that_cannot_be_written_stops_the_run);
         tcase_add_test(tc, a_plot_that_cannot_be_written_fails_the_run);
         tcase_add_test(tc, progress_reports_a_log_it_cannot_write);
     } else {
         fprintf(stderr, "# /dev/full not found: the full-disk cases of the train suite skipped\n");
     }
+    tcase_add_test(tc, plain_progress_shows_the_first_step_and_keeps_talking);
     suite_add_tcase(s, tc);
     return s;
 }

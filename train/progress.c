@@ -10,6 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Off a terminal a line is printed every 1/50 of the run, for the first step, and whenever this
+ * many seconds have passed without one (a long run's 1/50 can be many minutes). */
+#define PLAIN_MAX_QUIET_S 30.0
+
 char *mg_train_fmt_duration(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
@@ -29,7 +33,7 @@ mg_status mg_train_progress_open(mg_train_progress *p, const char *prog, int64_t
     p->tty = isatty(STDOUT_FILENO) && !getenv("MINIGRAD_NO_TTY");
     p->total = total;
     p->first_step = first_step;
-    p->t0 = mg_time();
+    p->t0 = p->last_print = mg_time();
     p->last_val = NAN;
     int64_t left = total - first_step;
     p->plain_every = left > 50 ? left / 50 : 1;
@@ -135,7 +139,9 @@ mg_status mg_train_progress_step(mg_train_progress *p, int64_t step, float loss,
                mg_train_fmt_duration(eta, e2, sizeof e2));
         p->line_open = true;
         fflush(stdout);
-    } else if (!isnan(val) || (step - p->first_step) % p->plain_every == 0 || step == p->total) {
+    } else if (!isnan(val) || (step - p->first_step) % p->plain_every == 0 || step == p->total ||
+               step == p->first_step + 1 || now - p->last_print >= PLAIN_MAX_QUIET_S) {
+        p->last_print = now;
         printf("%s step %lld/%lld  loss %.4f%s  lr %.2e  %s  elapsed %s  ETA %s\n", p->prog, (long long)step,
                (long long)p->total, (double)loss, vbuf, (double)lr, sbuf, mg_train_fmt_duration(elapsed, e1, sizeof e1),
                mg_train_fmt_duration(eta, e2, sizeof e2));

@@ -49,10 +49,19 @@ mg_status mg_train_state_path(const char *ckpt, char *buf, size_t n) {
 /* ---- Ctrl-C or SIGTERM: the first one asks the loop to save and stop; a second one (of either)
  * ends the process ---- */
 static volatile sig_atomic_t interrupted; /* the signal's number, 0 while none came */
+/* What the handler writes at once, so that the key press is seen to be taken while the step in
+ * flight finishes (seconds on a large model); made before the handler is installed (write(2) is
+ * all a handler may call). Empty: nothing (a quiet run, or a rank other than the lead). */
+static char stop_ack[192];
+static size_t stop_ack_len;
 static void on_stop_signal(int sig) {
     interrupted = sig;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    if (stop_ack_len) {
+        ssize_t w = write(STDERR_FILENO, stop_ack, stop_ack_len);
+        (void)w; /* nothing to do about a terminal that cannot be written to */
+    }
 }
 
 static const char *stop_signal_name(int sig) {
@@ -996,6 +1005,13 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
                                dp.zero1 ? ", AdamW's moments sharded (ZeRO-1)" : "");
 
     interrupted = 0;
+    if (!prog_line.quiet) {
+        int k = snprintf(stop_ack, sizeof stop_ack, "\n%s: stopping after this step%s (a second signal ends it at once)\n",
+                         prog, cfg->ckpt ? ", then saving" : "");
+        stop_ack_len = k > 0 && (size_t)k < sizeof stop_ack ? (size_t)k : 0;
+    } else {
+        stop_ack_len = 0;
+    }
     void (*old_int)(int) = cfg->catch_sigint ? signal(SIGINT, on_stop_signal) : SIG_DFL;
     void (*old_term)(int) = cfg->catch_sigint ? signal(SIGTERM, on_stop_signal) : SIG_DFL;
     double per_step = m->tokens_per_step > 0 ? (double)m->tokens_per_step : 1.0;

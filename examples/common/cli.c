@@ -11,6 +11,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *ex_invoked_as(const char *prog) {
+    return program_invocation_name && program_invocation_name[0] ? program_invocation_name : prog;
+}
+
+const char *ex_shell_word(const char *s, char *buf, size_t n) {
+    if (!n) return buf;
+    bool plain = s[0] != 0;
+    for (const char *c = s; *c && plain; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("/._-+,:=@%", *c);
+    if (plain) {
+        snprintf(buf, n, "%s", s);
+        return buf;
+    }
+    size_t k = 0;
+    buf[k++] = '\'';
+    for (const char *c = s; *c && k + 5 < n; c++) {
+        if (*c == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *c;
+        }
+    }
+    if (k + 1 < n) buf[k++] = '\'';
+    buf[k < n ? k : n - 1] = 0;
+    return buf;
+}
+
 static bool has_range(const ex_opt *o) {
     if (o->type == EX_INT) return o->min < o->max || (o->min == o->max && o->min != 0);
     if (o->type == EX_FLOAT) return isfinite(o->lo) && isfinite(o->hi) && (o->lo < o->hi || (o->lo == o->hi && o->lo != 0));

@@ -63,6 +63,15 @@ bool ex_check_ranges(const char *prog, const ex_opt *opts, int n_opts, const cha
  * status of a failed command. */
 int ex_fail(const char *prog);
 
+/* The program as the user started it (argv[0]: "build/examples/textgen/textgen", "./music"), for
+ * the commands a program suggests; prog when that is not known. */
+const char *ex_invoked_as(const char *prog);
+
+/* s as one shell word: unchanged when it holds only characters no shell treats specially, else in
+ * single quotes (a quote within as '\''). Returns buf, which receives it (cut short if it does not
+ * fit in n bytes). */
+const char *ex_shell_word(const char *s, char *buf, size_t n);
+
 /* After a checkpoint failed to load: ex_fail's message, then, when the file does not exist, what
  * makes one ("PROG: train a model first (TRAIN_CMD) or pass --ckpt FILE"). Returns 1. */
 int ex_fail_load(const char *prog, const char *train_cmd, const char *ckpt);

@@ -289,7 +289,10 @@ int ex_interrupted_status(const mg_train_result *res) {
 
 int ex_train_stopped(const char *prog, const ex_train_opts *o, const mg_train_result *res) {
     if (!res->interrupted && !res->stopped) return -1;
-    printf("%s: continue with: %s train --resume --out %s\n", prog, prog, o->out);
+    char cmd[1024], out[1024];
+    /* the program as it was started (build/examples/textgen/textgen, say), not only its name */
+    printf("%s: continue with: %s train --resume --out %s\n", prog, ex_shell_word(ex_invoked_as(prog), cmd, sizeof cmd),
+           ex_shell_word(o->out, out, sizeof out));
     return res->interrupted ? ex_interrupted_status(res) : 0;
 }
 

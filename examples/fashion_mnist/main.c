@@ -197,9 +197,9 @@ typedef struct fm_job {
 
 static void fm_flush_note(fm_job *j) {
     if (!j->note[0]) return;
-    /* on a terminal the trainer's live line is open: start a line of our own */
-    const char *notty = getenv("MINIGRAD_NO_TTY");
-    bool tty = isatty(fileno(stdout)) && !(notty && notty[0]);
+    /* on a terminal the trainer's live line is open: start a line of our own. The same test as the
+     * trainer's (fd 1, MINIGRAD_NO_TTY set at all): stdout itself is a checked stream with no fd */
+    bool tty = isatty(STDOUT_FILENO) && !getenv("MINIGRAD_NO_TTY");
     printf("%s%s\n", tty ? "\r\033[K" : "", j->note);
     fflush(stdout);
     j->note[0] = 0;
@@ -349,6 +349,27 @@ static mg_status fm_read_ckpt(const char *ckpt, fm_job *j, int64_t *step, mg_pre
     return MG_OK;
 }
 
+/* The command line of this run, kept by main for the command that continues it. */
+static int cmd_argc;
+static char **cmd_argv;
+
+/* "continue with: <this command> --resume", without --force and --stop-after (the checkpoint
+ * holds the run; the data, batch, epochs and seed must be given again, as they were). */
+static void print_resume_command(void) {
+    char w[1024];
+    printf("%s: continue with: %s", PROG, ex_shell_word(ex_invoked_as(PROG), w, sizeof w));
+    for (int i = 1; i < cmd_argc; i++) {
+        const char *a = cmd_argv[i];
+        if (!strcmp(a, "--force") || !strcmp(a, "--resume") || !strncmp(a, "--stop-after=", 13)) continue;
+        if (!strcmp(a, "--stop-after")) {
+            i++; /* and its value */
+            continue;
+        }
+        printf(" %s", ex_shell_word(a, w, sizeof w));
+    }
+    printf(" --resume\n");
+}
+
 static int run(const fm_opts *o, mg_precision precision) {
     if (o->threads) mg_set_num_threads((int)o->threads);
     fm_job j = {.batch = o->batch, .eval_batch = o->eval_batch, .epochs = o->epochs, .seed = o->seed};
@@ -399,10 +420,10 @@ static int run(const fm_opts *o, mg_precision precision) {
     meta[4] = (mg_st_meta){"fm.seed", mg_meta_fmt_i64(j.seed_meta, o->seed)};
     meta[5] = (mg_st_meta){"fm.precision", mg_precision_name(precision)};
     printf("%s: %lld training and %lld test images from %s; %lld parameters; %lld epochs of %lld steps, batch %lld, "
-           "%d threads%s\n",
+           "%d thread%s%s\n",
            PROG, (long long)j.train.n, (long long)j.test.n, o->data, (long long)mg_params_numel(j.m.params),
            (long long)o->epochs, (long long)j.spe, (long long)o->batch, mg_get_num_threads(),
-           ex_precision_banner(PROG, precision == MG_PRECISION_BF16));
+           mg_get_num_threads() == 1 ? "" : "s", ex_precision_banner(PROG, precision == MG_PRECISION_BF16));
     fflush(stdout);
 
     mg_train_model model = {.params = j.m.params, .user = &j, .next_batch = fm_next_batch, .loss_rows = fm_loss_rows,
@@ -425,8 +446,9 @@ static int run(const fm_opts *o, mg_precision precision) {
         goto done;
     }
     if (res.stopped || res.interrupted) {
-        printf("%s: stopped at step %lld of %lld; --resume continues from %s\n", PROG, (long long)res.step,
+        printf("%s: stopped at step %lld of %lld; --resume continues from %s:\n", PROG, (long long)res.step,
                (long long)total, ckpt);
+        print_resume_command();
         if (res.interrupted) rc = ex_interrupted_status(&res);
         goto done;
     }
@@ -506,6 +528,7 @@ int main(int argc, char **argv) {
                    "fp32 (default) or bf16: mixed precision, the convolutions' and linear layers' products on bf16 "
                    "operands with float32 weights, gradients and Adam state; evaluation follows it"),
     };
+    cmd_argc = argc, cmd_argv = argv;
     /* `fashion_mnist train [options]` is the same as `fashion_mnist [options]` */
     if (argc > 1 && strcmp(argv[1], "train") == 0) argv++, argc--;
     ex_parse_result pr = ex_parse(PROG, "[train] [options]", argc - 1, argv + 1, opts,

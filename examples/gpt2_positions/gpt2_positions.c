@@ -84,6 +84,10 @@ int main(int argc, char **argv) {
     snprintf(keys, sizeof keys, "max_len=%d,dim=%d", N_CTX, N_EMBD);
     mg_layer *wpe = make("learned_pos", "wpe", keys, P);
     mg_rng rng = mg_rng_make(1600);
+    /* GPT-2 XL's token table is 80M values: seconds to fill, said before it starts */
+    printf("gpt2_positions: filling the token table (%ld x %d) and the position table (%d x %d) at random...\n", vocab,
+           N_EMBD, N_CTX, N_EMBD);
+    fflush(stdout);
     if (mg_params_alloc(P, &rng) != MG_OK) {
         fprintf(stderr, "gpt2_positions: %s\n", mg_last_error());
         return 1;
