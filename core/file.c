@@ -168,8 +168,10 @@ mg_status mg_outfile_open(mg_outfile *o, const char *path) {
     }
     if (fd < 0) {
         int e = errno;
-        mg_status st = mg_set_error(MG_ERR_IO, "%s: cannot create the temporary file %s: %s", path, o->tmp,
-                                    strerror(e));
+        mg_status st = e == ENOENT /* the folder is missing: say so, not the temporary's name */
+                           ? mg_set_error(MG_ERR_IO, "%s: cannot write: its folder does not exist", path)
+                           : mg_set_error(MG_ERR_IO, "%s: cannot create the temporary file %s: %s", path, o->tmp,
+                                          strerror(e));
         free(o->tmp), o->tmp = NULL; /* nothing was created: nothing to remove */
         mg_outfile_discard(o);
         return st;

@@ -662,6 +662,18 @@ static bool lose_write_access(const char *dir) {
     return seteuid(65534) == 0;
 }
 
+/* A path in a folder that does not exist: the message says that, not the temporary's name. */
+START_TEST(missing_folder_is_named_as_such) {
+    char *dir = make_dir(), path[1024];
+    join(path, sizeof path, dir, "no/such/ck.safetensors");
+    write_small(path, 1, MG_ERR_IO);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: cannot write: its folder does not exist", path);
+    ck_assert_str_eq(mg_last_error(), want);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(unwritable_directory_leaves_old_file) {
     char *dir = make_dir(), path[1024];
     join(path, sizeof path, dir, "ck.safetensors");
@@ -1213,6 +1225,7 @@ static Suite *safetensors_suite(void) {
 
     tc = tcase_create("atomic");
     tcase_add_test(tc, overwrite_replaces_whole_file);
+    tcase_add_test(tc, missing_folder_is_named_as_such);
     tcase_add_test(tc, unwritable_directory_leaves_old_file);
     tcase_add_test(tc, failed_write_leaves_old_file);
     tcase_add_test(tc, failed_rename_and_stale_temp);

@@ -433,8 +433,10 @@ mg_status mg_safetensors_write(const char *path, const mg_st_entry *tensors, int
     /* O_EXCL: two writers in one process racing on the same path must not share a temp file. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
-        st = mg_set_error(MG_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp,
-                          strerror(errno));
+        if (errno == ENOENT) /* the folder is missing: say so, not the temporary's name */
+            st = mg_set_error(MG_ERR_IO, "%s: cannot write: its folder does not exist", path);
+        else
+            st = mg_set_error(MG_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp, strerror(errno));
         free(header);
         free(tmp);
         return st;
