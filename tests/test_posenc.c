@@ -4,7 +4,7 @@
  * tiny inputs against values worked out by hand), evaluation, attention maps against the attention
  * layer itself, short training runs, and the `posenc` binary end to end: tables, CSV and PNGs well
  * formed, clear errors for a bad scheme or a missing plugin, a plugin scheme joining the
- * comparison, and results that do not depend on the thread count or on the worker processes. The
+ * comparison, a Ctrl-C or SIGTERM that reports the runs finished so far, and results that do not depend on the thread count or on the worker processes. The
  * data side has its own suite (posenc_data). */
 #include "layer_check.h"
 #include "posenc_golden.h"
@@ -941,6 +941,54 @@ START_TEST(program_picks_up_a_plugin_scheme) {
 }
 END_TEST
 
+/* A first SIGINT (Ctrl-C) or SIGTERM ends the comparison after the runs under way: the report of
+ * the runs that finished is written (results.csv as soon as the first is in), the message says
+ * how many finished, which, and where they went, and the exit status is 128 + the signal. In
+ * worker processes (the parent passes the stop on) and in one process. */
+static void check_interrupted(int sig, const char *jobs) {
+    find_binary();
+    char *argv[] = {"posenc", "--tasks", "rev,sort", "--schemes", "none,sin", "--seeds",
+                    "0,1,2,3,4,5,6,7,8,9", "--steps", "40", "--batch", "8", "--eval-every", "20",
+                    "--eval-n", "32", "--lengths", "", "--jobs", (char *)jobs, "--threads",
+                    (char *)jobs, "--out", "out", NULL};
+    int st = tu_run_signalled(&posenc, tmpdir, argv, "out/results.csv",
+                              (long)strlen(POSENC_CSV_HEADER) + 1, sig);
+    ck_assert_msg(WIFEXITED(st), "posenc did not exit on its own after %s (wait status %d); stderr: %s",
+                  sig == SIGINT ? "SIGINT" : "SIGTERM", st, posenc.err);
+    ck_assert_int_eq(WEXITSTATUS(st), 128 + sig);
+    char path[1024];
+    static char csv[1 << 15];
+    snprintf(path, sizeof path, "%s/out/results.csv", tmpdir);
+    tu_read_into(path, csv, sizeof csv);
+    int rows = count_lines(csv) - 1;
+    ck_assert_msg(rows >= 1 && rows < 40, "%d rows in results.csv", rows);
+    char said[128];
+    snprintf(said, sizeof said, "posenc: interrupted (%s): %d of 40 runs finished (",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", rows);
+    tu_assert_stderr_has(&posenc, said);
+    tu_assert_stderr_has(&posenc, "rev/none seed 0");
+    tu_assert_stderr_has(&posenc, "); their results are in out/; the other ");
+    tu_assert_stdout_has(&posenc, "posenc: interrupted (");
+    tu_assert_stdout_has(&posenc, "no new run starts");
+    tu_assert_stdout_has(&posenc, "rev  (");
+    tu_assert_stdout_has(&posenc, "wrote out/results.md, results.csv, length.csv, curves.csv and the PNGs");
+    tu_assert_stdout_has(&posenc, "; the finished runs only)\n");
+    snprintf(path, sizeof path, "%s/out", tmpdir);
+    assert_png(path, "curves_rev.png");
+    snprintf(path, sizeof path, "%s/out/results.md", tmpdir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+}
+
+START_TEST(program_interrupted_reports_the_finished_runs) {
+    check_interrupted(SIGINT, "2");
+}
+END_TEST
+
+START_TEST(program_terminated_reports_the_finished_runs) {
+    check_interrupted(SIGTERM, "1");
+}
+END_TEST
+
 /* A --plugin-path folder whose path is longer than 1024 bytes is searched like any other. */
 START_TEST(program_searches_a_long_plugin_path) {
     find_binary();
@@ -998,6 +1046,11 @@ static Suite *posenc_suite(void) {
     tcase_add_test(p, program_picks_up_a_plugin_scheme);
     tcase_add_test(p, program_searches_a_long_plugin_path);
     suite_add_tcase(s, p);
+    TCase *sig = tcase_create("signals");
+    tcase_add_checked_fixture(sig, setup, teardown);
+    tcase_add_test(sig, program_interrupted_reports_the_finished_runs);
+    tcase_add_test(sig, program_terminated_reports_the_finished_runs);
+    suite_add_tcase(s, sig);
     return s;
 }
 

@@ -6,7 +6,14 @@
  *
  * Workers are forked before the parent runs any kernel, so no OpenMP state crosses a fork. Each
  * worker takes run numbers from one shared pipe (4-byte writes and reads are atomic) and answers on
- * its own pipe: "started", progress every few steps, then the whole result. */
+ * its own pipe: "started", progress every few steps, then the whole result.
+ *
+ * A first SIGINT (Ctrl-C) or SIGTERM stops the comparison after the runs under way: no new run
+ * starts, each worker finishes its run (a run takes seconds; half a run has no result to report)
+ * and the report is written for the runs that finished. The parent passes the stop on to the
+ * workers as SIGUSR1, since a `kill` reaches only the parent. A second signal ends every process at
+ * once. results.csv, length.csv and curves.csv are rewritten after every finished run, so even
+ * then they hold what finished. */
 #include "cli.h"
 #include "gpt_opts.h" /* ex_precision_from, ex_precision_banner */
 #include "output.h"
@@ -101,6 +108,21 @@ static bool parse_tasks(const char *s, posenc_task *t, int *n) {
     return true;
 }
 
+/* ---- stopping on a signal ---- */
+
+static volatile sig_atomic_t stop_signal; /* the first SIGINT or SIGTERM (SIGUSR1 in a worker), 0: none */
+
+static void on_stop_signal(int sig) {
+    stop_signal = sig;
+    /* a second Ctrl-C or SIGTERM takes the default action: the program ends at once */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : "SIGINT";
+}
+
 /* ---- progress ---- */
 
 typedef struct {
@@ -108,10 +130,29 @@ typedef struct {
     int64_t done_steps; /* of finished runs */
     int64_t *live;      /* steps done by the run each worker is on */
     int n_live;
-    int runs_done, n_runs;
+    int runs_done, n_runs, n_failed;
     float last_loss;
     int batch;
+    /* the finished runs, in the order they finished, and the report they make so far */
+    posenc_result *ok;
+    posenc_report *rep;
+    const char *out;
+    bool csv_failed; /* rewriting the CSVs failed once (said so; not again) */
+    bool stop_said;  /* the stop was announced */
 } tracker;
+
+/* Says once that a signal came and what happens now. */
+static void tracker_stop_note(tracker *t, int under_way) {
+    if (!stop_signal || t->stop_said) return;
+    t->stop_said = true;
+    char then[96] = "writing the report of the finished ones";
+    if (under_way > 0)
+        snprintf(then, sizeof then, "finishing the %d run%s under way, then the report of the finished ones",
+                 under_way, under_way == 1 ? "" : "s");
+    mg_train_progress_note(&t->p, "%s: interrupted (%s): no new run starts; %s (%s stops at once)", prog,
+                           signal_name(stop_signal), then,
+                           stop_signal == SIGINT ? "Ctrl-C again" : "a second SIGTERM");
+}
 
 static void tracker_show(tracker *t) {
     int64_t steps = t->done_steps;
@@ -124,6 +165,15 @@ static void tracker_show(tracker *t) {
 static void tracker_finish(tracker *t, const posenc_result *r) {
     t->done_steps += r->cfg.steps;
     t->runs_done++;
+    if (r->status != MG_OK) {
+        t->n_failed++;
+    } else {
+        t->ok[t->rep->n_runs++] = *r;
+        if (posenc_write_csvs(t->out, t->rep) != MG_OK && !t->csv_failed) {
+            t->csv_failed = true;
+            mg_train_progress_note(&t->p, "%s: %s (tried again at the end)", prog, mg_last_error());
+        }
+    }
     const char *task = posenc_task_name(r->cfg.task), *sc = posenc_scheme_label(r->cfg.scheme);
     if (r->status != MG_OK)
         mg_train_progress_note(&t->p, "[%d/%d] %s/%s seed %u FAILED: %s", t->runs_done, t->n_runs, task,
@@ -145,6 +195,7 @@ static void inproc_step(void *user, int steps_done, float loss) {
     inproc *u = user;
     u->t->live[u->slot] = steps_done;
     u->t->last_loss = loss;
+    tracker_stop_note(u->t, 1);
     tracker_show(u->t);
 }
 
@@ -195,7 +246,7 @@ static void worker_main(int task_fd, int out_fd, const posenc_run_cfg *cfgs, pos
     posenc_cache cache;
     posenc_cache_init(&cache);
     int32_t run;
-    while (read_full(task_fd, &run, sizeof run) == sizeof run) {
+    while (!stop_signal && read_full(task_fd, &run, sizeof run) == sizeof run) {
         worker_io w = {out_fd, run};
         msg m = {MSG_START, run, 0, 0.0f};
         if (!write_full(out_fd, &m, sizeof m)) break;
@@ -262,7 +313,18 @@ static mg_status run_parallel(const posenc_run_cfg *cfgs, int n, int jobs, track
     t->n_live = started;
     struct pollfd *pf = calloc((size_t)started, sizeof *pf);
     int open_fds = started;
+    bool passed_on = false;
     while (open_fds > 0 && pf) {
+        if (stop_signal && !passed_on) {
+            passed_on = true;
+            int under_way = 0;
+            for (int k = 0; k < started; k++)
+                if (w[k].fd >= 0) {
+                    kill(w[k].pid, SIGUSR1);
+                    under_way += w[k].run >= 0;
+                }
+            tracker_stop_note(t, under_way);
+        }
         for (int k = 0; k < started; k++) pf[k] = (struct pollfd){w[k].fd, POLLIN, 0};
         if (poll(pf, (nfds_t)started, -1) < 0) {
             if (errno == EINTR) continue;
@@ -437,10 +499,13 @@ int main(int argc, char **argv) {
     int n_failed = 0;
     posenc_run_cfg *cfgs = calloc((size_t)n_runs, sizeof *cfgs);
     posenc_result *res = calloc((size_t)n_runs, sizeof *res);
+    posenc_result *ok = calloc((size_t)n_runs, sizeof *ok); /* the finished runs, packed */
     posenc_scheme *schemes = calloc((size_t)n_schemes, sizeof *schemes);
     int64_t *live = calloc(EX_MAX_THREADS, sizeof *live); /* one per job at most */
-    mg_status st =
-        cfgs && res && schemes && live ? MG_OK : mg_set_error(MG_ERR_NOMEM, "out of memory");
+    int stopped_by = 0;
+    mg_status st = cfgs && res && ok && schemes && live
+                       ? MG_OK
+                       : mg_set_error(MG_ERR_NOMEM, "out of memory");
     if (st != MG_OK) goto done;
     int threads = o.threads > 0 ? (int)o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
@@ -471,65 +536,97 @@ int main(int argc, char **argv) {
            per_run == 1 ? "" : "s", ex_precision_banner(prog, precision == MG_PRECISION_BF16), o.out);
     fflush(stdout);
 
-    tracker t = {
-        .live = live, .n_runs = n_runs, .n_live = 1, .last_loss = NAN, .batch = (int)o.batch};
+    char command[4096] = "posenc";
+    for (int i = 1; i < argc; i++)
+        snprintf(command + strlen(command), sizeof command - strlen(command), " %s", argv[i]);
+    posenc_report rep = {.runs = ok,
+                         .n_runs = 0,
+                         .tasks = tasks,
+                         .n_tasks = n_tasks,
+                         .schemes = schemes,
+                         .n_schemes = n_schemes,
+                         .command = command,
+                         .jobs = jobs,
+                         .threads_per_run = per_run};
+    tracker t = {.live = live,
+                 .n_runs = n_runs,
+                 .n_live = 1,
+                 .last_loss = NAN,
+                 .batch = (int)o.batch,
+                 .ok = ok,
+                 .rep = &rep,
+                 .out = o.out};
+    /* workers inherit these; SIGUSR1 is how the parent stops them */
+    signal(SIGUSR1, on_stop_signal);
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
     mg_train_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
     double t0 = mg_time();
     if (jobs == 1) {
         posenc_cache cache;
         posenc_cache_init(&cache);
         inproc u = {&t, 0};
-        for (int i = 0; i < n_runs; i++) {
+        for (int i = 0; i < n_runs && !stop_signal; i++) {
             posenc_run(&cfgs[i], &cache, inproc_step, &u, &res[i]);
             live[0] = 0;
             tracker_finish(&t, &res[i]);
+            tracker_stop_note(&t, 0);
         }
         posenc_cache_free(&cache);
     } else {
         st = run_parallel(cfgs, n_runs, jobs, &t, res);
     }
     mg_train_progress_close(&t.p);
+    stopped_by = stop_signal;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     double total = mg_time() - t0;
     if (st != MG_OK) goto done;
+    n_failed = t.n_failed;
 
     /* report the runs that finished */
-    int n_ok = 0;
-    for (int i = 0; i < n_runs; i++) {
-        if (res[i].status == MG_OK && res[i].cfg.steps > 0) {
-            if (n_ok != i) res[n_ok] = res[i];
-            n_ok++;
-        } else
-            n_failed++;
+    rep.total_seconds = total;
+    if (rep.n_runs > 0) {
+        posenc_print_tables(stdout, &rep, false);
+        st = posenc_write_report(o.out, &rep);
+        if (st != MG_OK)
+            mg_wrap_error(st, "writing the report");
+        else
+            printf("\nwrote %s/results.md, results.csv, length.csv, curves.csv and the PNGs (%.1f s "
+                   "in all%s)\n",
+                   o.out, total, stopped_by ? "; the finished runs only" : "");
     }
-    char command[4096] = "posenc";
-    for (int i = 1; i < argc; i++)
-        snprintf(command + strlen(command), sizeof command - strlen(command), " %s", argv[i]);
-    posenc_report rep = {.runs = res,
-                         .n_runs = n_ok,
-                         .tasks = tasks,
-                         .n_tasks = n_tasks,
-                         .schemes = schemes,
-                         .n_schemes = n_schemes,
-                         .command = command,
-                         .total_seconds = total,
-                         .jobs = jobs,
-                         .threads_per_run = per_run};
-    posenc_print_tables(stdout, &rep, false);
-    st = posenc_write_report(o.out, &rep);
-    if (st != MG_OK)
-        mg_wrap_error(st, "writing the report");
-    else
-        printf("\nwrote %s/results.md, results.csv, length.csv, curves.csv and the PNGs (%.1f s in "
-               "all)\n",
-               o.out, total);
     if (n_failed)
         fprintf(stderr, "%s: %d of %d runs failed (see above); the report holds the others\n", prog,
                 n_failed, n_runs);
+    if (stopped_by) {
+        fflush(stdout);
+        char done_list[2048] = "";
+        size_t len = 0;
+        for (int i = 0; i < n_runs && len < sizeof done_list; i++) /* in the order of the tables */
+            if (res[i].status == MG_OK && res[i].cfg.steps > 0)
+                len += (size_t)snprintf(done_list + len, sizeof done_list - len, "%s%s/%s seed %u",
+                                        len ? ", " : "", posenc_task_name(res[i].cfg.task),
+                                        posenc_scheme_label(res[i].cfg.scheme), res[i].cfg.seed);
+        if (len >= sizeof done_list) snprintf(done_list + sizeof done_list - 5, 5, " ...");
+        if (rep.n_runs == 0)
+            fprintf(stderr, "%s: interrupted (%s) before any run finished: nothing written to %s/\n",
+                    prog, signal_name(stopped_by), o.out);
+        else
+            fprintf(stderr,
+                    "%s: interrupted (%s): %d of %d runs finished (%s); their results are in %s/%s; "
+                    "the other %d did not run\n",
+                    prog, signal_name(stopped_by), rep.n_runs, n_runs, done_list, o.out,
+                    st == MG_OK ? "" : " (CSV files only: the report failed, below)",
+                    n_runs - t.runs_done);
+    }
 done:
     if (st != MG_OK) ex_fail(prog);
     free(cfgs);
     free(res);
+    free(ok);
     free(schemes);
     free(live);
+    if (stopped_by && st == MG_OK) return ex_exit_status(prog, 128 + stopped_by);
     return ex_exit_status(prog, st != MG_OK || n_failed ? 1 : 0);
 }

@@ -274,6 +274,9 @@ void posenc_print_tables(FILE *f, const posenc_report *rep, bool markdown);
  * tables), table_<scheme>_<task>.png (trained tables, first seed), attention_<scheme>.png (first
  * task, first seed). Each file is written whole or not at all. */
 mg_status posenc_write_report(const char *dir, const posenc_report *rep);
+/* Writes only results.csv, length.csv and curves.csv into dir (the runs so far, while others are
+ * still under way), each whole or not at all. */
+mg_status posenc_write_csvs(const char *dir, const posenc_report *rep);
 
 #ifdef __cplusplus
 }

@@ -123,7 +123,7 @@ static mg_status out_close(out_file *o) {
     return mg_outfile_commit(&o->o);
 }
 
-static mg_status write_csvs(const char *dir, const posenc_report *rep) {
+mg_status posenc_write_csvs(const char *dir, const posenc_report *rep) {
     const posenc_result **rows = malloc((size_t)(rep->n_runs ? rep->n_runs : 1) * sizeof *rows);
     if (!rows) return mg_set_error(MG_ERR_NOMEM, "report: out of memory");
     int n = ordered(rep, rows);
@@ -630,7 +630,7 @@ static mg_status write_markdown(const char *dir, const posenc_report *rep) {
 }
 
 mg_status posenc_write_report(const char *dir, const posenc_report *rep) {
-    mg_status st = write_csvs(dir, rep);
+    mg_status st = posenc_write_csvs(dir, rep);
     if (st == MG_OK) st = write_markdown(dir, rep);
     for (int t = 0; t < rep->n_tasks && st == MG_OK; t++) st = plot_curves(dir, rep, rep->tasks[t]);
     for (int t = 0; t < rep->n_tasks && st == MG_OK; t++)
