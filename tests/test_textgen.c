@@ -823,6 +823,15 @@ START_TEST(eval_reports_nats_and_bits_per_character) {
     /* without --data: the run's own corpus */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors"), 0);
     tu_assert_stdout_has(&textgen, "data tiny.txt\nsplit val\n");
+    /* another split: the loss is named after it; the header comes first, then progress lines
+     * (not a terminal: plain ones at each tenth), then the numbers */
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --split train --batch 1 --threads 1"), 0);
+    tu_assert_stdout_has(&textgen, "\ntrain_loss ");
+    ck_assert_msg(!strstr(textgen.out, "val_loss"), "%.1500s", textgen.out);
+    const char *head = strstr(textgen.out, "data tiny.txt\nsplit train\n"),
+               *line = strstr(textgen.out, "textgen eval: "), *toks = strstr(textgen.out, "\ntokens ");
+    ck_assert_msg(head && line && toks && head < line && line < toks, "%.1500s", textgen.out);
+    tu_assert_stdout_has(&textgen, " windows (10%), loss so far ");
     remove_tmpdir();
 }
 END_TEST

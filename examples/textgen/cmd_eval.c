@@ -77,14 +77,30 @@ int textgen_cmd_eval(int argc, char **argv) {
     if (tg_cover_windows(&w, n, T, &last) != MG_OK || ex_evaluator_init(&e, batch, T) != MG_OK) goto out;
     mg_ctx_set_precision(e.ctx, prec);
     tg_loss sum = {0};
+    printf("data %s\nsplit %s\n", label, split);
+    fflush(stdout);
     double t0 = mg_time();
-    if (tg_eval_windows(&e, g, &v, ids, &w, last, &sum) != MG_OK) goto out;
+    /* batch by batch, so that the progress line moves */
+    tg_eval_progress pg;
+    tg_eval_progress_open(&pg, PROG, (int64_t)w.count);
+    mg_status st = MG_OK;
+    for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
+        size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
+        tg_windows part = {w.start + i, k, w.len};
+        st = tg_eval_windows(&e, g, &v, ids, &part, i + k == w.count ? last : 0, &sum);
+        tg_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.chars ? sum.chars : 1),
+                                sum.tokens);
+    }
+    tg_eval_progress_close(&pg);
+    if (st != MG_OK) goto out;
     double dt = mg_time() - t0;
-    printf("data %s\nsplit %s\ntokens %lld\ncharacters %lld\n", label, split, (long long)sum.tokens,
-           (long long)sum.chars);
+    printf("tokens %lld\ncharacters %lld\n", (long long)sum.tokens, (long long)sum.chars);
     if (v.kind == TG_TOKENIZER_BYTE) printf("nats_per_byte %.6f\n", sum.nats / (double)sum.tokens);
-    printf("val_loss %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n", sum.nats / (double)sum.chars,
-           sum.nats / (double)sum.chars / log(2.0), dt, dt > 0 ? (double)sum.tokens / dt : 0.0);
+    /* the loss is named after the split it was measured on */
+    printf("%s %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n",
+           !strcmp(split, "val") ? "val_loss" : !strcmp(split, "train") ? "train_loss" : "loss",
+           sum.nats / (double)sum.chars, sum.nats / (double)sum.chars / log(2.0), dt,
+           dt > 0 ? (double)sum.tokens / dt : 0.0);
     rc = 0;
 out:
     if (rc) ex_fail(PROG);
