@@ -70,14 +70,21 @@ START_TEST(train_sample_eval) {
     ck_assert_str_eq(charlstm.out, first); /* the seed fixes the sample */
 
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --data tiny.txt"), 0);
-    const char *l = strstr(charlstm.out, "loss ");
+    const char *l = strstr(charlstm.out, " characters: loss ");
     ck_assert_msg(l, "eval: %s", charlstm.out);
-    double nats = strtod(l + 5, NULL);
+    double nats = strtod(l + 18, NULL);
     ck_assert_msg(nats > 0 && nats < lg.val[0], "eval loss %g, first validation %g", nats, lg.val[0]);
     tu_assert_stdout_has(&charlstm, "bits/char");
     /* the run's corpus is remembered */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --split all"), 0);
     tu_assert_stdout_has(&charlstm, "tiny.txt, all split");
+    /* what it scores first, then progress while it works (plain lines at each tenth when not on a
+     * terminal), then the loss */
+    ck_assert_int_eq(run("eval --ckpt run/model.safetensors --split all --batch 1 --threads 1"), 0);
+    const char *head = strstr(charlstm.out, "charlstm eval: tiny.txt, all split: "),
+               *line = strstr(charlstm.out, " windows (10%), loss so far "),
+               *res = strstr(charlstm.out, " characters: loss ");
+    ck_assert_msg(head && line && res && head < line && line < res, "eval: %s", charlstm.out);
 
     ck_assert_int_eq(run("compare --out cmp.png --x step run/log.jsonl=lstm run/log.jsonl=again"), 0);
     ck_assert(exists("cmp.png"));

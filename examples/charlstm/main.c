@@ -475,16 +475,33 @@ static int cmd_eval(int argc, char **argv) {
     int64_t last = 0;
     if (tg_cover_windows(&w, n, block, &last) != MG_OK) goto out;
     tg_loss sum = {0};
+    if (w.count == 0) {
+        mg_set_error(MG_ERR_INVALID, "%s: the %s split has fewer than 2 tokens", label, split);
+        goto out;
+    }
+    printf("charlstm eval: %s, %s split: %zu windows of %lld (each from a zero state)\n", label, split, w.count,
+           (long long)block);
+    fflush(stdout);
     double t0 = mg_time();
-    if (cl_eval_windows(&m, ctx, &v, ids, &w, last, batch, &sum) != MG_OK) goto out;
+    /* batch by batch, so that the progress line moves */
+    tg_eval_progress pg;
+    tg_eval_progress_open(&pg, EVAL, (int64_t)w.count);
+    mg_status st = MG_OK;
+    for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
+        size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
+        tg_windows part = {w.start + i, k, w.len};
+        st = cl_eval_windows(&m, ctx, &v, ids, &part, i + k == w.count ? last : 0, batch, &sum);
+        tg_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.tokens ? sum.tokens : 1), sum.tokens);
+    }
+    tg_eval_progress_close(&pg);
+    if (st != MG_OK) goto out;
     if (sum.tokens == 0) {
         mg_set_error(MG_ERR_INVALID, "%s: the %s split has fewer than 2 tokens", label, split);
         goto out;
     }
     double nats = sum.nats / (double)sum.tokens;
-    printf("charlstm eval: %s, %s split: %lld characters in %zu windows of %lld (each from a zero state)\n", label,
-           split, (long long)sum.tokens, w.count, (long long)block);
-    printf("charlstm eval: loss %.4f nats/char, %.4f bits/char, perplexity %.3f (%.1fs)\n", nats,
+    printf("charlstm eval: %lld characters: loss %.4f nats/char, %.4f bits/char, perplexity %.3f (%.1fs)\n",
+           (long long)sum.tokens, nats,
            sum.nats / (double)sum.chars / log(2.0), exp(nats), mg_time() - t0);
     rc = 0;
 out:
