@@ -776,6 +776,11 @@ START_TEST(eval_reports_the_validation_loss) {
      * order of float sums) */
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 1"), 0);
     tu_assert_stdout_has(&music, "\nwindows 8\n");
+    /* what it scores first, then progress (plain lines at each tenth when not on a terminal),
+     * then the numbers */
+    const char *head = strstr(music.out, "\nwindow_length "), *line = strstr(music.out, "music eval: 1/8 windows (12%), loss so far "),
+               *res = strstr(music.out, "\ntokens ");
+    ck_assert_msg(head && line && res && head < line && line < res, "%.1500s", music.out);
     double one = strtod(strstr(music.out, "\nval_loss ") + 10, NULL);
     ck_assert_int_eq(run("eval --ckpt run/model.safetensors --batch 5"), 0);
     ck_assert_double_eq_tol(strtod(strstr(music.out, "\nval_loss ") + 10, NULL), one, 1e-5);

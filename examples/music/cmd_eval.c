@@ -12,6 +12,26 @@
 
 #define PROG "music eval"
 
+/* Progress while it scores `total` windows: on a terminal (standard output, MINIGRAD_NO_TTY unset)
+ * the trainer's live line, replaced as it goes; otherwise a plain line at each tenth of the work
+ * (*shown: the last tenth shown). */
+static void show_progress(mg_train_progress *p, int64_t *shown, int64_t done, int64_t total, double loss,
+                          int64_t tokens) {
+    double elapsed = mg_time() - p->t0;
+    if (p->tty) {
+        mg_train_progress_step(p, done, (float)loss, 0.0f, elapsed > 0 ? (double)tokens / elapsed : 0.0, NAN, NAN);
+        return;
+    }
+    int64_t tenth = total / 10 > 0 ? total / 10 : 1;
+    if (done >= total || done / tenth == *shown) return; /* the result follows the last */
+    *shown = done / tenth;
+    char e1[32], e2[32];
+    printf("%s: %lld/%lld windows (%.0f%%), loss so far %.4f, %s elapsed, ETA %s\n", p->prog, (long long)done,
+           (long long)total, 100.0 * (double)done / (double)total, loss, mg_train_fmt_duration(elapsed, e1, sizeof e1),
+           mg_train_fmt_duration(elapsed / (double)done * (double)(total - done), e2, sizeof e2));
+    fflush(stdout);
+}
+
 int music_cmd_eval(int argc, char **argv) {
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
     const char *precision = NULL;
@@ -66,14 +86,30 @@ int music_cmd_eval(int argc, char **argv) {
         ex_evaluator_init(&e, batch, T) != MG_OK)
         goto out;
     mg_ctx_set_precision(e.ctx, prec);
-    double nats, t0 = mg_time();
-    int64_t tokens;
-    if (music_eval_windows(&e, g, &d, &w, &nats, &tokens) != MG_OK) goto out;
+    printf("data %s\npieces %zu\nvalidation_pieces %zu\nwindows %zu\nwindow_length %lld\n", label, d.n, d.n_val,
+           w.count, (long long)T);
+    fflush(stdout);
+    double nats = 0, t0 = mg_time();
+    int64_t tokens = 0;
+    /* batch by batch, so that the progress line moves */
+    mg_train_progress pg;
+    mg_train_progress_open(&pg, PROG, (int64_t)w.count, 0, NULL, false);
+    int64_t shown = 0; /* the last tenth shown as a plain line */
+    mg_status st = MG_OK;
+    for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
+        size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
+        music_windows part = {.piece = w.piece + i, .start = w.start + i, .count = k};
+        double n1 = 0;
+        int64_t t1 = 0;
+        st = music_eval_windows(&e, g, &d, &part, &n1, &t1);
+        nats += n1, tokens += t1;
+        show_progress(&pg, &shown, (int64_t)(i + k), (int64_t)w.count, tokens ? nats / (double)tokens : 0.0, tokens);
+    }
+    mg_train_progress_close(&pg);
+    if (st != MG_OK) goto out;
     double dt = mg_time() - t0, loss = nats / (double)tokens;
-    printf("data %s\npieces %zu\nvalidation_pieces %zu\nwindows %zu\nwindow_length %lld\n"
-           "tokens %lld\nval_loss %.6f\nbits_per_token %.6f\nseconds %.2f\ntokens_per_s %.0f\n",
-           label, d.n, d.n_val, w.count, (long long)T, (long long)tokens, loss, loss / log(2.0), dt,
-           dt > 0 ? (double)(w.count * (size_t)T) / dt : 0.0);
+    printf("tokens %lld\nval_loss %.6f\nbits_per_token %.6f\nseconds %.2f\ntokens_per_s %.0f\n", (long long)tokens,
+           loss, loss / log(2.0), dt, dt > 0 ? (double)(w.count * (size_t)T) / dt : 0.0);
     rc = 0;
 out:
     if (rc) ex_fail(PROG);
