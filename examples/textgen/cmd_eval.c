@@ -96,10 +96,11 @@ int textgen_cmd_eval(int argc, char **argv) {
     double dt = mg_time() - t0;
     printf("tokens %lld\ncharacters %lld\n", (long long)sum.tokens, (long long)sum.chars);
     if (v.kind == TG_TOKENIZER_BYTE) printf("nats_per_byte %.6f\n", sum.nats / (double)sum.tokens);
-    /* the loss is named after the split it was measured on */
-    printf("%s %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n",
-           !strcmp(split, "val") ? "val_loss" : !strcmp(split, "train") ? "train_loss" : "loss",
-           sum.nats / (double)sum.chars, sum.nats / (double)sum.chars / log(2.0), dt,
+    /* The loss is named after the split it was measured on. Scripts read val_loss whatever the
+     * split (it was the only name once), so it stays, after the right one. */
+    double loss = sum.nats / (double)sum.chars;
+    if (strcmp(split, "val") != 0) printf("%s_loss %.6f\n", split, loss);
+    printf("val_loss %.6f\nbpc %.6f\nseconds %.2f\ntokens_per_s %.0f\n", loss, loss / log(2.0), dt,
            dt > 0 ? (double)sum.tokens / dt : 0.0);
     rc = 0;
 out:
