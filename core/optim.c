@@ -3,6 +3,7 @@
  * change the result. */
 #include "minigrad/optim.h"
 #include "minigrad/rowops.h"
+#include "optim_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ void mg_optim_step(mg_optim *o, float lr) {
 
 int64_t mg_optim_steps(const mg_optim *o) { return o->t; }
 void mg_optim_set_steps(mg_optim *o, int64_t steps) { o->t = steps; }
+const mg_params *mg_optim_params(const mg_optim *o) { return o->p; }
 float *mg_optim_state(const mg_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
 
 float *mg_optim_state_of(mg_optim *o, int slot, int i) {

@@ -171,6 +171,34 @@ START_TEST(train_state_resumes_exactly) {
 }
 END_TEST
 
+/* An optimizer's state slabs are laid out for its own store: saving or loading it through another
+ * store (here a larger one, so its offsets run past the slabs) is refused before any file is
+ * touched, and so is a metadata count that the list cannot back. */
+START_TEST(train_state_needs_the_optimizers_store) {
+    mg_params *a = make_store(1, 5), *big = make_store(2, 50);
+    mg_optim *oa = mg_adamw_new(a, mg_adamw_defaults());
+    run_steps(oa, a, 0, 1);
+    const char *t = path_in("t.safetensors");
+    TU_ASSERT_ERR(mg_train_state_save(t, oa, big, NULL, 0), MG_ERR_INVALID, "t.safetensors: the optimizer was made "
+                  "for a different parameter store");
+    ck_assert_int_ne(access(t, F_OK), 0);
+    ck_assert_int_eq(mg_train_state_save(t, oa, a, NULL, 0), MG_OK);
+    TU_ASSERT_ERR(mg_train_state_load(t, oa, big, NULL), MG_ERR_INVALID, "t.safetensors: the optimizer was made "
+                  "for a different parameter store");
+    ck_assert_int_eq(mg_optim_steps(oa), 1);
+    mg_st_meta meta[] = {{"k", "v"}};
+    TU_ASSERT_ERR(mg_train_state_save(t, oa, a, meta, -1), MG_ERR_INVALID, "n_meta is -1");
+    TU_ASSERT_ERR(mg_train_state_save(t, oa, a, NULL, 2), MG_ERR_INVALID, "n_meta is 2 but meta holds no entries");
+    mg_st_file *f = NULL;
+    ck_assert_int_eq(mg_train_state_load(t, oa, a, &f), MG_OK);
+    ck_assert_ptr_null(mg_st_meta_get(f, "k")); /* the file of the successful save is intact */
+    mg_st_close(f);
+    mg_optim_free(oa);
+    mg_params_free(a);
+    mg_params_free(big);
+}
+END_TEST
+
 START_TEST(failed_save_keeps_old_checkpoint) {
     mg_params *a = make_store(1, 5), *b = make_store(2, 5);
     const char *p = path_in("w.safetensors");
@@ -233,6 +261,7 @@ static Suite *checkpoint_suite(void) {
     tcase_add_test(tc, gradient_dump_uses_parameter_names);
     tcase_add_test(tc, mismatches_leave_the_store_untouched);
     tcase_add_test(tc, train_state_resumes_exactly);
+    tcase_add_test(tc, train_state_needs_the_optimizers_store);
     tcase_add_test(tc, failed_save_keeps_old_checkpoint);
     tcase_add_test(tc, damaged_and_non_finite_files_are_refused);
     suite_add_tcase(s, tc);

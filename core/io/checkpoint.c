@@ -1,5 +1,6 @@
 /* Parameter stores and optimizer state to and from safetensors files. */
 #include "minigrad/checkpoint.h"
+#include "../optim_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,6 +78,17 @@ static void free_names(char **names, int n) {
     free(names);
 }
 
+/* The optimizer's state slabs are laid out for the store it was made for; reading or writing them
+ * through another store's offsets and sizes would run past their ends. */
+static mg_status check_pair(const char *path, const mg_optim *o, const mg_params *p) {
+    if (mg_optim_params(o) != p)
+        return mg_set_error(MG_ERR_INVALID,
+                            "%s: the optimizer was made for a different parameter store than the one given "
+                            "(pass the store given to mg_adamw_new or mg_sgd_new)",
+                            path);
+    return MG_OK;
+}
+
 static const char *slot_prefix[2] = {"opt.m.", "opt.v."};
 
 /* The indices of the trainable parameters: the only ones with optimizer state. */
@@ -90,6 +102,12 @@ static int trainable_list(const mg_params *p, int *idx) {
 mg_status mg_train_state_save(const char *path, const mg_optim *co, const mg_params *p,
                               const mg_st_meta *meta, int n_meta) {
     mg_optim *o = (mg_optim *)co; /* reading a region may zero it first (mg_optim_state_of) */
+    mg_status cs = check_pair(path, o, p);
+    if (cs != MG_OK) return cs;
+    if (n_meta < 0 || (n_meta > 0 && !meta))
+        return mg_set_error(MG_ERR_INVALID, "%s: n_meta is %d but meta holds no entries (need n_meta >= 0, and meta "
+                                            "when n_meta > 0)",
+                            path, n_meta);
     int n = mg_params_len(p), slots = mg_optim_state_slots(o);
     char step[24];
     mg_meta_fmt_i64(step, mg_optim_steps(o));
@@ -125,8 +143,10 @@ done:
 
 mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p, mg_st_file **file_out) {
     if (file_out) *file_out = NULL;
+    mg_status s = check_pair(path, o, p);
+    if (s != MG_OK) return s;
     mg_st_file *f = NULL;
-    mg_status s = mg_safetensors_open(path, &f);
+    s = mg_safetensors_open(path, &f);
     if (s != MG_OK) return s;
     int n = mg_params_len(p), slots = mg_optim_state_slots(o);
     const char *fmt = mg_st_meta_get(f, "format"), *opt = mg_st_meta_get(f, "optimizer");

@@ -35,7 +35,9 @@ MG_API mg_status mg_checkpoint_save(const char *path, const mg_params *p, bool g
 MG_API mg_status mg_checkpoint_load(const char *path, mg_params *p, mg_st_file **file_out);
 
 /* The state of the trainable parameters only (frozen ones and buffers have none); a load needs
- * the file to hold exactly those, so a run resumes with the parameters frozen as they were. */
+ * the file to hold exactly those, so a run resumes with the parameters frozen as they were.
+ * p must be the store o was made for (MG_ERR_INVALID otherwise, before any file is touched);
+ * meta holds n_meta >= 0 entries (meta may be NULL when n_meta is 0). */
 MG_API mg_status mg_train_state_save(const char *path, const mg_optim *o, const mg_params *p,
                               const mg_st_meta *meta, int n_meta);
 MG_API mg_status mg_train_state_load(const char *path, mg_optim *o, const mg_params *p, mg_st_file **file_out);
