@@ -34,8 +34,16 @@ static void make_ready(mg_optim *o, int k) {
 
 mg_adamw_cfg mg_adamw_defaults(void) { return (mg_adamw_cfg){0.9f, 0.999f, 1e-8f, 0.01f}; }
 
+/* The same ranges and wording as mg_train_run's check of its cfg: a value outside [lo, hi) (hi
+ * infinite: any finite value from lo) is refused, NaN included. */
+static bool in_range(const char *who, const char *name, float v, float lo, float hi) {
+    if (v >= lo && v < hi) return true;
+    mg_set_error(MG_ERR_INVALID, "%s: %s must lie in [%g, %g), got %g", who, name, (double)lo, (double)hi, (double)v);
+    return false;
+}
+
 static mg_optim *optim_new(mg_params *p, opt_kind kind, int slots) {
-    if (!mg_params_allocated(p)) {
+    if (!p || !mg_params_allocated(p)) {
         mg_set_error(MG_ERR_INVALID, "optimizer: the parameter store is not allocated yet (call mg_params_alloc first)");
         return NULL;
     }
@@ -60,12 +68,23 @@ static mg_optim *optim_new(mg_params *p, opt_kind kind, int slots) {
 }
 
 mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg) {
+    const char *who = "mg_adamw_new";
+    if (!in_range(who, "beta1", cfg.beta1, 0, 1) || !in_range(who, "beta2", cfg.beta2, 0, 1) ||
+        !in_range(who, "weight_decay", cfg.weight_decay, 0, INFINITY))
+        return NULL;
+    if (!(cfg.eps > 0) || !isfinite(cfg.eps)) {
+        mg_set_error(MG_ERR_INVALID, "%s: eps must be positive and finite, got %g", who, (double)cfg.eps);
+        return NULL;
+    }
     mg_optim *o = optim_new(p, OPT_ADAMW, 2);
     if (o) o->cfg = cfg;
     return o;
 }
 
 mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay) {
+    if (!in_range("mg_sgd_new", "momentum", momentum, 0, INFINITY) ||
+        !in_range("mg_sgd_new", "weight_decay", weight_decay, 0, INFINITY))
+        return NULL;
     mg_optim *o = optim_new(p, OPT_SGD, 1);
     if (o) o->momentum = momentum, o->weight_decay = weight_decay;
     return o;
@@ -80,6 +99,11 @@ void mg_optim_free(mg_optim *o) {
 }
 
 void mg_optim_step(mg_optim *o, float lr) {
+    if (!(lr >= 0) || !isfinite(lr)) {
+        mg_set_error(MG_ERR_INVALID, "mg_optim_step: lr must be finite and at least 0, got %g (nothing was updated)",
+                     (double)lr);
+        return;
+    }
     o->t++;
     int n = mg_params_len(o->p);
     float *data = mg_params_data(o->p), *grad = mg_params_grad(o->p);
@@ -102,7 +126,14 @@ void mg_optim_step(mg_optim *o, float lr) {
 }
 
 int64_t mg_optim_steps(const mg_optim *o) { return o->t; }
-void mg_optim_set_steps(mg_optim *o, int64_t steps) { o->t = steps; }
+void mg_optim_set_steps(mg_optim *o, int64_t steps) {
+    if (steps < 0) {
+        mg_set_error(MG_ERR_INVALID, "mg_optim_set_steps: the step count must be at least 0, got %lld (kept at %lld)",
+                     (long long)steps, (long long)o->t);
+        return;
+    }
+    o->t = steps;
+}
 const mg_params *mg_optim_params(const mg_optim *o) { return o->p; }
 float *mg_optim_state(const mg_optim *o, int slot) { return slot == 0 ? o->m : slot == 1 ? o->v : NULL; }
 

@@ -387,6 +387,79 @@ START_TEST(optim_needs_allocated_store) {
 }
 END_TEST
 
+static void expect_refused(mg_optim *o, const char *want) {
+    ck_assert_ptr_null(o);
+    ck_assert_msg(strstr(mg_last_error(), want) != NULL, "want '%s' in: %s", want, mg_last_error());
+}
+
+/* Settings outside their ranges (the ones mg_train_run checks in its cfg) are refused with a message
+ * naming the setting; so is a NULL store. */
+START_TEST(optim_settings_are_checked) {
+    mg_params *P = make_store(3);
+    mg_adamw_cfg c = mg_adamw_defaults();
+    c.beta1 = 2;
+    expect_refused(mg_adamw_new(P, c), "mg_adamw_new: beta1 must lie in [0, 1), got 2");
+    c = mg_adamw_defaults();
+    c.beta2 = NAN;
+    expect_refused(mg_adamw_new(P, c), "mg_adamw_new: beta2 must lie in [0, 1), got nan");
+    c = mg_adamw_defaults();
+    c.eps = -1;
+    expect_refused(mg_adamw_new(P, c), "mg_adamw_new: eps must be positive and finite, got -1");
+    c.eps = 0;
+    expect_refused(mg_adamw_new(P, c), "eps must be positive and finite, got 0");
+    c = mg_adamw_defaults();
+    c.weight_decay = -0.5f;
+    expect_refused(mg_adamw_new(P, c), "mg_adamw_new: weight_decay must lie in [0, inf), got -0.5");
+    expect_refused(mg_sgd_new(P, -1.0f, 0.0f), "mg_sgd_new: momentum must lie in [0, inf), got -1");
+    expect_refused(mg_sgd_new(P, 0.9f, -1.0f), "mg_sgd_new: weight_decay must lie in [0, inf), got -1");
+    expect_refused(mg_sgd_new(P, INFINITY, 0.0f), "momentum must lie in [0, inf), got inf");
+    expect_refused(mg_adamw_new(NULL, mg_adamw_defaults()), "not allocated");
+    mg_clear_error();
+    /* the edges of the ranges are accepted */
+    mg_optim *o = mg_adamw_new(P, (mg_adamw_cfg){0.0f, 0.0f, 1e-30f, 0.0f});
+    ck_assert_ptr_nonnull(o);
+    mg_optim_free(o);
+    o = mg_sgd_new(P, 0.0f, 0.0f);
+    ck_assert_ptr_nonnull(o);
+    mg_optim_free(o);
+    mg_params_free(P);
+}
+END_TEST
+
+/* A learning rate that is NaN, infinite or negative, and a negative step count, change nothing and
+ * leave a message (the two functions return nothing). */
+START_TEST(optim_step_and_set_steps_refuse_bad_values) {
+    mg_params *P = make_store(4);
+    mg_optim *o = mg_adamw_new(P, mg_adamw_defaults());
+    int64_t n = mg_params_slab_size(P);
+    fill_grads(P, 1);
+    mg_optim_step(o, 1e-2f);
+    float *before = malloc(sizeof(float) * (size_t)n);
+    memcpy(before, mg_params_data(P), sizeof(float) * (size_t)n);
+    const float bad[] = {NAN, INFINITY, -1e-3f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mg_clear_error();
+        mg_optim_step(o, bad[i]);
+        ck_assert_msg(strstr(mg_last_error(), "mg_optim_step: lr must be finite and at least 0") != NULL, "%s",
+                      mg_last_error());
+        ck_assert_int_eq(mg_optim_steps(o), 1);
+        ck_assert(memcmp(before, mg_params_data(P), sizeof(float) * (size_t)n) == 0);
+    }
+    mg_clear_error();
+    mg_optim_set_steps(o, -5);
+    ck_assert_msg(strstr(mg_last_error(), "mg_optim_set_steps: the step count must be at least 0, got -5 (kept at 1)"),
+                  "%s", mg_last_error());
+    ck_assert_int_eq(mg_optim_steps(o), 1);
+    mg_optim_step(o, 1e-2f); /* the next step is an ordinary second step: finite */
+    for (int64_t i = 0; i < n; i++) ck_assert(isfinite(mg_params_data(P)[i]));
+    mg_optim_set_steps(o, 0);
+    ck_assert_int_eq(mg_optim_steps(o), 0);
+    free(before);
+    mg_optim_free(o);
+    mg_params_free(P);
+}
+END_TEST
+
 /* ---- gradient clipping ---- */
 
 static mg_params *grad_store(int64_t n1, int64_t n2, int64_t n3) {
@@ -902,6 +975,8 @@ static Suite *optim_suite(void) {
     tcase_add_test(tc, optim_state_access);
     tcase_add_test(tc, optim_resume_with_set_steps);
     tcase_add_test(tc, optim_needs_allocated_store);
+    tcase_add_test(tc, optim_settings_are_checked);
+    tcase_add_test(tc, optim_step_and_set_steps_refuse_bad_values);
     tcase_add_test(tc, clip_measures_and_scales);
     tcase_add_test(tc, clip_boundary);
     tcase_add_test(tc, clip_norm_in_double);

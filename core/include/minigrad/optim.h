@@ -28,18 +28,26 @@ MG_API mg_adamw_cfg mg_adamw_defaults(void);
 /* AdamW with bias-corrected moments:
  *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2,  mhat = m / (1-b1^t),  vhat = v / (1-b2^t)
  *   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
- * With weight_decay 0 this is Adam. Returns NULL (mg_last_error) if the store is not allocated. */
+ * With weight_decay 0 this is Adam. Returns NULL (mg_last_error) if the store is NULL or not
+ * allocated, or a setting is out of range: beta1 and beta2 must lie in [0, 1), weight_decay in
+ * [0, inf) and eps must be positive and finite (the ranges mg_train_run checks in its cfg). */
 MG_API mg_optim *mg_adamw_new(mg_params *p, mg_adamw_cfg cfg);
 
-/* SGD with momentum (PyTorch semantics): buf = mu buf + g (+ wd p);  p -= lr buf. */
+/* SGD with momentum (PyTorch semantics): buf = mu buf + g (+ wd p);  p -= lr buf. Returns NULL
+ * (mg_last_error) like mg_adamw_new, also if momentum or weight_decay is outside [0, inf). */
 MG_API mg_optim *mg_sgd_new(mg_params *p, float momentum, float weight_decay);
 
 MG_API void mg_optim_free(mg_optim *o);
 
 /* One update with learning rate lr, from the gradients in the store. Parameters that are not
- * trainable (frozen, buffers: params.h) are skipped: not updated, not decayed, and given no state. */
+ * trainable (frozen, buffers: params.h) are skipped: not updated, not decayed, and given no state.
+ * lr must be finite and at least 0: any other value (NaN, inf, negative) updates nothing, leaves the
+ * step count as it was and sets mg_last_error. The function returns nothing, so a caller whose lr
+ * may be bad checks it first, or clears the error (mg_clear_error) and looks at mg_last_error. */
 MG_API void mg_optim_step(mg_optim *o, float lr);
 
+/* The number of steps taken, which drives AdamW's bias correction; set it when restoring state.
+ * A negative count is refused: the count stays as it was and mg_last_error says why. */
 MG_API int64_t mg_optim_steps(const mg_optim *o);
 MG_API void mg_optim_set_steps(mg_optim *o, int64_t steps);
 
