@@ -102,6 +102,11 @@ static void blocks_free(arena_block *b) {
 }
 
 mg_ctx *mg_ctx_new(size_t arena_bytes) {
+    if (arena_bytes > SIZE_MAX - (ALIGN - 1)) { /* rounding it up to whole ALIGN units would wrap to 0 */
+        mg_set_error(MG_ERR_NOMEM, "mg_ctx_new: cannot allocate an arena of %zu bytes (more than any memory)",
+                     arena_bytes);
+        return NULL;
+    }
     mg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         mg_set_error(MG_ERR_NOMEM, "mg_ctx_new: out of memory");

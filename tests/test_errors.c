@@ -153,6 +153,19 @@ START_TEST(arena_exhausted_is_an_error_not_a_null) {
 }
 END_TEST
 
+/* mg_ctx_new with a size that cannot be rounded up to the arena's alignment (it would wrap to a
+ * capacity of 0) returns NULL with a message, not a context that can hold nothing. */
+START_TEST(ctx_new_too_large) {
+    mg_clear_error();
+    ck_assert_ptr_null(mg_ctx_new(SIZE_MAX));
+    ck_assert_msg(strstr(mg_last_error(), "mg_ctx_new: cannot allocate an arena of 18446744073709551615 bytes"),
+                  "%s", mg_last_error());
+    mg_clear_error();
+    ck_assert_ptr_null(mg_ctx_new(SIZE_MAX - 62));
+    ck_assert_msg(strstr(mg_last_error(), "mg_ctx_new: cannot allocate"), "%s", mg_last_error());
+}
+END_TEST
+
 /* Requests no memory can hold: a failed context naming the request, never a pointer. A request
  * within 63 bytes of SIZE_MAX would wrap around to a small size if rounded up to the 64-byte
  * alignment; it is refused before that. */
@@ -367,6 +380,7 @@ static Suite *errors_suite(void) {
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, matmul_shape_mismatch_names_both_shapes);
     tcase_add_test(tc, other_shape_errors);
+    tcase_add_test(tc, ctx_new_too_large);
     tcase_add_test(tc, token_id_out_of_range);
     tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);
     tcase_add_test(tc, impossible_requests_fail_by_name);
