@@ -474,6 +474,10 @@ static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *s
         mg_ctx_fail(ctx, "%s: %d dims requested, tensors have 0..%d", who, ndim, MG_MAX_DIMS);
         return false;
     }
+    if (ndim > 0 && !shape) {
+        mg_ctx_fail(ctx, "%s: shape is NULL for %d dims", who, ndim);
+        return false;
+    }
     int64_t n = 1;
     bool too_big = false, empty = false;
     for (int i = 0; i < ndim; i++) {
@@ -500,6 +504,10 @@ static bool valid_shape(mg_ctx *ctx, const char *who, int ndim, const int64_t *s
 static mg_tensor *tensor_alloc(mg_ctx *ctx, const char *who, mg_dtype dtype, int ndim,
                                const int64_t *shape, bool with_data) {
     if (ctx->failed) return mg_ctx_dummy(ctx);
+    if (dtype != MG_F32 && dtype != MG_I32) {
+        mg_ctx_fail(ctx, "%s: unknown dtype %d: expected MG_F32 or MG_I32", who, (int)dtype);
+        return mg_ctx_dummy(ctx);
+    }
     int64_t numel;
     if (!valid_shape(ctx, who, ndim, shape, &numel)) return mg_ctx_dummy(ctx);
     size_t data_bytes = with_data ? (size_t)numel * 4 : 0;
@@ -647,6 +655,15 @@ static void retire_grad(mg_ctx *ctx, mg_tensor *t) {
 void mg_backward(mg_ctx *ctx, mg_tensor *loss) {
     if (ctx->failed) return;
     char s[64];
+    if (!loss) {
+        mg_ctx_fail(ctx, "mg_backward: loss is NULL");
+        return;
+    }
+    if (loss->dtype != MG_F32) {
+        mg_ctx_fail(ctx, "mg_backward: loss%s is int32: gradients flow only through float32 tensors",
+                    mg_shape_str(loss, s, sizeof s));
+        return;
+    }
     if (loss->numel != 1) {
         mg_ctx_fail(ctx, "mg_backward: loss%s must have exactly one element", mg_shape_str(loss, s, sizeof s));
         return;

@@ -317,6 +317,25 @@ START_TEST(backward_without_grad_path) {
 }
 END_TEST
 
+/* A NULL loss, or an int32 one (a tensor of ids marked as needing a gradient), is raised on the
+ * context instead of crashing or doing nothing. */
+START_TEST(backward_bad_loss) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_backward(ctx, NULL);
+    ck_assert_int_eq(c.calls, 1);
+    EXPECT_MSG(c, "mg_backward: loss is NULL");
+    mg_ctx_clear_error(ctx);
+    mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){1});
+    ids->i32[0] = 1;
+    mg_tensor_set_requires_grad(ids, true);
+    mg_backward(ctx, ids);
+    ck_assert_int_eq(c.calls, 2);
+    EXPECT_MSG(c, "mg_backward: loss(1) is int32: gradients flow only through float32 tensors");
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(default_handler_aborts) {
     mg_ctx *ctx = mg_ctx_new(0);
     mg_tensor *a = randn(ctx, 2, (int64_t[]){2, 3});
@@ -332,6 +351,27 @@ START_TEST(bad_tensor_shapes) {
     mg_ctx_clear_error(ctx);
     mg_zeros(ctx, 2, (int64_t[]){3, -2});
     EXPECT_MSG(c, "negative dimension -2 at index 1");
+    /* an unknown dtype, a NULL shape */
+    mg_ctx_clear_error(ctx);
+    mg_tensor *t = mg_tensor_new(ctx, (mg_dtype)9, 1, (int64_t[]){2});
+    ck_assert_ptr_nonnull(t);
+    EXPECT_MSG(c, "mg_tensor_new: unknown dtype 9: expected MG_F32 or MG_I32");
+    mg_ctx_clear_error(ctx);
+    mg_tensor_wrap(ctx, (mg_dtype)-1, 1, (int64_t[]){2}, (float[2]){0});
+    EXPECT_MSG(c, "mg_tensor_wrap: unknown dtype -1");
+    mg_ctx_clear_error(ctx);
+    t = mg_zeros(ctx, 2, NULL);
+    ck_assert_ptr_nonnull(t);
+    EXPECT_MSG(c, "mg_zeros: shape is NULL for 2 dims");
+    mg_ctx_clear_error(ctx);
+    mg_tensor_new(ctx, MG_F32, 1, NULL);
+    EXPECT_MSG(c, "mg_tensor_new: shape is NULL for 1 dims");
+    ck_assert_int_eq(c.calls, 6);
+    /* a scalar needs no shape */
+    mg_ctx_clear_error(ctx);
+    t = mg_zeros(ctx, 0, NULL);
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_int_eq(t->numel, 1);
     mg_ctx_free(ctx);
 }
 END_TEST
@@ -389,6 +429,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, slowly_growing_steps_rarely_remake_the_arena);
     tcase_add_test(tc, op_without_backward);
     tcase_add_test(tc, backward_without_grad_path);
+    tcase_add_test(tc, backward_bad_loss);
     tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
     tcase_add_test(tc, bad_tensor_shapes);
     tcase_add_test(tc, set_error_may_quote_the_last_error);

@@ -139,6 +139,8 @@ MG_API const char *mg_ctx_scope(const mg_ctx *ctx);
 MG_API int mg_ctx_scope_depth(const mg_ctx *ctx);
 
 /* ---- tensors in the arena ---- */
+/* A dtype other than MG_F32 / MG_I32, a bad ndim or dimension, or a NULL shape with ndim > 0 is
+ * raised on the context (the result is then the context's dummy tensor). */
 MG_API mg_tensor *mg_tensor_new(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape); /* uninitialised */
 MG_API mg_tensor *mg_zeros(mg_ctx *ctx, int ndim, const int64_t *shape);
 MG_API mg_tensor *mg_tensor_wrap(mg_ctx *ctx, mg_dtype dtype, int ndim, const int64_t *shape, void *data);
@@ -150,7 +152,8 @@ MG_API char *mg_shape_str(const mg_tensor *t, char *buf, size_t n);
 MG_API bool mg_same_shape(const mg_tensor *a, const mg_tensor *b);
 
 /* ---- autodiff ---- */
-/* loss must be a one-element tensor that requires a gradient. Seeds d(loss) = 1 and runs every
+/* loss must be a one-element float32 tensor that requires a gradient (anything else, NULL
+ * included, is raised on the context). Seeds d(loss) = 1 and runs every
  * recorded node's backward in reverse order. Leaves (parameters, and arena tensors marked with
  * mg_tensor_set_requires_grad) keep their gradients. An op output's gradient is dead once its own
  * node's backward has run, so its buffer is handed to gradients still to come and t->grad is set
