@@ -5,6 +5,7 @@
  * name against all earlier ones: a model may declare hundreds of thousands of them. */
 #include "minigrad/params.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ void mg_params_free(mg_params *p) {
     free(p);
 }
 
+static bool valid_init(const char *name, mg_init init);
+
 mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
                          uint32_t flags) {
     if (p->data) {
@@ -91,6 +94,11 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
         mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s' has %d dims (0..%d allowed)", name, ndim, MG_MAX_DIMS);
         return NULL;
     }
+    if (ndim > 0 && !shape) {
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s': shape is NULL for %d dims", name, ndim);
+        return NULL;
+    }
+    if (!valid_init(name, init)) return NULL;
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] <= 0) {
@@ -137,6 +145,38 @@ mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t
 nomem:
     mg_set_error(MG_ERR_NOMEM, "mg_params_add: out of memory declaring '%s'", name);
     return NULL;
+}
+
+/* An initialiser that would fill the parameter with NaN, infinities or values from an empty
+ * range is refused where it is declared, naming the parameter. */
+static bool valid_init(const char *name, mg_init init) {
+    const double a = init.a, b = init.b;
+    switch (init.kind) {
+    case MG_INIT_ZEROS:
+    case MG_INIT_ONES: return true;
+    case MG_INIT_CONST:
+        if (isfinite(a)) return true;
+        mg_set_error(MG_ERR_INVALID, "mg_params_add: '%s': constant initialiser value %g is not finite", name, a);
+        return false;
+    case MG_INIT_UNIFORM:
+        if (isfinite(a) && isfinite(b) && a <= b && isfinite(init.b - init.a)) return true;
+        mg_set_error(MG_ERR_INVALID,
+                     "mg_params_add: '%s': uniform initialiser [%g, %g) needs finite bounds with lo <= hi "
+                     "(and hi - lo finite in float)",
+                     name, a, b);
+        return false;
+    case MG_INIT_NORMAL:
+        if (isfinite(a) && isfinite(b) && b >= 0) return true;
+        mg_set_error(MG_ERR_INVALID,
+                     "mg_params_add: '%s': normal initialiser (mean %g, std %g) needs a finite mean and a finite "
+                     "std >= 0",
+                     name, a, b);
+        return false;
+    }
+    mg_set_error(MG_ERR_INVALID,
+                 "mg_params_add: '%s': unknown initialiser kind %d (expected MG_INIT_ZEROS .. MG_INIT_NORMAL)", name,
+                 (int)init.kind);
+    return false;
 }
 
 static void run_init(param *q, mg_rng *rng) {

@@ -701,6 +701,46 @@ START_TEST(params_declaration_errors) {
 }
 END_TEST
 
+/* Initialisers out of range (and a NULL shape) are refused where they are declared, naming the
+ * parameter, and leave nothing behind. */
+START_TEST(params_initialiser_errors) {
+    mg_params *P = mg_params_new();
+    const struct {
+        const char *name, *want;
+        mg_init init;
+    } bad_init[] = {
+        {"kind", "'kind': unknown initialiser kind 9", {(mg_init_kind)9, 0, 0}},
+        {"kind_neg", "unknown initialiser kind -1", {(mg_init_kind)-1, 0, 0}},
+        {"const_nan", "'const_nan': constant initialiser value nan is not finite", mg_init_const(NAN)},
+        {"const_inf", "constant initialiser value inf", mg_init_const(INFINITY)},
+        {"uni_rev", "'uni_rev': uniform initialiser [5, -5) needs finite bounds with lo <= hi", mg_init_uniform(5, -5)},
+        {"uni_nan", "uniform initialiser [nan, 1)", mg_init_uniform(NAN, 1)},
+        {"uni_wide", "hi - lo finite", mg_init_uniform(-FLT_MAX, FLT_MAX)},
+        {"norm_neg", "'norm_neg': normal initialiser (mean 0, std -1) needs", mg_init_normal(0, -1)},
+        {"norm_mean", "normal initialiser (mean inf, std 1)", mg_init_normal(INFINITY, 1)},
+    };
+    for (size_t i = 0; i < sizeof bad_init / sizeof bad_init[0]; i++) {
+        mg_clear_error();
+        ck_assert_ptr_null(mg_params_add(P, bad_init[i].name, 1, (int64_t[]){3}, bad_init[i].init, 0));
+        ck_assert_msg(strstr(mg_last_error(), bad_init[i].want) != NULL, "want '%s' in: %s", bad_init[i].want,
+                      mg_last_error());
+        ck_assert_ptr_null(mg_params_find(P, bad_init[i].name));
+    }
+    mg_clear_error();
+    ck_assert_ptr_null(mg_params_add(P, "noshape", 2, NULL, mg_init_zeros(), 0));
+    ck_assert_msg(strstr(mg_last_error(), "'noshape': shape is NULL for 2 dims") != NULL, "%s", mg_last_error());
+    /* the edges are accepted: an empty-width uniform range, a zero std */
+    ck_assert_ptr_nonnull(mg_params_add(P, "uni_point", 1, (int64_t[]){2}, mg_init_uniform(0.5f, 0.5f), 0));
+    ck_assert_ptr_nonnull(mg_params_add(P, "norm_zero", 1, (int64_t[]){2}, mg_init_normal(1, 0), 0));
+    ck_assert_int_eq(mg_params_len(P), 2);
+    mg_rng r = mg_rng_make(1);
+    ck_assert_int_eq(mg_params_alloc(P, &r), MG_OK);
+    ck_assert(mg_params_find(P, "uni_point")->data[1] == 0.5f);
+    ck_assert(mg_params_find(P, "norm_zero")->data[1] == 1.0f);
+    mg_params_free(P);
+}
+END_TEST
+
 START_TEST(params_layout) {
     mg_params *P = mg_params_new();
     const int64_t sizes[] = {1, 3, 17, 65, 130, 16, 33};
@@ -988,6 +1028,7 @@ static Suite *optim_suite(void) {
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("params");
     tcase_add_test(tp, params_declaration_errors);
+    tcase_add_test(tp, params_initialiser_errors);
     tcase_add_test(tp, params_layout);
     tcase_add_test(tp, params_initialisers);
     tcase_add_test(tp, params_uniform_excludes_upper_bound);

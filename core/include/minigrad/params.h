@@ -53,7 +53,9 @@ MG_API void mg_params_free(mg_params *p);
 
 /* Declares a parameter (flags: MG_NO_DECAY, MG_FROZEN, MG_BUFFER; MG_PARAM is always set, and
  * MG_REQUIRES_GRAD unless MG_FROZEN or MG_BUFFER is given; a buffer is not also marked frozen).
- * Returns NULL with mg_last_error set on a duplicate or empty name, a bad shape, or after alloc. */
+ * Returns NULL with mg_last_error set on a duplicate or empty name, a bad shape, or after alloc,
+ * and on an initialiser that is out of range: an unknown kind, a constant that is not finite, a
+ * uniform range without finite lo <= hi, a normal without a finite mean and a finite std >= 0. */
 MG_API mg_tensor *mg_params_add(mg_params *p, const char *name, int ndim, const int64_t *shape, mg_init init,
                          uint32_t flags);
 
