@@ -153,6 +153,33 @@ START_TEST(arena_exhausted_is_an_error_not_a_null) {
 }
 END_TEST
 
+/* mg_reshape's ndim outside 0..MG_MAX_DIMS, and a NULL shape, are named as such (not as a shape
+ * that does not fit); a shape whose element count overflows is one that does not fit. */
+START_TEST(reshape_bad_ndim_or_shape) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_tensor *x = randn(ctx, 2, (int64_t[]){2, 3});
+    mg_reshape(ctx, x, 5, (int64_t[]){1, 1, 1, 2, 3});
+    EXPECT_MSG(c, "mg_reshape: x(2,3): ndim 5 is out of range 0..4 (MG_MAX_DIMS)");
+    mg_ctx_clear_error(ctx);
+    mg_reshape(ctx, x, -1, (int64_t[]){6});
+    EXPECT_MSG(c, "mg_reshape: x(2,3): ndim -1 is out of range 0..4");
+    mg_ctx_clear_error(ctx);
+    mg_tensor *y = mg_reshape(ctx, x, 2, NULL);
+    ck_assert_ptr_nonnull(y);
+    EXPECT_MSG(c, "mg_reshape: x(2,3): shape is NULL for 2 dims");
+    mg_ctx_clear_error(ctx);
+    mg_reshape(ctx, x, 3, (int64_t[]){INT64_C(1) << 62, 4, 0});
+    EXPECT_MSG(c, "mg_reshape: x(2,3) (6 elements) cannot be viewed as (4611686018427387904,4,0)");
+    ck_assert_int_eq(c.calls, 4);
+    mg_ctx_clear_error(ctx);
+    y = mg_reshape(ctx, x, 4, (int64_t[]){1, 1, -1, 1});
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_int_eq(y->shape[2], 6);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 /* mg_ctx_new with a size that cannot be rounded up to the arena's alignment (it would wrap to a
  * capacity of 0) returns NULL with a message, not a context that can hold nothing. */
 START_TEST(ctx_new_too_large) {
@@ -420,6 +447,7 @@ static Suite *errors_suite(void) {
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, matmul_shape_mismatch_names_both_shapes);
     tcase_add_test(tc, other_shape_errors);
+    tcase_add_test(tc, reshape_bad_ndim_or_shape);
     tcase_add_test(tc, ctx_new_too_large);
     tcase_add_test(tc, token_id_out_of_range);
     tcase_add_test(tc, arena_exhausted_is_an_error_not_a_null);

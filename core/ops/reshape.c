@@ -10,17 +10,24 @@ const mg_op_def mg_op_def_reshape = {"mg_reshape", reshape_backward};
 
 mg_tensor *mg_reshape(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *shape) {
     MG_BAIL_IF_FAILED(ctx);
+    if (ndim < 0 || ndim > MG_MAX_DIMS) {
+        mg_ctx_fail(ctx, "mg_reshape: x%s: ndim %d is out of range 0..%d (MG_MAX_DIMS)", MG_SHAPE(x), ndim,
+                    MG_MAX_DIMS);
+        return mg_ctx_dummy(ctx);
+    }
+    if (ndim > 0 && !shape) {
+        mg_ctx_fail(ctx, "mg_reshape: x%s: shape is NULL for %d dims", MG_SHAPE(x), ndim);
+        return mg_ctx_dummy(ctx);
+    }
     int64_t s[MG_MAX_DIMS], known = 1;
     int infer = -1;
-    bool ok = ndim >= 0 && ndim <= MG_MAX_DIMS;
+    bool ok = true;
     for (int i = 0; ok && i < ndim; i++) {
         s[i] = shape[i];
         if (shape[i] == -1 && infer < 0)
             infer = i;
-        else if (shape[i] < 0)
+        else if (shape[i] < 0 || __builtin_mul_overflow(known, shape[i], &known))
             ok = false;
-        else
-            known *= shape[i];
     }
     if (ok && infer >= 0) {
         ok = known > 0 && x->numel % known == 0;
@@ -29,7 +36,7 @@ mg_tensor *mg_reshape(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *shape)
     if (!ok || known != x->numel) {
         char want[96];
         int off = snprintf(want, sizeof want, "(");
-        for (int i = 0; i < ndim && i < MG_MAX_DIMS && off < 80; i++)
+        for (int i = 0; i < ndim && off < 80; i++)
             off += snprintf(want + off, sizeof want - (size_t)off, i ? ",%lld" : "%lld", (long long)shape[i]);
         snprintf(want + off, sizeof want - (size_t)off, ")");
         mg_ctx_fail(ctx, "mg_reshape: x%s (%lld elements) cannot be viewed as %s", MG_SHAPE(x),

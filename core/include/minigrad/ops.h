@@ -49,7 +49,8 @@ MG_API mg_tensor *mg_embedding(mg_ctx *ctx, mg_tensor *weight, mg_tensor *ids);
  * (0 when every position is ignored). A target outside [0,V) (and != ignore_index) is an error. */
 MG_API mg_tensor *mg_cross_entropy(mg_ctx *ctx, mg_tensor *logits, mg_tensor *targets, int32_t ignore_index);
 
-/* Same data, new shape; one dim may be -1. */
+/* Same data, new shape; one dim may be -1. ndim outside 0..MG_MAX_DIMS, a NULL shape with
+ * ndim > 0, or a shape whose element count differs from x's is raised on the context. */
 MG_API mg_tensor *mg_reshape(mg_ctx *ctx, mg_tensor *x, int ndim, const int64_t *shape);
 
 /* x (B,T,W): columns [col0, col0+width) split into H heads -> (B,H,T,width/H).
