@@ -304,6 +304,21 @@ START_TEST(readme_example_learns) {
     TU_OK(mg_train_plot_log("mlp.jsonl", "again.png", "again"));
     ck_assert(exists("again.png"));
     TU_ASSERT_ERR(mg_train_plot_log("nope.jsonl", "x.png", NULL), MG_ERR_IO, "nope.jsonl");
+    /* a log without a training step: the message names the log and its first unusable line, not
+     * the picture, and no picture is written */
+    FILE *g = fopen("garbage.jsonl", "w");
+    ck_assert_ptr_nonnull(g);
+    fputs("{not json\n{\"step\":\"x\",\"loss\":1}\n", g);
+    fclose(g);
+    TU_ASSERT_ERR(mg_train_plot_log("garbage.jsonl", "x.png", NULL), MG_ERR_FORMAT,
+                  "garbage.jsonl: no training steps to plot: none of its 2 lines has a \"step\" of 1..2147483648 "
+                  "and a \"loss\" (line 1: '{not json')");
+    ck_assert(strstr(mg_last_error(), "x.png") == NULL);
+    g = fopen("empty.jsonl", "w");
+    ck_assert_ptr_nonnull(g);
+    fclose(g);
+    TU_ASSERT_ERR(mg_train_plot_log("empty.jsonl", "x.png", NULL), MG_ERR_FORMAT, "empty.jsonl: the log is empty");
+    ck_assert(!exists("x.png"));
     remove_dir();
 }
 END_TEST

@@ -1224,12 +1224,20 @@ mg_status mg_train_plot_log(const char *log_path, const char *png_path, const ch
     FILE *f = fopen(log_path, "r");
     if (!f) return mg_set_error(MG_ERR_IO, "%s: cannot open the log", log_path);
     history h = {0};
-    char line[1024];
+    char line[1024], skipped[64] = "";
+    long long n_lines = 0, first_skipped = 0;
     while (fgets(line, sizeof line, f)) {
+        n_lines++;
         const char *s = strstr(line, "\"step\":"), *l = strstr(line, "\"loss\":"), *v = strstr(line, "\"val_loss\":");
-        if (!s || !l) continue;
-        long long step = strtoll(s + 7, NULL, 10);
-        if (step < 1 || step > ((int64_t)1 << 31)) continue;
+        long long step = s && l ? strtoll(s + 7, NULL, 10) : 0;
+        if (step < 1 || step > ((int64_t)1 << 31)) {
+            if (!first_skipped) { /* kept for the message if no line is a step */
+                first_skipped = n_lines;
+                size_t k = strcspn(line, "\r\n");
+                snprintf(skipped, sizeof skipped, "%.*s%s", (int)(k < 40 ? k : 40), line, k > 40 ? "..." : "");
+            }
+            continue;
+        }
         if (step <= h.n) { /* a step logged again (a resume from an earlier checkpoint): the later one */
             h.loss[step - 1] = strtof(l + 7, NULL);
         } else {
@@ -1239,8 +1247,18 @@ mg_status mg_train_plot_log(const char *log_path, const char *png_path, const ch
         if (v) hist_push_val(&h, step, strtof(v + 11, NULL));
     }
     fclose(f);
-    mg_status st = h.nomem ? mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the log", log_path)
-                           : train_plot_curve(png_path, title, NULL, h.loss, h.n, h.val_step, h.val, h.nv);
+    mg_status st;
+    if (h.nomem)
+        st = mg_set_error(MG_ERR_NOMEM, "%s: out of memory reading the log", log_path);
+    else if (h.n == 0 && n_lines == 0)
+        st = mg_set_error(MG_ERR_FORMAT, "%s: the log is empty: no training steps to plot", log_path);
+    else if (h.n == 0)
+        st = mg_set_error(MG_ERR_FORMAT,
+                          "%s: no training steps to plot: none of its %lld lines has a \"step\" of 1..2147483648 "
+                          "and a \"loss\" (line %lld: '%s')",
+                          log_path, n_lines, first_skipped, skipped);
+    else
+        st = train_plot_curve(png_path, title, NULL, h.loss, h.n, h.val_step, h.val, h.nv);
     hist_free(&h);
     return st;
 }

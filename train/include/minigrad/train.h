@@ -274,7 +274,9 @@ MG_API int mg_train_ranks(void);
  * anything else gets ".state.safetensors" appended. MG_ERR_INVALID if it does not fit in n. */
 MG_API mg_status mg_train_state_path(const char *ckpt, char *buf, size_t n);
 
-/* The PNG loss curve of a JSON-lines log written by mg_train_run (title may be NULL). */
+/* The PNG loss curve of a JSON-lines log written by mg_train_run (title may be NULL). A log that
+ * cannot be opened is MG_ERR_IO; one without a single training step (a "step" of 1..2^31 and a
+ * "loss" on one line) is MG_ERR_FORMAT naming the log and its first unusable line. */
 MG_API mg_status mg_train_plot_log(const char *log_path, const char *png_path, const char *title);
 
 /* ---- the progress reporter, on its own for loops of your own ----
