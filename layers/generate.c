@@ -28,15 +28,33 @@ static int cand_cmp(const void *a, const void *b) {
 
 int32_t mg_sample_logits(const float *logits, int64_t n, float temperature, int64_t top_k, float top_p, mg_rng *rng,
                          void *scratch) {
-    if (n <= 0) return -1;
-    if (!(temperature > 0.0f)) {
+    /* Bad arguments are -2, kept apart from -1 (no scratch): either way no token, and a message. */
+    if (!logits || n <= 0 || n > INT32_MAX) {
+        mg_set_error(MG_ERR_INVALID, "mg_sample_logits: need logits and 1..%d of them (got %lld%s)", INT32_MAX,
+                     (long long)n, logits ? "" : ", logits NULL");
+        return -2;
+    }
+    if (!(temperature >= 0.0f) || !isfinite(temperature) || top_k < 0 || !(top_p >= 0.0f) || !isfinite(top_p)) {
+        mg_set_error(MG_ERR_INVALID,
+                     "mg_sample_logits: temperature %g, top_k %lld, top_p %g: each must be finite and at least 0",
+                     (double)temperature, (long long)top_k, (double)top_p);
+        return -2;
+    }
+    if (temperature > 0.0f && !rng) {
+        mg_set_error(MG_ERR_INVALID, "mg_sample_logits: sampling at temperature %g needs an rng", (double)temperature);
+        return -2;
+    }
+    if (temperature == 0.0f) {
         int64_t best = 0;
         for (int64_t i = 1; i < n; i++)
             if (logits[i] > logits[best]) best = i;
         return (int32_t)best;
     }
     void *own = NULL;
-    if (!scratch && !(scratch = own = malloc(MG_SAMPLE_SCRATCH(n)))) return -1;
+    if (!scratch && !(scratch = own = malloc(MG_SAMPLE_SCRATCH(n)))) {
+        mg_set_error(MG_ERR_NOMEM, "mg_sample_logits: cannot allocate %zu bytes of scratch", MG_SAMPLE_SCRATCH(n));
+        return -1;
+    }
     cand *c = scratch;
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;

@@ -678,6 +678,47 @@ START_TEST(sampling_rules) {
 }
 END_TEST
 
+/* Bad arguments give -2 (never a token, never argmax in disguise), apart from -1, which means the
+ * scratch could not be allocated; each leaves a message and draws nothing. */
+START_TEST(sampling_bad_arguments) {
+    const float logits[4] = {1, 2, 3, 4};
+    mg_rng r = mg_rng_make(5);
+    const uint64_t s0 = r.s;
+    const struct {
+        const float *logits;
+        int64_t n;
+        float temperature;
+        int64_t top_k;
+        float top_p;
+        mg_rng *rng;
+        const char *want;
+    } bad[] = {
+        {logits, 0, 1.0f, 0, 0.0f, &r, "need logits and 1..2147483647 of them (got 0)"},
+        {logits, -3, 0.0f, 0, 0.0f, &r, "(got -3)"},
+        {NULL, 4, 1.0f, 0, 0.0f, &r, "(got 4, logits NULL)"},
+        {logits, 4, -1.0f, 0, 0.0f, &r, "temperature -1, top_k 0, top_p 0: each must be finite and at least 0"},
+        {logits, 4, NAN, 0, 0.0f, &r, "temperature nan"},
+        {logits, 4, INFINITY, 0, 0.0f, &r, "temperature inf"},
+        {logits, 4, 1.0f, -2, 0.0f, &r, "top_k -2"},
+        {logits, 4, 0.0f, -2, 0.0f, &r, "top_k -2"},
+        {logits, 4, 1.0f, 0, -0.5f, &r, "top_p -0.5"},
+        {logits, 4, 1.0f, 0, NAN, &r, "top_p nan"},
+        {logits, 4, 1.0f, 0, 0.0f, NULL, "sampling at temperature 1 needs an rng"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mg_clear_error();
+        int32_t tok = mg_sample_logits(bad[i].logits, bad[i].n, bad[i].temperature, bad[i].top_k, bad[i].top_p,
+                                       bad[i].rng, NULL);
+        ck_assert_msg(tok == -2, "case %zu: got %d", i, tok);
+        ck_assert_msg(strstr(mg_last_error(), "mg_sample_logits: ") && strstr(mg_last_error(), bad[i].want),
+                      "case %zu: want '%s' in: %s", i, bad[i].want, mg_last_error());
+        ck_assert(r.s == s0);
+    }
+    /* greedy needs no rng */
+    ck_assert_int_eq(mg_sample_logits(logits, 4, 0.0f, 0, 0.0f, NULL, NULL), 3);
+}
+END_TEST
+
 /* ---- checkpoints ---- */
 
 static void assert_same_params(mg_gpt *a, mg_gpt *b) {
@@ -1366,6 +1407,7 @@ static Suite *gpt_suite(void) {
     tcase_add_loop_test(tk, generation_with_cache_equals_recomputation, 0, N_SCHEMES + 1);
     tcase_add_test(tk, generation_options_and_errors);
     tcase_add_test(tk, sampling_rules);
+    tcase_add_test(tk, sampling_bad_arguments);
     tcase_add_loop_test(tk, generation_in_bf16, 0, 2);
     tcase_add_test(tk, bf16_weights_kept_across_resets);
     tcase_add_test(tk, bf16_kept_weights_refreshed);

@@ -150,6 +150,10 @@ static mg_status generate(cl_model *m, const tg_vocab *v, const int32_t *prompt,
         memcpy(state + L * H, cn->data, (size_t)(L * H) * sizeof(float));
         have_state = true;
         int32_t id = mg_sample_logits(logits->data + (len - 1) * V, V, temp, top_k, top_p, rng, scratch);
+        if (id < 0) {
+            st = mg_wrap_error(MG_ERR_INVALID, "charlstm: sampling failed");
+            goto out;
+        }
         char s[4];
         int nb = tg_decode_one(v, id, s);
         if (fwrite(s, 1, (size_t)nb, stdout) != (size_t)nb || fflush(stdout) != 0) break; /* main reports it */

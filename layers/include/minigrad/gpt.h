@@ -145,7 +145,10 @@ MG_API void mg_gpt_release_generation(mg_gpt *g);
 
 /* Picks a token from logits (n values) with the temperature / top-k / top-p rules above, drawing
  * at most one number from rng (none when greedy). scratch: MG_SAMPLE_SCRATCH(n) bytes, or NULL to
- * have it allocated and freed inside. Returns -1 only if scratch cannot be allocated. */
+ * have it allocated and freed inside. temperature 0 is greedy (the first maximum). Returns a
+ * token in [0, n), or a negative value with mg_last_error set and nothing drawn: -1 if scratch
+ * cannot be allocated; -2 for bad arguments: logits NULL, n outside 1..INT32_MAX, a temperature,
+ * top_k or top_p that is negative or not finite, or a temperature > 0 without an rng. */
 #define MG_SAMPLE_SCRATCH(n) ((size_t)(n) * 8u)
 MG_API int32_t mg_sample_logits(const float *logits, int64_t n, float temperature, int64_t top_k, float top_p,
                          mg_rng *rng, void *scratch);
