@@ -403,6 +403,77 @@ START_TEST(bad_tensor_shapes) {
 }
 END_TEST
 
+/* An operand that is NULL, or has elements but no data (a parameter whose store was never
+ * allocated, a tensor wrapped around NULL), fails the op naming the op and the operand instead of
+ * reaching a kernel. */
+START_TEST(missing_operands_and_data_fail_by_name) {
+    tu_trap c;
+    mg_ctx *ctx = tu_trapping_ctx(&c, 0);
+    mg_params *P = mg_params_new();
+    mg_tensor *w = mg_params_add(P, "w", 2, (int64_t[]){3, 2}, mg_init_ones(), 0);
+    mg_tensor *emb = mg_params_add(P, "emb.weight", 2, (int64_t[]){5, 2}, mg_init_ones(), 0);
+    mg_tensor *ln = mg_params_add(P, "ln.weight", 1, (int64_t[]){3}, mg_init_ones(), 0);
+    mg_tensor *cw = mg_params_add(P, "conv.weight", 4, (int64_t[]){1, 1, 1, 1}, mg_init_ones(), 0);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_ptr_nonnull(emb);
+    ck_assert_ptr_nonnull(ln);
+    ck_assert_ptr_nonnull(cw);
+    mg_tensor *x = randn(ctx, 2, (int64_t[]){2, 3});
+    mg_tensor *img = randn(ctx, 4, (int64_t[]){1, 1, 3, 3});
+    mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){2});
+    ids->i32[0] = 0, ids->i32[1] = 4;
+    mg_tensor *hollow = mg_tensor_wrap(ctx, MG_F32, 2, (int64_t[]){2, 3}, NULL);
+    struct {
+        int which;
+        const char *expect;
+    } cases[] = {
+        {0, "mg_matmul: a is NULL"},
+        {1, "mg_add: b is NULL"},
+        {2, "mg_matmul: b(3,2) (parameter 'w') has no data: its store is not allocated (call mg_params_alloc first)"},
+        {3, "mg_linear: weight(3,2) (parameter 'w') has no data"},
+        {4, "mg_embedding: weight(5,2) (parameter 'emb.weight') has no data"},
+        {5, "mg_embedding: ids is NULL"},
+        {6, "mg_layernorm: weight(3) (parameter 'ln.weight') has no data"},
+        {7, "mg_conv2d: weight(1,1,1,1) (parameter 'conv.weight') has no data"},
+        {8, "mg_relu: x(2,3) has no data"},
+        {9, "mg_cross_entropy: targets is NULL"},
+        {10, "mg_narrow: x is NULL"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mg_tensor *y = NULL;
+        switch (cases[k].which) {
+        case 0: y = mg_matmul(ctx, NULL, w); break;
+        case 1: y = mg_add(ctx, x, NULL); break;
+        case 2: y = mg_matmul(ctx, x, w); break;
+        case 3: y = mg_linear(ctx, x, w, NULL); break;
+        case 4: y = mg_embedding(ctx, emb, ids); break;
+        case 5: y = mg_embedding(ctx, x, NULL); break;
+        case 6: y = mg_layernorm(ctx, x, ln, NULL, 1e-5f); break;
+        case 7: y = mg_conv2d(ctx, img, cw, NULL, NULL); break;
+        case 8: y = mg_relu(ctx, hollow); break;
+        case 9: y = mg_cross_entropy(ctx, x, NULL, -1); break;
+        case 10: y = mg_narrow(ctx, NULL, 0, 0, 1); break;
+        }
+        ck_assert_ptr_nonnull(y);
+        ck_assert_int_eq(c.calls, 1);
+        EXPECT_MSG(c, cases[k].expect);
+        mg_ctx_clear_error(ctx);
+        c.calls = 0;
+    }
+    /* once allocated, the same calls run */
+    ck_assert_int_eq(mg_params_alloc(P, NULL), MG_OK);
+    mg_tensor *y = mg_matmul(ctx, x, w);
+    ck_assert(mg_ctx_ok(ctx));
+    ck_assert_float_eq(y->data[0], x->data[0] + x->data[1] + x->data[2]);
+    mg_layernorm(ctx, x, ln, NULL, 1e-5f);
+    mg_embedding(ctx, emb, ids);
+    mg_conv2d(ctx, img, cw, NULL, NULL);
+    ck_assert_int_eq(c.calls, 0);
+    mg_params_free(P);
+    mg_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(set_error_may_quote_the_last_error) {
     mg_set_error(MG_ERR_IO, "inner problem at offset %d", 12);
     mg_set_error(MG_ERR_FORMAT, "outer: %s", mg_last_error());
@@ -460,6 +531,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, backward_bad_loss);
     tcase_add_test_raise_signal(tc, default_handler_aborts, SIGABRT);
     tcase_add_test(tc, bad_tensor_shapes);
+    tcase_add_test(tc, missing_operands_and_data_fail_by_name);
     tcase_add_test(tc, set_error_may_quote_the_last_error);
     tcase_add_test(tc, checked_size_arithmetic);
     suite_add_tcase(s, tc);

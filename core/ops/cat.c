@@ -42,11 +42,11 @@ mg_tensor *mg_cat(mg_ctx *ctx, mg_tensor *const *xs, int n, int64_t dim) {
         mg_ctx_fail(ctx, "mg_cat: n = %d tensors (%s), need at least one", n, xs ? "xs given" : "xs NULL");
         return mg_ctx_dummy(ctx);
     }
-    for (int k = 0; k < n; k++)
-        if (!xs[k]) {
-            mg_ctx_fail(ctx, "mg_cat: xs[%d] is NULL", k);
-            return mg_ctx_dummy(ctx);
-        }
+    for (int k = 0; k < n; k++) {
+        char arg[24];
+        snprintf(arg, sizeof arg, "xs[%d]", k);
+        if (!mg_expect_data(ctx, "mg_cat", arg, xs[k])) return mg_ctx_dummy(ctx);
+    }
     const mg_tensor *x0 = xs[0];
     if (x0->ndim < 1) {
         mg_ctx_fail(ctx, "mg_cat: x%s has no dims to join along", MG_SHAPE(x0));

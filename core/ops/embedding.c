@@ -16,7 +16,8 @@ const mg_op_def mg_op_def_embedding = {"mg_embedding", embedding_backward};
 
 mg_tensor *mg_embedding(mg_ctx *ctx, mg_tensor *W, mg_tensor *ids) {
     MG_BAIL_IF_FAILED(ctx);
-    if (!mg_expect_f32(ctx, "mg_embedding", "weight", W)) return mg_ctx_dummy(ctx);
+    if (!mg_expect_f32(ctx, "mg_embedding", "weight", W) || !mg_expect_data(ctx, "mg_embedding", "ids", ids))
+        return mg_ctx_dummy(ctx);
     if (W->ndim != 2 || ids->dtype != MG_I32 || ids->ndim >= MG_MAX_DIMS) {
         mg_ctx_fail(ctx, "mg_embedding: weight%s must be (V,C) and ids%s int32 with at most %d dims%s",
                     MG_SHAPE(W), MG_SHAPE(ids), MG_MAX_DIMS - 1, ids->dtype != MG_I32 ? " (got float32 ids)" : "");

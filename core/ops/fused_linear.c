@@ -213,7 +213,7 @@ mg_tensor *mg_merge_heads_linear(mg_ctx *ctx, mg_tensor *x, mg_tensor *weight, m
     }
     const int64_t C = x->shape[1] * x->shape[3];
     mg_tensor merged = {.ndim = 3, .shape = {x->shape[0], x->shape[2], C}, .dtype = MG_F32}; /* for the checks */
-    merged.numel = x->numel;
+    merged.numel = x->numel, merged.data = x->data;
     if (!mg_linear_check(ctx, "mg_merge_heads_linear, heads merged", &merged, weight, bias)) return mg_ctx_dummy(ctx);
     if (!mg_use_bf16(ctx)) return mg_linear(ctx, mg_merge_heads(ctx, x), weight, bias);
     return merge_heads_linear_bf16(ctx, x, weight, bias);

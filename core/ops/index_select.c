@@ -32,7 +32,7 @@ mg_tensor *mg_index_select(mg_ctx *ctx, mg_tensor *x, int64_t dim, mg_tensor *in
     MG_BAIL_IF_FAILED(ctx);
     const char *op = mg_op_def_index_select.name;
     int d;
-    if (!mg_expect_f32(ctx, op, "x", x)) return mg_ctx_dummy(ctx);
+    if (!mg_expect_f32(ctx, op, "x", x) || !mg_expect_data(ctx, op, "index", index)) return mg_ctx_dummy(ctx);
     if (x->ndim == 0) {
         mg_ctx_fail(ctx, "%s: x%s needs at least one dim", op, MG_SHAPE(x));
         return mg_ctx_dummy(ctx);

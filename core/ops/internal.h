@@ -19,9 +19,24 @@
         if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);                                             \
     } while (0)
 
-/* Fails the op with `msg` unless t is a float tensor. */
+/* Fails the op naming `arg` when t is NULL or has elements but no data (a parameter whose store
+ * was never allocated: mg_params_alloc); true otherwise. */
+static inline bool mg_expect_data(mg_ctx *ctx, const char *op, const char *arg, const mg_tensor *t) {
+    if (t && (t->data || t->numel == 0)) return true;
+    if (!t)
+        mg_ctx_fail(ctx, "%s: %s is NULL", op, arg);
+    else if (t->flags & MG_PARAM)
+        mg_ctx_fail(ctx, "%s: %s%s (parameter '%s') has no data: its store is not allocated (call "
+                    "mg_params_alloc first)", op, arg, MG_SHAPE(t), t->name ? t->name : "?");
+    else
+        mg_ctx_fail(ctx, "%s: %s%s has no data", op, arg, MG_SHAPE(t));
+    return false;
+}
+
+/* Fails the op unless t is a float tensor with its data (mg_expect_data). */
 static inline bool mg_expect_f32(mg_ctx *ctx, const char *op, const char *arg, const mg_tensor *t) {
-    if (t->dtype == MG_F32) return true;
+    if (t && t->dtype == MG_F32 && (t->data || t->numel == 0)) return true;
+    if (!mg_expect_data(ctx, op, arg, t)) return false;
     mg_ctx_fail(ctx, "%s: %s%s must be float32 (got int32 ids)", op, arg, MG_SHAPE(t));
     return false;
 }

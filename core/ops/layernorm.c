@@ -26,7 +26,9 @@ const mg_op_def mg_op_def_layernorm = {"mg_layernorm", layernorm_backward};
 
 mg_tensor *mg_layernorm(mg_ctx *ctx, mg_tensor *x, mg_tensor *w, mg_tensor *b, float eps) {
     MG_BAIL_IF_FAILED(ctx);
-    if (!mg_expect_f32(ctx, "mg_layernorm", "x", x)) return mg_ctx_dummy(ctx);
+    if (!mg_expect_f32(ctx, "mg_layernorm", "x", x) || (w && !mg_expect_f32(ctx, "mg_layernorm", "weight", w)) ||
+        (b && !mg_expect_f32(ctx, "mg_layernorm", "bias", b)))
+        return mg_ctx_dummy(ctx);
     int64_t C = mg_cols(x), R = mg_rows(x);
     if (x->ndim < 1 || C == 0) {
         mg_ctx_fail(ctx, "mg_layernorm: x%s needs a non-empty last dim", MG_SHAPE(x));

@@ -22,6 +22,7 @@ const mg_op_def mg_op_def_narrow = {"mg_narrow", narrow_backward};
 
 mg_tensor *mg_narrow(mg_ctx *ctx, mg_tensor *x, int64_t dim, int64_t start, int64_t length) {
     MG_BAIL_IF_FAILED(ctx);
+    if (!mg_expect_data(ctx, "mg_narrow", "x", x)) return mg_ctx_dummy(ctx);
     if (x->ndim < 1) {
         mg_ctx_fail(ctx, "mg_narrow: x%s has no dims to narrow", MG_SHAPE(x));
         return mg_ctx_dummy(ctx);

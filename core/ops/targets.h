@@ -8,7 +8,7 @@
  * [0, C). *count gets the number of targets that are not ignore. Fails the op otherwise. */
 static inline bool mg_check_class_targets(mg_ctx *ctx, const char *op, const char *xname, const mg_tensor *x,
                                           const mg_tensor *y, int32_t ignore, int64_t *count) {
-    if (!mg_expect_f32(ctx, op, xname, x)) return false;
+    if (!mg_expect_f32(ctx, op, xname, x) || !mg_expect_data(ctx, op, "targets", y)) return false;
     bool ok = x->ndim >= 1 && y->dtype == MG_I32 && y->ndim == x->ndim - 1;
     for (int i = 0; ok && i < y->ndim; i++) ok = y->shape[i] == x->shape[i];
     if (!ok) {

@@ -18,6 +18,7 @@ static inline truth_src truth_of(const mg_tensor *t) {
 static inline bool truth_at(truth_src s, int64_t k) { return s.i ? s.i[k] != 0 : s.f[k] != 0.0f; }
 
 static bool expect_condition(mg_ctx *ctx, const char *op, const char *arg, const mg_tensor *t) {
+    if (!mg_expect_data(ctx, op, arg, t)) return false;
     if (t->dtype == MG_I32 || t->dtype == MG_F32) return true;
     mg_ctx_fail(ctx, "%s: %s%s must be int32 or float32", op, arg, MG_SHAPE(t));
     return false;
