@@ -34,7 +34,11 @@ mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std,
 }
 
 bool mg_layer_check_last_dim(mg_layer *l, mg_ctx *ctx, const mg_tensor *x, const char *what, int64_t dim) {
-    if (x->dtype == MG_F32 && x->ndim >= 1 && x->shape[x->ndim - 1] == dim) return true;
+    if (x && x->dtype == MG_F32 && x->ndim >= 1 && x->shape[x->ndim - 1] == dim) return true;
+    if (!x) {
+        mg_layer_fail(l, ctx, "x is NULL: need float32 with last dim %s%lld", what, (long long)dim);
+        return false;
+    }
     mg_layer_fail(l, ctx, "x%s: need float32 with last dim %s%lld", MG_LSHAPE(x), what, (long long)dim);
     return false;
 }

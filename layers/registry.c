@@ -523,14 +523,48 @@ static mg_tensor *scoped_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const m
     return y;
 }
 
+/* The first parameter declared in l's subtree (l first, then its children depth first), or NULL. */
+static const mg_tensor *first_param(const mg_layer *l) {
+    if (l->n_params) return l->params[0];
+    for (int i = 0; i < l->n_children; i++) {
+        const mg_tensor *t = first_param(l->children[i]);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+/* What every forward entry checks before running the layer: a layer, an input, and parameters
+ * with data (a layer's parameters all live in one store, allocated at once, so the first one
+ * tells). On a fault, raises on ctx naming `fn` or the layer and returns false. */
+static bool forward_ready(const char *fn, mg_layer *l, mg_ctx *ctx, const mg_tensor *x) {
+    if (!l) {
+        mg_ctx_fail(ctx, "%s: the layer is NULL", fn);
+        return false;
+    }
+    if (!x) {
+        output_fail(l, ctx, "%s: x is NULL", fn);
+        return false;
+    }
+    const mg_tensor *p = first_param(l);
+    if (p && !p->data && p->numel > 0) {
+        output_fail(l, ctx, "its parameters are not allocated ('%s' has no data): call mg_params_alloc on their "
+                            "store before the first forward", p->name ? p->name : "?");
+        return false;
+    }
+    return true;
+}
+
 mg_tensor *mg_layer_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    if (!forward_ready("mg_layer_forward", l, ctx, x)) return mg_ctx_dummy(ctx);
     return checked(l, ctx, scoped_forward(l, ctx, x, args), -1, NULL);
 }
 
 mg_tensor *mg_layer_forward_normed(mg_layer *l, mg_layer *ln, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args) {
     static const mg_fwd zero;
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    if (!forward_ready("mg_layer_forward", ln, ctx, x) || !forward_ready("mg_layer_forward", l, ctx, x))
+        return mg_ctx_dummy(ctx);
     mg_tensor *(*normed)(mg_layer *, mg_layer *, mg_ctx *, mg_tensor *, const mg_fwd *) =
         l->vt == &mg_layer_self_attention ? mg_self_attention_normed : l->vt == &mg_layer_mlp ? mg_mlp_normed : NULL;
     if (!normed) return mg_layer_forward(l, ctx, mg_layer_forward(ln, ctx, x, args), args);
@@ -548,6 +582,7 @@ mg_tensor *mg_layer_forward_normed(mg_layer *l, mg_layer *ln, mg_ctx *ctx, mg_te
 mg_tensor *mg_layer_forward_expect(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const mg_fwd *args, int ndim,
                                    const int64_t *shape) {
     if (!mg_ctx_ok(ctx)) return mg_ctx_dummy(ctx);
+    if (!forward_ready("mg_layer_forward_expect", l, ctx, x)) return mg_ctx_dummy(ctx);
     if (ndim > MG_MAX_DIMS || (ndim > 0 && !shape)) {
         mg_ctx_fail(ctx, "mg_layer_forward_expect: layer '%s': %d expected dims%s", l->prefix, ndim,
                     ndim > MG_MAX_DIMS ? " is too many" : " but no shape");

@@ -541,6 +541,71 @@ START_TEST(typed_constructor_errors_name_layer_and_field) {
 }
 END_TEST
 
+/* Misuse a layer cannot run with is raised on the context before its forward: no layer, no input,
+ * parameters whose store was never allocated (LayerNorm's included: whether it is affine is its
+ * config's choice, not a matter of its weight having data). */
+START_TEST(forward_refuses_missing_layer_input_and_parameters) {
+    mg_params *P = mg_params_new();
+    mg_layer *fc = mg_linear_new(P, "fc", &(mg_linear_cfg){.in = 3, .out = 2});
+    mg_layer *conv = mg_conv2d_new(P, "conv", &(mg_conv2d_cfg){.in = 1, .out = 1, .kernel = {1, 1}});
+    mg_layer *emb = mg_embedding_new(P, "emb", &(mg_embedding_cfg){.vocab = 5, .dim = 2});
+    mg_layer *ln = mg_layernorm_new(P, "ln", &(mg_layernorm_cfg){.dim = 3});
+    mg_layer *plain = mg_layernorm_new(P, "plain", &(mg_layernorm_cfg){.dim = 3, .no_affine = true});
+    mg_layer *attn = NULL;
+    ck_assert_int_eq(make_layer("self_attention", "attn", "dim=4,n_head=2", P, &attn), MG_OK);
+    ck_assert_msg(fc && conv && emb && ln && plain, "%s", mg_last_error());
+    tu_trap t;
+    mg_ctx *ctx = tu_trapping_ctx(&t, 0);
+    mg_tensor *x = mg_zeros(ctx, 2, (int64_t[]){2, 3});
+    mg_tensor *img = mg_zeros(ctx, 4, (int64_t[]){1, 1, 3, 3});
+    mg_tensor *seq = mg_zeros(ctx, 3, (int64_t[]){1, 2, 4});
+    mg_tensor *ids = mg_tensor_new(ctx, MG_I32, 1, (int64_t[]){3});
+    for (int i = 0; i < 3; i++) ids->i32[i] = i;
+#define EXPECT(call, message)                                                                      \
+    do {                                                                                           \
+        t.calls = 0;                                                                               \
+        ck_assert_ptr_nonnull(call);                                                               \
+        ck_assert_int_eq(t.calls, 1);                                                              \
+        ck_assert_str_eq(t.msg, message);                                                          \
+        mg_ctx_clear_error(ctx);                                                                   \
+    } while (0)
+#define NOT_ALLOCATED(layer, kind, param)                                                          \
+    "layer '" layer "' (" kind ", built-in): its parameters are not allocated ('" param "' has no data): call " \
+    "mg_params_alloc on their store before the first forward"
+    EXPECT(mg_layer_forward(fc, ctx, x, NULL), NOT_ALLOCATED("fc", "linear", "fc.weight"));
+    EXPECT(mg_layer_forward(conv, ctx, img, NULL), NOT_ALLOCATED("conv", "conv2d", "conv.weight"));
+    EXPECT(mg_layer_forward(emb, ctx, ids, NULL), NOT_ALLOCATED("emb", "embedding", "emb.weight"));
+    EXPECT(mg_layer_forward(ln, ctx, x, NULL), NOT_ALLOCATED("ln", "layernorm", "ln.weight"));
+    EXPECT(mg_layer_forward(attn, ctx, seq, NULL), NOT_ALLOCATED("attn", "self_attention", "attn.c_attn.weight"));
+    EXPECT(mg_layer_forward_expect(fc, ctx, x, NULL, -1, NULL), NOT_ALLOCATED("fc", "linear", "fc.weight"));
+    /* a LayerNorm without affine parameters has nothing to allocate */
+    t.calls = 0;
+    mg_tensor *y = mg_layer_forward(plain, ctx, x, NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", t.msg);
+    ck_assert_int_eq(y->numel, 6);
+    mg_rng rng = mg_rng_make(1);
+    ck_assert(mg_params_alloc(P, &rng) == MG_OK);
+    EXPECT(mg_layer_forward(NULL, ctx, x, NULL), "mg_layer_forward: the layer is NULL");
+    EXPECT(mg_layer_forward(fc, ctx, NULL, NULL), "layer 'fc' (linear, built-in): mg_layer_forward: x is NULL");
+    EXPECT(mg_layer_forward_expect(NULL, ctx, x, NULL, -1, NULL), "mg_layer_forward_expect: the layer is NULL");
+    EXPECT(mg_layer_forward_expect(fc, ctx, NULL, NULL, -1, NULL),
+           "layer 'fc' (linear, built-in): mg_layer_forward_expect: x is NULL");
+#undef NOT_ALLOCATED
+#undef EXPECT
+    /* allocated, every one runs */
+    mg_layer_forward(fc, ctx, x, NULL);
+    mg_layer_forward(conv, ctx, img, NULL);
+    mg_layer_forward(emb, ctx, ids, NULL);
+    mg_layer_forward(ln, ctx, x, NULL);
+    mg_layer_forward(attn, ctx, seq, NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", t.msg);
+    mg_ctx_free(ctx);
+    mg_layer_free(fc), mg_layer_free(conv), mg_layer_free(emb), mg_layer_free(ln), mg_layer_free(plain);
+    mg_layer_free(attn);
+    mg_params_free(P);
+}
+END_TEST
+
 /* ---- the example of docs/layers.md, compiled and run, and compared with the page ---- */
 
 /* layers-example:begin */
@@ -699,6 +764,7 @@ static Suite *nn_suite(void) {
     tcase_add_test(tt, norm_layers_compute_their_ops);
     tcase_add_test(tt, dropout_layer_is_active_only_in_training);
     tcase_add_test(tt, typed_constructor_errors_name_layer_and_field);
+    tcase_add_test(tt, forward_refuses_missing_layer_input_and_parameters);
     suite_add_tcase(s, tt);
     TCase *td = tcase_create("docs");
     tcase_add_test(td, docs_example_trains);
