@@ -290,6 +290,7 @@ static mg_status create_named(const char *type, const char *prefix, const char *
 
 mg_status mg_layer_create(const char *type, const char *prefix, mg_config *cfg, mg_params *params, mg_layer **out) {
     if (!prefix) prefix = "";
+    if (!out) return mg_set_error(MG_ERR_INVALID, "mg_layer_create: layer '%s' (%s): out is NULL", prefix, type ? type : "(null)");
     return create_named(type, prefix, prefix, cfg, params, out);
 }
 
@@ -352,6 +353,11 @@ mg_status mg_layer_child(mg_layer *self, const char *local, const char *type, mg
 mg_tensor *mg_layer_param(mg_layer *self, mg_params *params, const char *local, int ndim, const int64_t *shape,
                           mg_init init, uint32_t flags) {
     char name[512];
+    if (!params) {
+        mg_set_error(MG_ERR_INVALID, "layer '%s': parameter '%s' has no store to go in (params is NULL)",
+                     self->prefix, local ? local : "(null)");
+        return NULL;
+    }
     if (*self->prefix)
         snprintf(name, sizeof name, "%s.%s", self->prefix, local);
     else

@@ -543,7 +543,8 @@ END_TEST
 
 /* Misuse a layer cannot run with is raised on the context before its forward: no layer, no input,
  * parameters whose store was never allocated (LayerNorm's included: whether it is affine is its
- * config's choice, not a matter of its weight having data). */
+ * config's choice, not a matter of its weight having data); and the create calls refuse NULL
+ * results and stores with a status. */
 START_TEST(forward_refuses_missing_layer_input_and_parameters) {
     mg_params *P = mg_params_new();
     mg_layer *fc = mg_linear_new(P, "fc", &(mg_linear_cfg){.in = 3, .out = 2});
@@ -603,6 +604,21 @@ START_TEST(forward_refuses_missing_layer_input_and_parameters) {
     mg_layer_free(fc), mg_layer_free(conv), mg_layer_free(emb), mg_layer_free(ln), mg_layer_free(plain);
     mg_layer_free(attn);
     mg_params_free(P);
+    /* create: no result pointer, or no store for a layer that declares parameters */
+    mg_params *Q = mg_params_new();
+    mg_config *cfg = mg_config_new("linear");
+    ck_assert_int_eq(mg_config_set_list(cfg, "in=3,out=2"), MG_OK);
+    TU_ASSERT_ERR(mg_layer_create("linear", "x", cfg, Q, NULL), MG_ERR_INVALID,
+                  "mg_layer_create: layer 'x' (linear): out is NULL");
+    mg_layer *l = (mg_layer *)1;
+    TU_ASSERT_ERR(mg_layer_create("linear", "x", cfg, NULL, &l), MG_ERR_INVALID,
+                  "layer 'x': parameter 'weight' has no store to go in (params is NULL)");
+    ck_assert_ptr_null(l);
+    ck_assert_ptr_null(mg_linear_new(NULL, "fc", &(mg_linear_cfg){.in = 3, .out = 2}));
+    tu_assert_error_has("layer 'fc': parameter 'weight' has no store to go in (params is NULL)");
+    ck_assert_int_eq(mg_params_len(Q), 0);
+    mg_config_free(cfg);
+    mg_params_free(Q);
 }
 END_TEST
 
