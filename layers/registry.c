@@ -199,6 +199,8 @@ struct mg_layer {
      * child's index, 0 empty; n_slots is 0 or a power of two at least 2 * n_children */
     int *slot;
     size_t n_slots;
+    /* misuse found outside forward (mg_layer_fail_next_forward), raised by the next one */
+    char pending[160];
 };
 
 void mg_layer_free(mg_layer *l) {
@@ -529,6 +531,13 @@ static mg_tensor *scoped_forward(mg_layer *l, mg_ctx *ctx, mg_tensor *x, const m
     return y;
 }
 
+void mg_layer_fail_next_forward(mg_layer *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->pending, sizeof l->pending, fmt, ap);
+    va_end(ap);
+}
+
 /* The first parameter declared in l's subtree (l first, then its children depth first), or NULL. */
 static const mg_tensor *first_param(const mg_layer *l) {
     if (l->n_params) return l->params[0];
@@ -545,6 +554,11 @@ static const mg_tensor *first_param(const mg_layer *l) {
 static bool forward_ready(const char *fn, mg_layer *l, mg_ctx *ctx, const mg_tensor *x) {
     if (!l) {
         mg_ctx_fail(ctx, "%s: the layer is NULL", fn);
+        return false;
+    }
+    if (l->pending[0]) {
+        output_fail(l, ctx, "%s", l->pending);
+        l->pending[0] = '\0';
         return false;
     }
     if (!x) {

@@ -56,6 +56,10 @@ extern const mg_layer_vtable mg_layer_conv1d, mg_layer_conv2d;
 /* Raises a programming error on ctx prefixed with the layer's name and kind. */
 void mg_layer_fail(mg_layer *l, mg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Misuse found where no context is at hand (a setter that returns nothing): the next forward of l
+ * raises it on its context, as mg_layer_fail would, and runs nothing. */
+void mg_layer_fail_next_forward(mg_layer *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Initialiser chosen by the common keys init = normal|uniform|zeros, std, bound. */
 mg_init mg_layer_init_from(mg_config *cfg, const char *def_kind, double def_std, double def_bound);
 

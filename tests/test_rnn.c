@@ -263,14 +263,26 @@ START_TEST(errors_name_the_layer_and_field) {
     ck_assert_msg(mg_ctx_ok(ctx), "%s", t.msg);
     ck_assert_ptr_nonnull(y);
     ck_assert_ptr_nonnull(mg_rnn_final_state(g, NULL));
-    /* not a recurrent layer, or none: no state, and setting one is ignored */
+    /* not a recurrent layer, or none: no state; setting one is raised by the layer's next forward
+     * (once: the one after runs) */
     mg_params *Q = mg_params_new();
     mg_layer *lin = mg_linear_new(Q, "fc", &(mg_linear_cfg){.in = 2, .out = 2});
+    ck_assert(mg_params_alloc(Q, &rng) == MG_OK);
     mg_tensor *cn = x;
     mg_rnn_set_initial_state(lin, h_ok, NULL);
     ck_assert_ptr_null(mg_rnn_final_state(lin, &cn));
     ck_assert_ptr_null(cn);
     ck_assert_ptr_null(mg_rnn_final_state(NULL, NULL));
+    mg_rnn_set_initial_state(NULL, h_ok, NULL); /* nothing to raise it on; no crash */
+    mg_tensor *xl = mg_zeros(ctx, 2, (int64_t[]){B, 2});
+    t.calls = 0;
+    ck_assert_ptr_nonnull(mg_layer_forward(lin, ctx, xl, NULL));
+    ck_assert_int_eq(t.calls, 1);
+    ck_assert_str_eq(t.msg, "layer 'fc' (linear, built-in): mg_rnn_set_initial_state: a linear layer has no recurrent "
+                            "state (lstm or gru only)");
+    mg_ctx_clear_error(ctx);
+    mg_layer_forward(lin, ctx, xl, NULL);
+    ck_assert_msg(mg_ctx_ok(ctx), "%s", t.msg);
     mg_layer_free(lin);
     mg_params_free(Q);
     mg_ctx_free(ctx);
