@@ -253,31 +253,50 @@ int mg_plugin_search_path(char *buf, size_t n) {
     return count;
 }
 
-static bool try_dir(const char *dir, const char *name, char *buf, size_t n) {
+/* Where the plugin `name` is in `dir`: its path (malloc'd) or NULL (not there, or no memory). */
+static char *try_dir(const char *dir, const char *name) {
     static const char *const pat[] = {"%s/lib%s.so", "%s/%s.so"};
     for (int k = 0; k < 2; k++) {
-        int w = snprintf(buf, n, pat[k], dir, name);
-        if (w > 0 && (size_t)w < n && access(buf, R_OK) == 0) return true;
+        int w = snprintf(NULL, 0, pat[k], dir, name);
+        char *path = w > 0 ? malloc((size_t)w + 1) : NULL;
+        if (!path) return NULL;
+        snprintf(path, (size_t)w + 1, pat[k], dir, name);
+        if (access(path, R_OK) == 0) return path;
+        free(path);
     }
-    return false;
+    return NULL;
+}
+
+/* Copies path into buf (n bytes); a buffer too small for it is MG_ERR_INVALID, with buf left empty. */
+static mg_status give_path(const char *path, char *buf, size_t n) {
+    size_t len = strlen(path);
+    if (len < n) {
+        memcpy(buf, path, len + 1);
+        return MG_OK;
+    }
+    if (n) buf[0] = '\0';
+    return mg_set_error(MG_ERR_INVALID, "mg_plugin_find: the buffer of %zu bytes is too small for the path '%s' "
+                                        "(%zu bytes with its terminating NUL)", n, path, len + 1);
 }
 
 mg_status mg_plugin_find(const char *name, char *buf, size_t n) {
     if (!name || !*name) return mg_set_error(MG_ERR_INVALID, "mg_plugin_find: empty plugin name");
-    if (strchr(name, '/')) {
-        if ((size_t)snprintf(buf, n, "%s", name) >= n) return mg_set_error(MG_ERR_INVALID, "%s: path too long", name);
-        return MG_OK;
-    }
+    if (n && !buf) return mg_set_error(MG_ERR_INVALID, "mg_plugin_find: buf is NULL but n is %zu", n);
+    if (strchr(name, '/')) return give_path(name, buf, n);
     pthread_mutex_lock(&plug_lock);
     spath p;
     search_path(&p);
-    bool found = false;
-    for (int i = 0; i < p.n && !found; i++) found = p.v[i].exists && try_dir(p.v[i].dir, name, buf, n);
+    char *found = NULL;
+    for (int i = 0; i < p.n && !found; i++) found = p.v[i].exists ? try_dir(p.v[i].dir, name) : NULL;
     char where[768];
     if (!found) describe(&p, where, sizeof where);
     spath_free(&p);
     pthread_mutex_unlock(&plug_lock);
-    if (found) return MG_OK;
+    if (found) {
+        mg_status st = give_path(found, buf, n);
+        free(found);
+        return st;
+    }
     return mg_set_error(MG_ERR_NOT_FOUND,
                         "plugin '%s' not found: looked for lib%s.so and %s.so in %s (set %s to the directory that "
                         "holds it)",
@@ -597,6 +616,7 @@ static mg_status load_path(const char *given) {
 }
 
 mg_status mg_plugin_load(const char *path_or_name) {
+    if (!path_or_name || !*path_or_name) return mg_set_error(MG_ERR_INVALID, "mg_plugin_load: empty plugin name or path");
     char path[PATH_MAX];
     mg_status st = mg_plugin_find(path_or_name, path, sizeof path);
     if (st != MG_OK) return st;

@@ -60,6 +60,18 @@ START_TEST(load_by_name_from_search_path) {
     char found[PATH_MAX];
     ck_assert_int_eq(mg_plugin_find("example_scale", found, sizeof found), MG_OK);
     ck_assert_str_eq(found, plugin("example_scale"));
+    /* found, but the path does not fit: a buffer error (buf left empty), not "not found" */
+    char small[4] = "zzz";
+    size_t len = strlen(found);
+    TU_ASSERT_ERR(mg_plugin_find("example_scale", small, sizeof small), MG_ERR_INVALID,
+                  "mg_plugin_find: the buffer of 4 bytes is too small for the path '", found);
+    ck_assert_str_eq(small, "");
+    TU_ASSERT_ERR(mg_plugin_find("example_scale", NULL, 0), MG_ERR_INVALID, "the buffer of 0 bytes is too small");
+    TU_ASSERT_ERR(mg_plugin_find("example_scale", found, len), MG_ERR_INVALID, "is too small");
+    ck_assert_int_eq(mg_plugin_find("example_scale", found, len + 1), MG_OK); /* exactly enough */
+    ck_assert_str_eq(found, plugin("example_scale"));
+    TU_ASSERT_ERR(mg_plugin_find("/a/path/libx.so", small, sizeof small), MG_ERR_INVALID,
+                  "the buffer of 4 bytes is too small for the path '/a/path/libx.so'");
     ck_assert_msg(mg_plugin_load("example_scale") == MG_OK, "%s", mg_last_error());
     ck_assert_ptr_nonnull(mg_layer_find("scale"));
 }
@@ -80,7 +92,10 @@ START_TEST(not_found_lists_where_it_looked) {
                "MINIGRAD_PLUGIN_PATH=/nonexistent1:/nonexistent2");
     unsetenv(MG_PLUGIN_PATH_ENV);
     TU_ASSERT_ERR(mg_plugin_load("nope"), MG_ERR_NOT_FOUND, "MINIGRAD_PLUGIN_PATH (not set)");
-    TU_ASSERT_ERR(mg_plugin_load(""), MG_ERR_INVALID, "empty plugin name");
+    TU_ASSERT_ERR(mg_plugin_load(""), MG_ERR_INVALID, "mg_plugin_load: empty plugin name or path");
+    TU_ASSERT_ERR(mg_plugin_load(NULL), MG_ERR_INVALID, "mg_plugin_load: empty plugin name or path");
+    char buf[64];
+    TU_ASSERT_ERR(mg_plugin_find(NULL, buf, sizeof buf), MG_ERR_INVALID, "mg_plugin_find: empty plugin name");
 }
 END_TEST
 

@@ -103,7 +103,8 @@ typedef mg_status (*mg_plugin_init_fn)(const mg_plugin_host *host);
  * MG_ERR_ABI for a version or size mismatch, MG_ERR_NOT_FOUND for a missing init symbol, or
  * whatever the plugin's init returned. */
 MG_API mg_status mg_plugin_load(const char *path_or_name);
-/* Resolves a name to a path without loading it (buf gets the path). MG_ERR_NOT_FOUND as above. */
+/* Resolves a name to a path without loading it (buf gets the path). MG_ERR_NOT_FOUND as above;
+ * MG_ERR_INVALID when the path found does not fit in buf's n bytes (buf is then left empty). */
 MG_API mg_status mg_plugin_find(const char *name, char *buf, size_t n);
 /* Adds a directory to the end of the search path (step 4). */
 MG_API mg_status mg_plugin_add_dir(const char *dir);
