@@ -46,7 +46,11 @@ static int config_pairs(const mg_gpt_config *c, const char *keys[MG_GPT_META_MAX
     KV("pos_opts", "%s", c->pos_opts);
     keys[n] = "dropout", fmt_float(vals[n], MG_GPT_META_LEN, c->dropout), n++;
     KV("causal", "%s", c->causal ? "true" : "false");
-    KV("gelu", "%s", c->gelu == MG_GELU_ERF ? "erf" : "tanh");
+    /* a kind outside the enum is written as its number, which no reader takes for a valid one */
+    if (c->gelu == MG_GELU_TANH || c->gelu == MG_GELU_ERF)
+        KV("gelu", "%s", c->gelu == MG_GELU_ERF ? "erf" : "tanh");
+    else
+        KV("gelu", "%d", (int)c->gelu);
     keys[n] = "emb_scale", fmt_float(vals[n], MG_GPT_META_LEN, c->emb_scale), n++;
     KV("head", "%s", c->tied_head ? "tied" : "linear");
     KV("head_bias", "%s", c->head_bias ? "true" : "false");
@@ -160,7 +164,17 @@ void mg_gpt_free(mg_gpt *g) {
 /* The model's layers with their parameters declared but not yet allocated: the shapes are known
  * and nothing sized by them has been allocated. */
 static mg_status gpt_build(const mg_gpt_config *cfg, mg_gpt **out) {
+    if (!out) return mg_set_error(MG_ERR_INVALID, "mg_gpt_new: out is NULL");
     *out = NULL;
+    if (!cfg) return mg_set_error(MG_ERR_INVALID, "mg_gpt_new: the config is NULL (start from mg_gpt_config_default())");
+    /* fields the string config below could not carry faithfully: an unknown GELU kind would read
+     * back as tanh, a negative attn_scale as the default */
+    if (cfg->gelu != MG_GELU_TANH && cfg->gelu != MG_GELU_ERF)
+        return mg_set_error(MG_ERR_INVALID, "gpt config: gelu = %d is not a GELU kind (MG_GELU_TANH or MG_GELU_ERF)",
+                            (int)cfg->gelu);
+    if (!(cfg->attn_scale >= 0.0f && isfinite(cfg->attn_scale)))
+        return mg_set_error(MG_ERR_INVALID, "gpt config: attn_scale = %g must be finite and >= 0 (0: 1/sqrt(head dim))",
+                            (double)cfg->attn_scale);
     mg_gpt *g = calloc(1, sizeof *g);
     mg_config *kv = mg_config_new("gpt config");
     if (!g || !kv || !(g->params = mg_params_new())) {

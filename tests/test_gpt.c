@@ -888,6 +888,41 @@ END_TEST
 /* Sizes each within its key's range can still make a model too large to exist: the parameter
  * count is computed with checked arithmetic and refused, naming the keys, before anything is
  * built. */
+/* Fields of a C config that the model could not honour are refused by name, not run as something
+ * else: a GELU kind outside the enum (which ran as tanh, and was saved as "gelu=tanh"), a negative
+ * or non-finite attention scale (which ran as the default). */
+START_TEST(config_enums_and_scale_are_checked) {
+    mg_gpt_config c = small("learned");
+    mg_rng r = mg_rng_make(1);
+    mg_gpt *g = (mg_gpt *)1;
+    c.gelu = (mg_gelu_kind)7;
+    TU_ASSERT_ERR(mg_gpt_new(&c, &r, &g), MG_ERR_INVALID,
+                  "gpt config: gelu = 7 is not a GELU kind (MG_GELU_TANH or MG_GELU_ERF)");
+    ck_assert_ptr_null(g);
+    mg_st_meta meta[MG_GPT_META_MAX];
+    char buf[MG_GPT_META_MAX][MG_GPT_META_LEN];
+    int n = mg_gpt_config_to_meta(&c, meta, buf), seen = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(meta[i].key, "gelu") == 0) {
+            ck_assert_str_eq(meta[i].value, "7");
+            seen++;
+        }
+    ck_assert_int_eq(seen, 1);
+    c.gelu = MG_GELU_ERF;
+    c.attn_scale = -0.5f;
+    TU_ASSERT_ERR(mg_gpt_new(&c, &r, &g), MG_ERR_INVALID,
+                  "gpt config: attn_scale = -0.5 must be finite and >= 0 (0: 1/sqrt(head dim))");
+    c.attn_scale = INFINITY;
+    TU_ASSERT_ERR(mg_gpt_new(&c, &r, &g), MG_ERR_INVALID, "gpt config: attn_scale = inf must be finite");
+    TU_ASSERT_ERR(mg_gpt_new(NULL, &r, &g), MG_ERR_INVALID, "mg_gpt_new: the config is NULL");
+    TU_ASSERT_ERR(mg_gpt_new(&c, &r, NULL), MG_ERR_INVALID, "mg_gpt_new: out is NULL");
+    c.attn_scale = 0.0f;
+    ck_assert_msg(mg_gpt_new(&c, &r, &g) == MG_OK, "%s", mg_last_error());
+    ck_assert_int_eq(mg_gpt_cfg(g)->gelu, MG_GELU_ERF);
+    mg_gpt_free(g);
+}
+END_TEST
+
 START_TEST(config_sizes_are_held_to_a_parameter_budget) {
     mg_config *kv = mg_config_new("big.cfg");
     ck_assert_ptr_nonnull(kv);
@@ -1422,6 +1457,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, malformed_checkpoints_at_model_level);
     tcase_add_test(tc, metadata_sizes_are_checked_before_allocating);
     tcase_add_test(tc, config_sizes_are_held_to_a_parameter_budget);
+    tcase_add_test(tc, config_enums_and_scale_are_checked);
     tcase_add_test(tc, every_config_key_is_required);
     tcase_add_test(tc, damaged_and_non_finite_weights_are_refused);
     tcase_add_test(tc, eps_and_attention_scale_in_metadata);
