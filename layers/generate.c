@@ -107,10 +107,16 @@ static void on_ctx_error(mg_ctx *ctx, const char *msg, void *user) {
 mg_status mg_gpt_generate(mg_gpt *g, const int32_t *prompt, int64_t n_prompt, const mg_gen_opts *opts, mg_rng *rng,
                           int32_t *out, int64_t *n_out) {
     if (n_out) *n_out = 0;
+    if (!g) return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: the model is NULL");
+    if (!opts) return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: opts is NULL");
+    if (!prompt) return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: prompt is NULL (%lld tokens given)", (long long)n_prompt);
+    if (n_prompt < 1)
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: the prompt needs at least one token, got %lld",
+                            (long long)n_prompt);
+    if (opts->max_new_tokens < 0)
+        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: max_new_tokens = %lld must be >= 0",
+                            (long long)opts->max_new_tokens);
     const mg_gpt_config *c = mg_gpt_cfg(g);
-    if (!opts || !prompt || n_prompt < 1 || opts->max_new_tokens < 0)
-        return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: need options, a prompt of at least one token and "
-                                            "max_new_tokens >= 0 (got %lld prompt tokens)", (long long)n_prompt);
     if (!(opts->temperature >= 0.0f && isfinite(opts->temperature)) || opts->top_k < 0 ||
         !(opts->top_p >= 0.0f && isfinite(opts->top_p)) || opts->max_context < 0)
         return mg_set_error(MG_ERR_INVALID, "mg_gpt_generate: temperature %g, top_k %lld, top_p %g, max_context %lld: "

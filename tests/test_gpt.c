@@ -602,7 +602,17 @@ START_TEST(generation_options_and_errors) {
     ck_assert_msg(mg_gpt_generate(g, prompt, 12, &o, NULL, out, &n) == MG_OK, "%s", mg_last_error());
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(calls, 3);
-    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 0, &o, NULL, out, &n), MG_ERR_INVALID, "at least one token");
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 0, &o, NULL, out, &n), MG_ERR_INVALID,
+                  "mg_gpt_generate: the prompt needs at least one token, got 0");
+    /* each missing or negative argument has its own message */
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, NULL, NULL, out, &n), MG_ERR_INVALID, "mg_gpt_generate: opts is NULL");
+    TU_ASSERT_ERR(mg_gpt_generate(g, NULL, 3, &o, NULL, out, &n), MG_ERR_INVALID,
+                  "mg_gpt_generate: prompt is NULL (3 tokens given)");
+    TU_ASSERT_ERR(mg_gpt_generate(NULL, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "mg_gpt_generate: the model is NULL");
+    o.max_new_tokens = -4;
+    TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 2, &o, NULL, out, &n), MG_ERR_INVALID,
+                  "mg_gpt_generate: max_new_tokens = -4 must be >= 0");
+    o.max_new_tokens = 8;
     prompt[1] = 11;
     TU_ASSERT_ERR(mg_gpt_generate(g, prompt, 3, &o, NULL, out, &n), MG_ERR_INVALID, "prompt token 1 is 11, outside [0, 11)");
     prompt[1] = 2;
