@@ -223,7 +223,22 @@ START_TEST(model_file_errors_name_file_line_key) {
     p = write_file("range.cfg", "[layernorm]\ndim = 8\neps = 2\n");
     TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "range.cfg:3: [layernorm]: key 'eps' = 2 is out of range");
     p = write_file("dup.cfg", "[linear]\nname = a\nin = 2\nout = 2\n[linear]\nname = a\nin = 2\nout = 2\n");
-    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "duplicate parameter name 'a.weight'");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID,
+                  "dup.cfg:6: [linear]: name 'a' is already the name of section 1 ([linear] on line 1)");
+    ck_assert_ptr_null(m);
+    /* different names whose parameters collide: the store's message, with the file, line and section */
+    p = write_file("clash.cfg", "[decoder_block]\nname = a\ndim = 8\nn_head = 2\n[linear]\nname = a.attn.c_attn\n"
+                                "in = 8\nout = 24\n");
+    TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID,
+                  "clash.cfg:5: [linear] 'a.attn.c_attn': mg_params_add: duplicate parameter name 'a.attn.c_attn.weight'");
+    ck_assert_ptr_null(m);
+    m = (mg_model *)1;
+    TU_ASSERT_ERR(mg_model_build(NULL, &rng, &m), MG_ERR_INVALID, "mg_model_build: the config file is NULL");
+    ck_assert_ptr_null(m);
+    mg_cfg_file *cf = NULL;
+    ck_assert_int_eq(mg_cfg_file_parse("[linear]\nin = 2\nout = 2\n", "ok.cfg", &cf), MG_OK);
+    TU_ASSERT_ERR(mg_model_build(cf, &rng, NULL), MG_ERR_INVALID, "mg_model_build: out is NULL");
+    mg_cfg_file_free(cf);
     p = write_file("empty.cfg", "# nothing\n");
     TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID, "empty.cfg: no [layer] sections");
     p = write_file("nested.cfg", "[decoder_block]\ndim = 8\nn_head = 3\n");
