@@ -427,7 +427,9 @@ static mg_status add_section(mg_cfg_file *f, const char *name, int line) {
 }
 
 mg_status mg_cfg_file_parse(const char *text, const char *name, mg_cfg_file **out) {
+    if (!out) return mg_set_error(MG_ERR_INVALID, "mg_cfg_file_parse: out is NULL");
     *out = NULL;
+    if (!text) return mg_set_error(MG_ERR_INVALID, "%s: mg_cfg_file_parse: text is NULL", name ? name : "<config>");
     mg_cfg_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(name ? name : "<config>"))) {
         free(f);

@@ -90,6 +90,11 @@ START_TEST(file_syntax_errors_name_file_and_line) {
                "m.cfg:4: [x] key 'k' is set twice (first on line 3)");
     TU_ASSERT_ERR(mg_cfg_file_parse("[x]\nk =   # nothing\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:2: key 'k' has no value");
     TU_ASSERT_ERR(mg_cfg_file_parse("[x] junk\n", "m.cfg", &f), MG_ERR_FORMAT, "m.cfg:1: text after the section header");
+    /* no text, or nowhere to put the result: an argument error, not a crash */
+    f = (mg_cfg_file *)1;
+    TU_ASSERT_ERR(mg_cfg_file_parse(NULL, "m.cfg", &f), MG_ERR_INVALID, "m.cfg: mg_cfg_file_parse: text is NULL");
+    ck_assert_ptr_null(f);
+    TU_ASSERT_ERR(mg_cfg_file_parse("[x]\n", "m.cfg", NULL), MG_ERR_INVALID, "mg_cfg_file_parse: out is NULL");
     ck_assert_int_eq(mg_cfg_file_parse("\r\n[x]\r\nk = v ; comment\r\nname=a#b\n[y]\n", "m.cfg", &f), MG_OK);
     ck_assert_int_eq(mg_cfg_file_count(f), 2);
     ck_assert_str_eq(mg_cfg_file_section(f, 0), "x");
