@@ -488,16 +488,16 @@ static int cmd_eval(int argc, char **argv) {
     fflush(stdout);
     double t0 = mg_time();
     /* batch by batch, so that the progress line moves */
-    tg_eval_progress pg;
-    tg_eval_progress_open(&pg, EVAL, (int64_t)w.count);
+    ex_eval_progress pg;
+    ex_eval_progress_open(&pg, EVAL, (int64_t)w.count);
     mg_status st = MG_OK;
     for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
         size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
         tg_windows part = {w.start + i, k, w.len};
         st = cl_eval_windows(&m, ctx, &v, ids, &part, i + k == w.count ? last : 0, batch, &sum);
-        tg_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.tokens ? sum.tokens : 1), sum.tokens);
+        ex_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.tokens ? sum.tokens : 1), sum.tokens);
     }
-    tg_eval_progress_close(&pg);
+    ex_eval_progress_close(&pg);
     if (st != MG_OK) goto out;
     if (sum.tokens == 0) {
         mg_set_error(MG_ERR_INVALID, "%s: the %s split has fewer than 2 tokens", label, split);

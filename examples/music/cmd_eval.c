@@ -3,6 +3,7 @@
 #include "cmd_model.h"
 #include "commands.h"
 #include "gpt_opts.h" /* ex_precision_from */
+#include "progress.h"
 
 #include "minigrad/checkpoint.h"
 
@@ -11,26 +12,6 @@
 #include <string.h>
 
 #define PROG "music eval"
-
-/* Progress while it scores `total` windows: on a terminal (standard output, MINIGRAD_NO_TTY unset)
- * the trainer's live line, replaced as it goes; otherwise a plain line at each tenth of the work
- * (*shown: the last tenth shown). */
-static void show_progress(mg_train_progress *p, int64_t *shown, int64_t done, int64_t total, double loss,
-                          int64_t tokens) {
-    double elapsed = mg_time() - p->t0;
-    if (p->tty) {
-        mg_train_progress_step(p, done, (float)loss, 0.0f, elapsed > 0 ? (double)tokens / elapsed : 0.0, NAN, NAN);
-        return;
-    }
-    int64_t tenth = total / 10 > 0 ? total / 10 : 1;
-    if (done >= total || done / tenth == *shown) return; /* the result follows the last */
-    *shown = done / tenth;
-    char e1[32], e2[32];
-    printf("%s: %lld/%lld windows (%.0f%%), loss so far %.4f, %s elapsed, ETA %s\n", p->prog, (long long)done,
-           (long long)total, 100.0 * (double)done / (double)total, loss, mg_train_fmt_duration(elapsed, e1, sizeof e1),
-           mg_train_fmt_duration(elapsed / (double)done * (double)(total - done), e2, sizeof e2));
-    fflush(stdout);
-}
 
 int music_cmd_eval(int argc, char **argv) {
     const char *ckpt = MUSIC_DEFAULT_CKPT, *data = NULL;
@@ -92,9 +73,8 @@ int music_cmd_eval(int argc, char **argv) {
     double nats = 0, t0 = mg_time();
     int64_t tokens = 0;
     /* batch by batch, so that the progress line moves */
-    mg_train_progress pg;
-    mg_train_progress_open(&pg, PROG, (int64_t)w.count, 0, NULL, false);
-    int64_t shown = 0; /* the last tenth shown as a plain line */
+    ex_eval_progress pg;
+    ex_eval_progress_open(&pg, PROG, (int64_t)w.count);
     mg_status st = MG_OK;
     for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
         size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
@@ -103,9 +83,9 @@ int music_cmd_eval(int argc, char **argv) {
         int64_t t1 = 0;
         st = music_eval_windows(&e, g, &d, &part, &n1, &t1);
         nats += n1, tokens += t1;
-        show_progress(&pg, &shown, (int64_t)(i + k), (int64_t)w.count, tokens ? nats / (double)tokens : 0.0, tokens);
+        ex_eval_progress_update(&pg, (int64_t)(i + k), tokens ? nats / (double)tokens : 0.0, tokens);
     }
-    mg_train_progress_close(&pg);
+    ex_eval_progress_close(&pg);
     if (st != MG_OK) goto out;
     double dt = mg_time() - t0, loss = nats / (double)tokens;
     printf("tokens %lld\nval_loss %.6f\nbits_per_token %.6f\nseconds %.2f\ntokens_per_s %.0f\n", (long long)tokens,

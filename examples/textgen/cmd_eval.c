@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "gpt_opts.h" /* ex_precision_from */
+#include "progress.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -81,17 +82,17 @@ int textgen_cmd_eval(int argc, char **argv) {
     fflush(stdout);
     double t0 = mg_time();
     /* batch by batch, so that the progress line moves */
-    tg_eval_progress pg;
-    tg_eval_progress_open(&pg, PROG, (int64_t)w.count);
+    ex_eval_progress pg;
+    ex_eval_progress_open(&pg, PROG, (int64_t)w.count);
     mg_status st = MG_OK;
     for (size_t i = 0; i < w.count && st == MG_OK; i += (size_t)batch) {
         size_t k = w.count - i < (size_t)batch ? w.count - i : (size_t)batch;
         tg_windows part = {w.start + i, k, w.len};
         st = tg_eval_windows(&e, g, &v, ids, &part, i + k == w.count ? last : 0, &sum);
-        tg_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.chars ? sum.chars : 1),
+        ex_eval_progress_update(&pg, (int64_t)(i + k), sum.nats / (double)(sum.chars ? sum.chars : 1),
                                 sum.tokens);
     }
-    tg_eval_progress_close(&pg);
+    ex_eval_progress_close(&pg);
     if (st != MG_OK) goto out;
     double dt = mg_time() - t0;
     printf("tokens %lld\ncharacters %lld\n", (long long)sum.tokens, (long long)sum.chars);

@@ -209,19 +209,6 @@ typedef struct tg_loss {
 mg_status tg_eval_windows(ex_evaluator *e, mg_gpt *g, const tg_vocab *v, const int32_t *ids,
                                const tg_windows *w, int64_t last_len, tg_loss *sum);
 
-/* What an evaluation command shows while it works through `total` windows: on a terminal (standard
- * output, MINIGRAD_NO_TTY unset) the trainer's live line (minigrad/train.h), replaced as it goes;
- * otherwise a plain line at each tenth of the work: windows done, the loss so far, the time taken
- * and the time left. Close ends the live line. */
-typedef struct tg_eval_progress {
-    mg_train_progress p;
-    int64_t total, next_plain;
-} tg_eval_progress;
-
-void tg_eval_progress_open(tg_eval_progress *p, const char *prog, int64_t total);
-/* done: windows scored so far; loss: their mean loss; tokens: targets scored (for the speed). */
-void tg_eval_progress_update(tg_eval_progress *p, int64_t done, double loss, int64_t tokens);
-void tg_eval_progress_close(tg_eval_progress *p);
 
 #ifdef __cplusplus
 }
