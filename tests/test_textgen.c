@@ -490,6 +490,16 @@ START_TEST(usage_shows_string_defaults_readably) {
     tu_assert_has("usage", out, " M (default a\\tb\\x01)\n");
     tu_assert_has("usage", out, " Z\n");
     tu_assert_has("usage", out, "xxx...)\n"); /* cut, and said to be */
+    /* an integer's default is shown where it lies in the range; outside it (-1: "not given") the
+     * help text says what it means */
+    int64_t given = 8, unset = -1;
+    const ex_opt ints[] = {
+        EX_INT_OPT("given", &given, 0, 100, "G"),
+        EX_INT_OPT("unset", &unset, 1, 100, "U (default: the run's)"),
+    };
+    usage_text(ints, 2, out, sizeof out);
+    tu_assert_has("usage", out, " G (0..100, default 8)\n");
+    tu_assert_has("usage", out, " U (default: the run's) (1..100)\n");
 }
 END_TEST
 

@@ -53,10 +53,16 @@ void ex_print_usage(const char *prog, const char *usage, const ex_opt *opts, int
         const char *arg = opts[i].type == EX_INT ? " N" : opts[i].type == EX_FLOAT ? " X" : opts[i].type == EX_STR ? " S" : "";
         snprintf(left, sizeof left, "--%s%s", opts[i].name, arg);
         switch (opts[i].type) {
-        case EX_INT:
-            snprintf(def, sizeof def, " (%lld..%lld, default %lld)", (long long)opts[i].min, (long long)opts[i].max,
-                     (long long)*(int64_t *)opts[i].ptr);
+        case EX_INT: {
+            /* a default outside the range is a "not given" mark whose meaning the help text says */
+            const int64_t v = *(int64_t *)opts[i].ptr;
+            if (v < opts[i].min || v > opts[i].max)
+                snprintf(def, sizeof def, " (%lld..%lld)", (long long)opts[i].min, (long long)opts[i].max);
+            else
+                snprintf(def, sizeof def, " (%lld..%lld, default %lld)", (long long)opts[i].min, (long long)opts[i].max,
+                         (long long)v);
             break;
+        }
         case EX_FLOAT:
             snprintf(def, sizeof def, " (%g..%g, default %g)", opts[i].lo, opts[i].hi, (double)*(float *)opts[i].ptr);
             break;
