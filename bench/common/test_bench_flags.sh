@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
 # The numeric flags of bench_gemm and bench_rowops (their measurements take minutes and run only
 # under `meson test --benchmark`): out-of-range and non-numeric values are refused, naming the flag;
-# bench_gemm's bf16 path flags, and its short --small-m run.
-#   test_bench_flags.sh BENCH_GEMM BENCH_ROWOPS
+# bench_gemm's bf16 path flags, and its short --small-m run. With BENCH_FASHION_MNIST (built when
+# zlib is found): an unknown argument is named, and --help.
+#   test_bench_flags.sh BENCH_GEMM BENCH_ROWOPS [BENCH_FASHION_MNIST]
 set -uo pipefail
 . "$(dirname "$0")/tap.sh"
 
-for bench in "$@"; do
+for bench in "$1" "$2"; do
   name=$(basename "$bench")
   expect_exit "$name: --reps 0 refused" 2 "$name: --reps: 0 is out of range 1..100000" --reps 0
   expect_exit "$name: --reps past int refused" 2 "$name: --reps: 4294967297 is out of range 1..100000" --reps 4294967297
   expect_exit "$name: --reps garbage refused" 2 "$name: --reps expects an integer in 1..100000, got '3x'" --reps 3x
 done
+
+if [ $# -ge 3 ]; then
+  bench=$3 # bench_fashion_mnist
+  expect_exit "bench_fashion_mnist: unknown argument named" 2 \
+    "bench_fashion_mnist: unknown or incomplete argument '--bogus'" --bogus
+  expect_exit "bench_fashion_mnist: --python without a value named" 2 \
+    "bench_fashion_mnist: unknown or incomplete argument '--python'" --python
+  "$bench" --help >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "^usage: bench_fashion_mnist" "$tmp/out" && [ ! -s "$tmp/err" ]; then
+    ok "bench_fashion_mnist --help: usage on stdout, exit 0"
+  else not_ok "bench_fashion_mnist --help: usage on stdout, exit 0" "exit $rc: $(head -c 600 "$tmp/out" "$tmp/err")"; fi
+fi
 
 bench=$1 # bench_gemm
 expect_exit "bench_gemm: unknown --bf16 path refused" 2 \

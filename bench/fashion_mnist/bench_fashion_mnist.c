@@ -62,6 +62,10 @@ static double parse_arg(const char *flag, const char *v, double lo, double hi) {
     return d;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH] [--bf16]\n");
+}
+
 /* Median ms/step of N minigrad steps (after two untimed ones). */
 static double minigrad_round(fm_model *m, mg_optim *opt, mg_ctx *ctx, const fm_set *data, int64_t batch, int steps,
                              double *times) {
@@ -117,10 +121,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) batch = (int64_t)parse_arg(a, v, 1, 4096), i++;
         else if (!strcmp(a, "--python") && v) python = v, i++;
         else if (!strcmp(a, "--bf16")) bf16 = true;
-        else {
-            fprintf(stderr, "usage: bench_fashion_mnist [--steps N] [--rounds R] [--threads T] [--batch B] [--python PATH] "
-                            "[--bf16]\n");
-            return strcmp(a, "--help") ? 2 : 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_fashion_mnist: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
         }
     }
     char cpu[256];
