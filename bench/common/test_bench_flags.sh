@@ -2,7 +2,7 @@
 # The numeric flags of bench_gemm and bench_rowops (their measurements take minutes and run only
 # under `meson test --benchmark`): out-of-range and non-numeric values are refused, naming the flag;
 # bench_gemm's bf16 path flags, and its short --small-m run. With BENCH_FASHION_MNIST (built when
-# zlib is found): an unknown argument is named, and --help.
+# zlib is found): an unknown argument is named. The --help of the three.
 #   test_bench_flags.sh BENCH_GEMM BENCH_ROWOPS [BENCH_FASHION_MNIST]
 set -uo pipefail
 . "$(dirname "$0")/tap.sh"
@@ -20,11 +20,28 @@ if [ $# -ge 3 ]; then
     "bench_fashion_mnist: unknown or incomplete argument '--bogus'" --bogus
   expect_exit "bench_fashion_mnist: --python without a value named" 2 \
     "bench_fashion_mnist: unknown or incomplete argument '--python'" --python
+fi
+
+# --help of each: on stdout, exit 0, saying what it measures against what, each option with its
+# default, and how long a default run takes.
+help_says() { # NAME PATTERN...: every PATTERN is in "$bench" --help
+  local name=$1 rc missing=""
+  shift
   "$bench" --help >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  if [ $rc -eq 0 ] && grep -q "^usage: bench_fashion_mnist" "$tmp/out" && [ ! -s "$tmp/err" ]; then
-    ok "bench_fashion_mnist --help: usage on stdout, exit 0"
-  else not_ok "bench_fashion_mnist --help: usage on stdout, exit 0" "exit $rc: $(head -c 600 "$tmp/out" "$tmp/err")"; fi
+  for p in "$@"; do grep -qF -- "$p" "$tmp/out" || missing="$missing '$p'"; done
+  if [ $rc -eq 0 ] && [ -z "$missing" ] && [ ! -s "$tmp/err" ]; then ok "$name --help"
+  else not_ok "$name --help" "exit $rc, missing:$missing; $(head -c 600 "$tmp/out" "$tmp/err")"; fi
+}
+bench=$1
+help_says bench_gemm "usage: bench_gemm" "against OpenBLAS" "--reps N         timed calls" "(default 11, --quick 3" \
+  "--small-m " "A default run" "about 5 minutes"
+bench=$2
+help_says bench_rowops "usage: bench_rowops" "reference" "--min " "(default 15; 1..1000)" "--quick takes about"
+if [ $# -ge 3 ]; then
+  bench=$3
+  help_says bench_fashion_mnist "usage: bench_fashion_mnist" "against PyTorch" "(default 20;" "(default 3;" \
+    "(default 2," "(default 128;" "default /usr/bin/python3" "--bf16 " "A default run"
 fi
 
 bench=$1 # bench_gemm

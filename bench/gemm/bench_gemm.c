@@ -207,7 +207,27 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_gemm [--quick] [--json FILE] [--reps N] [--isa avx512|avx2|generic]\n"
             "                  [--openblas-core NAME|auto] [--no-openblas] [--clock wall|cpu]\n"
-            "                  [--bf16 emulated|avx512bf16|amx|none] [--bf16-only] [--small-m]\n");
+            "                  [--bf16 emulated|avx512bf16|amx|none] [--bf16-only] [--small-m]\n"
+            "Measures minigrad's float32 sgemm on the Linear-layer shapes of bench_train's textgen and music\n"
+            "models (forward NN, weight gradient TN, input gradient NT) and on batched attention shapes, at 1\n"
+            "thread and all threads, against OpenBLAS (libopenblas.so.0, loaded at run time when installed),\n"
+            "the two alternating call by call: median GFLOP/s, %% of the FMA peak measured at the start, and\n"
+            "the minigrad / OpenBLAS ratio. Then the same shapes in bf16 (mg_bgemm) against float32 sgemm.\n"
+            "  --quick          2 of the 6 Linear shapes and 2 of the 5 attention shapes, 3 calls each\n"
+            "  --reps N         timed calls per product and thread count (default 11, --quick 3; 1..100000)\n"
+            "  --json FILE      one JSON object per line per measurement\n"
+            "  --isa NAME       minigrad on a SIMD path other than the detected one\n"
+            "  --openblas-core NAME|auto  OPENBLAS_CORETYPE for OpenBLAS (default SkylakeX on AVX-512 CPUs;\n"
+            "                   auto: OpenBLAS's own choice)\n"
+            "  --no-openblas    minigrad only\n"
+            "  --clock wall|cpu wall clock (default), or process CPU time / threads for a busy shared machine\n"
+            "  --bf16 PATH|none the bf16 section on this path (default: the best the CPU has), or none to skip it\n"
+            "  --bf16-only      only the bf16 section (no OpenBLAS)\n"
+            "  --small-m        only products of 1 to 256 rows (decoding) against textgen's and music's first\n"
+            "                   Linear weight, float32 against every bf16 path the machine has (not with --bf16)\n"
+            "  --help           this text\n"
+            "Runs with OMP_WAIT_POLICY=passive unless it is set (it restarts itself to set it). A default run\n"
+            "takes about 5 minutes on 2 cores (bench/README.md); --quick a fraction of that.\n");
 }
 
 /* ---- bf16 ---- */

@@ -387,8 +387,23 @@ static void bench_linear(const config *c, int reps, int max_threads, FILE *json,
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: bench_rowops [--quick] [--reps N] [--min] [--json FILE] "
-               "[--isa avx512|avx2|generic] [--config textgen|music]\n");
+    fprintf(f,
+            "usage: bench_rowops [--quick] [--reps N] [--min] [--json FILE] [--isa avx512|avx2|generic]\n"
+            "                    [--config textgen|music]\n"
+            "Measures minigrad's row and elementwise kernels (LayerNorm, GELU, bias and residual adds, softmax,\n"
+            "cross-entropy, embedding gather and scatter, AdamW) against their plain single-threaded reference\n"
+            "twins, on the shapes of one training step of bench_train's textgen and music models; the fast\n"
+            "kernel on 1 thread and all threads, alternating call by call with the reference: median ms, GB/s\n"
+            "(least bytes read + written / time) and speedup. Last, the fused mg_linear against mg_matmul +\n"
+            "mg_add on the GPT's three Linear shapes.\n"
+            "  --quick          5 calls per measurement instead of 15 (what `meson test --benchmark` runs)\n"
+            "  --reps N         calls per measurement (default 15; 1..1000)\n"
+            "  --min            the fastest call instead of the median, calls 2 ms apart (for a busy machine)\n"
+            "  --json FILE      one JSON object per measurement\n"
+            "  --isa NAME       a SIMD path other than the detected one\n"
+            "  --config NAME    one configuration only (default both)\n"
+            "  --help           this text\n"
+            "--quick takes about 12 s on 2 cores (bench/README.md); a default run about three times that.\n");
 }
 
 int main(int argc, char **argv) {
