@@ -8,6 +8,13 @@ bench=$1
 ref=$2
 . "$(dirname "$0")/../common/tap.sh"
 
+# --help documents every configuration --configs takes, the tool's own tiny ones too
+"$bench" --help >"$tmp/help" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q -- "--configs LIST" "$tmp/help" && grep -q "tiny and tiny-long are for quick checks of the tool" "$tmp/help" &&
+  grep -q "tiny-long" "$tmp/help"; then ok "--help documents the configurations"
+else not_ok "--help documents the configurations" "exit $rc: $(head -c 1500 "$tmp/help")"; fi
+
 # usage errors: exit status 2, the culprit named on stderr
 expect_exit "unknown option is named" 2 "'--bogus'" --bogus
 expect_exit "option without its value" 2 "'--json'" --json
