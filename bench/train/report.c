@@ -170,6 +170,11 @@ void bt_print_table(const bt_report *rep, FILE *f) {
     }
     fprintf(f, "ratio: minigrad tokens/s over PyTorch's at the same thread count (generation: over PyTorch "
                "without a cache); load: 1-minute load average as the measurement ended\n");
+    /* bt_measure_peak times float32 FMAs only; bf16 units do more multiply-adds a cycle */
+    fprintf(f, "MFU: model FLOPs (training: per step, as bench/README.md counts them; generation: the forward "
+               "FLOPs of a cached decoder) / median time / the float32 FMA peak measured on the machine at the "
+               "same thread count (peak_gflops in --json).\n     bf16 rows use that float32 peak too; the bf16 units "
+               "(AVX512-BF16, AMX) do more multiply-adds per cycle, so their MFU can pass 100%%\n");
 
     bool any_target = false;
     for (int i = 0; i < rep->n; i++) any_target |= rep->r[i].valid && !rep->r[i].cfg->test_only;

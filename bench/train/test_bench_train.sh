@@ -126,8 +126,10 @@ else not_ok "JSON lines carry the schema, consistent numbers and the shared FLOP
 if [ "$(head -c 8 "$tmp/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && [ ! -e "$tmp/r.png.panel0.png" ]; then
   ok "PNG written, temporary panels removed"
 else not_ok "PNG written, temporary panels removed" "$(ls -l "$tmp")"; fi
-if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run"; then ok "table printed"
-else not_ok "table printed" "$(head -c 800 "$tmp/run")"; fi
+if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run" &&
+  grep -q "^MFU: model FLOPs .* / median time / the float32 FMA peak measured on the machine at the same thread count" "$tmp/run" &&
+  grep -q "bf16 rows use that float32 peak too; .* so their MFU can pass 100%" "$tmp/run"; then ok "table printed, MFU's peak said"
+else not_ok "table printed, MFU's peak said" "$(tail -c 1500 "$tmp/run")"; fi
 
 # A long configuration (music's rounds): minigrad's float32 and bf16 run 3 steps with PyTorch's
 # round and two more rounds of 3 between themselves, 9 steps each; --steps N still means N for all.
