@@ -66,16 +66,18 @@ static int max_threads(const bt_report *rep) {
     return m;
 }
 
-/* binding: false for a figure whose target applies at another thread count (shown, not judged) */
+/* binding: false for a figure whose target applies at another thread count (shown, and whether it is
+ * above or below, but not judged) */
 static void print_target_at(FILE *f, const char *what, double value, const char *unit, double target, bool at_least,
                             bool binding) {
     char v[32];
     fmt_num(v, sizeof v, "%.2f", value);
     const bool ok = at_least ? value >= target : value <= target;
     const char *verdict = !isfinite(value) ? "not measured"
-                          : !binding       ? (ok ? "met (asked on all threads)" : "below (asked on all threads)")
+                          : !binding       ? (ok ? "above the target, which applies on all threads only"
+                                                 : "below the target, which applies on all threads only")
                           : ok             ? "met"
-                                           : "NOT MET";
+                                           : "not met";
     fprintf(f, "  %-70s %7s%s  (target %s %.2f%s)  %s\n", what, v, unit, at_least ? ">=" : "<=", target, unit,
             verdict);
 }
@@ -103,7 +105,7 @@ static const char *bf16_path(const bt_result *r) {
     return b ? b + 6 : "unknown";
 }
 
-/* bf16 training against float32, asked of the bf16 unit the run had: where AMX tiles do the
+/* bf16 training against float32, targets set by the bf16 unit the run had: where AMX tiles do the
  * products at least 3x minigrad fp32 and 2x PyTorch's bf16 autocast, where AVX512-BF16 does them at
  * least 1.5x minigrad fp32. The emulation (no bf16 unit) is shown with no target. */
 static void print_bf16_targets(const bt_report *rep, FILE *f) {
@@ -181,7 +183,8 @@ void bt_print_table(const bt_report *rep, FILE *f) {
     if (!any_target) return;
     const int all = max_threads(rep);
     const int two = 2 <= all ? 2 : all; /* the target's 1 -> 2 threads scaling */
-    fprintf(f, "\ntargets, at each thread count measured (textgen's ratio is judged on all threads, %d here):\n",
+    fprintf(f, "\nperformance targets, at each thread count measured (textgen's minigrad / PyTorch target applies "
+               "on all threads, %d here):\n",
             all);
     for (int t = 0; t < rep->n_threads; t++) {
         const int th = rep->threads[t];
