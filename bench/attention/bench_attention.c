@@ -381,6 +381,8 @@ int main(int argc, char **argv) {
     const int n_counts = all > 1 ? 2 : 1;
     char threads_text[32] = "thread 1";
     if (n_counts > 1) snprintf(threads_text, sizeof threads_text, "threads 1 and %d", all);
+    char cpu[320];
+    printf("cpu: %s\n", bench_cpu(cpu, sizeof cpu));
     printf("bench_attention: path %s, %s, median of %d timed repetitions (decode: %d calls) after "
            "one warm-up, fused and reference alternating\n",
            mg_isa_name(mg_isa_active()), threads_text, reps, DECODE_REPS_PER_REP * reps);

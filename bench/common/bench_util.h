@@ -16,6 +16,40 @@
 #include <string.h>
 #include <time.h>
 
+/* The CPU as lscpu names it ("model name" in /proc/cpuinfo) and the units that decide which kernels
+ * run, e.g. "AMD EPYC (avx512f, avx512_bf16, no amx)": every figure says which CPU it came from.
+ * "unknown CPU" where /proc/cpuinfo cannot be read. Returns buf. */
+static inline const char *bench_cpu(char *buf, size_t n) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[8192], model[256] = "";
+    bool avx512 = false, avx2 = false, bf16 = false, amx = false, have_flags = false;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *v = strchr(line, ':');
+        if (!v) continue;
+        v += v[1] == ' ' ? 2 : 1;
+        if (!model[0] && !strncmp(line, "model name", 10)) {
+            snprintf(model, sizeof model, "%s", v);
+            model[strcspn(model, "\n")] = 0;
+        } else if (!have_flags && !strncmp(line, "flags", 5)) {
+            have_flags = true;
+            line[strcspn(line, "\n")] = ' '; /* the last flag ends in a space too */
+            avx512 = strstr(v, " avx512f ") != NULL, avx2 = strstr(v, " avx2 ") != NULL;
+            bf16 = strstr(v, " avx512_bf16 ") != NULL, amx = strstr(v, " amx_tile ") && strstr(v, " amx_bf16 ");
+        }
+        if (model[0] && have_flags) break;
+    }
+    if (f) fclose(f);
+    if (!model[0]) {
+        snprintf(buf, n, "unknown CPU");
+        return buf;
+    }
+    if (!have_flags) snprintf(buf, n, "%s", model);
+    else
+        snprintf(buf, n, "%s (%s%s, %s)", model, avx512 ? "avx512f" : avx2 ? "avx2" : "no avx2",
+                 bf16 ? ", avx512_bf16" : "", amx ? "amx_tile, amx_bf16" : "no amx");
+    return buf;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define BENCH_FMA_X86 1

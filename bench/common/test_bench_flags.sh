@@ -63,6 +63,7 @@ rc=$?
 rows=$(grep -cE '^(1|4|16|64) +256x768 +1 +[0-9.]+ +[0-9.]+' "$tmp/out")
 lines=$(grep -c '"bench":"gemm_small_m".*"isa":"emulated"' "$tmp/s.json" 2>/dev/null)
 if [ $rc -eq 0 ] && [ "$rows" = 4 ] && [ "${lines:-0}" -ge 4 ] && grep -q "fastest bf16" "$tmp/out" &&
-  ! grep -q "^shape " "$tmp/out" && grep -qF "openblas: skipped (--small-m)" "$tmp/out"; then ok "bench_gemm --small-m: a row per M, JSON per path"
-else not_ok "bench_gemm --small-m: a row per M, JSON per path" "exit $rc rows $rows json $lines: $(head -c 1200 "$tmp/out")"; fi
+  ! grep -q "^shape " "$tmp/out" && grep -qF "openblas: skipped (--small-m)" "$tmp/out" &&
+  grep -qE '^cpu: .+ \((avx512f|avx2|no avx2)' "$tmp/out"; then ok "bench_gemm --small-m: the CPU, a row per M, JSON per path"
+else not_ok "bench_gemm --small-m: the CPU, a row per M, JSON per path" "exit $rc rows $rows json $lines: $(head -c 1200 "$tmp/out")"; fi
 tap_done

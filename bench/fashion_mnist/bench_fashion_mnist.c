@@ -34,22 +34,18 @@ enum { MAX_ROUNDS = 64, MAX_STEPS = 100000 };
 #define PYTORCH_MALLOC "MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1125899906842624 MALLOC_TOP_PAD_=1073741824"
 
 
+/* The CPU (bench_cpu) and whether it is Intel's (whose OpenBLAS kernels need naming). */
 static void cpu_name(char *buf, size_t n, bool *intel) {
-    snprintf(buf, n, "unknown CPU");
+    bench_cpu(buf, n);
     *intel = false;
-    FILE *p = popen("lscpu 2>/dev/null", "r");
-    if (!p) return;
+    FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
-    while (fgets(line, sizeof line, p)) {
-        char *v = strchr(line, ':');
-        if (!v) continue;
-        v++;
-        while (*v == ' ') v++;
-        v[strcspn(v, "\n")] = 0;
-        if (!strncmp(line, "Model name:", 11)) snprintf(buf, n, "%s", v);
-        if (!strncmp(line, "Vendor ID:", 10) && strstr(v, "GenuineIntel")) *intel = true;
-    }
-    pclose(p);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "vendor_id", 9)) {
+            *intel = strstr(line, "GenuineIntel") != NULL;
+            break;
+        }
+    if (f) fclose(f);
 }
 
 static double parse_arg(const char *flag, const char *v, double lo, double hi) {

@@ -547,6 +547,8 @@ int main(int argc, char **argv) {
     const bench_fma pk = bench_fma_best();
     double peak[2];
     for (int t = 0; t < nthr; t++) peak[t] = measure_peak(&pk, thread_counts[t]);
+    char cpu[320];
+    printf("cpu: %s\n", bench_cpu(cpu, sizeof cpu));
     printf("minigrad: %s path, %d threads available\n", mg_isa_name(mg_isa_active()), all);
     printf("peak (%s register loop): %.1f GFLOP/s on 1 thread", pk.name, peak[0]);
     if (nthr > 1) printf(", %.1f on %d threads", peak[1], all);

@@ -463,6 +463,8 @@ int main(int argc, char **argv) {
     }
     const int max_threads = mg_get_num_threads();
     const char *isa = mg_isa_name(mg_isa_active());
+    char cpu[320];
+    printf("cpu: %s\n", bench_cpu(cpu, sizeof cpu));
     printf("bench_rowops: path %s, threads 1 and %d, %s of %d calls, reference and fast "
            "alternating\n",
            isa, max_threads, use_min ? "fastest" : "median", reps);

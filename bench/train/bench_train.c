@@ -60,6 +60,10 @@ static void usage(FILE *f) {
             "                  default, no targets): tiny a 2-layer GPT of width 32 over 24 positions, tiny-long\n"
             "                  1 layer of width 272 over 1024 positions, large enough (T x C) to take music's\n"
             "                  schedule of rounds\n"
+            "  --threads LIST  thread counts to measure, comma-separated; 'all' is every core (default 1,all)\n"
+            "  --json FILE     write every measurement as a JSON line, with the CPU it ran on\n"
+            "  --png FILE      draw the ratios as a bar chart\n"
+            "  --seed N        the models' initialisation and data seed (default 1234)\n"
             "  --steps N       timed training steps per implementation (default 12 textgen; music 3\n"
             "                  PyTorch, 9 minigrad)\n"
             "  --warmup N      untimed steps first (default 2)\n"
@@ -72,7 +76,8 @@ static void usage(FILE *f) {
             "  --no-gen        training only, no generation runs\n"
             "  --report FILE   measure nothing: print the table and targets of an earlier run's --json file\n"
             "                  (and redraw its --png)\n"
-            "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"
+            "  --no-pytorch    minigrad only (PyTorch is used when `PYTHON -c 'import torch'` works)\n"            "  --python PATH   the Python that runs PyTorch (default /usr/bin/python3)\n"
+            "  --pytorch-script PATH  PyTorch's side of the benchmark (default " BENCH_PYTORCH_SCRIPT ")\n"
             "  --openblas-core OPENBLAS_CORETYPE for PyTorch's BLAS (default: SkylakeX on AVX-512 CPUs)\n"
             "  --pytorch-wait-policy  OMP_WAIT_POLICY of PyTorch's workers above 1 thread (default passive)\n"
             "  --pytorch-malloc  retain (default): PyTorch's workers start with glibc keeping freed memory, so its\n"
@@ -563,6 +568,8 @@ int main(int argc, char **argv) {
         else
             rep.have_pytorch = true;
     }
+    bench_cpu(rep.cpu, sizeof rep.cpu);
+    printf("cpu: %s\n", rep.cpu);
     printf("minigrad: %s kernels, %d threads available; pytorch: %s\n", mg_isa_name(mg_isa_active()), all,
            rep.have_pytorch ? o.script : "not used");
     for (int t = 0; t < o.n_threads; t++) rep.peak[t] = bt_measure_peak(o.threads[t], 5, 0.2);

@@ -107,6 +107,7 @@ typedef struct bt_report {
     bool have_pytorch;
     char torch_version[32];
     double load_before, load_after; /* 1-minute load average */
+    char cpu[320];                  /* the CPU the figures came from (bench_cpu) */
 } bt_report;
 
 bt_result *bt_report_add(bt_report *rep);

@@ -138,6 +138,7 @@ static void print_bf16_targets(const bt_report *rep, FILE *f) {
 }
 
 void bt_print_table(const bt_report *rep, FILE *f) {
+    fprintf(f, "\ncpu: %s\n", rep->cpu[0] ? rep->cpu : "not recorded (a run from before the CPU was recorded)");
     fprintf(f, "\ntraining: one AdamW step (forward, backward, clip, update); median of the timed steps\n");
     fprintf(f, "%-8s %3s %-13s %5s %10s %10s %7s %9s %9s %9s %8s %5s\n", "config", "thr", "impl", "steps", "ms/step",
             "tokens/s", "MFU", "peak RSS", "base RSS", "arena", "ratio", "load");
@@ -267,6 +268,14 @@ bool bt_write_json(const bt_report *rep, const char *path) {
         bench_json_num(f, "load", r->load, "%.2f");
         bench_json_num(f, "load_before", rep->load_before, "%.2f");
         bench_json_num(f, "load_after", rep->load_after, "%.2f");
+        if (rep->cpu[0]) {
+            fputs(",\"cpu\":\"", f);
+            for (const char *ch = rep->cpu; *ch; ch++) /* a JSON string: quotes, backslashes and controls escaped */
+                if (*ch == '"' || *ch == '\\') fprintf(f, "\\%c", *ch);
+                else if ((unsigned char)*ch < 0x20) fprintf(f, "\\u%04x", (unsigned char)*ch);
+                else fputc(*ch, f);
+            fputc('"', f);
+        }
         fputs("}\n", f);
     }
     return bench_json_close("bench_train", f, path);
@@ -431,6 +440,7 @@ bool bt_report_load(bt_report *rep, const char *path) {
                 r->n_params = (int64_t)bt_json_num(j, "n_params");
                 snprintf(r->backend, sizeof r->backend, "%s", bt_json_str(j, "backend", ""));
                 rep->load_before = bt_json_num(j, "load_before"), rep->load_after = bt_json_num(j, "load_after");
+                if (!rep->cpu[0]) snprintf(rep->cpu, sizeof rep->cpu, "%s", bt_json_str(j, "cpu", ""));
                 if (r->impl == BT_PYTORCH) rep->have_pytorch = true;
                 int t = 0;
                 while (t < rep->n_threads && rep->threads[t] != threads) t++;

@@ -92,7 +92,11 @@ if [ $rc -eq 0 ]; then ok "tiny run exits 0"; else not_ok "tiny run exits 0" "ex
 python3 - "$tmp/r.json" "$ref" <<'EOF' >"$tmp/check" 2>&1
 import importlib.util, json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
-need = {"bench", "config", "threads", "tokens_per_s", "mfu", "peak_rss_mb", "impl"}
+need = {"bench", "config", "threads", "tokens_per_s", "mfu", "peak_rss_mb", "impl", "cpu"}
+# the CPU the figures came from, as /proc/cpuinfo names it, and its units
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), None)
+if model:
+    assert all(r["cpu"].startswith(model + " (") and "amx" in r["cpu"] for r in recs), (model, recs[0]["cpu"])
 for r in recs:
     assert need <= set(r), (need - set(r), r)
     assert r["impl"] == "minigrad" and r["config"] == "tiny", r
@@ -127,6 +131,7 @@ if [ "$(head -c 8 "$tmp/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a 
   ok "PNG written, temporary panels removed"
 else not_ok "PNG written, temporary panels removed" "$(ls -l "$tmp")"; fi
 if grep -q "minigrad tiny .*1t train:" "$tmp/run" && grep -q "^training: one AdamW step" "$tmp/run" &&
+  [ "$(grep -c '^cpu: ' "$tmp/run")" -ge 2 ] && # at the start and above the tables
   grep -q "^MFU: model FLOPs .* / median time / the float32 FMA peak measured on the machine at the same thread count" "$tmp/run" &&
   grep -q "bf16 rows use that float32 peak too; .* so their MFU can pass 100%" "$tmp/run"; then ok "table printed, MFU's peak said"
 else not_ok "table printed, MFU's peak said" "$(tail -c 1500 "$tmp/run")"; fi
