@@ -497,6 +497,9 @@ START_TEST(training_learns_the_generated_corpus) {
     tu_assert_stdout_has(&music, "activations (arena peak)");
     tu_assert_stdout_has(&music, "run/sample.mid");
     tu_assert_stdout_has(&music, "run/loss.png");
+    char more[1200]; /* the command for more music names the program as it was started */
+    snprintf(more, sizeof more, "music: more music: %s sample --ckpt run/model.safetensors --out piece.mid", music.bin);
+    tu_assert_stdout_has(&music, more);
     int w, h;
     png_size(tmp_path("run/loss.png"), &w, &h);
     ck_assert_int_eq(w, 800);

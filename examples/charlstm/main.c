@@ -360,7 +360,9 @@ static int cmd_train(int argc, char **argv) {
         printf("\n");
     }
     ex_train_print_files("charlstm", &rf);
-    printf("charlstm: more text: charlstm sample --ckpt %s --prompt 'TEXT' --tokens 500\n", rf.ckpt);
+    char prog_w[1024], ckpt_w[1024]; /* the program as it was started, and the path, as shell words */
+    printf("charlstm: more text: %s sample --ckpt %s --prompt 'TEXT' --tokens 500\n",
+           ex_shell_word(ex_invoked_as("charlstm"), prog_w, sizeof prog_w), ex_shell_word(rf.ckpt, ckpt_w, sizeof ckpt_w));
     rc = 0;
 out:
     if (rc == 1) ex_fail(TRAIN);

@@ -322,7 +322,9 @@ int music_cmd_train(int argc, char **argv) {
                gr.ended ? " (the model ended the piece)" : "", smid, spng);
     }
     ex_train_print_files("music", &files);
-    printf("music: more music: music sample --ckpt %s --out piece.mid --png piece.png\n", ckpt);
+    char prog_w[1024], ckpt_w[1024]; /* the program as it was started, and the path, as shell words */
+    printf("music: more music: %s sample --ckpt %s --out piece.mid --png piece.png\n",
+           ex_shell_word(ex_invoked_as("music"), prog_w, sizeof prog_w), ex_shell_word(ckpt, ckpt_w, sizeof ckpt_w));
     rc = 0;
 out:
     if (rc == 1) ex_fail(PROG);

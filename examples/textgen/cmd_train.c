@@ -268,7 +268,9 @@ int textgen_cmd_train(int argc, char **argv) {
         printf("\n");
     }
     ex_train_print_files("textgen", &rf);
-    printf("textgen: more text: textgen sample --ckpt %s --prompt 'TEXT' --tokens 500\n", ckpt);
+    char prog_w[1024], ckpt_w[1024]; /* the program as it was started, and the path, as shell words */
+    printf("textgen: more text: %s sample --ckpt %s --prompt 'TEXT' --tokens 500\n",
+           ex_shell_word(ex_invoked_as("textgen"), prog_w, sizeof prog_w), ex_shell_word(ckpt, ckpt_w, sizeof ckpt_w));
     rc = 0;
 out:
     if (rc == 1) ex_fail(PROG);
