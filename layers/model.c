@@ -49,19 +49,24 @@ mg_status mg_model_build(const mg_cfg_file *f, mg_rng *rng, mg_model **out) {
             break;
         }
         snprintf(prefix, sizeof prefix, "%s", name);
-        for (int j = 0; j < m->n && st == MG_OK; j++)
-            if (strcmp(mg_layer_prefix(m->layers[j]), prefix) == 0) {
-                char where[320];
-                mg_config_where(cfg, "name", where, sizeof where);
-                st = mg_set_error(MG_ERR_INVALID, "%s: name '%s' is already the name of section %d ([%s] on line %d)",
-                                  where, prefix, j + 1, mg_cfg_file_section(f, j), mg_cfg_file_line(f, j));
-            }
-        if (st != MG_OK) break;
         st = mg_layer_create(type, prefix, cfg, m->params, &m->layers[i]);
-        if (st == MG_OK)
+        if (st == MG_OK) {
             m->n++;
-        else if (strncmp(mg_last_error(), path, strlen(path)) != 0) /* e.g. from the parameter store */
+            continue;
+        }
+        /* parameters already declared under this name: say which section has it (layers without
+         * parameters may share a name, as they always could) */
+        int dup = -1;
+        for (int j = 0; j < m->n && dup < 0; j++)
+            if (strcmp(mg_layer_prefix(m->layers[j]), prefix) == 0) dup = j;
+        if (dup >= 0 && strstr(mg_last_error(), "duplicate parameter name")) {
+            char where[320];
+            mg_config_where(cfg, "name", where, sizeof where);
+            st = mg_set_error(MG_ERR_INVALID, "%s: name '%s' is already the name of section %d ([%s] on line %d)",
+                              where, prefix, dup + 1, mg_cfg_file_section(f, dup), mg_cfg_file_line(f, dup));
+        } else if (strncmp(mg_last_error(), path, strlen(path)) != 0) { /* e.g. from the parameter store */
             mg_wrap_error(st, "%s:%d: [%s] '%s'", path, line, type, prefix);
+        }
     }
     if (st == MG_OK) st = mg_params_alloc(m->params, rng);
     if (st != MG_OK) {

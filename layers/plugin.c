@@ -167,9 +167,14 @@ static bool program_dir(char *buf, size_t n, bool *in_build) {
  * in the build tree, which has a plugins folder of its own. */
 static bool library_plugin_dir(char *buf, size_t n) {
     Dl_info info;
-    char lib[PATH_MAX], exe[PATH_MAX];
-    if (!dladdr(&plug_lock, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) return false;
-    if (realpath("/proc/self/exe", exe) && strcmp(exe, lib) == 0) return false;
+    struct link_map *map = NULL;
+    char lib[PATH_MAX];
+    /* the loader's own record of the object holding this code: the program itself has an empty
+     * name there (dladdr's dli_fname would be argv[0], which realpath resolves against the current
+     * folder for a program started through PATH) */
+    if (!dladdr1(&plug_lock, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !map->l_name || !map->l_name[0] ||
+        !realpath(map->l_name, lib))
+        return false;
     const char *dir = dirname(lib);
     if (in_build_tree(dir)) return false;
     int w = snprintf(buf, n, "%s/%s", dir, mg_plugin_lib_subdir);

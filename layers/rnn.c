@@ -221,7 +221,7 @@ void mg_rnn_set_initial_state(mg_layer *l, mg_tensor *h0, mg_tensor *c0) {
     rnn *s = rnn_of(l);
     if (s)
         s->h0 = h0, s->c0 = c0;
-    else if (l)
+    else if (l && (h0 || c0)) /* clearing (NULL, NULL) asks nothing of a layer without state */
         mg_layer_fail_next_forward(l, "mg_rnn_set_initial_state: a %s layer has no recurrent state (lstm or gru only)",
                                    mg_layer_vt(l)->name);
 }

@@ -230,6 +230,11 @@ START_TEST(model_file_errors_name_file_line_key) {
     p = write_file("dup.cfg", "[linear]\nname = a\nin = 2\nout = 2\n[linear]\nname = a\nin = 2\nout = 2\n");
     TU_ASSERT_ERR(mg_model_from_file(p, &rng, &m), MG_ERR_INVALID,
                   "dup.cfg:6: [linear]: name 'a' is already the name of section 1 ([linear] on line 1)");
+    /* layers without parameters may share a name, as they always could */
+    p = write_file("dup_dropout.cfg", "[dropout]\nname = d\np = 0.1\n[linear]\nin = 2\nout = 2\n[dropout]\nname = d\np = 0.1\n");
+    TU_OK(mg_model_from_file(p, &rng, &m));
+    mg_model_free(m);
+    m = NULL;
     ck_assert_ptr_null(m);
     /* different names whose parameters collide: the store's message, with the file, line and section */
     p = write_file("clash.cfg", "[decoder_block]\nname = a\ndim = 8\nn_head = 2\n[linear]\nname = a.attn.c_attn\n"

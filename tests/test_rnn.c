@@ -283,6 +283,11 @@ START_TEST(errors_name_the_layer_and_field) {
     mg_ctx_clear_error(ctx);
     mg_layer_forward(lin, ctx, xl, NULL);
     ck_assert_msg(mg_ctx_ok(ctx), "%s", t.msg);
+    /* clearing the state (NULL, NULL), as code that resets every layer does, asks nothing of it */
+    mg_rnn_set_initial_state(lin, NULL, NULL);
+    t.calls = 0;
+    mg_layer_forward(lin, ctx, xl, NULL);
+    ck_assert_msg(mg_ctx_ok(ctx) && t.calls == 0, "%s", t.msg);
     mg_layer_free(lin);
     mg_params_free(Q);
     mg_ctx_free(ctx);

@@ -438,6 +438,17 @@ START_TEST(resume_is_bit_identical) {
      * handlers found for both signals put back, and a resume continues exactly */
     signal_then_resume("ctrlc", 16, SIGINT);
     signal_then_resume("term", 9, SIGTERM);
+    /* a signal the process ignores stays ignored: a background job's SIGINT does not stop the run */
+    signal(SIGINT, SIG_IGN);
+    mg_train_cfg ig = test_cfg("ignored", 20);
+    tmodel u = {.interrupt_at = 5, .interrupt_sig = SIGINT};
+    mlp_init(&u.m);
+    mg_train_model um = t_model(&u);
+    TU_OK(mg_train_run(&um, &ig, &res));
+    mlp_free(&u.m);
+    ck_assert(!res.interrupted);
+    ck_assert_int_eq(res.step, 20);
+    ck_assert_msg(signal(SIGINT, SIG_DFL) == SIG_IGN, "the trainer did not leave SIGINT ignored");
     remove_dir();
 }
 END_TEST

@@ -59,8 +59,10 @@ static void on_stop_signal(int sig) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (stop_ack_len) {
+        const int saved = errno; /* the interrupted code may be about to read it */
         ssize_t w = write(STDERR_FILENO, stop_ack, stop_ack_len);
         (void)w; /* nothing to do about a terminal that cannot be written to */
+        errno = saved;
     }
 }
 
@@ -1012,8 +1014,12 @@ mg_status mg_train_run(const mg_train_model *m, const mg_train_cfg *cfg, mg_trai
     } else {
         stop_ack_len = 0;
     }
+    /* a signal the process was started with ignored (a background job of a shell without job
+     * control ignores SIGINT) stays ignored */
     void (*old_int)(int) = cfg->catch_sigint ? signal(SIGINT, on_stop_signal) : SIG_DFL;
     void (*old_term)(int) = cfg->catch_sigint ? signal(SIGTERM, on_stop_signal) : SIG_DFL;
+    if (old_int == SIG_IGN) signal(SIGINT, SIG_IGN);
+    if (old_term == SIG_IGN) signal(SIGTERM, SIG_IGN);
     double per_step = m->tokens_per_step > 0 ? (double)m->tokens_per_step : 1.0;
     double t_start = mg_time(), ema_dt = 0;
     int64_t last_good = cfg->resume ? step : -1, first = step, n_saves = 0;

@@ -32,9 +32,10 @@ static inline const char *bench_cpu(char *buf, size_t n) {
             model[strcspn(model, "\n")] = 0;
         } else if (!have_flags && !strncmp(line, "flags", 5)) {
             have_flags = true;
-            line[strcspn(line, "\n")] = ' '; /* the last flag ends in a space too */
-            avx512 = strstr(v, " avx512f ") != NULL, avx2 = strstr(v, " avx2 ") != NULL;
-            bf16 = strstr(v, " avx512_bf16 ") != NULL, amx = strstr(v, " amx_tile ") && strstr(v, " amx_bf16 ");
+            char fl[sizeof line + 2]; /* " flag flag ... ": every flag between spaces */
+            snprintf(fl, sizeof fl, " %.*s ", (int)strcspn(v, "\n"), v);
+            avx512 = strstr(fl, " avx512f ") != NULL, avx2 = strstr(fl, " avx2 ") != NULL;
+            bf16 = strstr(fl, " avx512_bf16 ") != NULL, amx = strstr(fl, " amx_tile ") && strstr(fl, " amx_bf16 ");
         }
         if (model[0] && have_flags) break;
     }

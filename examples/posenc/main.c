@@ -113,7 +113,7 @@ static bool parse_tasks(const char *s, posenc_task *t, int *n) {
 static volatile sig_atomic_t stop_signal; /* the first SIGINT or SIGTERM (SIGUSR1 in a worker), 0: none */
 
 static void on_stop_signal(int sig) {
-    stop_signal = sig;
+    if (!stop_signal) stop_signal = sig; /* the first one decides the message and the exit status */
     /* a second Ctrl-C or SIGTERM takes the default action: the program ends at once */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -247,6 +247,7 @@ static void worker_main(int task_fd, int out_fd, const posenc_run_cfg *cfgs, pos
     posenc_cache_init(&cache);
     int32_t run;
     while (!stop_signal && read_full(task_fd, &run, sizeof run) == sizeof run) {
+        if (stop_signal) break; /* the stop came while the read waited: no new run */
         worker_io w = {out_fd, run};
         msg m = {MSG_START, run, 0, 0.0f};
         if (!write_full(out_fd, &m, sizeof m)) break;
@@ -304,6 +305,7 @@ static mg_status run_parallel(const posenc_run_cfg *cfgs, int n, int jobs, track
         }
         w[started++] = (worker){pid, rp[0], -1};
     }
+    signal(SIGUSR1, SIG_DFL); /* the workers' stop; in the parent a SIGUSR1 from outside ends it as before */
     close(tp[0]);
     free(scratch);
     if (started == 0) {
@@ -394,20 +396,25 @@ static bool plugin_dirs_exist(const char *list) {
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > 0) {
-            char dir[4096];
-            snprintf(dir, sizeof dir, "%.*s", (int)len, p);
+            char *dir = strndup(p, len); /* any length, as the search itself takes it */
+            if (!dir) {
+                fprintf(stderr, "%s: out of memory\n", prog);
+                return false;
+            }
             struct stat sb;
+            bool good = false;
             if (stat(dir, &sb) != 0) {
                 if (errno == ENOENT)
                     fprintf(stderr, "%s: --plugin-path: directory %s does not exist\n", prog, dir);
                 else
                     fprintf(stderr, "%s: --plugin-path: %s: %s\n", prog, dir, strerror(errno));
-                return false;
-            }
-            if (!S_ISDIR(sb.st_mode)) {
+            } else if (!S_ISDIR(sb.st_mode)) {
                 fprintf(stderr, "%s: --plugin-path: %s is not a directory\n", prog, dir);
-                return false;
+            } else {
+                good = true;
             }
+            free(dir);
+            if (!good) return false;
         }
         p += len + (end ? 1 : 0);
     }
@@ -556,10 +563,12 @@ int main(int argc, char **argv) {
                  .ok = ok,
                  .rep = &rep,
                  .out = o.out};
-    /* workers inherit these; SIGUSR1 is how the parent stops them */
-    signal(SIGUSR1, on_stop_signal);
-    signal(SIGINT, on_stop_signal);
-    signal(SIGTERM, on_stop_signal);
+    /* workers inherit these; SIGUSR1 is how the parent stops them (the parent gives it back to its
+     * default once they are started). A signal the program was started with ignored (a job started
+     * in the background by a shell without job control ignores SIGINT) stays ignored. */
+    if (jobs > 1) signal(SIGUSR1, on_stop_signal);
+    if (signal(SIGINT, on_stop_signal) == SIG_IGN) signal(SIGINT, SIG_IGN);
+    if (signal(SIGTERM, on_stop_signal) == SIG_IGN) signal(SIGTERM, SIG_IGN);
     mg_train_progress_open(&t.p, prog, (int64_t)n_runs * o.steps, 0, NULL, false);
     double t0 = mg_time();
     if (jobs == 1) {

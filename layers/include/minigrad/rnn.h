@@ -62,7 +62,7 @@ MG_API mg_layer *mg_gru_new(mg_params *params, const char *name, const mg_gru_cf
  * (num_layers, B, hidden_size), float32; c0 is for lstm only (NULL for gru). NULL h0 (or c0) means
  * zeros. Gradients flow into them like into any input. The tensors are borrowed: they must live
  * until that forward, which uses them once and forgets them. An error on l's kind or shapes is
- * raised by the forward on its context. */
+ * raised by the forward on its context; clearing (both NULL) is a no-op on a layer without state. */
 MG_API void mg_rnn_set_initial_state(mg_layer *l, mg_tensor *h0, mg_tensor *c0);
 
 /* The final state of the last forward of l: h_n (num_layers, B, hidden_size), and for an lstm c_n
