@@ -390,33 +390,21 @@ static void print_catalog(const posenc_catalog *c) {
 
 /* The folders of --plugin-path exist: the loader skips a missing one quietly (as it must for
  * MINIGRAD_PLUGIN_PATH), but one named on the command line is a mistake to report, not a folder
- * that happens to hold no plugins. Prints the first that is not a folder as "posenc: ...". */
-static bool plugin_dirs_exist(const char *list) {
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > 0) {
-            char *dir = strndup(p, len); /* any length, as the search itself takes it */
-            if (!dir) {
-                fprintf(stderr, "%s: out of memory\n", prog);
-                return false;
-            }
-            struct stat sb;
-            bool good = false;
-            if (stat(dir, &sb) != 0) {
-                if (errno == ENOENT)
-                    fprintf(stderr, "%s: --plugin-path: directory %s does not exist\n", prog, dir);
-                else
-                    fprintf(stderr, "%s: --plugin-path: %s: %s\n", prog, dir, strerror(errno));
-            } else if (!S_ISDIR(sb.st_mode)) {
-                fprintf(stderr, "%s: --plugin-path: %s is not a directory\n", prog, dir);
-            } else {
-                good = true;
-            }
-            free(dir);
-            if (!good) return false;
-        }
-        p += len + (end ? 1 : 0);
+ * that happens to hold no plugins. For one entry: whether it is a folder, else says why not as
+ * "posenc: ..." (posenc_each_dir stops at the first). */
+static bool plugin_dir_exists(const char *dir, void *user) {
+    (void)user;
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT)
+            fprintf(stderr, "%s: --plugin-path: directory %s does not exist\n", prog, dir);
+        else
+            fprintf(stderr, "%s: --plugin-path: %s: %s\n", prog, dir, strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: --plugin-path: %s is not a directory\n", prog, dir);
+        return false;
     }
     return true;
 }
@@ -464,7 +452,7 @@ int main(int argc, char **argv) {
     if (pr != EX_PARSE_OK) return pr == EX_PARSE_HELP ? 0 : 2;
     mg_precision precision;
     if (!ex_precision_from(prog, o.precision, &precision)) return 2;
-    if (o.plugin_path && !plugin_dirs_exist(o.plugin_path)) return 2;
+    if (o.plugin_path && !posenc_each_dir(o.plugin_path, plugin_dir_exists, NULL)) return 2;
 
     posenc_catalog catalog, *cat = &catalog;
     if (posenc_catalog_discover(cat, o.plugin_path) != MG_OK) {

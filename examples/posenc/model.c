@@ -50,20 +50,25 @@ static void append(char *buf, size_t n, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Adds each non-empty entry of a ':'-separated list to the loader's search path. */
-static void add_dirs(const char *list) {
+bool posenc_each_dir(const char *list, bool (*fn)(const char *dir, void *user), void *user) {
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char *dir = len > 0 ? malloc(len + 1) : NULL;
-        if (dir) {
-            memcpy(dir, p, len);
-            dir[len] = 0;
-            mg_plugin_add_dir(dir);
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0) {
+            char *dir = strndup(p, len); /* any length, as the loader takes it */
+            const bool go_on = dir && fn(dir, user);
             free(dir);
+            if (!go_on) return false;
         }
         p += len + (end ? 1 : 0);
     }
+    return true;
+}
+
+static bool add_dir(const char *dir, void *user) {
+    (void)user;
+    mg_plugin_add_dir(dir);
+    return true;
 }
 
 static int cmp_scheme(const void *a, const void *b) {
@@ -76,7 +81,7 @@ mg_status posenc_catalog_discover(posenc_catalog *c, const char *plugin_dirs) {
     memset(c, 0, sizeof *c);
     if (plugin_dirs) {
         mg_plugin_use_default_dirs(false);
-        add_dirs(plugin_dirs);
+        posenc_each_dir(plugin_dirs, add_dir, NULL);
     }
     mg_plugin_entry *e;
     int n;

@@ -83,6 +83,10 @@ const char *posenc_scheme_name(const char *name_or_label);
  * and the shadowed files. plugin_dirs (':'-separated), when not NULL, stands for the default
  * folders (installed or build tree, the program's): only MINIGRAD_PLUGIN_PATH and these are
  * searched. */
+/* fn(entry, user) for each non-empty entry of a ':'-separated folder list, of any length, until fn
+ * returns false; false then. */
+bool posenc_each_dir(const char *list, bool (*fn)(const char *dir, void *user), void *user);
+
 mg_status posenc_catalog_discover(posenc_catalog *c, const char *plugin_dirs);
 /* The entry for a name in either spelling, or NULL. */
 const posenc_scheme *posenc_catalog_find(const posenc_catalog *c, const char *name);
